@@ -1,0 +1,1 @@
+//! Configuration (stub replaced below).

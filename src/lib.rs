@@ -1,0 +1,11 @@
+//! nop: a terminal coding agent whose sessions are plain files.
+//!
+//! The engine lives here; `main.rs` is a thin front end. Arrows point inward: `cli` renders and
+//! calls the engine, the engine never prints.
+
+pub mod cli;
+pub mod config;
+pub mod logging;
+pub mod protocol;
+pub mod session;
+pub mod workspace;

@@ -1,0 +1,236 @@
+//! Crash-safe file writes: temp file in the same directory, fsync, rename, fsync the directory.
+//!
+//! A reader (or a process killed at any instant) sees either the old file or the new one, never
+//! a mixture. Several files change together through [`commit_files`], which keeps a small
+//! journal so that a crash between renames is rolled forward on the next write lock.
+
+use std::fs::{self, File};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use tempfile::{Builder, NamedTempFile, TempPath};
+
+use super::error::{Result, SessionError};
+
+/// Prefix of every temporary file the store makes; leftovers of killed processes are removed
+/// under the session's write lock.
+pub(crate) const TEMP_PREFIX: &str = ".tmp-";
+/// The journal of a multi-file commit in progress.
+pub(crate) const JOURNAL: &str = "commit.json";
+
+/// Replaces `path` with `contents` atomically.
+pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
+    let dir = parent_of(path);
+    let temp = write_temp(dir, contents, None)?;
+    temp.persist(path).map_err(|e| SessionError::Io {
+        path: path.to_path_buf(),
+        source: e.error,
+    })?;
+    sync_dir(dir)
+}
+
+/// Creates `path` with `contents`, failing if it exists (create-new semantics); with `read_only`
+/// the file is made read-only before it appears under its name.
+pub fn create_new_atomic(path: &Path, contents: &[u8], read_only: bool) -> Result<()> {
+    let dir = parent_of(path);
+    let temp = write_temp(dir, contents, read_only.then_some(()))?;
+    temp.persist_noclobber(path).map_err(|e| SessionError::Io {
+        path: path.to_path_buf(),
+        source: e.error,
+    })?;
+    sync_dir(dir)
+}
+
+/// Writes several files of one directory so that all change or none does.
+pub fn commit_files(dir: &Path, files: &[(&str, &[u8])]) -> Result<()> {
+    if let [(name, contents)] = files {
+        return write_atomic(&dir.join(name), contents);
+    }
+    let mut temps: Vec<(TempPath, &str)> = Vec::with_capacity(files.len());
+    for (name, contents) in files {
+        temps.push((write_temp(dir, contents, None)?.into_temp_path(), name));
+    }
+    let journal = Journal {
+        renames: temps
+            .iter()
+            .map(|(temp, name)| Rename {
+                from: file_name(temp),
+                to: (*name).to_string(),
+            })
+            .collect(),
+    };
+    let journal_bytes = serde_json::to_vec(&journal).map_err(|e| SessionError::Io {
+        path: dir.join(JOURNAL),
+        source: e.into(),
+    })?;
+    // From here on the commit is decided: the temps must outlive this process if it dies.
+    let kept: Vec<PathBuf> = temps
+        .into_iter()
+        .map(|(temp, _)| temp.keep())
+        .collect::<Result<_, _>>()
+        .map_err(|e| SessionError::Io {
+            path: dir.to_path_buf(),
+            source: e.error,
+        })?;
+    write_atomic(&dir.join(JOURNAL), &journal_bytes).inspect_err(|_| {
+        for path in &kept {
+            let _ = fs::remove_file(path);
+        }
+    })?;
+    roll_forward(dir, &journal)
+}
+
+/// Completes a multi-file commit that a killed process left behind. Call under the write lock.
+pub fn recover(dir: &Path) -> Result<()> {
+    let journal_path = dir.join(JOURNAL);
+    match fs::read(&journal_path) {
+        Ok(bytes) => match serde_json::from_slice::<Journal>(&bytes) {
+            Ok(journal) => roll_forward(dir, &journal)?,
+            // The journal itself is written atomically, so this is a hand edit: leave it.
+            Err(e) => {
+                return Err(SessionError::Corrupt {
+                    path: journal_path,
+                    pos: None,
+                    message: e.to_string(),
+                });
+            }
+        },
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(SessionError::io(journal_path)(e)),
+    }
+    remove_stale_temps(dir)
+}
+
+pub fn has_pending_commit(dir: &Path) -> bool {
+    dir.join(JOURNAL).exists()
+}
+
+fn roll_forward(dir: &Path, journal: &Journal) -> Result<()> {
+    for rename in &journal.renames {
+        let from = dir.join(&rename.from);
+        match fs::rename(&from, dir.join(&rename.to)) {
+            Ok(()) => {}
+            // Already renamed before a crash.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(SessionError::io(from)(e)),
+        }
+    }
+    sync_dir(dir)?;
+    let journal_path = dir.join(JOURNAL);
+    fs::remove_file(&journal_path).map_err(SessionError::io(&journal_path))?;
+    sync_dir(dir)
+}
+
+fn remove_stale_temps(dir: &Path) -> Result<()> {
+    let entries = fs::read_dir(dir).map_err(SessionError::io(dir))?;
+    for entry in entries.flatten() {
+        if entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+    Ok(())
+}
+
+fn write_temp(dir: &Path, contents: &[u8], read_only: Option<()>) -> Result<NamedTempFile> {
+    let mut temp = Builder::new()
+        .prefix(TEMP_PREFIX)
+        .tempfile_in(dir)
+        .map_err(SessionError::io(dir))?;
+    let path = temp.path().to_path_buf();
+    temp.write_all(contents).map_err(SessionError::io(&path))?;
+    if read_only.is_some() {
+        let mut perms = temp
+            .as_file()
+            .metadata()
+            .map_err(SessionError::io(&path))?
+            .permissions();
+        perms.set_readonly(true);
+        temp.as_file()
+            .set_permissions(perms)
+            .map_err(SessionError::io(&path))?;
+    }
+    temp.as_file().sync_all().map_err(SessionError::io(&path))?;
+    Ok(temp)
+}
+
+/// Makes a rename or a new directory entry durable.
+pub fn sync_dir(dir: &Path) -> Result<()> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(SessionError::io(dir))
+}
+
+fn parent_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+#[derive(Serialize, Deserialize)]
+struct Journal {
+    renames: Vec<Rename>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Rename {
+    from: String,
+    to: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commit_of_several_files_leaves_no_temps_or_journal() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        fs::write(dir.path().join("a"), "old a")?;
+        commit_files(dir.path(), &[("a", b"new a"), ("b", b"new b")])?;
+        assert_eq!(fs::read_to_string(dir.path().join("a"))?, "new a");
+        assert_eq!(fs::read_to_string(dir.path().join("b"))?, "new b");
+        let names: Vec<_> = fs::read_dir(dir.path())?
+            .map(|e| e.map(|e| e.file_name()))
+            .collect::<Result<_, _>>()?;
+        assert_eq!(names.len(), 2, "{names:?}");
+        Ok(())
+    }
+
+    #[test]
+    fn recover_rolls_an_interrupted_commit_forward() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        fs::write(dir.path().join("a"), "old a")?;
+        fs::write(dir.path().join("b"), "old b")?;
+        // As a process killed after the first rename would leave it.
+        fs::write(dir.path().join("a"), "new a")?;
+        fs::write(dir.path().join(".tmp-b1"), "new b")?;
+        fs::write(dir.path().join(".tmp-orphan"), "half")?;
+        let journal = r#"{"renames":[{"from":".tmp-a1","to":"a"},{"from":".tmp-b1","to":"b"}]}"#;
+        fs::write(dir.path().join(JOURNAL), journal)?;
+        assert!(has_pending_commit(dir.path()));
+        recover(dir.path())?;
+        assert_eq!(fs::read_to_string(dir.path().join("a"))?, "new a");
+        assert_eq!(fs::read_to_string(dir.path().join("b"))?, "new b");
+        assert!(!has_pending_commit(dir.path()));
+        assert!(!dir.path().join(".tmp-orphan").exists());
+        Ok(())
+    }
+
+    #[test]
+    fn create_new_refuses_to_replace() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let path = dir.path().join("snap.json");
+        create_new_atomic(&path, b"one", true)?;
+        assert!(create_new_atomic(&path, b"two", true).is_err());
+        assert_eq!(fs::read_to_string(&path)?, "one");
+        assert!(fs::metadata(&path)?.permissions().readonly());
+        Ok(())
+    }
+}

@@ -1,0 +1,61 @@
+//! Errors of the session store. Every variant names the file or session it is about.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::protocol::TextPos;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionError {
+    #[error("no session matches `{0}` (see `nop sessions list`)")]
+    NotFound(String),
+
+    #[error("`{prefix}` matches several sessions: {}; give more characters", candidates.join(", "))]
+    Ambiguous {
+        prefix: String,
+        candidates: Vec<String>,
+    },
+
+    #[error("{}{}: {message}", path.display(), pos.map(|p| format!(":{}:{}", p.line, p.column)).unwrap_or_default())]
+    Corrupt {
+        path: PathBuf,
+        pos: Option<TextPos>,
+        message: String,
+    },
+
+    #[error("{}: written by a newer nop (version {found}, this build reads up to {supported}); nothing was changed", path.display())]
+    TooNew {
+        path: PathBuf,
+        found: u32,
+        supported: u32,
+    },
+
+    #[error("session {session}: lock not acquired within {:.1} s{}", waited.as_secs_f64(), holder.map(|p| format!(" (held by pid {p})")).unwrap_or_else(|| " (held by another reader or writer)".into()))]
+    LockTimeout {
+        session: String,
+        waited: Duration,
+        holder: Option<u32>,
+    },
+
+    #[error("session {requested}: cannot lock it while this thread holds the lock of session {held} (locks are never nested)")]
+    NestedLock { held: String, requested: String },
+
+    #[error("session {session} has no snapshot `{snapshot}`")]
+    SnapshotNotFound { session: String, snapshot: String },
+
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl SessionError {
+    pub(crate) fn io(path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> SessionError {
+        let path = path.into();
+        move |source| SessionError::Io { path, source }
+    }
+}
+
+pub type Result<T, E = SessionError> = std::result::Result<T, E>;

@@ -1,0 +1,38 @@
+//! The session store: `.nop/sessions/<id>/` as plain files, written atomically, locked across
+//! processes, snapshotted immutably, forked one way.
+//!
+//! ```text
+//! .nop/sessions/<id>/
+//!   session.json            state and messages (protocol::SessionFile)
+//!   plan.xml                tasks (protocol::Plan)
+//!   history-<snap>.json     immutable snapshots (read-only files, never rewritten)
+//!   out-<ts>.log            whole output of a tool call
+//!   error-<ts>.log          one failed call (JSON)
+//!   session.log             this session's log lines
+//!   session.lock            sidecar of the cross-process lock
+//! ```
+//!
+//! Snapshots survive the deletion of their session: a fork hard-links the snapshot it was made
+//! from into the child's own directory (copying where links are impossible), so the child never
+//! depends on the parent's directory.
+
+mod atomic;
+mod error;
+mod lock;
+mod logs;
+mod store;
+
+pub use atomic::{commit_files, create_new_atomic, sync_dir, write_atomic};
+pub use error::{Result, SessionError};
+pub use lock::{LockKind, SessionLock};
+pub use logs::ErrorRecord;
+pub use store::{SessionState, SessionSummary, Store, Problem};
+
+pub const SESSION_FILE: &str = "session.json";
+pub const PLAN_FILE: &str = "plan.xml";
+pub const SESSION_LOG: &str = "session.log";
+
+/// File name of snapshot `id` inside a session directory.
+pub fn snapshot_file_name(id: &str) -> String {
+    format!("history-{id}.json")
+}

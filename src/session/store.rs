@@ -1,0 +1,592 @@
+//! [`Store`]: create, read, update, snapshot, fork and check sessions under `.nop/sessions/`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::atomic::{self, TEMP_PREFIX};
+use super::error::{Result, SessionError};
+use super::lock::{LockKind, SessionLock};
+use super::{PLAN_FILE, SESSION_FILE, SESSION_LOG, snapshot_file_name};
+use crate::protocol::ids::looks_like_id;
+use crate::protocol::{
+    Message, ParentSession, Plan, SESSION_VERSION, SNAPSHOT_VERSION, SessionFile, SessionStatus,
+    Snapshot, TextPos, new_id,
+};
+
+/// A session's two state files, read or changed together under one lock.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionState {
+    pub session: SessionFile,
+    pub plan: Plan,
+}
+
+/// One line of `nop sessions list`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSummary {
+    pub id: String,
+    pub agent: String,
+    pub status: SessionStatus,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub messages: usize,
+    pub parent: Option<String>,
+}
+
+/// Something `nop sessions check` found wrong, with the file it is in.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Problem {
+    pub path: PathBuf,
+    pub message: String,
+}
+
+/// The session store rooted at a `.nop/sessions` directory.
+#[derive(Debug, Clone)]
+pub struct Store {
+    sessions_dir: PathBuf,
+    lock_timeout: Duration,
+}
+
+impl Store {
+    pub fn new(sessions_dir: impl Into<PathBuf>, lock_timeout: Duration) -> Store {
+        Store {
+            sessions_dir: sessions_dir.into(),
+            lock_timeout,
+        }
+    }
+
+    pub fn sessions_dir(&self) -> &Path {
+        &self.sessions_dir
+    }
+
+    /// The directory of session `id` (which need not exist).
+    pub fn dir(&self, id: &str) -> PathBuf {
+        self.sessions_dir.join(id)
+    }
+
+    pub fn session_log(&self, id: &str) -> PathBuf {
+        self.dir(id).join(SESSION_LOG)
+    }
+
+    /// All session ids, oldest first.
+    pub fn ids(&self) -> Result<Vec<String>> {
+        let entries = match fs::read_dir(&self.sessions_dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(SessionError::io(&self.sessions_dir)(e)),
+        };
+        let mut ids: Vec<String> = entries
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|name| looks_like_id(name))
+            .collect();
+        ids.sort();
+        Ok(ids)
+    }
+
+    /// The full id of the one session whose id starts with `prefix`.
+    pub fn resolve(&self, prefix: &str) -> Result<String> {
+        let ids = self.ids()?;
+        unique_prefix(prefix, &ids).map_err(|candidates| match candidates {
+            None => SessionError::NotFound(prefix.to_string()),
+            Some(candidates) => SessionError::Ambiguous {
+                prefix: prefix.to_string(),
+                candidates,
+            },
+        })
+    }
+
+    /// Creates a new, empty session for `agent`.
+    pub fn create(&self, agent: &str, now: DateTime<Utc>) -> Result<SessionFile> {
+        fs::create_dir_all(&self.sessions_dir).map_err(SessionError::io(&self.sessions_dir))?;
+        self.remove_stale_temp_dirs();
+        let plan = Plan::default().to_xml();
+        let mut last_err = None;
+        for _ in 0..8 {
+            let session = SessionFile::new(new_id(), agent.to_string(), now);
+            let files = [
+                (SESSION_FILE, session_bytes(&session)),
+                (PLAN_FILE, plan.clone().into_bytes()),
+            ];
+            match self.publish_new_dir(&session.session_id, &files, None) {
+                Ok(()) => return Ok(session),
+                Err(e) => last_err = Some(e),
+            }
+        }
+        Err(last_err.unwrap_or_else(|| SessionError::NotFound("new session".into())))
+    }
+
+    /// Reads session.json and plan.xml under a shared lock.
+    pub fn read(&self, id: &str) -> Result<SessionState> {
+        let dir = self.existing_dir(id)?;
+        let _lock = self.read_lock(&dir, id)?;
+        read_state(&dir, id)
+    }
+
+    /// Reads session.json alone under a shared lock.
+    pub fn read_session(&self, id: &str) -> Result<SessionFile> {
+        let dir = self.existing_dir(id)?;
+        let _lock = self.read_lock(&dir, id)?;
+        read_session_file(&dir, id)
+    }
+
+    /// Changes a session under its write lock: session.json (with `updatedAt = now`) and, when
+    /// `change` altered it, plan.xml are replaced together or not at all.
+    pub fn update<T>(
+        &self,
+        id: &str,
+        now: DateTime<Utc>,
+        change: impl FnOnce(&mut SessionState) -> Result<T>,
+    ) -> Result<T> {
+        let dir = self.existing_dir(id)?;
+        let _lock = SessionLock::acquire(&dir, id, LockKind::Exclusive, self.lock_timeout)?;
+        atomic::recover(&dir)?;
+        let mut state = read_state(&dir, id)?;
+        let plan_before = state.plan.clone();
+        let value = change(&mut state)?;
+        state.session.updated_at = now;
+        let session = session_bytes(&state.session);
+        if state.plan == plan_before {
+            atomic::write_atomic(&dir.join(SESSION_FILE), &session)?;
+        } else {
+            let plan = state.plan.to_xml();
+            atomic::commit_files(
+                &dir,
+                &[(SESSION_FILE, &session), (PLAN_FILE, plan.as_bytes())],
+            )?;
+        }
+        Ok(value)
+    }
+
+    /// Appends messages in one write; returns the session's message count afterwards.
+    pub fn append(&self, id: &str, messages: Vec<Message>, now: DateTime<Utc>) -> Result<usize> {
+        self.update(id, now, |state| {
+            state.session.messages.extend(messages);
+            Ok(state.session.messages.len())
+        })
+    }
+
+    /// Takes an immutable snapshot of the session as it is now and returns its id.
+    pub fn snapshot(&self, id: &str, now: DateTime<Utc>) -> Result<String> {
+        let dir = self.existing_dir(id)?;
+        let _lock = self.read_lock(&dir, id)?;
+        let state = read_state(&dir, id)?;
+        write_snapshot(&dir, state, now).map(|s| s.snapshot_id)
+    }
+
+    /// Snapshot ids of a session, oldest first.
+    pub fn snapshots(&self, id: &str) -> Result<Vec<String>> {
+        let dir = self.existing_dir(id)?;
+        snapshot_ids(&dir)
+    }
+
+    /// Reads snapshot `snapshot` (an id or a unique prefix) of session `id`.
+    pub fn read_snapshot(&self, id: &str, snapshot: &str) -> Result<Snapshot> {
+        let dir = self.existing_dir(id)?;
+        let snapshot = self.resolve_snapshot(&dir, id, snapshot)?;
+        read_snapshot_file(&dir.join(snapshot_file_name(&snapshot)))
+    }
+
+    /// The snapshot a forked session was made from: its own hard link first, then the parent's
+    /// directory. `Ok(None)` for a session that was not forked.
+    pub fn parent_snapshot(&self, session: &SessionFile) -> Result<Option<Snapshot>> {
+        let Some(parent) = &session.parent_session else {
+            return Ok(None);
+        };
+        let name = snapshot_file_name(&parent.snapshot_id);
+        for dir in [self.dir(&session.session_id), self.dir(&parent.id)] {
+            let path = dir.join(&name);
+            if path.exists() {
+                return read_snapshot_file(&path).map(Some);
+            }
+        }
+        Err(SessionError::SnapshotNotFound {
+            session: parent.id.clone(),
+            snapshot: parent.snapshot_id.clone(),
+        })
+    }
+
+    /// Forks session `id`: snapshots it (or uses snapshot `from`), then creates a child that
+    /// holds a copy of the state and a one-way reference to the snapshot.
+    pub fn fork(&self, id: &str, from: Option<&str>, now: DateTime<Utc>) -> Result<SessionFile> {
+        let dir = self.existing_dir(id)?;
+        let snapshot = {
+            let _lock = self.read_lock(&dir, id)?;
+            match from {
+                Some(prefix) => {
+                    let snap = self.resolve_snapshot(&dir, id, prefix)?;
+                    read_snapshot_file(&dir.join(snapshot_file_name(&snap)))?
+                }
+                None => write_snapshot(&dir, read_state(&dir, id)?, now)?,
+            }
+        };
+        let snapshot_path = dir.join(snapshot_file_name(&snapshot.snapshot_id));
+        let plan = snapshot.plan.to_xml();
+        let mut last_err = None;
+        for _ in 0..8 {
+            let mut child = snapshot.session.clone();
+            child.session_id = new_id();
+            child.created_at = now;
+            child.updated_at = now;
+            child.usage = Default::default();
+            child.status = match child.status {
+                SessionStatus::Running | SessionStatus::Paused => SessionStatus::Idle,
+                other => other,
+            };
+            child.parent_session = Some(ParentSession {
+                id: id.to_string(),
+                snapshot_id: snapshot.snapshot_id.clone(),
+                timestamp: now,
+            });
+            let files = [
+                (SESSION_FILE, session_bytes(&child)),
+                (PLAN_FILE, plan.clone().into_bytes()),
+            ];
+            let link = (snapshot_path.as_path(), snapshot.snapshot_id.as_str());
+            match self.publish_new_dir(&child.session_id, &files, Some(link)) {
+                Ok(()) => return Ok(child),
+                Err(e) => last_err = Some(e),
+            }
+        }
+        Err(last_err.unwrap_or_else(|| SessionError::NotFound(id.to_string())))
+    }
+
+    /// Summaries of every session, oldest first, and the sessions that could not be read.
+    pub fn summaries(&self) -> Result<(Vec<SessionSummary>, Vec<SessionError>)> {
+        let mut ok = Vec::new();
+        let mut failed = Vec::new();
+        for id in self.ids()? {
+            match self.read_session(&id) {
+                Ok(s) => ok.push(SessionSummary {
+                    messages: s.messages.len(),
+                    parent: s.parent_session.map(|p| p.id),
+                    id: s.session_id,
+                    agent: s.agent,
+                    status: s.status,
+                    created_at: s.created_at,
+                    updated_at: s.updated_at,
+                }),
+                Err(e) => failed.push(e),
+            }
+        }
+        Ok((ok, failed))
+    }
+
+    /// Validates every file of session `id`, changing nothing.
+    pub fn check(&self, id: &str) -> Result<Vec<Problem>> {
+        let dir = self.existing_dir(id)?;
+        let _lock = SessionLock::acquire(&dir, id, LockKind::Shared, self.lock_timeout)?;
+        let mut problems = Vec::new();
+        let mut note = |e: SessionError| {
+            let path = match &e {
+                SessionError::Corrupt { path, .. }
+                | SessionError::TooNew { path, .. }
+                | SessionError::Io { path, .. } => path.clone(),
+                _ => dir.clone(),
+            };
+            problems.push(Problem {
+                path,
+                message: e.to_string(),
+            });
+        };
+        if atomic::has_pending_commit(&dir) {
+            note(SessionError::Corrupt {
+                path: dir.join(atomic::JOURNAL),
+                pos: None,
+                message: "a write was interrupted; the next write to this session completes it"
+                    .into(),
+            });
+        }
+        match read_session_file(&dir, id) {
+            Ok(session) => {
+                if let Err(e) = self.parent_snapshot(&session) {
+                    note(e);
+                }
+            }
+            Err(e) => note(e),
+        }
+        if let Err(e) = read_plan_file(&dir) {
+            note(e);
+        }
+        for snap in snapshot_ids(&dir)? {
+            let path = dir.join(snapshot_file_name(&snap));
+            match read_snapshot_file(&path) {
+                Ok(s) if s.snapshot_id != snap => note(SessionError::Corrupt {
+                    path,
+                    pos: None,
+                    message: format!("snapshotId `{}` does not match the file name", s.snapshot_id),
+                }),
+                Ok(_) => {}
+                Err(e) => note(e),
+            }
+        }
+        Ok(problems)
+    }
+
+    fn existing_dir(&self, id: &str) -> Result<PathBuf> {
+        let dir = self.dir(id);
+        if looks_like_id(id) && dir.join(SESSION_FILE).exists() {
+            Ok(dir)
+        } else {
+            Err(SessionError::NotFound(id.to_string()))
+        }
+    }
+
+    /// A shared lock, after completing any write a killed process left half done.
+    fn read_lock(&self, dir: &Path, id: &str) -> Result<SessionLock> {
+        let lock = SessionLock::acquire(dir, id, LockKind::Shared, self.lock_timeout)?;
+        if !atomic::has_pending_commit(dir) {
+            return Ok(lock);
+        }
+        drop(lock);
+        let lock = SessionLock::acquire(dir, id, LockKind::Exclusive, self.lock_timeout)?;
+        atomic::recover(dir)?;
+        Ok(lock)
+    }
+
+    fn resolve_snapshot(&self, dir: &Path, id: &str, prefix: &str) -> Result<String> {
+        let ids = snapshot_ids(dir)?;
+        unique_prefix(prefix, &ids).map_err(|candidates| match candidates {
+            None => SessionError::SnapshotNotFound {
+                session: id.to_string(),
+                snapshot: prefix.to_string(),
+            },
+            Some(candidates) => SessionError::Ambiguous {
+                prefix: prefix.to_string(),
+                candidates,
+            },
+        })
+    }
+
+    /// Builds a session directory under a temporary name and renames it into place, so that a
+    /// session appears whole or not at all. Fails if `id` exists (a non-empty directory is never
+    /// replaced by rename).
+    fn publish_new_dir(
+        &self,
+        id: &str,
+        files: &[(&str, Vec<u8>)],
+        snapshot: Option<(&Path, &str)>,
+    ) -> Result<()> {
+        let temp = tempfile::Builder::new()
+            .prefix(TEMP_PREFIX)
+            .tempdir_in(&self.sessions_dir)
+            .map_err(SessionError::io(&self.sessions_dir))?;
+        for (name, contents) in files {
+            let path = temp.path().join(name);
+            fs::write(&path, contents)
+                .and_then(|()| fs::File::open(&path)?.sync_all())
+                .map_err(SessionError::io(&path))?;
+        }
+        if let Some((source, snapshot_id)) = snapshot {
+            let target = temp.path().join(snapshot_file_name(snapshot_id));
+            if fs::hard_link(source, &target).is_err() {
+                let contents = fs::read(source).map_err(SessionError::io(source))?;
+                atomic::create_new_atomic(&target, &contents, true)?;
+            }
+        }
+        atomic::sync_dir(temp.path())?;
+        let target = self.dir(id);
+        if target.exists() {
+            return Err(SessionError::Io {
+                path: target,
+                source: std::io::ErrorKind::AlreadyExists.into(),
+            });
+        }
+        let temp_path = temp.keep();
+        fs::rename(&temp_path, &target).map_err(|e| {
+            let _ = fs::remove_dir_all(&temp_path);
+            SessionError::io(&target)(e)
+        })?;
+        atomic::sync_dir(&self.sessions_dir)
+    }
+
+    /// Removes temporary session directories that a killed `create`/`fork` left, if old.
+    fn remove_stale_temp_dirs(&self) {
+        let Ok(entries) = fs::read_dir(&self.sessions_dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let old = entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > Duration::from_secs(3600));
+            if old && entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX) {
+                let _ = fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+}
+
+/// `Ok(id)` if exactly one of `ids` starts with `prefix` (or equals it); otherwise `Err(None)`
+/// for no match and `Err(Some(candidates))` for several.
+fn unique_prefix(prefix: &str, ids: &[String]) -> Result<String, Option<Vec<String>>> {
+    if prefix.is_empty() {
+        return Err(None);
+    }
+    if let Some(exact) = ids.iter().find(|id| *id == prefix) {
+        return Ok(exact.clone());
+    }
+    let matches: Vec<String> = ids
+        .iter()
+        .filter(|id| id.starts_with(prefix))
+        .cloned()
+        .collect();
+    match matches.len() {
+        0 => Err(None),
+        1 => Ok(matches.into_iter().next().unwrap_or_default()),
+        _ => Err(Some(matches)),
+    }
+}
+
+fn write_snapshot(dir: &Path, state: SessionState, now: DateTime<Utc>) -> Result<Snapshot> {
+    let mut snapshot = Snapshot {
+        version: SNAPSHOT_VERSION,
+        snapshot_id: String::new(),
+        session_id: state.session.session_id.clone(),
+        created_at: now,
+        session: state.session,
+        plan: state.plan,
+    };
+    let mut last_err = None;
+    for _ in 0..8 {
+        snapshot.snapshot_id = new_id();
+        let path = dir.join(snapshot_file_name(&snapshot.snapshot_id));
+        let mut bytes = serde_json::to_vec_pretty(&snapshot).map_err(|e| SessionError::Io {
+            path: path.clone(),
+            source: e.into(),
+        })?;
+        bytes.push(b'\n');
+        match atomic::create_new_atomic(&path, &bytes, true) {
+            Ok(()) => return Ok(snapshot),
+            Err(e) => last_err = Some(e),
+        }
+    }
+    Err(last_err.unwrap_or_else(|| SessionError::NotFound("snapshot".into())))
+}
+
+fn snapshot_ids(dir: &Path) -> Result<Vec<String>> {
+    let entries = fs::read_dir(dir).map_err(SessionError::io(dir))?;
+    let mut ids: Vec<String> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter_map(|name| {
+            name.strip_prefix("history-")
+                .and_then(|rest| rest.strip_suffix(".json"))
+                .map(str::to_string)
+        })
+        .collect();
+    ids.sort();
+    Ok(ids)
+}
+
+pub(crate) fn session_bytes(session: &SessionFile) -> Vec<u8> {
+    // Serialising plain data into a Vec cannot fail.
+    let mut bytes = serde_json::to_vec_pretty(session).unwrap_or_default();
+    bytes.push(b'\n');
+    bytes
+}
+
+fn read_state(dir: &Path, id: &str) -> Result<SessionState> {
+    Ok(SessionState {
+        session: read_session_file(dir, id)?,
+        plan: read_plan_file(dir)?,
+    })
+}
+
+fn read_session_file(dir: &Path, id: &str) -> Result<SessionFile> {
+    let path = dir.join(SESSION_FILE);
+    let bytes = fs::read(&path).map_err(SessionError::io(&path))?;
+    let session: SessionFile = parse_versioned_json(&path, &bytes, SESSION_VERSION)?;
+    if session.session_id != id {
+        return Err(SessionError::Corrupt {
+            path,
+            pos: None,
+            message: format!(
+                "sessionId is `{}` but the directory is `{id}` (copy sessions with `nop fork`)",
+                session.session_id
+            ),
+        });
+    }
+    Ok(session)
+}
+
+fn read_plan_file(dir: &Path) -> Result<Plan> {
+    let path = dir.join(PLAN_FILE);
+    let text = match fs::read_to_string(&path) {
+        Ok(text) => text,
+        // A session made by hand without a plan simply has no tasks.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Plan::default()),
+        Err(e) => return Err(SessionError::io(path)(e)),
+    };
+    Plan::from_xml(&text).map_err(|e| SessionError::Corrupt {
+        path,
+        pos: Some(e.pos),
+        message: e.message,
+    })
+}
+
+fn read_snapshot_file(path: &Path) -> Result<Snapshot> {
+    let bytes = fs::read(path).map_err(SessionError::io(path))?;
+    parse_versioned_json(path, &bytes, SNAPSHOT_VERSION)
+}
+
+/// A file format that carries a `version` field.
+pub(crate) trait Versioned {
+    fn version(&self) -> u32;
+}
+
+impl Versioned for SessionFile {
+    fn version(&self) -> u32 {
+        self.version
+    }
+}
+
+impl Versioned for Snapshot {
+    fn version(&self) -> u32 {
+        self.version
+    }
+}
+
+/// Parses a JSON file that carries a `version`, telling a newer format from a broken file.
+fn parse_versioned_json<T: serde::de::DeserializeOwned + Versioned>(
+    path: &Path,
+    bytes: &[u8],
+    supported: u32,
+) -> Result<T> {
+    #[derive(serde::Deserialize)]
+    struct OnlyVersion {
+        version: u32,
+    }
+    let too_new = |found: u32| SessionError::TooNew {
+        path: path.to_path_buf(),
+        found,
+        supported,
+    };
+    match serde_json::from_slice::<T>(bytes) {
+        Ok(value) if value.version() > supported => Err(too_new(value.version())),
+        Ok(value) => Ok(value),
+        Err(e) => Err(match serde_json::from_slice::<OnlyVersion>(bytes) {
+            Ok(v) if v.version > supported => too_new(v.version),
+            _ => SessionError::Corrupt {
+                path: path.to_path_buf(),
+                pos: (e.line() > 0).then_some(TextPos {
+                    line: e.line(),
+                    column: e.column(),
+                }),
+                message: e
+                    .to_string()
+                    .split(" at line ")
+                    .next()
+                    .unwrap_or_default()
+                    .to_string(),
+            },
+        }),
+    }
+}
