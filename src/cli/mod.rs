@@ -1,0 +1,352 @@
+//! The command line: clap definitions, dispatch, and text/JSON renderers. The only module that
+//! prints; everything it does goes through the library.
+
+mod render;
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result, anyhow, bail};
+use chrono::Utc;
+use clap::{Args, CommandFactory, Parser, Subcommand};
+
+use crate::config::{LogLevel, Resolved};
+use crate::protocol::{Message, Role};
+use crate::session::Store;
+use crate::workspace::{self, InitAction, Workspace};
+
+/// Exit codes, documented in README.md.
+pub mod exit {
+    pub const OK: u8 = 0;
+    pub const ERROR: u8 = 1;
+    pub const USAGE: u8 = 2;
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "nop", version, about = "A terminal coding agent whose sessions are plain files")]
+pub struct Cli {
+    /// Run as if nop was started in DIR.
+    #[arg(short = 'C', long = "directory", global = true, value_name = "DIR")]
+    pub directory: Option<PathBuf>,
+
+    /// Lowest log level written to the log files: error, warn, info or debug.
+    #[arg(long, global = true, value_name = "LEVEL")]
+    pub log_level: Option<String>,
+
+    /// Set a configuration key for this command, e.g. --set session.lock_timeout_s=30.
+    #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create .nop/ (configuration, agents, permissions, prompts) in the current directory.
+    Init {
+        /// Replace files that differ from the templates, keeping a .bak-<time> copy of each.
+        #[arg(long)]
+        force: bool,
+    },
+    /// List, show, check and create sessions.
+    #[command(subcommand)]
+    Sessions(SessionsCommand),
+    /// Show a session's plan: its tasks and their status.
+    Plan {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a session's log (session.log).
+    Log { id: String },
+    /// Take an immutable snapshot of a session; prints the snapshot id.
+    Snapshot { id: String },
+    /// Fork a session into a new, independent one; prints the child's id.
+    Fork {
+        id: String,
+        /// Fork from this existing snapshot instead of taking a new one.
+        #[arg(long, value_name = "SNAP")]
+        snapshot: Option<String>,
+    },
+    /// Show the effective configuration.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Print shell completions.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// One line per session: id, agent, status, created, updated, messages, parent.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// A session's details and messages.
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Validate every file of one session or of all; changes nothing.
+    Check {
+        id: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create an empty session (for scripts); prints its id.
+    New {
+        #[arg(long, default_value = "coder")]
+        agent: String,
+    },
+    /// Append one message to a session (for scripts); prints the new message count.
+    Append(AppendArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AppendArgs {
+    id: String,
+    /// system, user, assistant or tool.
+    #[arg(long, default_value = "user")]
+    role: String,
+    /// The message text; `-` or nothing reads it from standard input.
+    text: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Every key with its effective value and where the value came from.
+    Show {
+        #[arg(long)]
+        json: bool,
+        /// Include this session's overrides (and its agent's).
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        /// Include this agent's overrides from agents.yml.
+        #[arg(long, value_name = "NAME")]
+        agent: Option<String>,
+    },
+}
+
+/// Everything a command needs from the outside world, passed in so the engine never reads it.
+pub struct Outside {
+    pub cwd: PathBuf,
+    pub env: BTreeMap<String, String>,
+}
+
+/// Runs a parsed command line; errors are printed by the caller.
+pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
+    let cwd = match &cli.directory {
+        Some(dir) => outside.cwd.join(dir),
+        None => outside.cwd.clone(),
+    };
+    let cli_settings = cli_settings(&cli)?;
+    let mut out = std::io::stdout().lock();
+
+    match cli.command {
+        Command::Init { force } => {
+            let report = workspace::init(&cwd, force, Utc::now())?;
+            let ws = Workspace::discover(&cwd)?;
+            let resolved = ws.config(None, None, outside.env, cli_settings)?;
+            start_logging(&ws, &resolved);
+            for (path, action) in &report {
+                let shown = path.strip_prefix(&cwd).unwrap_or(path).display();
+                match action {
+                    InitAction::Created => writeln!(out, "created  {shown}")?,
+                    InitAction::Kept => writeln!(out, "kept     {shown}")?,
+                    InitAction::Replaced { backup } => writeln!(
+                        out,
+                        "replaced {shown} (your version: {})",
+                        backup.strip_prefix(&cwd).unwrap_or(backup).display()
+                    )?,
+                }
+            }
+            let kept_differing = report.iter().any(|(_, a)| *a == InitAction::Kept) && !force;
+            tracing::info!(op = "init", result = "ok", root = %ws.root.display(), "initialised .nop/");
+            if kept_differing {
+                writeln!(out, "existing files were kept; `nop init --force` replaces them and keeps backups")?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "nop", &mut out);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Config(ConfigCommand::Show {
+            json,
+            session,
+            agent,
+        }) => {
+            let ws = Workspace::discover(&cwd)?;
+            let base = ws.config(None, None, outside.env.clone(), cli_settings.clone())?;
+            start_logging(&ws, &base);
+            let session = match session {
+                Some(prefix) => {
+                    let store = ws.store(&base.config);
+                    let id = store.resolve(&prefix)?;
+                    Some(store.read_session(&id)?)
+                }
+                None => None,
+            };
+            if let Some(name) = &agent
+                && ws.agents()?.get(name).is_none()
+            {
+                bail!("no agent `{name}` in {}", ws.agents_path().display());
+            }
+            let resolved = ws.config(agent.as_deref(), session.as_ref(), outside.env, cli_settings)?;
+            render::config(&mut out, &resolved, json)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        command => {
+            let ws = Workspace::discover(&cwd)?;
+            let resolved = ws.config(None, None, outside.env, cli_settings)?;
+            start_logging(&ws, &resolved);
+            let store = ws.store(&resolved.config);
+            run_session_command(command, &ws, &store, &mut out)
+        }
+    }
+}
+
+fn run_session_command(
+    command: Command,
+    ws: &Workspace,
+    store: &Store,
+    out: &mut impl Write,
+) -> Result<ExitCode> {
+    match command {
+        Command::Sessions(SessionsCommand::List { json }) => {
+            let (summaries, failed) = store.summaries()?;
+            render::session_list(out, &summaries, json)?;
+            for e in &failed {
+                eprintln!("error: {e}");
+            }
+            Ok(exit_code(failed.is_empty()))
+        }
+        Command::Sessions(SessionsCommand::Show { id, json }) => {
+            let id = store.resolve(&id)?;
+            let state = store.read(&id)?;
+            let snapshots = store.snapshots(&id)?;
+            render::session_show(out, &state, &snapshots, &store.dir(&id), json)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Sessions(SessionsCommand::Check { id, json }) => {
+            let ids = match id {
+                Some(prefix) => vec![store.resolve(&prefix)?],
+                None => store.ids()?,
+            };
+            let mut all_ok = true;
+            let mut report = Vec::new();
+            for id in ids {
+                let problems = store.check(&id)?;
+                all_ok &= problems.is_empty();
+                report.push((id, problems));
+            }
+            render::check(out, &report, json)?;
+            Ok(exit_code(all_ok))
+        }
+        Command::Sessions(SessionsCommand::New { agent }) => {
+            let agents = ws.agents()?;
+            match agents.get(&agent) {
+                Some(def) if def.enabled => {}
+                Some(_) => bail!("agent `{agent}` is disabled in {}", ws.agents_path().display()),
+                None => bail!("no agent `{agent}` in {}", ws.agents_path().display()),
+            }
+            let session = store.create(&agent, Utc::now())?;
+            tracing::info!(session = %session.session_id, agent = %agent, op = "create", result = "ok", "session created");
+            writeln!(out, "{}", session.session_id)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Sessions(SessionsCommand::Append(args)) => {
+            let id = store.resolve(&args.id)?;
+            let role: Role = args.role.parse().map_err(|e: String| anyhow!("--role: {e}"))?;
+            let text = match args.text.as_deref() {
+                None | Some("-") => {
+                    let mut text = String::new();
+                    std::io::stdin()
+                        .read_to_string(&mut text)
+                        .context("reading the message from standard input")?;
+                    text
+                }
+                Some(text) => text.to_string(),
+            };
+            let now = Utc::now();
+            let count = store.append(&id, vec![Message::new(role, text, now)], now)?;
+            tracing::debug!(session = %id, op = "append", result = "ok", messages = count, "message appended");
+            writeln!(out, "{count}")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Plan { id, json } => {
+            let id = store.resolve(&id)?;
+            let state = store.read(&id)?;
+            render::plan(out, &state.plan, json)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Log { id } => {
+            let id = store.resolve(&id)?;
+            let path = store.session_log(&id);
+            match std::fs::read(&path) {
+                Ok(bytes) => out.write_all(&bytes)?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e).with_context(|| path.display().to_string()),
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Snapshot { id } => {
+            let id = store.resolve(&id)?;
+            let snapshot = store.snapshot(&id, Utc::now())?;
+            tracing::info!(session = %id, op = "snapshot", result = "ok", snapshot = %snapshot, "snapshot taken");
+            writeln!(out, "{snapshot}")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Fork { id, snapshot } => {
+            let id = store.resolve(&id)?;
+            let child = store.fork(&id, snapshot.as_deref(), Utc::now())?;
+            let snap = child
+                .parent_session
+                .as_ref()
+                .map(|p| p.snapshot_id.clone())
+                .unwrap_or_default();
+            tracing::info!(session = %id, op = "fork", result = "ok", child = %child.session_id, snapshot = %snap, "forked");
+            tracing::info!(session = %child.session_id, agent = %child.agent, op = "fork", result = "ok", parent = %id, snapshot = %snap, "created by fork");
+            writeln!(out, "{}", child.session_id)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Init { .. } | Command::Completions { .. } | Command::Config(_) => {
+            Ok(ExitCode::from(exit::USAGE))
+        }
+    }
+}
+
+fn exit_code(ok: bool) -> ExitCode {
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(exit::ERROR)
+    }
+}
+
+/// `--set key=value` and `--log-level` as configuration-layer entries.
+fn cli_settings(cli: &Cli) -> Result<Vec<(String, String, String)>> {
+    let mut settings = Vec::new();
+    for item in &cli.set {
+        let (key, value) = item
+            .split_once('=')
+            .ok_or_else(|| anyhow!("--set {item}: expected KEY=VALUE"))?;
+        settings.push(("--set".to_string(), key.trim().to_string(), value.to_string()));
+    }
+    if let Some(level) = &cli.log_level {
+        settings.push(("--log-level".to_string(), "log.level".to_string(), level.clone()));
+    }
+    Ok(settings)
+}
+
+fn start_logging(ws: &Workspace, resolved: &Resolved) {
+    let level: LogLevel = resolved.config.log.level;
+    crate::logging::init(Some((&ws.logs_dir(), &ws.sessions_dir())), level);
+}

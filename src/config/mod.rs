@@ -1,1 +1,474 @@
-//! Configuration (stub replaced below).
+//! Typed configuration built from layers, keeping where each value came from.
+//!
+//! Precedence (seed 002 §11.2): command line > environment (`NOP_*`) > session > agent >
+//! `.nop/config.yml` > built-in defaults. Every layer is flattened to dotted keys
+//! (`session.lock_timeout_s`); an unknown key or a value of the wrong type is an error naming the
+//! key and the layer it came from, and a file error also names its line and column.
+
+mod agents;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+pub use agents::{AgentDef, AgentsFile};
+
+use crate::protocol::TextPos;
+
+/// The effective configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub log: LogConfig,
+    pub session: SessionConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogConfig {
+    /// Lowest level written to system.log and session.log.
+    pub level: LogLevel,
+}
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            level: LogLevel::Info,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SessionConfig {
+    /// How long to wait for a session's lock before giving up, in seconds.
+    pub lock_timeout_s: f64,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        SessionConfig {
+            lock_timeout_s: 10.0,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+}
+
+impl LogLevel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Error => "ERROR",
+            LogLevel::Warn => "WARN",
+            LogLevel::Info => "INFO",
+            LogLevel::Debug => "DEBUG",
+        }
+    }
+}
+
+impl Config {
+    /// Range checks that types cannot express: `(key, problem)`.
+    fn check_ranges(&self) -> Vec<(&'static str, String)> {
+        let mut problems = Vec::new();
+        let t = self.session.lock_timeout_s;
+        if !(t > 0.0 && t <= 3600.0) {
+            problems.push((
+                "session.lock_timeout_s",
+                format!("must be more than 0 and at most 3600 seconds, not {t}"),
+            ));
+        }
+        problems
+    }
+
+    pub fn lock_timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(self.session.lock_timeout_s)
+    }
+}
+
+/// Where a configuration value came from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "layer", content = "source", rename_all = "lowercase")]
+pub enum Origin {
+    Default,
+    File(PathBuf),
+    Agent(String),
+    Session(String),
+    Env(String),
+    Cli(String),
+}
+
+impl fmt::Display for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Origin::Default => f.write_str("default"),
+            Origin::File(path) => write!(f, "file {}", path.display()),
+            Origin::Agent(name) => write!(f, "agent {name} (agents.yml)"),
+            Origin::Session(id) => write!(f, "session {id} (session.json)"),
+            Origin::Env(var) => write!(f, "environment {var}"),
+            Origin::Cli(flag) => write!(f, "command line {flag}"),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("{}{}: {message}", path.display(), pos.map(|p| format!(":{}:{}", p.line, p.column)).unwrap_or_default())]
+    Parse {
+        path: PathBuf,
+        pos: Option<TextPos>,
+        message: String,
+    },
+    #[error("unknown configuration key `{key}` (from {origin}); known keys: {known}")]
+    UnknownKey {
+        key: String,
+        origin: Origin,
+        known: String,
+    },
+    #[error("configuration key `{key}` (from {origin}): {message}")]
+    Invalid {
+        key: String,
+        origin: Origin,
+        message: String,
+    },
+    #[error("{}: {source}", path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Everything the layers are built from. Environment and command line are passed in, never read
+/// here, so tests never touch the process environment.
+#[derive(Debug, Default)]
+pub struct ConfigInputs<'a> {
+    /// `.nop/config.yml`: its path and text.
+    pub file: Option<(&'a Path, &'a str)>,
+    /// The agent's `config:` overrides in agents.yml.
+    pub agent: Option<(&'a str, &'a Map<String, Value>)>,
+    /// The session's `config` overrides in session.json.
+    pub session: Option<(&'a str, &'a Map<String, Value>)>,
+    /// Environment variables (only `NOP_*` ones are looked at).
+    pub env: BTreeMap<String, String>,
+    /// Command-line settings: (flag as typed, key, value text).
+    pub cli: Vec<(String, String, String)>,
+}
+
+/// The effective configuration with the value and origin of every key.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub config: Config,
+    pub entries: BTreeMap<String, (Value, Origin)>,
+}
+
+/// Environment variables that name a key other than by the `NOP_<KEY>` rule.
+const ENV_ALIASES: &[(&str, &str)] = &[("NOP_LOG", "log.level")];
+
+/// The environment variable that sets `key`.
+pub fn env_var_for(key: &str) -> String {
+    format!("NOP_{}", key.to_uppercase().replace('.', "_"))
+}
+
+impl Resolved {
+    /// Builds the configuration from its layers, lowest precedence first.
+    pub fn from_inputs(inputs: &ConfigInputs<'_>) -> Result<Resolved, ConfigError> {
+        let defaults = to_value(&Config::default());
+        let mut entries: BTreeMap<String, (Value, Origin)> = BTreeMap::new();
+        flatten("", &defaults, &mut |key, value| {
+            entries.insert(key, (value.clone(), Origin::Default));
+        });
+
+        let mut layers: Vec<(Origin, Vec<(String, Value)>)> = Vec::new();
+        if let Some((path, text)) = inputs.file {
+            layers.push((Origin::File(path.to_path_buf()), parse_file(path, text)?));
+        }
+        if let Some((name, map)) = inputs.agent {
+            layers.push((Origin::Agent(name.to_string()), flatten_map(map)));
+        }
+        if let Some((id, map)) = inputs.session {
+            layers.push((Origin::Session(id.to_string()), flatten_map(map)));
+        }
+        let mut env = Vec::new();
+        for (var, value) in &inputs.env {
+            let alias = ENV_ALIASES.iter().find(|(a, _)| a == var).map(|(_, k)| *k);
+            let key = alias.map(str::to_string).or_else(|| {
+                entries.keys().find(|k| env_var_for(k) == *var).cloned()
+            });
+            // Other `NOP_*` variables (a key, a user name) belong to other parts of nop.
+            if let Some(key) = key {
+                env.push((var.clone(), key, scalar(value)));
+            }
+        }
+        // One layer per variable so that each value keeps its own origin.
+        for (var, key, value) in env {
+            layers.push((Origin::Env(var), vec![(key, value)]));
+        }
+        for (flag, key, value) in &inputs.cli {
+            layers.push((Origin::Cli(flag.clone()), vec![(key.clone(), scalar(value))]));
+        }
+
+        for (origin, values) in layers {
+            for (key, value) in values {
+                if !entries.contains_key(&key) {
+                    return Err(ConfigError::UnknownKey {
+                        key,
+                        origin,
+                        known: entries.keys().cloned().collect::<Vec<_>>().join(", "),
+                    });
+                }
+                check_leaf(&defaults, &key, &value).map_err(|message| ConfigError::Invalid {
+                    key: key.clone(),
+                    origin: origin.clone(),
+                    message,
+                })?;
+                entries.insert(key, (value, origin.clone()));
+            }
+        }
+
+        let mut merged = Value::Object(Map::new());
+        for (key, (value, _)) in &entries {
+            set_path(&mut merged, key, value.clone());
+        }
+        let config: Config =
+            serde_json::from_value(merged).map_err(|e| ConfigError::Invalid {
+                key: String::new(),
+                origin: Origin::Default,
+                message: e.to_string(),
+            })?;
+        if let Some((key, message)) = config.check_ranges().into_iter().next() {
+            let origin = entries.get(key).map_or(Origin::Default, |(_, o)| o.clone());
+            return Err(ConfigError::Invalid {
+                key: key.to_string(),
+                origin,
+                message,
+            });
+        }
+        Ok(Resolved { config, entries })
+    }
+}
+
+/// Parses config.yml, reporting unknown keys and wrong types with their position.
+fn parse_file(path: &Path, text: &str) -> Result<Vec<(String, Value)>, ConfigError> {
+    let parse_err = |e: serde_saphyr::Error| {
+        let pos = e.location().map(|l| TextPos {
+            line: usize::try_from(l.line()).unwrap_or(0),
+            column: usize::try_from(l.column()).unwrap_or(0),
+        });
+        ConfigError::Parse {
+            path: path.to_path_buf(),
+            pos,
+            message: first_line(&e.to_string()),
+        }
+    };
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    // Typed parse first: it names unknown keys and wrong types with their line and column.
+    let config: Config = serde_saphyr::from_str(text).map_err(parse_err)?;
+    if let Some((key, message)) = config.check_ranges().into_iter().next() {
+        return Err(ConfigError::Invalid {
+            key: key.to_string(),
+            origin: Origin::File(path.to_path_buf()),
+            message,
+        });
+    }
+    let value: Value = serde_saphyr::from_str(text).map_err(parse_err)?;
+    let mut out = Vec::new();
+    flatten("", &value, &mut |key, value| out.push((key, value.clone())));
+    Ok(out)
+}
+
+/// The first line of a YAML error message, without the `error: line N column M:` that the
+/// caller already shows as `file:line:column`.
+pub(crate) fn first_line(message: &str) -> String {
+    let line = message.lines().next().unwrap_or_default().trim();
+    let line = line.strip_prefix("error:").unwrap_or(line).trim_start();
+    let without_pos = line
+        .strip_prefix("line ")
+        .and_then(|rest| rest.split_once(": "))
+        .filter(|(pos, _)| pos.contains("column"))
+        .map(|(_, rest)| rest);
+    without_pos.unwrap_or(line).to_string()
+}
+
+/// A value typed on the command line or in the environment: YAML scalar syntax.
+fn scalar(text: &str) -> Value {
+    serde_saphyr::from_str::<Value>(text)
+        .ok()
+        .filter(|v| !v.is_object() && !v.is_array() && !v.is_null())
+        .unwrap_or_else(|| Value::String(text.to_string()))
+}
+
+/// Accepts both nested maps and dotted keys (`{session: {lock_timeout_s: 5}}` or
+/// `{"session.lock_timeout_s": 5}`).
+fn flatten_map(map: &Map<String, Value>) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    flatten("", &Value::Object(map.clone()), &mut |key, value| {
+        out.push((key, value.clone()))
+    });
+    out
+}
+
+fn flatten(prefix: &str, value: &Value, out: &mut dyn FnMut(String, &Value)) {
+    match value {
+        Value::Object(map) if !map.is_empty() || prefix.is_empty() => {
+            for (k, v) in map {
+                let key = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten(&key, v, out);
+            }
+        }
+        Value::Null if prefix.is_empty() => {}
+        _ => out(prefix.to_string(), value),
+    }
+}
+
+fn set_path(root: &mut Value, key: &str, value: Value) {
+    let mut node = root;
+    let mut parts = key.split('.').peekable();
+    while let Some(part) = parts.next() {
+        let Value::Object(map) = node else { return };
+        if parts.peek().is_none() {
+            map.insert(part.to_string(), value);
+            return;
+        }
+        node = map
+            .entry(part.to_string())
+            .or_insert_with(|| Value::Object(Map::new()));
+    }
+}
+
+/// Whether `value` is acceptable for `key`: the defaults with that one leaf replaced must
+/// deserialise.
+fn check_leaf(defaults: &Value, key: &str, value: &Value) -> Result<(), String> {
+    let mut probe = defaults.clone();
+    set_path(&mut probe, key, value.clone());
+    serde_json::from_value::<Config>(probe)
+        .map(drop)
+        .map_err(|e| format!("{e} (got {value})"))
+}
+
+fn to_value<T: Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn resolve(inputs: ConfigInputs<'_>) -> Result<Resolved, ConfigError> {
+        Resolved::from_inputs(&inputs)
+    }
+
+    #[test]
+    fn precedence_is_cli_env_session_agent_file_default() -> anyhow::Result<()> {
+        let path = Path::new("/repo/.nop/config.yml");
+        let file = "log:\n  level: warn\nsession:\n  lock_timeout_s: 3\n";
+        let agent: Map<String, Value> = serde_json::from_str(r#"{"session.lock_timeout_s": 4}"#)?;
+        let session: Map<String, Value> =
+            serde_json::from_str(r#"{"session": {"lock_timeout_s": 5}}"#)?;
+        let mut inputs = ConfigInputs {
+            file: Some((path, file)),
+            agent: Some(("coder", &agent)),
+            session: Some(("s1", &session)),
+            ..Default::default()
+        };
+        let r = resolve(ConfigInputs { ..inputs_clone(&inputs) })?;
+        assert_eq!(r.config.session.lock_timeout_s, 5.0);
+        assert_eq!(r.entries["session.lock_timeout_s"].1, Origin::Session("s1".into()));
+        assert_eq!(r.config.log.level, LogLevel::Warn);
+        assert_eq!(r.entries["log.level"].1, Origin::File(path.into()));
+
+        inputs.env.insert("NOP_SESSION_LOCK_TIMEOUT_S".into(), "6".into());
+        inputs.env.insert("NOP_LOG".into(), "debug".into());
+        let r = resolve(inputs_clone(&inputs))?;
+        assert_eq!(r.config.session.lock_timeout_s, 6.0);
+        assert_eq!(r.config.log.level, LogLevel::Debug);
+        assert_eq!(r.entries["log.level"].1, Origin::Env("NOP_LOG".into()));
+
+        inputs.cli.push(("--set".into(), "session.lock_timeout_s".into(), "7.5".into()));
+        let r = resolve(inputs)?;
+        assert_eq!(r.config.session.lock_timeout_s, 7.5);
+        assert_eq!(r.entries["session.lock_timeout_s"].1, Origin::Cli("--set".into()));
+        Ok(())
+    }
+
+    fn inputs_clone<'a>(i: &ConfigInputs<'a>) -> ConfigInputs<'a> {
+        ConfigInputs {
+            file: i.file,
+            agent: i.agent,
+            session: i.session,
+            env: i.env.clone(),
+            cli: i.cli.clone(),
+        }
+    }
+
+    #[test]
+    fn file_errors_name_key_and_position() {
+        let path = Path::new("config.yml");
+        for (text, needle, line) in [
+            ("log:\n  levle: info\n", "levle", 2),
+            ("session:\n  lock_timeout_s: soon\n", "", 2),
+            ("log: [unclosed\n", "", 0),
+        ] {
+            let err = resolve(ConfigInputs {
+                file: Some((path, text)),
+                ..Default::default()
+            });
+            match err {
+                Err(ConfigError::Parse { pos, message, .. }) => {
+                    assert!(message.contains(needle), "{text}: {message}");
+                    if line > 0 {
+                        assert_eq!(pos.map(|p| p.line), Some(line), "{text}: {message}");
+                    }
+                }
+                other => panic!("{text}: expected a parse error, got {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn bad_values_from_env_and_cli_name_their_origin() {
+        let mut env = BTreeMap::new();
+        env.insert("NOP_SESSION_LOCK_TIMEOUT_S".to_string(), "-1".to_string());
+        let err = resolve(ConfigInputs {
+            env,
+            ..Default::default()
+        })
+        .err()
+        .map(|e| e.to_string());
+        assert!(
+            err.as_deref().is_some_and(|e| e.contains("session.lock_timeout_s")
+                && e.contains("NOP_SESSION_LOCK_TIMEOUT_S")),
+            "{err:?}"
+        );
+        let err = resolve(ConfigInputs {
+            cli: vec![("--set".into(), "log.colour".into(), "x".into())],
+            ..Default::default()
+        })
+        .err()
+        .map(|e| e.to_string());
+        assert!(err.as_deref().is_some_and(|e| e.contains("log.colour")), "{err:?}");
+        let mut env = BTreeMap::new();
+        env.insert("NOP_LOG".to_string(), "loud".to_string());
+        let err = resolve(ConfigInputs {
+            env,
+            ..Default::default()
+        });
+        assert!(matches!(err, Err(ConfigError::Invalid { .. })), "{err:?}");
+    }
+}

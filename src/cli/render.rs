@@ -1,0 +1,181 @@
+//! Text and JSON renderings of sessions, plans, checks and configuration.
+
+use std::io::Write;
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use crate::config::Resolved;
+use crate::protocol::{Plan, Role, TaskStatus};
+use crate::session::{Problem, SessionState, SessionSummary};
+
+type Out<'a> = &'a mut dyn Write;
+
+fn time(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M:%SZ").to_string()
+}
+
+fn print_json(out: Out<'_>, value: &impl serde::Serialize) -> std::io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, value)?;
+    writeln!(out)
+}
+
+pub fn session_list(out: Out<'_>, sessions: &[SessionSummary], json: bool) -> std::io::Result<()> {
+    if json {
+        return print_json(out, &sessions);
+    }
+    if sessions.is_empty() {
+        return writeln!(out, "no sessions yet");
+    }
+    let agent_width = sessions.iter().map(|s| s.agent.len()).max().unwrap_or(5).max(5);
+    writeln!(
+        out,
+        "{:<15}  {:<agent_width$}  {:<13}  {:<20}  {:<20}  {:>5}  PARENT",
+        "ID", "AGENT", "STATUS", "CREATED", "UPDATED", "MSGS"
+    )?;
+    for s in sessions {
+        writeln!(
+            out,
+            "{:<15}  {:<agent_width$}  {:<13}  {:<20}  {:<20}  {:>5}  {}",
+            s.id,
+            s.agent,
+            s.status.as_str(),
+            time(s.created_at),
+            time(s.updated_at),
+            s.messages,
+            s.parent.as_deref().unwrap_or("-")
+        )?;
+    }
+    Ok(())
+}
+
+pub fn session_show(
+    out: Out<'_>,
+    state: &SessionState,
+    snapshots: &[String],
+    dir: &Path,
+    json: bool,
+) -> std::io::Result<()> {
+    let s = &state.session;
+    if json {
+        return print_json(
+            out,
+            &json!({
+                "session": s,
+                "plan": state.plan,
+                "snapshots": snapshots,
+                "dir": dir,
+            }),
+        );
+    }
+    writeln!(out, "session   {}", s.session_id)?;
+    writeln!(out, "agent     {}", s.agent)?;
+    writeln!(out, "status    {}", s.status)?;
+    writeln!(out, "created   {}", time(s.created_at))?;
+    writeln!(out, "updated   {}", time(s.updated_at))?;
+    if let Some(p) = &s.parent_session {
+        writeln!(out, "parent    {} (snapshot {}, {})", p.id, p.snapshot_id, time(p.timestamp))?;
+    }
+    writeln!(
+        out,
+        "usage     {} input, {} output tokens in {} requests",
+        s.usage.input_tokens, s.usage.output_tokens, s.usage.requests
+    )?;
+    if !s.compressions.is_empty() {
+        writeln!(out, "compacted {} times", s.compressions.len())?;
+    }
+    writeln!(
+        out,
+        "snapshots {}",
+        if snapshots.is_empty() { "-".to_string() } else { snapshots.join(", ") }
+    )?;
+    let done = state
+        .plan
+        .tasks
+        .iter()
+        .filter(|t| t.status == TaskStatus::Completed)
+        .count();
+    writeln!(out, "plan      {done}/{} tasks completed", state.plan.tasks.len())?;
+    writeln!(out, "dir       {}", dir.display())?;
+    writeln!(out, "messages  {}", s.messages.len())?;
+    for m in &s.messages {
+        writeln!(out)?;
+        let when = m.timestamp.map(time).unwrap_or_default();
+        let call = match (m.role, &m.tool_call) {
+            (Role::Tool, Some(call)) => format!(" ({} {})", call.name, call.id),
+            _ => String::new(),
+        };
+        writeln!(out, "── {}{call} {when}", m.role.as_str())?;
+        if !m.content.is_empty() {
+            writeln!(out, "{}", m.content.trim_end())?;
+        }
+        for call in &m.tool_calls {
+            writeln!(out, "→ {} {}", call.name, call.arguments)?;
+        }
+    }
+    Ok(())
+}
+
+pub fn plan(out: Out<'_>, plan: &Plan, json: bool) -> std::io::Result<()> {
+    if json {
+        return print_json(out, plan);
+    }
+    if plan.tasks.is_empty() {
+        return writeln!(out, "no tasks");
+    }
+    for task in &plan.tasks {
+        let mark = match task.status {
+            TaskStatus::Pending => "[ ]",
+            TaskStatus::InProgress => "[~]",
+            TaskStatus::Completed => "[x]",
+            TaskStatus::Failed => "[!]",
+        };
+        writeln!(out, "{mark} {}  {}  ({})", task.id, task.title, task.status)?;
+        if let Some(d) = &task.description {
+            for line in d.lines() {
+                writeln!(out, "      {line}")?;
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn check(out: Out<'_>, report: &[(String, Vec<Problem>)], json: bool) -> std::io::Result<()> {
+    if json {
+        let value: Vec<_> = report
+            .iter()
+            .map(|(id, problems)| json!({"id": id, "ok": problems.is_empty(), "problems": problems}))
+            .collect();
+        return print_json(out, &value);
+    }
+    for (id, problems) in report {
+        if problems.is_empty() {
+            writeln!(out, "ok       {id}")?;
+        }
+        for p in problems {
+            writeln!(out, "problem  {id}  {}", p.message)?;
+        }
+    }
+    Ok(())
+}
+
+pub fn config(out: Out<'_>, resolved: &Resolved, json: bool) -> std::io::Result<()> {
+    if json {
+        let value: serde_json::Map<String, serde_json::Value> = resolved
+            .entries
+            .iter()
+            .map(|(k, (v, origin))| (k.clone(), json!({"value": v, "origin": origin.to_string()})))
+            .collect();
+        return print_json(out, &value);
+    }
+    let width = resolved.entries.keys().map(String::len).max().unwrap_or(0);
+    for (key, (value, origin)) in &resolved.entries {
+        let value = match value {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        writeln!(out, "{key:<width$} = {value:<12} # {origin}")?;
+    }
+    Ok(())
+}

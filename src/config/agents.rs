@@ -1,0 +1,151 @@
+//! `.nop/agents.yml`: the agents of this repository (seed 000's agents_config.yaml).
+//!
+//! ```yaml
+//! agents:
+//!   - name: coder
+//!     description: General coding agent
+//!     prompt: .system/agents/coder.md   # relative to .nop/
+//!     enabled: true
+//!     capabilities: [code, shell]
+//!     # priority: 0-100 and interruptible: only agents that declare a priority take part in
+//!     # preemption; the others are never paused or refused.
+//!     config: { session.lock_timeout_s: 20 }   # agent layer of the configuration
+//! ```
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::{ConfigError, first_line};
+use crate::protocol::TextPos;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentsFile {
+    #[serde(default)]
+    pub agents: Vec<AgentDef>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentDef {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// System prompt file, relative to `.nop/`.
+    #[serde(default)]
+    pub prompt: Option<String>,
+    /// 0–100, higher wins; `None` keeps the agent out of preemption altogether.
+    #[serde(default)]
+    pub priority: Option<u8>,
+    #[serde(default = "yes")]
+    pub interruptible: bool,
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    #[serde(default)]
+    pub capabilities: Vec<String>,
+    /// Configuration overrides for sessions of this agent (dotted or nested keys).
+    #[serde(default)]
+    pub config: Map<String, Value>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl AgentsFile {
+    /// Parses and validates agents.yml text; errors name the file and, where known, the line.
+    pub fn parse(path: &Path, text: &str) -> Result<AgentsFile, ConfigError> {
+        let err = |pos: Option<TextPos>, message: String| ConfigError::Parse {
+            path: path.to_path_buf(),
+            pos,
+            message,
+        };
+        if text.trim().is_empty() {
+            return Ok(AgentsFile::default());
+        }
+        let file: AgentsFile = serde_saphyr::from_str(text).map_err(|e| {
+            let pos = e.location().map(|l| TextPos {
+                line: usize::try_from(l.line()).unwrap_or(0),
+                column: usize::try_from(l.column()).unwrap_or(0),
+            });
+            err(pos, first_line(&e.to_string()))
+        })?;
+        let mut names = HashSet::new();
+        for agent in &file.agents {
+            let pos = line_of(text, &agent.name);
+            let valid_name = !agent.name.is_empty()
+                && agent
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+            if !valid_name {
+                return Err(err(
+                    pos,
+                    format!(
+                        "agent name `{}` may only use letters, digits, `-` and `_`",
+                        agent.name
+                    ),
+                ));
+            }
+            if !names.insert(agent.name.as_str()) {
+                return Err(err(pos, format!("agent `{}` is defined twice", agent.name)));
+            }
+            if let Some(p) = agent.priority.filter(|p| *p > 100) {
+                return Err(err(
+                    pos,
+                    format!("agent `{}`: priority {p} is outside 0–100", agent.name),
+                ));
+            }
+        }
+        Ok(file)
+    }
+
+    pub fn get(&self, name: &str) -> Option<&AgentDef> {
+        self.agents.iter().find(|a| a.name == name)
+    }
+}
+
+/// The line of the `name:` entry of agent `name`, for error messages.
+fn line_of(text: &str, name: &str) -> Option<TextPos> {
+    text.lines().enumerate().find_map(|(i, line)| {
+        let rest = line.trim_start().trim_start_matches('-').trim_start();
+        let value = rest.strip_prefix("name:")?.trim().trim_matches(['"', '\'']);
+        (value == name).then_some(TextPos {
+            line: i + 1,
+            column: line.len() - line.trim_start().len() + 1,
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_shipped_file() -> anyhow::Result<()> {
+        let text = include_str!("../../.nop/agents.yml");
+        let file = AgentsFile::parse(Path::new("agents.yml"), text)?;
+        assert!(file.get("coder").is_some());
+        assert!(file.get("coder").is_some_and(|c| c.priority.is_none()));
+        Ok(())
+    }
+
+    #[test]
+    fn rejects_duplicates_bad_priorities_and_unknown_fields() {
+        for (text, needle) in [
+            ("agents:\n  - name: a\n  - name: a\n", "twice"),
+            ("agents:\n  - name: a\n    priority: 101\n", "0–100"),
+            ("agents:\n  - name: a\n    priorty: 5\n", "priorty"),
+            ("agents:\n  - name: 'a b'\n", "letters"),
+        ] {
+            let err = AgentsFile::parse(Path::new("agents.yml"), text).map(drop);
+            assert!(
+                matches!(&err, Err(e) if e.to_string().contains(needle)),
+                "{text}: {err:?}"
+            );
+        }
+    }
+}
