@@ -83,7 +83,10 @@ impl Fields {
     }
 
     fn get(&self, name: &str) -> Option<&str> {
-        self.0.iter().find(|(n, _)| *n == name).map(|(_, v)| v.as_str())
+        self.0
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
     }
 }
 

@@ -9,7 +9,9 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let outside = Outside {
         cwd: std::env::current_dir().unwrap_or_else(|_| ".".into()),
-        env: std::env::vars().filter(|(k, _)| k.starts_with("NOP_")).collect(),
+        env: std::env::vars()
+            .filter(|(k, _)| k.starts_with("NOP_"))
+            .collect(),
     };
     match nop::cli::run(cli, outside) {
         Ok(code) => code,

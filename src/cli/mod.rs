@@ -25,7 +25,11 @@ pub mod exit {
 }
 
 #[derive(Debug, Parser)]
-#[command(name = "nop", version, about = "A terminal coding agent whose sessions are plain files")]
+#[command(
+    name = "nop",
+    version,
+    about = "A terminal coding agent whose sessions are plain files"
+)]
 pub struct Cli {
     /// Run as if nop was started in DIR.
     #[arg(short = 'C', long = "directory", global = true, value_name = "DIR")]
@@ -170,7 +174,10 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             let kept_differing = report.iter().any(|(_, a)| *a == InitAction::Kept) && !force;
             tracing::info!(op = "init", result = "ok", root = %ws.root.display(), "initialised .nop/");
             if kept_differing {
-                writeln!(out, "existing files were kept; `nop init --force` replaces them and keeps backups")?;
+                writeln!(
+                    out,
+                    "existing files were kept; `nop init --force` replaces them and keeps backups"
+                )?;
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -199,7 +206,12 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             {
                 bail!("no agent `{name}` in {}", ws.agents_path().display());
             }
-            let resolved = ws.config(agent.as_deref(), session.as_ref(), outside.env, cli_settings)?;
+            let resolved = ws.config(
+                agent.as_deref(),
+                session.as_ref(),
+                outside.env,
+                cli_settings,
+            )?;
             render::config(&mut out, &resolved, json)?;
             Ok(ExitCode::SUCCESS)
         }
@@ -254,7 +266,10 @@ fn run_session_command(
             let agents = ws.agents()?;
             match agents.get(&agent) {
                 Some(def) if def.enabled => {}
-                Some(_) => bail!("agent `{agent}` is disabled in {}", ws.agents_path().display()),
+                Some(_) => bail!(
+                    "agent `{agent}` is disabled in {}",
+                    ws.agents_path().display()
+                ),
                 None => bail!("no agent `{agent}` in {}", ws.agents_path().display()),
             }
             let session = store.create(&agent, Utc::now())?;
@@ -264,7 +279,10 @@ fn run_session_command(
         }
         Command::Sessions(SessionsCommand::Append(args)) => {
             let id = store.resolve(&args.id)?;
-            let role: Role = args.role.parse().map_err(|e: String| anyhow!("--role: {e}"))?;
+            let role: Role = args
+                .role
+                .parse()
+                .map_err(|e: String| anyhow!("--role: {e}"))?;
             let text = match args.text.as_deref() {
                 None | Some("-") => {
                     let mut text = String::new();
@@ -338,10 +356,18 @@ fn cli_settings(cli: &Cli) -> Result<Vec<(String, String, String)>> {
         let (key, value) = item
             .split_once('=')
             .ok_or_else(|| anyhow!("--set {item}: expected KEY=VALUE"))?;
-        settings.push(("--set".to_string(), key.trim().to_string(), value.to_string()));
+        settings.push((
+            "--set".to_string(),
+            key.trim().to_string(),
+            value.to_string(),
+        ));
     }
     if let Some(level) = &cli.log_level {
-        settings.push(("--log-level".to_string(), "log.level".to_string(), level.clone()));
+        settings.push((
+            "--log-level".to_string(),
+            "log.level".to_string(),
+            level.clone(),
+        ));
     }
     Ok(settings)
 }

@@ -28,7 +28,12 @@ pub fn session_list(out: Out<'_>, sessions: &[SessionSummary], json: bool) -> st
     if sessions.is_empty() {
         return writeln!(out, "no sessions yet");
     }
-    let agent_width = sessions.iter().map(|s| s.agent.len()).max().unwrap_or(5).max(5);
+    let agent_width = sessions
+        .iter()
+        .map(|s| s.agent.len())
+        .max()
+        .unwrap_or(5)
+        .max(5);
     writeln!(
         out,
         "{:<15}  {:<agent_width$}  {:<13}  {:<20}  {:<20}  {:>5}  PARENT",
@@ -75,7 +80,13 @@ pub fn session_show(
     writeln!(out, "created   {}", time(s.created_at))?;
     writeln!(out, "updated   {}", time(s.updated_at))?;
     if let Some(p) = &s.parent_session {
-        writeln!(out, "parent    {} (snapshot {}, {})", p.id, p.snapshot_id, time(p.timestamp))?;
+        writeln!(
+            out,
+            "parent    {} (snapshot {}, {})",
+            p.id,
+            p.snapshot_id,
+            time(p.timestamp)
+        )?;
     }
     writeln!(
         out,
@@ -88,7 +99,11 @@ pub fn session_show(
     writeln!(
         out,
         "snapshots {}",
-        if snapshots.is_empty() { "-".to_string() } else { snapshots.join(", ") }
+        if snapshots.is_empty() {
+            "-".to_string()
+        } else {
+            snapshots.join(", ")
+        }
     )?;
     let done = state
         .plan
@@ -96,7 +111,11 @@ pub fn session_show(
         .iter()
         .filter(|t| t.status == TaskStatus::Completed)
         .count();
-    writeln!(out, "plan      {done}/{} tasks completed", state.plan.tasks.len())?;
+    writeln!(
+        out,
+        "plan      {done}/{} tasks completed",
+        state.plan.tasks.len()
+    )?;
     writeln!(out, "dir       {}", dir.display())?;
     writeln!(out, "messages  {}", s.messages.len())?;
     for m in &s.messages {
@@ -145,7 +164,9 @@ pub fn check(out: Out<'_>, report: &[(String, Vec<Problem>)], json: bool) -> std
     if json {
         let value: Vec<_> = report
             .iter()
-            .map(|(id, problems)| json!({"id": id, "ok": problems.is_empty(), "problems": problems}))
+            .map(
+                |(id, problems)| json!({"id": id, "ok": problems.is_empty(), "problems": problems}),
+            )
             .collect();
         return print_json(out, &value);
     }

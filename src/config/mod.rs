@@ -201,9 +201,9 @@ impl Resolved {
         let mut env = Vec::new();
         for (var, value) in &inputs.env {
             let alias = ENV_ALIASES.iter().find(|(a, _)| a == var).map(|(_, k)| *k);
-            let key = alias.map(str::to_string).or_else(|| {
-                entries.keys().find(|k| env_var_for(k) == *var).cloned()
-            });
+            let key = alias
+                .map(str::to_string)
+                .or_else(|| entries.keys().find(|k| env_var_for(k) == *var).cloned());
             // Other `NOP_*` variables (a key, a user name) belong to other parts of nop.
             if let Some(key) = key {
                 env.push((var.clone(), key, scalar(value)));
@@ -214,7 +214,10 @@ impl Resolved {
             layers.push((Origin::Env(var), vec![(key, value)]));
         }
         for (flag, key, value) in &inputs.cli {
-            layers.push((Origin::Cli(flag.clone()), vec![(key.clone(), scalar(value))]));
+            layers.push((
+                Origin::Cli(flag.clone()),
+                vec![(key.clone(), scalar(value))],
+            ));
         }
 
         for (origin, values) in layers {
@@ -239,12 +242,11 @@ impl Resolved {
         for (key, (value, _)) in &entries {
             set_path(&mut merged, key, value.clone());
         }
-        let config: Config =
-            serde_json::from_value(merged).map_err(|e| ConfigError::Invalid {
-                key: String::new(),
-                origin: Origin::Default,
-                message: e.to_string(),
-            })?;
+        let config: Config = serde_json::from_value(merged).map_err(|e| ConfigError::Invalid {
+            key: String::new(),
+            origin: Origin::Default,
+            message: e.to_string(),
+        })?;
         if let Some((key, message)) = config.check_ranges().into_iter().next() {
             let origin = entries.get(key).map_or(Origin::Default, |(_, o)| o.clone());
             return Err(ConfigError::Invalid {
@@ -387,23 +389,37 @@ mod tests {
             session: Some(("s1", &session)),
             ..Default::default()
         };
-        let r = resolve(ConfigInputs { ..inputs_clone(&inputs) })?;
+        let r = resolve(ConfigInputs {
+            ..inputs_clone(&inputs)
+        })?;
         assert_eq!(r.config.session.lock_timeout_s, 5.0);
-        assert_eq!(r.entries["session.lock_timeout_s"].1, Origin::Session("s1".into()));
+        assert_eq!(
+            r.entries["session.lock_timeout_s"].1,
+            Origin::Session("s1".into())
+        );
         assert_eq!(r.config.log.level, LogLevel::Warn);
         assert_eq!(r.entries["log.level"].1, Origin::File(path.into()));
 
-        inputs.env.insert("NOP_SESSION_LOCK_TIMEOUT_S".into(), "6".into());
+        inputs
+            .env
+            .insert("NOP_SESSION_LOCK_TIMEOUT_S".into(), "6".into());
         inputs.env.insert("NOP_LOG".into(), "debug".into());
         let r = resolve(inputs_clone(&inputs))?;
         assert_eq!(r.config.session.lock_timeout_s, 6.0);
         assert_eq!(r.config.log.level, LogLevel::Debug);
         assert_eq!(r.entries["log.level"].1, Origin::Env("NOP_LOG".into()));
 
-        inputs.cli.push(("--set".into(), "session.lock_timeout_s".into(), "7.5".into()));
+        inputs.cli.push((
+            "--set".into(),
+            "session.lock_timeout_s".into(),
+            "7.5".into(),
+        ));
         let r = resolve(inputs)?;
         assert_eq!(r.config.session.lock_timeout_s, 7.5);
-        assert_eq!(r.entries["session.lock_timeout_s"].1, Origin::Cli("--set".into()));
+        assert_eq!(
+            r.entries["session.lock_timeout_s"].1,
+            Origin::Cli("--set".into())
+        );
         Ok(())
     }
 
@@ -452,8 +468,9 @@ mod tests {
         .err()
         .map(|e| e.to_string());
         assert!(
-            err.as_deref().is_some_and(|e| e.contains("session.lock_timeout_s")
-                && e.contains("NOP_SESSION_LOCK_TIMEOUT_S")),
+            err.as_deref()
+                .is_some_and(|e| e.contains("session.lock_timeout_s")
+                    && e.contains("NOP_SESSION_LOCK_TIMEOUT_S")),
             "{err:?}"
         );
         let err = resolve(ConfigInputs {
@@ -462,7 +479,10 @@ mod tests {
         })
         .err()
         .map(|e| e.to_string());
-        assert!(err.as_deref().is_some_and(|e| e.contains("log.colour")), "{err:?}");
+        assert!(
+            err.as_deref().is_some_and(|e| e.contains("log.colour")),
+            "{err:?}"
+        );
         let mut env = BTreeMap::new();
         env.insert("NOP_LOG".to_string(), "loud".to_string());
         let err = resolve(ConfigInputs {

@@ -32,7 +32,9 @@ fn push_base32(out: &mut String, value: u64, digits: u32) {
 
 /// A timestamp for file names such as `out-<ts>.log`: sortable, no characters that need quoting.
 pub fn timestamp_for_file(now: DateTime<Utc>) -> String {
-    now.format("%Y%m%dT%H%M%S%.6fZ").to_string().replace('.', "")
+    now.format("%Y%m%dT%H%M%S%.6fZ")
+        .to_string()
+        .replace('.', "")
 }
 
 /// Whether `s` has the shape of an id made by [`new_id`] (used to skip foreign directories).

@@ -8,10 +8,10 @@ pub mod snapshot;
 pub use ids::{new_id, timestamp_for_file};
 pub use plan::{Plan, PlanParseError, Task, TaskStatus};
 pub use session::{
-    CompressionRecord, Message, ParentSession, Role, SessionFile, SessionStatus, ToolCall, Usage,
-    SESSION_VERSION,
+    CompressionRecord, Message, ParentSession, Role, SESSION_VERSION, SessionFile, SessionStatus,
+    ToolCall, Usage,
 };
-pub use snapshot::{Snapshot, SNAPSHOT_VERSION};
+pub use snapshot::{SNAPSHOT_VERSION, Snapshot};
 
 /// A position in a text file, 1-based, for error messages a person can act on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -134,17 +134,17 @@ impl Plan {
                     } else {
                         return Err(err(
                             start,
-                            format!(
-                                "unexpected closing tag </{}>",
-                                tag.name().0
-                            ),
+                            format!("unexpected closing tag </{}>", tag.name().0),
                         ));
                     }
                     continue;
                 }
                 Event::Text(t) if t.trim().is_empty() => continue,
                 Event::Text(_) | Event::CData(_) | Event::GeneralRef(_) => {
-                    return Err(err(start, "unexpected text; tasks are attributes of <task/>".into()));
+                    return Err(err(
+                        start,
+                        "unexpected text; tasks are attributes of <task/>".into(),
+                    ));
                 }
                 Event::Eof => break,
             };
@@ -182,7 +182,10 @@ impl Plan {
             return Err(err(reader.buffer_position(), "no <tasks> element".into()));
         }
         if in_tasks {
-            return Err(err(reader.buffer_position(), "<tasks> is never closed".into()));
+            return Err(err(
+                reader.buffer_position(),
+                "<tasks> is never closed".into(),
+            ));
         }
         Ok(plan)
     }
@@ -208,13 +211,11 @@ fn parse_task(tag: &BytesStart<'_>) -> Result<Task, String> {
             "id" => id = Some(value),
             "title" => title = Some(value),
             "description" => description = Some(value),
-            "status" => {
-                status = Some(TaskStatus::parse(&value).ok_or_else(|| {
-                    format!(
-                        "task status `{value}` is not one of pending, in_progress, completed, failed"
-                    )
-                })?)
-            }
+            "status" => status = Some(TaskStatus::parse(&value).ok_or_else(|| {
+                format!(
+                    "task status `{value}` is not one of pending, in_progress, completed, failed"
+                )
+            })?),
             other => {
                 return Err(format!(
                     "unknown attribute `{other}` on <task> (expected id, title, description, status)"
@@ -262,7 +263,10 @@ mod tests {
     fn round_trips() {
         let plan = sample();
         assert_eq!(Plan::from_xml(&plan.to_xml()), Ok(plan));
-        assert_eq!(Plan::from_xml(&Plan::default().to_xml()), Ok(Plan::default()));
+        assert_eq!(
+            Plan::from_xml(&Plan::default().to_xml()),
+            Ok(Plan::default())
+        );
         assert_eq!(Plan::from_xml("<tasks/>"), Ok(Plan::default()));
     }
 
@@ -277,22 +281,34 @@ mod tests {
     fn reports_position_of_bad_status() {
         let text = "<tasks>\n  <task id=\"1\" title=\"x\" status=\"done\"/>\n</tasks>\n";
         let err = Plan::from_xml(text).err();
-        assert_eq!(err.as_ref().map(|e| e.pos), Some(TextPos { line: 2, column: 3 }));
+        assert_eq!(
+            err.as_ref().map(|e| e.pos),
+            Some(TextPos { line: 2, column: 3 })
+        );
         assert!(err.is_some_and(|e| e.message.contains("`done`")));
     }
 
     #[test]
     fn rejects_typos_duplicates_and_broken_xml() {
         for (text, needle) in [
-            ("<tasks><task id=\"1\" title=\"x\" stauts=\"pending\"/></tasks>", "stauts"),
+            (
+                "<tasks><task id=\"1\" title=\"x\" stauts=\"pending\"/></tasks>",
+                "stauts",
+            ),
             (
                 "<tasks><task id=\"1\" title=\"x\" status=\"pending\"/><task id=\"1\" title=\"y\" status=\"pending\"/></tasks>",
                 "duplicate",
             ),
-            ("<tasks><task id=\"1\" title=\"x\" status=\"pending\"/>", "never closed"),
+            (
+                "<tasks><task id=\"1\" title=\"x\" status=\"pending\"/>",
+                "never closed",
+            ),
             ("<plan/>", "root element"),
             ("", "no <tasks>"),
-            ("<tasks><task id=\"1\" title=\"x\" status=\"pending\"</tasks>", ""),
+            (
+                "<tasks><task id=\"1\" title=\"x\" status=\"pending\"</tasks>",
+                "",
+            ),
         ] {
             let err = Plan::from_xml(text);
             assert!(

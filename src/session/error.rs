@@ -37,7 +37,9 @@ pub enum SessionError {
         holder: Option<u32>,
     },
 
-    #[error("session {requested}: cannot lock it while this thread holds the lock of session {held} (locks are never nested)")]
+    #[error(
+        "session {requested}: cannot lock it while this thread holds the lock of session {held} (locks are never nested)"
+    )]
     NestedLock { held: String, requested: String },
 
     #[error("session {session} has no snapshot `{snapshot}`")]

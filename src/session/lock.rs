@@ -133,11 +133,14 @@ mod tests {
         let reader = SessionLock::acquire(&path, "s", LockKind::Shared, SHORT)?;
         // Other threads: another reader gets in, a writer times out.
         let p = path.clone();
-        let second_reader =
-            std::thread::spawn(move || SessionLock::acquire(&p, "s", LockKind::Shared, SHORT).map(drop));
+        let second_reader = std::thread::spawn(move || {
+            SessionLock::acquire(&p, "s", LockKind::Shared, SHORT).map(drop)
+        });
         assert!(second_reader.join().is_ok_and(|r| r.is_ok()));
         let p = path.clone();
-        let writer = std::thread::spawn(move || SessionLock::acquire(&p, "s", LockKind::Exclusive, SHORT).map(drop));
+        let writer = std::thread::spawn(move || {
+            SessionLock::acquire(&p, "s", LockKind::Exclusive, SHORT).map(drop)
+        });
         let result = writer.join();
         assert!(
             matches!(result, Ok(Err(SessionError::LockTimeout { .. }))),
@@ -154,10 +157,14 @@ mod tests {
         let path = dir.path().to_path_buf();
         let _writer = SessionLock::acquire(&path, "s", LockKind::Exclusive, SHORT)?;
         let p = path.clone();
-        let result = std::thread::spawn(move || SessionLock::acquire(&p, "s", LockKind::Shared, SHORT).map(drop))
-            .join();
+        let result = std::thread::spawn(move || {
+            SessionLock::acquire(&p, "s", LockKind::Shared, SHORT).map(drop)
+        })
+        .join();
         match result {
-            Ok(Err(SessionError::LockTimeout { holder, session, .. })) => {
+            Ok(Err(SessionError::LockTimeout {
+                holder, session, ..
+            })) => {
                 assert_eq!(holder, Some(std::process::id()));
                 assert_eq!(session, "s");
             }
@@ -172,7 +179,10 @@ mod tests {
         let b = tempfile::tempdir()?;
         let _held = SessionLock::acquire(a.path(), "a", LockKind::Shared, SHORT)?;
         let nested = SessionLock::acquire(b.path(), "b", LockKind::Shared, SHORT);
-        assert!(matches!(nested, Err(SessionError::NestedLock { .. })), "{nested:?}");
+        assert!(
+            matches!(nested, Err(SessionError::NestedLock { .. })),
+            "{nested:?}"
+        );
         Ok(())
     }
 }

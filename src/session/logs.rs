@@ -34,15 +34,17 @@ impl Store {
 
     /// Records a failed call in a new `error-<ts>.log`; returns its path.
     pub fn write_error_log(&self, id: &str, record: &ErrorRecord) -> Result<PathBuf> {
-        let mut bytes = serde_json::to_vec_pretty(record).map_err(|e| SessionError::Io {
-            path: self.dir(id),
-            source: e.into(),
-        })?;
-        bytes.push(b'\n');
+        let bytes = super::store::pretty_json(record);
         self.write_new_log(id, "error", record.timestamp, &bytes)
     }
 
-    fn write_new_log(&self, id: &str, kind: &str, now: DateTime<Utc>, bytes: &[u8]) -> Result<PathBuf> {
+    fn write_new_log(
+        &self,
+        id: &str,
+        kind: &str,
+        now: DateTime<Utc>,
+        bytes: &[u8],
+    ) -> Result<PathBuf> {
         let dir = self.dir(id);
         if !dir.is_dir() {
             return Err(SessionError::NotFound(id.to_string()));

@@ -26,7 +26,7 @@ pub use atomic::{commit_files, create_new_atomic, sync_dir, write_atomic};
 pub use error::{Result, SessionError};
 pub use lock::{LockKind, SessionLock};
 pub use logs::ErrorRecord;
-pub use store::{SessionState, SessionSummary, Store, Problem};
+pub use store::{Problem, SessionState, SessionSummary, Store};
 
 pub const SESSION_FILE: &str = "session.json";
 pub const PLAN_FILE: &str = "plan.xml";

@@ -319,7 +319,10 @@ impl Store {
                 Ok(s) if s.snapshot_id != snap => note(SessionError::Corrupt {
                     path,
                     pos: None,
-                    message: format!("snapshotId `{}` does not match the file name", s.snapshot_id),
+                    message: format!(
+                        "snapshotId `{}` does not match the file name",
+                        s.snapshot_id
+                    ),
                 }),
                 Ok(_) => {}
                 Err(e) => note(e),
@@ -458,12 +461,7 @@ fn write_snapshot(dir: &Path, state: SessionState, now: DateTime<Utc>) -> Result
     for _ in 0..8 {
         snapshot.snapshot_id = new_id();
         let path = dir.join(snapshot_file_name(&snapshot.snapshot_id));
-        let mut bytes = serde_json::to_vec_pretty(&snapshot).map_err(|e| SessionError::Io {
-            path: path.clone(),
-            source: e.into(),
-        })?;
-        bytes.push(b'\n');
-        match atomic::create_new_atomic(&path, &bytes, true) {
+        match atomic::create_new_atomic(&path, &pretty_json(&snapshot), true) {
             Ok(()) => return Ok(snapshot),
             Err(e) => last_err = Some(e),
         }
@@ -486,10 +484,16 @@ fn snapshot_ids(dir: &Path) -> Result<Vec<String>> {
     Ok(ids)
 }
 
-pub(crate) fn session_bytes(session: &SessionFile) -> Vec<u8> {
-    // Serialising plain data into a Vec cannot fail.
-    let mut bytes = serde_json::to_vec_pretty(session).unwrap_or_default();
-    bytes.push(b'\n');
+fn session_bytes(session: &SessionFile) -> Vec<u8> {
+    pretty_json(session)
+}
+
+/// Indented JSON with a final newline, as every JSON file of a session is written (readable and
+/// diffable by hand).
+pub(crate) fn pretty_json(value: &impl Serialize) -> Vec<u8> {
+    // Serialising plain data (string keys only) into a Vec cannot fail.
+    let mut bytes = serde_json::to_vec_pretty(value).unwrap_or_default();
+    bytes.extend_from_slice(b"\n");
     bytes
 }
 

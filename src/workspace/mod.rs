@@ -133,7 +133,9 @@ pub enum InitAction {
     /// The user's file was left as it is.
     Kept,
     /// Replaced under `--force`; the user's version is at `backup`.
-    Replaced { backup: PathBuf },
+    Replaced {
+        backup: PathBuf,
+    },
 }
 
 /// Creates `.nop/` in `dir` from the templates this build carries (this repository's own
@@ -144,7 +146,14 @@ pub fn init(
     now: DateTime<Utc>,
 ) -> Result<Vec<(PathBuf, InitAction)>, WorkspaceError> {
     let nop = dir.join(NOP_DIR);
-    for sub in ["sessions", "logs", ".system/skills", ".system/tools", ".system/agents", ".permissions"] {
+    for sub in [
+        "sessions",
+        "logs",
+        ".system/skills",
+        ".system/tools",
+        ".system/agents",
+        ".permissions",
+    ] {
         let path = nop.join(sub);
         fs::create_dir_all(&path).map_err(io(&path))?;
     }
@@ -176,4 +185,55 @@ fn backup_path(path: &Path, now: DateTime<Utc>) -> PathBuf {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     path.with_file_name(format!("{name}.bak-{}", timestamp_for_file(now)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every file of this repository's `.nop/` (but local state) is a template, and no more.
+    #[test]
+    fn templates_are_exactly_the_repository_nop_dir() -> anyhow::Result<()> {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(NOP_DIR);
+        let mut on_disk = Vec::new();
+        let mut stack = vec![root.clone()];
+        while let Some(dir) = stack.pop() {
+            for entry in fs::read_dir(&dir)? {
+                let path = entry?.path();
+                let relative = path.strip_prefix(&root)?.to_string_lossy().into_owned();
+                if relative == "sessions" || relative == "logs" {
+                    continue;
+                }
+                if path.is_dir() {
+                    stack.push(path);
+                } else {
+                    on_disk.push(relative);
+                }
+            }
+        }
+        on_disk.sort();
+        let mut listed: Vec<String> = templates::FILES
+            .iter()
+            .map(|(p, _)| p.to_string())
+            .collect();
+        listed.sort();
+        assert_eq!(on_disk, listed, "update src/workspace/templates.rs");
+        Ok(())
+    }
+
+    #[test]
+    fn discovery_skips_a_nop_dir_without_config() -> anyhow::Result<()> {
+        let home = tempfile::tempdir()?;
+        fs::create_dir_all(home.path().join(".nop/skills"))?;
+        let repo = home.path().join("repo");
+        init(&repo, false, Utc::now())?;
+        fs::create_dir_all(repo.join("src/deep"))?;
+        let found = Workspace::discover(&repo.join("src/deep"))?;
+        assert_eq!(found.root, fs::canonicalize(&repo)?);
+        assert!(matches!(
+            Workspace::discover(home.path()),
+            Err(WorkspaceError::NotFound { .. })
+        ));
+        Ok(())
+    }
 }

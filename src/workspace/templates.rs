@@ -2,16 +2,46 @@
 
 pub const FILES: &[(&str, &str)] = &[
     (".gitignore", include_str!("../../.nop/.gitignore")),
-    (".permissions/agent-compression-advisor.yml", include_str!("../../.nop/.permissions/agent-compression-advisor.yml")),
-    (".permissions/agent-consistency-checker.yml", include_str!("../../.nop/.permissions/agent-consistency-checker.yml")),
-    (".permissions/agent-default.yml", include_str!("../../.nop/.permissions/agent-default.yml")),
-    (".permissions/agent-retry-advisor.yml", include_str!("../../.nop/.permissions/agent-retry-advisor.yml")),
-    (".system/agents/coder.md", include_str!("../../.nop/.system/agents/coder.md")),
-    (".system/agents/compression-advisor.md", include_str!("../../.nop/.system/agents/compression-advisor.md")),
-    (".system/agents/consistency-checker.md", include_str!("../../.nop/.system/agents/consistency-checker.md")),
-    (".system/agents/retry-advisor.md", include_str!("../../.nop/.system/agents/retry-advisor.md")),
-    (".system/skills/README.md", include_str!("../../.nop/.system/skills/README.md")),
-    (".system/tools/README.md", include_str!("../../.nop/.system/tools/README.md")),
+    (
+        ".permissions/agent-compression-advisor.yml",
+        include_str!("../../.nop/.permissions/agent-compression-advisor.yml"),
+    ),
+    (
+        ".permissions/agent-consistency-checker.yml",
+        include_str!("../../.nop/.permissions/agent-consistency-checker.yml"),
+    ),
+    (
+        ".permissions/agent-default.yml",
+        include_str!("../../.nop/.permissions/agent-default.yml"),
+    ),
+    (
+        ".permissions/agent-retry-advisor.yml",
+        include_str!("../../.nop/.permissions/agent-retry-advisor.yml"),
+    ),
+    (
+        ".system/agents/coder.md",
+        include_str!("../../.nop/.system/agents/coder.md"),
+    ),
+    (
+        ".system/agents/compression-advisor.md",
+        include_str!("../../.nop/.system/agents/compression-advisor.md"),
+    ),
+    (
+        ".system/agents/consistency-checker.md",
+        include_str!("../../.nop/.system/agents/consistency-checker.md"),
+    ),
+    (
+        ".system/agents/retry-advisor.md",
+        include_str!("../../.nop/.system/agents/retry-advisor.md"),
+    ),
+    (
+        ".system/skills/README.md",
+        include_str!("../../.nop/.system/skills/README.md"),
+    ),
+    (
+        ".system/tools/README.md",
+        include_str!("../../.nop/.system/tools/README.md"),
+    ),
     ("agents.yml", include_str!("../../.nop/agents.yml")),
     ("config.yml", include_str!("../../.nop/config.yml")),
 ];

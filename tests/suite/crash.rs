@@ -1,0 +1,162 @@
+//! Crash safety: a process appending to a session in a loop is killed with SIGKILL at random
+//! moments, many times; what it leaves behind always parses and holds a prefix of what it wrote.
+
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use chrono::Utc;
+use nop::protocol::{Message, Role};
+use nop::session::Store;
+
+use crate::support::Repo;
+
+const KILLS: usize = 25;
+const WRITER_ENV: &str = "NOP_TEST_CRASH_WRITER";
+
+/// The writer, run in a child process by the test below: appends `m<n>` with n counting on
+/// from what the session holds, for ever (until killed).
+#[test]
+#[ignore = "run by crash_safety_under_sigkill in a child process"]
+fn crash_writer_child() {
+    let Some(spec) = std::env::var_os(WRITER_ENV) else {
+        return;
+    };
+    let spec = PathBuf::from(spec);
+    let id = spec
+        .file_name()
+        .and_then(|n| n.to_str())
+        .expect("session id")
+        .to_string();
+    let store = Store::new(
+        spec.parent().expect("sessions dir"),
+        Duration::from_secs(30),
+    );
+    loop {
+        let now = Utc::now();
+        store
+            .update(&id, now, |state| {
+                let n = state.session.messages.len();
+                state
+                    .session
+                    .messages
+                    .push(Message::new(Role::User, format!("m{n}"), now));
+                // Change plan.xml in the same commit now and then, to crash multi-file commits.
+                if n % 3 == 0 {
+                    state.plan.tasks = vec![nop::protocol::Task {
+                        id: "count".into(),
+                        title: format!("{}", n + 1),
+                        description: None,
+                        status: nop::protocol::TaskStatus::InProgress,
+                    }];
+                }
+                Ok(())
+            })
+            .expect("append");
+    }
+}
+
+/// A small xorshift generator seeded from the clock: random kill moments without a crate.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+#[test]
+fn crash_safety_under_sigkill() {
+    let repo = Repo::new();
+    let id = repo.new_session();
+    let store = repo.store();
+    let seed = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(1)
+        | 1;
+    let mut rng = Rng(seed);
+    let exe = std::env::current_exe().expect("test binary");
+    let mut last_len = 0;
+    let mut interrupted = 0;
+    for round in 0..KILLS {
+        let mut child = Command::new(&exe)
+            .args([
+                "--ignored",
+                "--exact",
+                "suite::crash::crash_writer_child",
+                "--nocapture",
+            ])
+            .env(WRITER_ENV, repo.session_dir(&id))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn writer");
+        // The random moment: anywhere from start-up to well into the writing loop.
+        std::thread::sleep(Duration::from_millis(5 + rng.below(120)));
+        child.kill().expect("SIGKILL");
+        let _ = child.wait();
+
+        let leftover = std::fs::read_dir(repo.session_dir(&id))
+            .expect("dir")
+            .filter_map(Result::ok)
+            .any(|e| {
+                let n = e.file_name();
+                n.to_string_lossy().starts_with(".tmp-") || n == "commit.json"
+            });
+        interrupted += usize::from(leftover);
+        // The reader sees a whole session; a half-done multi-file commit is completed.
+        let state = store
+            .read(&id)
+            .unwrap_or_else(|e| panic!("round {round} (seed {seed}): {e}"));
+        let contents: Vec<&str> = state
+            .session
+            .messages
+            .iter()
+            .map(|m| m.content.as_str())
+            .collect();
+        let expected: Vec<String> = (0..contents.len()).map(|n| format!("m{n}")).collect();
+        assert_eq!(
+            contents, expected,
+            "round {round} (seed {seed}): not a prefix"
+        );
+        assert!(
+            contents.len() >= last_len,
+            "round {round}: messages were lost"
+        );
+        last_len = contents.len();
+        // plan.xml and session.json changed together: the plan's count never runs ahead.
+        if let Some(task) = state.plan.tasks.first() {
+            let counted: usize = task.title.parse().expect("count");
+            assert!(
+                counted <= contents.len(),
+                "round {round}: plan ahead of session"
+            );
+            let last_plan_write = (0..contents.len()).rev().find(|n| n % 3 == 0);
+            assert_eq!(
+                Some(counted),
+                last_plan_write.map(|n| n + 1),
+                "round {round}: plan and session disagree"
+            );
+        }
+    }
+    assert!(last_len > 0, "the writer never wrote anything");
+    eprintln!("{KILLS} kills, {last_len} messages, {interrupted} kills left a write half done");
+    let problems = store.check(&id).expect("check");
+    assert!(problems.is_empty(), "{problems:?}");
+    // No temporary files survive the next write.
+    let now = Utc::now();
+    store
+        .append(&id, vec![Message::new(Role::User, "after", now)], now)
+        .expect("append");
+    let leftovers: Vec<String> = std::fs::read_dir(repo.session_dir(&id))
+        .expect("dir")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".tmp-") || n == "commit.json")
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}

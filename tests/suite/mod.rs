@@ -1,0 +1,3 @@
+mod cli;
+mod concurrency;
+mod crash;

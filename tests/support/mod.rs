@@ -1,0 +1,85 @@
+//! Test support: temporary repositories with `.nop/` and the real `nop` binary run in them.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use assert_cmd::Command;
+use nop::session::Store;
+use tempfile::TempDir;
+
+/// A temporary repository on which `nop init` has run.
+pub struct Repo {
+    pub dir: TempDir,
+}
+
+impl Repo {
+    pub fn new() -> Repo {
+        let repo = Repo::bare();
+        repo.run(&["init"]);
+        repo
+    }
+
+    /// A temporary directory without `.nop/`.
+    pub fn bare() -> Repo {
+        Repo {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// `nop` in the repository root, with an environment that holds nothing of the developer's.
+    pub fn nop(&self) -> Command {
+        self.nop_in(self.path())
+    }
+
+    pub fn nop_in(&self, dir: &Path) -> Command {
+        let mut cmd = Command::cargo_bin("nop").expect("nop binary");
+        cmd.current_dir(dir).env_clear().env("HOME", self.path());
+        cmd
+    }
+
+    /// Runs `nop args…`, asserts success and returns stdout.
+    pub fn run(&self, args: &[&str]) -> String {
+        let output = self.nop().args(args).output().expect("run nop");
+        assert!(
+            output.status.success(),
+            "nop {args:?} failed ({}):\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).expect("utf-8 stdout")
+    }
+
+    /// Runs `nop args…`, asserts failure with exit code 1 and returns stderr.
+    pub fn fail(&self, args: &[&str]) -> String {
+        let output = self.nop().args(args).output().expect("run nop");
+        assert_eq!(
+            output.status.code(),
+            Some(1),
+            "nop {args:?} should fail; stdout:\n{}",
+            String::from_utf8_lossy(&output.stdout)
+        );
+        String::from_utf8(output.stderr).expect("utf-8 stderr")
+    }
+
+    pub fn new_session(&self) -> String {
+        self.run(&["sessions", "new"]).trim().to_string()
+    }
+
+    pub fn sessions_dir(&self) -> PathBuf {
+        self.path().join(".nop/sessions")
+    }
+
+    pub fn session_dir(&self, id: &str) -> PathBuf {
+        self.sessions_dir().join(id)
+    }
+
+    pub fn store(&self) -> Store {
+        Store::new(self.sessions_dir(), Duration::from_secs(10))
+    }
+}
