@@ -1,1 +1,96 @@
-fn main() {}
+//! Store benchmark: time to append one message and persist it (lock, read, parse, serialise,
+//! write a temp file, fsync, rename, fsync the directory), and time to load a session, for
+//! sessions of 100, 1,000 and 10,000 messages.
+//!
+//! Run with `cargo bench --bench store`. Prints a Markdown table (median and p95 per size); the
+//! size is the session's before the timed appends (each of which adds one message).
+
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use nop::protocol::{Message, Role, ToolCall};
+use nop::session::Store;
+
+/// A message mix like a coding session's: short user turns, longer assistant turns with tool
+/// calls, and tool results of a few hundred bytes to a few kilobytes.
+fn message(n: usize) -> Message {
+    let now = Utc::now();
+    match n % 3 {
+        0 => Message::new(
+            Role::User,
+            format!("Please look at step {n} of the refactor and keep the tests green."),
+            now,
+        ),
+        1 => {
+            let mut m = Message::new(
+                Role::Assistant,
+                "I'll read the file first, then run the tests. ".repeat(4),
+                now,
+            );
+            m.tool_calls.push(ToolCall {
+                id: format!("call_{n}"),
+                name: "read-file".into(),
+                arguments: serde_json::json!({"path": format!("src/module_{n}.rs")}),
+                extra: Default::default(),
+            });
+            m
+        }
+        _ => {
+            let mut m = Message::new(
+                Role::Tool,
+                "fn example() -> u32 { 42 }\n".repeat(20 + n % 60),
+                now,
+            );
+            m.tool_call = Some(ToolCall {
+                id: format!("call_{}", n - 1),
+                name: "read-file".into(),
+                arguments: serde_json::json!({"path": format!("src/module_{}.rs", n - 1)}),
+                extra: Default::default(),
+            });
+            m
+        }
+    }
+}
+
+fn stats(mut samples: Vec<Duration>) -> (f64, f64) {
+    samples.sort();
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let median = ms(samples[samples.len() / 2]);
+    let p95 = ms(samples[((samples.len() * 95) / 100).min(samples.len() - 1)]);
+    (median, p95)
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let store = Store::new(dir.path().join("sessions"), Duration::from_secs(30));
+    println!("| messages | session.json | append + persist (median / p95) | load (median / p95) |");
+    println!("|---:|---:|---:|---:|");
+    for (size, rounds) in [(100, 100), (1_000, 40), (10_000, 15)] {
+        let session = store.create("coder", Utc::now())?;
+        let id = session.session_id;
+        store.append(&id, (0..size).map(message).collect(), Utc::now())?;
+        let bytes = std::fs::metadata(store.dir(&id).join("session.json"))?.len();
+
+        let mut appends = Vec::with_capacity(rounds);
+        for i in 0..rounds {
+            let m = message(size + i);
+            let started = Instant::now();
+            store.append(&id, vec![m], Utc::now())?;
+            appends.push(started.elapsed());
+        }
+        let mut loads = Vec::with_capacity(rounds);
+        for _ in 0..rounds {
+            let started = Instant::now();
+            let state = store.read(&id)?;
+            loads.push(started.elapsed());
+            assert_eq!(state.session.messages.len(), size + rounds);
+        }
+        let (am, ap) = stats(appends);
+        let (lm, lp) = stats(loads);
+        println!(
+            "| {size} | {:.1} MB | {am:.2} ms / {ap:.2} ms | {lm:.2} ms / {lp:.2} ms |",
+            bytes as f64 / 1e6
+        );
+    }
+    Ok(())
+}

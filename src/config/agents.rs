@@ -134,6 +134,20 @@ mod tests {
     }
 
     #[test]
+    fn parses_the_seed_000_example() -> anyhow::Result<()> {
+        let text = include_str!("../../examples/agents/seed-000-priorities.yml");
+        let file = AgentsFile::parse(Path::new("seed-000-priorities.yml"), text)?;
+        let phone = file.get("phone_agent");
+        assert!(phone.is_some_and(|a| a.priority == Some(90) && !a.interruptible));
+        assert!(
+            file.get("music_agent")
+                .is_some_and(|a| a.priority == Some(20) && a.interruptible)
+        );
+        assert_eq!(file.agents.len(), 7);
+        Ok(())
+    }
+
+    #[test]
     fn rejects_duplicates_bad_priorities_and_unknown_fields() {
         for (text, needle) in [
             ("agents:\n  - name: a\n  - name: a\n", "twice"),
