@@ -66,3 +66,42 @@ impl Store {
         Err(last_err.unwrap_or_else(|| SessionError::NotFound(id.to_string())))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn output_and_error_logs_are_new_files_that_never_collide() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let store = Store::new(dir.path(), Duration::from_secs(1));
+        let id = store.create("coder", Utc::now())?.session_id;
+        let now = Utc::now();
+        let a = store.write_tool_output(&id, now, "first")?;
+        let b = store.write_tool_output(&id, now, "second")?;
+        assert_ne!(a, b);
+        assert_eq!(std::fs::read_to_string(&a)?, "first");
+        assert_eq!(std::fs::read_to_string(&b)?, "second");
+        assert!(
+            a.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("out-"))
+        );
+
+        let record = ErrorRecord {
+            timestamp: now,
+            session_id: id.clone(),
+            tool: "shell".into(),
+            arguments: serde_json::json!({"command": "false"}),
+            error_type: "ExitStatus".into(),
+            message: "exit status 1".into(),
+            trace: None,
+        };
+        let path = store.write_error_log(&id, &record)?;
+        let back: ErrorRecord = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+        assert_eq!(back, record);
+        assert!(store.write_tool_output("nope", now, "x").is_err());
+        Ok(())
+    }
+}
