@@ -7,5 +7,7 @@ pub mod cli;
 pub mod config;
 pub mod logging;
 pub mod protocol;
+pub mod providers;
 pub mod session;
+pub mod tools;
 pub mod workspace;

@@ -24,6 +24,94 @@ use crate::protocol::TextPos;
 pub struct Config {
     pub log: LogConfig,
     pub session: SessionConfig,
+    pub provider: ProviderConfig,
+    pub tools: ToolsConfig,
+    pub agent: AgentConfig,
+}
+
+/// The model endpoint (R3).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProviderConfig {
+    /// `openai` (any Chat Completions server) or `anthropic` (Messages API).
+    pub kind: ProviderKind,
+    /// Defaults to https://api.openai.com/v1 or https://api.anthropic.com.
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    /// The environment variable holding the key (default NOP_API_KEY, then OPENAI_API_KEY or
+    /// ANTHROPIC_API_KEY). The key itself never goes in a file.
+    pub api_key_env: Option<String>,
+    /// Attempts per model request, the first included.
+    pub max_attempts: u32,
+    /// First retry delay; doubles per attempt, with jitter, up to `retry_max_ms`.
+    pub retry_base_ms: u64,
+    pub retry_max_ms: u64,
+    pub connect_timeout_s: f64,
+    /// A stream silent this long is cut and retried.
+    pub stream_idle_timeout_s: f64,
+    /// Reply length limit (sent to Anthropic, which requires it).
+    pub max_tokens: u32,
+}
+
+impl Default for ProviderConfig {
+    fn default() -> Self {
+        ProviderConfig {
+            kind: ProviderKind::Openai,
+            base_url: None,
+            model: None,
+            api_key_env: None,
+            max_attempts: 5,
+            retry_base_ms: 500,
+            retry_max_ms: 30_000,
+            connect_timeout_s: 30.0,
+            stream_idle_timeout_s: 120.0,
+            max_tokens: 8192,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    Openai,
+    Anthropic,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ToolsConfig {
+    /// Default time limit of one tool call (a call may ask for another).
+    pub timeout_s: f64,
+    /// Tool output beyond this many bytes is cut (head and tail) in the model's context; the
+    /// whole output is kept in the session's out-<ts>.log.
+    pub output_max_bytes: usize,
+}
+
+impl Default for ToolsConfig {
+    fn default() -> Self {
+        ToolsConfig {
+            timeout_s: 300.0,
+            output_max_bytes: 30_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AgentConfig {
+    /// The agent of new sessions when `--agent` is not given.
+    pub default: String,
+    /// Model requests per `nop run` before it stops with an error.
+    pub max_turns: u32,
+}
+
+impl Default for AgentConfig {
+    fn default() -> Self {
+        AgentConfig {
+            default: "coder".into(),
+            max_turns: 100,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -85,6 +173,40 @@ impl Config {
             problems.push((
                 "session.lock_timeout_s",
                 format!("must be more than 0 and at most 3600 seconds, not {t}"),
+            ));
+        }
+        let positive = [
+            (
+                "provider.connect_timeout_s",
+                self.provider.connect_timeout_s,
+            ),
+            (
+                "provider.stream_idle_timeout_s",
+                self.provider.stream_idle_timeout_s,
+            ),
+            ("tools.timeout_s", self.tools.timeout_s),
+        ];
+        for (key, value) in positive {
+            if !(value > 0.0 && value <= 86_400.0) {
+                problems.push((
+                    key,
+                    format!("must be more than 0 and at most 86400 seconds, not {value}"),
+                ));
+            }
+        }
+        if !(1..=100).contains(&self.provider.max_attempts) {
+            problems.push((
+                "provider.max_attempts",
+                format!("must be 1 to 100, not {}", self.provider.max_attempts),
+            ));
+        }
+        if self.agent.max_turns == 0 {
+            problems.push(("agent.max_turns", "must be at least 1".to_string()));
+        }
+        if self.tools.output_max_bytes < 1000 {
+            problems.push((
+                "tools.output_max_bytes",
+                format!("must be at least 1000, not {}", self.tools.output_max_bytes),
             ));
         }
         problems
@@ -172,7 +294,12 @@ pub struct Resolved {
 }
 
 /// Environment variables that name a key other than by the `NOP_<KEY>` rule.
-const ENV_ALIASES: &[(&str, &str)] = &[("NOP_LOG", "log.level")];
+const ENV_ALIASES: &[(&str, &str)] = &[
+    ("NOP_LOG", "log.level"),
+    ("NOP_PROVIDER", "provider.kind"),
+    ("NOP_BASE_URL", "provider.base_url"),
+    ("NOP_MODEL", "provider.model"),
+];
 
 /// The environment variable that sets `key`.
 pub fn env_var_for(key: &str) -> String {
@@ -188,15 +315,23 @@ impl Resolved {
             entries.insert(key, (value.clone(), Origin::Default));
         });
 
-        let mut layers: Vec<(Origin, Vec<(String, Value)>)> = Vec::new();
+        // (key, value, the text it was typed as, for values from the environment or command line)
+        type Layer = Vec<(String, Value, Option<String>)>;
+        let typed = |values: Vec<(String, Value)>| -> Layer {
+            values.into_iter().map(|(k, v)| (k, v, None)).collect()
+        };
+        let mut layers: Vec<(Origin, Layer)> = Vec::new();
         if let Some((path, text)) = inputs.file {
-            layers.push((Origin::File(path.to_path_buf()), parse_file(path, text)?));
+            layers.push((
+                Origin::File(path.to_path_buf()),
+                typed(parse_file(path, text)?),
+            ));
         }
         if let Some((name, map)) = inputs.agent {
-            layers.push((Origin::Agent(name.to_string()), flatten_map(map)));
+            layers.push((Origin::Agent(name.to_string()), typed(flatten_map(map))));
         }
         if let Some((id, map)) = inputs.session {
-            layers.push((Origin::Session(id.to_string()), flatten_map(map)));
+            layers.push((Origin::Session(id.to_string()), typed(flatten_map(map))));
         }
         let mut env = Vec::new();
         for (var, value) in &inputs.env {
@@ -206,22 +341,22 @@ impl Resolved {
                 .or_else(|| entries.keys().find(|k| env_var_for(k) == *var).cloned());
             // Other `NOP_*` variables (a key, a user name) belong to other parts of nop.
             if let Some(key) = key {
-                env.push((var.clone(), key, scalar(value)));
+                env.push((var.clone(), key, value.clone()));
             }
         }
         // One layer per variable so that each value keeps its own origin.
-        for (var, key, value) in env {
-            layers.push((Origin::Env(var), vec![(key, value)]));
+        for (var, key, text) in env {
+            layers.push((Origin::Env(var), vec![(key, scalar(&text), Some(text))]));
         }
-        for (flag, key, value) in &inputs.cli {
+        for (flag, key, text) in &inputs.cli {
             layers.push((
                 Origin::Cli(flag.clone()),
-                vec![(key.clone(), scalar(value))],
+                vec![(key.clone(), scalar(text), Some(text.clone()))],
             ));
         }
 
         for (origin, values) in layers {
-            for (key, value) in values {
+            for (key, value, text) in values {
                 if !entries.contains_key(&key) {
                     return Err(ConfigError::UnknownKey {
                         key,
@@ -229,11 +364,22 @@ impl Resolved {
                         known: entries.keys().cloned().collect::<Vec<_>>().join(", "),
                     });
                 }
-                check_leaf(&defaults, &key, &value).map_err(|message| ConfigError::Invalid {
-                    key: key.clone(),
-                    origin: origin.clone(),
-                    message,
-                })?;
+                // `NOP_MODEL=3.5` is the string "3.5" when the key takes a string.
+                let value = match (check_leaf(&defaults, &key, &value), text) {
+                    (Ok(()), _) => value,
+                    (Err(_), Some(text))
+                        if check_leaf(&defaults, &key, &Value::String(text.clone())).is_ok() =>
+                    {
+                        Value::String(text)
+                    }
+                    (Err(message), _) => {
+                        return Err(ConfigError::Invalid {
+                            key: key.clone(),
+                            origin: origin.clone(),
+                            message,
+                        });
+                    }
+                };
                 entries.insert(key, (value, origin.clone()));
             }
         }

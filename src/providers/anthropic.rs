@@ -1,0 +1,301 @@
+//! Anthropic Messages (`POST {base}/v1/messages`, `stream: true`).
+//!
+//! System messages go to the `system` parameter; tool results become `tool_result` blocks of a
+//! user turn; consecutive turns of one role are merged, as the API requires alternation.
+
+use serde_json::{Value, json};
+
+use super::sse::SseEvent;
+use super::{ChatRequest, ModelResponse, PartialCall, ProviderError, StreamDecoder, StreamEvent};
+use crate::protocol::Role;
+
+pub(super) fn request_body(model: &str, max_tokens: u32, request: ChatRequest<'_>) -> Value {
+    let mut system = Vec::new();
+    let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
+    for m in request.messages {
+        let (role, blocks) = match m.role {
+            Role::System => {
+                system.push(m.content.clone());
+                continue;
+            }
+            Role::User => ("user", text_block(&m.content)),
+            Role::Assistant => {
+                let mut blocks = text_block(&m.content);
+                for call in &m.tool_calls {
+                    let input = match &call.arguments {
+                        Value::Object(_) => call.arguments.clone(),
+                        // The API takes only objects; keep what the model sent, visibly.
+                        other => json!({"invalid_arguments": other}),
+                    };
+                    blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
+                }
+                ("assistant", blocks)
+            }
+            Role::Tool => {
+                let mut block = json!({
+                    "type": "tool_result",
+                    "tool_use_id": m.tool_call.as_ref().map(|c| c.id.as_str()).unwrap_or_default(),
+                    "content": m.content,
+                });
+                if m.extra.get("isError").and_then(Value::as_bool) == Some(true) {
+                    block["is_error"] = Value::Bool(true);
+                }
+                ("user", vec![block])
+            }
+        };
+        if blocks.is_empty() {
+            continue;
+        }
+        match turns.last_mut() {
+            Some((last, content)) if *last == role => content.extend(blocks),
+            _ => turns.push((role, blocks)),
+        }
+    }
+    let messages: Vec<Value> = turns
+        .into_iter()
+        .map(|(role, content)| json!({"role": role, "content": content}))
+        .collect();
+    let mut body = json!({
+        "model": model,
+        "max_tokens": max_tokens,
+        "messages": messages,
+        "stream": true,
+    });
+    if !system.is_empty() {
+        body["system"] = Value::String(system.join("\n\n"));
+    }
+    if !request.tools.is_empty() {
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+            .collect();
+    }
+    body
+}
+
+fn text_block(text: &str) -> Vec<Value> {
+    if text.is_empty() {
+        Vec::new()
+    } else {
+        vec![json!({"type": "text", "text": text})]
+    }
+}
+
+#[derive(Debug)]
+enum Block {
+    Text,
+    Tool(PartialCall),
+    Other,
+}
+
+#[derive(Debug, Default)]
+pub(super) struct Decoder {
+    response: ModelResponse,
+    blocks: Vec<(u64, Block)>,
+    started: bool,
+    stopped: bool,
+}
+
+impl StreamDecoder for Decoder {
+    fn event(
+        &mut self,
+        event: &SseEvent,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<(), ProviderError> {
+        if event.data.trim().is_empty() {
+            return Ok(());
+        }
+        let data: Value = serde_json::from_str(&event.data).map_err(|e| {
+            ProviderError::Decode(format!(
+                "{e} in stream event `{}`",
+                event.event.as_deref().unwrap_or("?")
+            ))
+        })?;
+        let kind = data
+            .get("type")
+            .and_then(Value::as_str)
+            .or(event.event.as_deref())
+            .unwrap_or_default();
+        match kind {
+            "message_start" => {
+                self.started = true;
+                let usage = data.pointer("/message/usage");
+                if let Some(n) = usage
+                    .and_then(|u| u.get("input_tokens"))
+                    .and_then(Value::as_u64)
+                {
+                    self.response.input_tokens = n;
+                }
+                if let Some(n) = usage
+                    .and_then(|u| u.get("output_tokens"))
+                    .and_then(Value::as_u64)
+                {
+                    self.response.output_tokens = n;
+                }
+            }
+            "content_block_start" => {
+                let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
+                let block = data.get("content_block");
+                let block = match block.and_then(|b| b.get("type")).and_then(Value::as_str) {
+                    Some("text") => {
+                        if let Some(text) =
+                            block.and_then(|b| b.get("text")).and_then(Value::as_str)
+                            && !text.is_empty()
+                        {
+                            self.response.text.push_str(text);
+                            on_event(StreamEvent::Text(text.to_string()));
+                        }
+                        Block::Text
+                    }
+                    Some("tool_use") => Block::Tool(PartialCall {
+                        id: block
+                            .and_then(|b| b.get("id"))
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_string(),
+                        name: block
+                            .and_then(|b| b.get("name"))
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_string(),
+                        arguments: String::new(),
+                    }),
+                    _ => Block::Other,
+                };
+                self.blocks.push((index, block));
+            }
+            "content_block_delta" => {
+                let index = data.get("index").and_then(Value::as_u64).unwrap_or(0);
+                let delta = data.get("delta");
+                let block = self
+                    .blocks
+                    .iter_mut()
+                    .rev()
+                    .find(|(i, _)| *i == index)
+                    .map(|(_, b)| b);
+                match (
+                    delta.and_then(|d| d.get("type")).and_then(Value::as_str),
+                    block,
+                ) {
+                    (Some("text_delta"), _) => {
+                        if let Some(text) =
+                            delta.and_then(|d| d.get("text")).and_then(Value::as_str)
+                        {
+                            self.response.text.push_str(text);
+                            on_event(StreamEvent::Text(text.to_string()));
+                        }
+                    }
+                    (Some("input_json_delta"), Some(Block::Tool(call))) => {
+                        if let Some(piece) = delta
+                            .and_then(|d| d.get("partial_json"))
+                            .and_then(Value::as_str)
+                        {
+                            call.arguments.push_str(piece);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                if let Some(reason) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    self.response.stop_reason = Some(reason.to_string());
+                }
+                if let Some(n) = data.pointer("/usage/output_tokens").and_then(Value::as_u64) {
+                    self.response.output_tokens = n;
+                }
+                if let Some(n) = data.pointer("/usage/input_tokens").and_then(Value::as_u64)
+                    && n > 0
+                {
+                    self.response.input_tokens = n;
+                }
+            }
+            "message_stop" => self.stopped = true,
+            "error" => {
+                let message = data
+                    .pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .map_or_else(|| data.to_string(), str::to_string);
+                return Err(ProviderError::Stream(message));
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn finished(&self) -> bool {
+        self.stopped
+    }
+
+    fn into_response(self: Box<Self>) -> Result<ModelResponse, ProviderError> {
+        let mut response = self.response;
+        response.tool_calls = self
+            .blocks
+            .into_iter()
+            .filter_map(|(_, b)| match b {
+                Block::Tool(call) => Some(call),
+                _ => None,
+            })
+            .enumerate()
+            .map(|(i, c)| c.finish(i))
+            .collect();
+        Ok(response)
+    }
+
+    fn end_of_stream(self: Box<Self>) -> Result<ModelResponse, ProviderError> {
+        if self.started {
+            Err(ProviderError::Truncated("no message_stop".into()))
+        } else {
+            Err(ProviderError::EmptyStream)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{Message, ToolCall};
+    use chrono::Utc;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn tool_results_become_user_blocks_and_turns_alternate() {
+        let now = Utc::now();
+        let call = ToolCall {
+            id: "t1".into(),
+            name: "shell".into(),
+            arguments: json!({"command": "ls"}),
+            extra: Default::default(),
+        };
+        let mut assistant = Message::new(Role::Assistant, "", now);
+        assistant.tool_calls.push(call.clone());
+        let mut result = Message::new(Role::Tool, "a.txt", now);
+        result.tool_call = Some(call);
+        let messages = vec![
+            Message::new(Role::System, "be brief", now),
+            Message::new(Role::User, "list", now),
+            assistant,
+            result,
+            Message::new(Role::User, "and now?", now),
+        ];
+        let body = request_body(
+            "m",
+            100,
+            ChatRequest {
+                messages: &messages,
+                tools: &[],
+            },
+        );
+        assert_eq!(body["system"], "be brief");
+        let roles: Vec<&str> = body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["role"].as_str())
+            .collect();
+        assert_eq!(roles, vec!["user", "assistant", "user"]);
+        assert_eq!(body["messages"][2]["content"][0]["type"], "tool_result");
+        assert_eq!(body["messages"][2]["content"][1]["text"], "and now?");
+        assert_eq!(body["messages"][1]["content"][0]["type"], "tool_use");
+    }
+}

@@ -1,0 +1,485 @@
+//! Model providers over HTTP: OpenAI-compatible Chat Completions and Anthropic Messages, both
+//! streamed over SSE, behind one [`Provider`], with deterministic retry and backoff.
+//!
+//! Keys come from the environment and live only in memory ([`ApiKey`] never prints itself);
+//! error messages are built from status codes and server messages with the key scrubbed.
+
+mod anthropic;
+mod openai;
+pub mod sse;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{ProviderConfig, ProviderKind};
+use crate::protocol::{Message, ToolCall};
+
+/// What a tool looks like to the model.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: Value,
+}
+
+/// One request: the conversation (system messages included) and the tools on offer.
+#[derive(Debug, Clone, Copy)]
+pub struct ChatRequest<'a> {
+    pub messages: &'a [Message],
+    pub tools: &'a [ToolSpec],
+}
+
+/// Something the front end may show while a reply streams in.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamEvent {
+    /// A piece of the answer's text.
+    Text(String),
+    /// The attempt failed and will be retried after `delay`; anything streamed so far is void.
+    Retrying {
+        attempt: u32,
+        delay: Duration,
+        error: String,
+    },
+}
+
+/// A complete model reply.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelResponse {
+    pub text: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub stop_reason: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    #[error("{0}")]
+    Config(String),
+    #[error("model API answered HTTP {status}: {message}")]
+    Http {
+        status: u16,
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    #[error("could not reach the model API: {0}")]
+    Connect(String),
+    #[error("the model API did not answer in time: {0}")]
+    Timeout(String),
+    #[error("the model API sent an empty stream (no text, no tool calls, no end marker)")]
+    EmptyStream,
+    #[error("the model API stream ended before its end marker: {0}")]
+    Truncated(String),
+    #[error("the model API sent an error in the stream: {0}")]
+    Stream(String),
+    #[error("could not read the model API's reply: {0}")]
+    Decode(String),
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl ProviderError {
+    /// 429, 5xx, connection failures, timeouts and cut or empty streams are worth another try;
+    /// other 4xx and undecodable replies are not.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ProviderError::Http { status, .. } => matches!(status, 408 | 409 | 429 | 500..=599),
+            ProviderError::Connect(_)
+            | ProviderError::Timeout(_)
+            | ProviderError::EmptyStream
+            | ProviderError::Truncated(_)
+            | ProviderError::Stream(_) => true,
+            ProviderError::Config(_) | ProviderError::Decode(_) | ProviderError::Cancelled => false,
+        }
+    }
+}
+
+/// An API key held in memory only. Its Debug output is redacted.
+#[derive(Clone)]
+pub struct ApiKey(String);
+
+impl std::fmt::Debug for ApiKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ApiKey(…)")
+    }
+}
+
+impl ApiKey {
+    /// Removes the key from text that might echo it (a server error message).
+    fn scrub(&self, text: &str) -> String {
+        if self.0.len() >= 8 {
+            text.replace(&self.0, "[redacted]")
+        } else {
+            text.to_string()
+        }
+    }
+}
+
+/// A configured model endpoint.
+#[derive(Debug, Clone)]
+pub struct Provider {
+    kind: ProviderKind,
+    client: reqwest::Client,
+    url: String,
+    model: String,
+    key: Option<ApiKey>,
+    max_attempts: u32,
+    retry_base: Duration,
+    retry_max: Duration,
+    idle_timeout: Duration,
+    max_tokens: u32,
+}
+
+/// Builds the one HTTP client, installing rustls' ring provider first (reqwest panics without one).
+fn http_client(connect_timeout: Duration) -> Result<reqwest::Client, ProviderError> {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+    reqwest::Client::builder()
+        .connect_timeout(connect_timeout)
+        .build()
+        .map_err(|e| ProviderError::Config(format!("cannot build the HTTP client: {e}")))
+}
+
+fn is_local(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let host = rest.split(['/', '?']).next().unwrap_or_default();
+    let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+    let host = if host.starts_with('[') {
+        host.split(']')
+            .next()
+            .unwrap_or_default()
+            .trim_start_matches('[')
+    } else {
+        host.split(':').next().unwrap_or_default()
+    };
+    host == "localhost" || host.starts_with("127.") || host == "::1" || host == "0.0.0.0"
+}
+
+impl Provider {
+    /// The provider described by `config`, its key read from `env` (never from a file).
+    pub fn from_config(
+        config: &ProviderConfig,
+        env: &BTreeMap<String, String>,
+    ) -> Result<Provider, ProviderError> {
+        let (default_base, key_vars): (&str, Vec<String>) = match config.kind {
+            ProviderKind::Openai => (
+                "https://api.openai.com/v1",
+                vec!["NOP_API_KEY".into(), "OPENAI_API_KEY".into()],
+            ),
+            ProviderKind::Anthropic => (
+                "https://api.anthropic.com",
+                vec!["NOP_API_KEY".into(), "ANTHROPIC_API_KEY".into()],
+            ),
+        };
+        let key_vars = match &config.api_key_env {
+            Some(var) => vec![var.clone()],
+            None => key_vars,
+        };
+        let base = config
+            .base_url
+            .clone()
+            .unwrap_or_else(|| default_base.to_string());
+        let key = key_vars
+            .iter()
+            .find_map(|var| env.get(var).filter(|v| !v.trim().is_empty()))
+            .map(|v| ApiKey(v.trim().to_string()));
+        if key.is_none() && !is_local(&base) {
+            return Err(ProviderError::Config(format!(
+                "no API key for {base}: set {} (or point provider.base_url / NOP_BASE_URL at a local server)",
+                key_vars.join(" or ")
+            )));
+        }
+        let model = config
+            .model
+            .clone()
+            .filter(|m| !m.trim().is_empty())
+            .ok_or_else(|| {
+                ProviderError::Config(
+                    "no model configured: set provider.model in .nop/config.yml or NOP_MODEL"
+                        .into(),
+                )
+            })?;
+        let base = base.trim_end_matches('/');
+        let url = match config.kind {
+            ProviderKind::Openai => format!("{base}/chat/completions"),
+            ProviderKind::Anthropic => format!("{base}/v1/messages"),
+        };
+        Ok(Provider {
+            kind: config.kind,
+            client: http_client(Duration::from_secs_f64(config.connect_timeout_s))?,
+            url,
+            model,
+            key,
+            max_attempts: config.max_attempts.max(1),
+            retry_base: Duration::from_millis(config.retry_base_ms),
+            retry_max: Duration::from_millis(config.retry_max_ms.max(config.retry_base_ms)),
+            idle_timeout: Duration::from_secs_f64(config.stream_idle_timeout_s),
+            max_tokens: config.max_tokens,
+        })
+    }
+
+    pub fn model(&self) -> &str {
+        &self.model
+    }
+
+    /// Sends the request and streams the reply, retrying retryable failures with exponential
+    /// backoff and jitter (honouring Retry-After) up to the configured number of attempts.
+    pub async fn complete(
+        &self,
+        request: ChatRequest<'_>,
+        cancel: &CancellationToken,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<ModelResponse, ProviderError> {
+        let mut attempt = 1;
+        loop {
+            let result = tokio::select! {
+                () = cancel.cancelled() => Err(ProviderError::Cancelled),
+                r = self.attempt(request, on_event) => r,
+            };
+            match result {
+                Err(e) if e.is_retryable() && attempt < self.max_attempts => {
+                    let delay = self.backoff(attempt, &e);
+                    tracing::warn!(
+                        op = "model",
+                        result = "retry",
+                        attempt,
+                        delay_ms = delay.as_millis() as u64,
+                        "{e}"
+                    );
+                    on_event(StreamEvent::Retrying {
+                        attempt,
+                        delay,
+                        error: e.to_string(),
+                    });
+                    tokio::select! {
+                        () = cancel.cancelled() => return Err(ProviderError::Cancelled),
+                        () = tokio::time::sleep(delay) => {}
+                    }
+                    attempt += 1;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn backoff(&self, attempt: u32, error: &ProviderError) -> Duration {
+        if let ProviderError::Http {
+            retry_after: Some(after),
+            ..
+        } = error
+        {
+            return (*after).min(Duration::from_secs(120));
+        }
+        let exp = self
+            .retry_base
+            .saturating_mul(1u32 << (attempt - 1).min(16))
+            .min(self.retry_max);
+        // Full jitter on the upper half: between 50% and 100% of the exponential delay.
+        let random = (uuid::Uuid::now_v7().as_u128() & 0xFFFF) as f64 / 65535.0;
+        exp.mul_f64(0.5 + random / 2.0)
+    }
+
+    async fn attempt(
+        &self,
+        request: ChatRequest<'_>,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<ModelResponse, ProviderError> {
+        let body = match self.kind {
+            ProviderKind::Openai => openai::request_body(&self.model, request),
+            ProviderKind::Anthropic => {
+                anthropic::request_body(&self.model, self.max_tokens, request)
+            }
+        };
+        let mut builder = self
+            .client
+            .post(&self.url)
+            .header("accept", "text/event-stream")
+            .json(&body);
+        builder = match (self.kind, &self.key) {
+            (ProviderKind::Openai, Some(key)) => builder.bearer_auth(&key.0),
+            (ProviderKind::Anthropic, Some(key)) => builder.header("x-api-key", &key.0),
+            (_, None) => builder,
+        };
+        if self.kind == ProviderKind::Anthropic {
+            builder = builder.header("anthropic-version", "2023-06-01");
+        }
+        let response = tokio::time::timeout(self.idle_timeout, builder.send())
+            .await
+            .map_err(|_| {
+                ProviderError::Timeout(format!(
+                    "no response headers within {:?}",
+                    self.idle_timeout
+                ))
+            })?
+            .map_err(|e| self.transport_error(&e))?;
+        let status = response.status();
+        if !status.is_success() {
+            return Err(self.http_error(response).await);
+        }
+        let mut stream = response.bytes_stream();
+        let mut parser = sse::SseParser::new();
+        let mut decoder: Box<dyn StreamDecoder> = match self.kind {
+            ProviderKind::Openai => Box::new(openai::Decoder::default()),
+            ProviderKind::Anthropic => Box::new(anthropic::Decoder::default()),
+        };
+        loop {
+            let chunk = tokio::time::timeout(self.idle_timeout, stream.next())
+                .await
+                .map_err(|_| {
+                    ProviderError::Timeout(format!(
+                        "the stream was silent for {:?}",
+                        self.idle_timeout
+                    ))
+                })?;
+            let Some(chunk) = chunk else { break };
+            let chunk = chunk.map_err(|e| ProviderError::Truncated(self.scrub(&e.to_string())))?;
+            for event in parser.push(&chunk) {
+                decoder.event(&event, on_event)?;
+                if decoder.finished() {
+                    return decoder.into_response();
+                }
+            }
+        }
+        decoder.end_of_stream()
+    }
+
+    fn scrub(&self, text: &str) -> String {
+        match &self.key {
+            Some(key) => key.scrub(text),
+            None => text.to_string(),
+        }
+    }
+
+    fn transport_error(&self, e: &reqwest::Error) -> ProviderError {
+        let text = self.scrub(&e.to_string());
+        if e.is_timeout() {
+            ProviderError::Timeout(text)
+        } else {
+            ProviderError::Connect(text)
+        }
+    }
+
+    async fn http_error(&self, response: reqwest::Response) -> ProviderError {
+        let status = response.status().as_u16();
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .filter(|s| s.is_finite() && *s >= 0.0)
+            .map(Duration::from_secs_f64);
+        let body = response.text().await.unwrap_or_default();
+        let message = serde_json::from_str::<Value>(&body)
+            .ok()
+            .and_then(|v| {
+                v.pointer("/error/message")
+                    .or_else(|| v.pointer("/message"))
+                    .or_else(|| v.get("error"))
+                    .and_then(|m| m.as_str().map(str::to_string))
+            })
+            .unwrap_or_else(|| body.chars().take(300).collect());
+        ProviderError::Http {
+            status,
+            message: self.scrub(message.trim()),
+            retry_after,
+        }
+    }
+}
+
+/// Turns a provider's SSE events into a [`ModelResponse`].
+trait StreamDecoder: Send {
+    fn event(
+        &mut self,
+        event: &sse::SseEvent,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<(), ProviderError>;
+    /// The end marker arrived.
+    fn finished(&self) -> bool;
+    fn into_response(self: Box<Self>) -> Result<ModelResponse, ProviderError>;
+    /// The connection closed; decide whether what arrived is a whole reply.
+    fn end_of_stream(self: Box<Self>) -> Result<ModelResponse, ProviderError>;
+}
+
+/// A tool call whose arguments are still arriving.
+#[derive(Debug, Default, Clone)]
+struct PartialCall {
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+impl PartialCall {
+    /// Arguments that are not valid JSON are kept as a string, so the tool layer can tell the
+    /// model exactly what was wrong instead of the run failing here.
+    fn finish(self, fallback_id: usize) -> ToolCall {
+        let arguments = if self.arguments.trim().is_empty() {
+            Value::Object(Default::default())
+        } else {
+            serde_json::from_str(&self.arguments).unwrap_or(Value::String(self.arguments))
+        };
+        ToolCall {
+            id: if self.id.is_empty() {
+                format!("call_{fallback_id}")
+            } else {
+                self.id
+            },
+            name: self.name,
+            arguments,
+            extra: Default::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_hosts_need_no_key() {
+        for url in [
+            "http://localhost:11434/v1",
+            "http://127.0.0.1:8080",
+            "http://[::1]:9/v1",
+            "http://user@localhost/",
+        ] {
+            assert!(is_local(url), "{url}");
+        }
+        for url in [
+            "https://api.openai.com/v1",
+            "http://127example.com",
+            "https://localhost.evil.com",
+        ] {
+            assert!(!is_local(url), "{url}");
+        }
+    }
+
+    #[test]
+    fn missing_key_error_names_the_variables_and_never_the_key() {
+        let config = ProviderConfig {
+            model: Some("m".into()),
+            ..ProviderConfig::default()
+        };
+        let err = Provider::from_config(&config, &BTreeMap::new())
+            .err()
+            .map(|e| e.to_string());
+        assert!(
+            err.as_deref()
+                .is_some_and(|e| e.contains("NOP_API_KEY or OPENAI_API_KEY")),
+            "{err:?}"
+        );
+        let mut env = BTreeMap::new();
+        env.insert("OPENAI_API_KEY".to_string(), "sk-secret-123456".to_string());
+        let provider = Provider::from_config(&config, &env);
+        assert!(
+            provider
+                .as_ref()
+                .is_ok_and(|p| !format!("{p:?}").contains("secret"))
+        );
+    }
+}

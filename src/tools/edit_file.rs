@@ -1,0 +1,82 @@
+//! `edit-file`: replaces an exact string in a file; refuses when it is missing or not unique.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::{ToolContext, ToolError, ToolOutput, TypedTool, paths};
+
+pub struct EditFile;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EditFileArgs {
+    /// Path of the file, relative to the repository root.
+    path: String,
+    /// The exact text to replace, whitespace included. It must occur exactly once unless
+    /// replace_all is true.
+    old_string: String,
+    /// The text to put in its place.
+    new_string: String,
+    /// Replace every occurrence instead of requiring a unique one.
+    #[serde(default)]
+    replace_all: bool,
+}
+
+impl TypedTool for EditFile {
+    type Args = EditFileArgs;
+    const NAME: &'static str = "edit-file";
+    const DESCRIPTION: &'static str = "Edit a file in place by replacing an exact string with another. Fails if the string is not found, or is found more than once (give more context to make it unique, or set replace_all).";
+
+    async fn run(&self, args: EditFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let path = paths::resolve(&ctx.root, &args.path, paths::Access::Write)?;
+        if args.old_string.is_empty() {
+            return Err(ToolError::model(
+                "InvalidArguments",
+                "old_string is empty; use write-file to create a file",
+            ));
+        }
+        if args.old_string == args.new_string {
+            return Err(ToolError::model(
+                "InvalidArguments",
+                "old_string and new_string are the same",
+            ));
+        }
+        let text = tokio::fs::read_to_string(&path)
+            .await
+            .map_err(|e| ToolError::model("ReadFailed", format!("{}: {e}", args.path)))?;
+        let count = text.matches(&args.old_string).count();
+        let updated = match (count, args.replace_all) {
+            (0, _) => {
+                return Err(ToolError::model(
+                    "NotFound",
+                    format!(
+                        "old_string does not occur in {}; read the file and copy the text exactly",
+                        args.path
+                    ),
+                ));
+            }
+            (1, _) | (_, true) => text.replace(&args.old_string, &args.new_string),
+            (n, false) => {
+                return Err(ToolError::model(
+                    "NotUnique",
+                    format!(
+                        "old_string occurs {n} times in {}; include more surrounding text or set replace_all",
+                        args.path
+                    ),
+                ));
+            }
+        };
+        let target = path.clone();
+        tokio::task::spawn_blocking(move || {
+            crate::session::write_atomic(&target, updated.as_bytes())
+        })
+        .await
+        .map_err(|e| ToolError::Fatal(e.to_string()))?
+        .map_err(|e| ToolError::model("WriteFailed", e.to_string()))?;
+        Ok(ToolOutput::text(format!(
+            "edited {}: {count} replacement{}",
+            paths::display(&ctx.root, &path),
+            if count == 1 { "" } else { "s" }
+        )))
+    }
+}

@@ -1,0 +1,107 @@
+//! `load-skill`: brings a skill's instructions (`.nop/.system/skills/<name>/SKILL.md`) into the
+//! conversation, with the list of files beside it.
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::{ToolContext, ToolError, ToolOutput, TypedTool};
+
+pub struct LoadSkill;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LoadSkillArgs {
+    /// The skill's name, as listed in the system prompt.
+    name: String,
+}
+
+/// The skills directory of a repository.
+pub fn skills_dir(ctx_root: &std::path::Path) -> std::path::PathBuf {
+    ctx_root.join(".nop/.system/skills")
+}
+
+/// `(name, description)` of every skill, from the front matter of each SKILL.md.
+pub fn list_skills(root: &std::path::Path) -> Vec<(String, String)> {
+    let Ok(entries) = std::fs::read_dir(skills_dir(root)) else {
+        return Vec::new();
+    };
+    let mut skills: Vec<(String, String)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let text = std::fs::read_to_string(e.path().join("SKILL.md")).ok()?;
+            let description = front_matter(&text, "description").unwrap_or_default();
+            Some((front_matter(&text, "name").unwrap_or(name), description))
+        })
+        .collect();
+    skills.sort();
+    skills
+}
+
+/// A one-line `key: value` of the `---` front matter.
+fn front_matter(text: &str, key: &str) -> Option<String> {
+    let body = text.strip_prefix("---")?;
+    let end = body.find("\n---")?;
+    body[..end].lines().find_map(|line| {
+        let (k, v) = line.split_once(':')?;
+        (k.trim() == key).then(|| v.trim().trim_matches(['"', '\'']).to_string())
+    })
+}
+
+impl TypedTool for LoadSkill {
+    type Args = LoadSkillArgs;
+    const NAME: &'static str = "load-skill";
+    const DESCRIPTION: &'static str =
+        "Load a skill's full instructions by name (skills are listed in the system prompt).";
+
+    async fn run(&self, args: LoadSkillArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
+        let valid = !args.name.is_empty()
+            && args
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.')
+            && !args.name.starts_with('.');
+        if !valid {
+            return Err(ToolError::model(
+                "InvalidArguments",
+                format!("`{}` is not a skill name", args.name),
+            ));
+        }
+        let dir = skills_dir(&ctx.root).join(&args.name);
+        let body = tokio::fs::read_to_string(dir.join("SKILL.md"))
+            .await
+            .map_err(|_| {
+                let known: Vec<String> =
+                    list_skills(&ctx.root).into_iter().map(|(n, _)| n).collect();
+                ToolError::model(
+                    "NotFound",
+                    format!(
+                        "no skill `{}` (available: {})",
+                        args.name,
+                        if known.is_empty() {
+                            "none".into()
+                        } else {
+                            known.join(", ")
+                        }
+                    ),
+                )
+            })?;
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n != "SKILL.md")
+            .collect();
+        files.sort();
+        let mut content = body;
+        if !files.is_empty() {
+            content.push_str(&format!(
+                "\n\n[files of this skill, readable with read-file under .nop/.system/skills/{}/: {}]",
+                args.name,
+                files.join(", ")
+            ));
+        }
+        Ok(ToolOutput::text(content))
+    }
+}

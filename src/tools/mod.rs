@@ -1,0 +1,265 @@
+//! Tools: the [`Tool`] trait, typed arguments whose JSON schema the model reads, the registry,
+//! and the orchestrator that runs one call (validate → time-limit → run → record).
+
+mod ask_user;
+mod edit_file;
+mod list_files;
+mod load_skill;
+pub mod orchestrator;
+pub mod paths;
+mod read_file;
+mod search_files;
+mod shell;
+mod snapshot;
+mod update_plan;
+mod write_file;
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use crate::providers::ToolSpec;
+use crate::session::Store;
+
+/// What a tool needs from the run it serves.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    /// The repository root, canonical.
+    pub root: PathBuf,
+    pub session_id: String,
+    pub store: Store,
+    /// Cancelled when the user stops the run; a tool stops at once and cleans up.
+    pub cancel: CancellationToken,
+    /// The default time limit of a call.
+    pub timeout: Duration,
+}
+
+impl ToolContext {
+    pub fn nop_dir(&self) -> PathBuf {
+        self.root.join(crate::workspace::NOP_DIR)
+    }
+}
+
+/// A successful call's result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    /// What the model reads.
+    pub content: String,
+    pub effect: ToolEffect,
+}
+
+impl ToolOutput {
+    pub fn text(content: impl Into<String>) -> ToolOutput {
+        ToolOutput {
+            content: content.into(),
+            effect: ToolEffect::None,
+        }
+    }
+}
+
+/// What a call means for the run beyond its text.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolEffect {
+    None,
+    /// The agent asked the user a question: the run waits for input.
+    AskUser(String),
+}
+
+/// The two kinds of tool failure.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ToolError {
+    /// The model should see this and decide what to do (bad arguments, a missing file, a
+    /// refused path, a timeout).
+    #[error("{message}")]
+    Model { kind: &'static str, message: String },
+    /// The user stopped the run while the call was going.
+    #[error("aborted by user")]
+    Aborted,
+    /// The run cannot go on (the session's lock or files are lost, the disk is full).
+    #[error("{0}")]
+    Fatal(String),
+}
+
+impl ToolError {
+    pub fn model(kind: &'static str, message: impl Into<String>) -> ToolError {
+        ToolError::Model {
+            kind,
+            message: message.into(),
+        }
+    }
+
+    /// The error type recorded in error-<ts>.log.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ToolError::Model { kind, .. } => kind,
+            ToolError::Aborted => "Aborted",
+            ToolError::Fatal(_) => "Fatal",
+        }
+    }
+}
+
+impl From<crate::session::SessionError> for ToolError {
+    fn from(e: crate::session::SessionError) -> ToolError {
+        ToolError::Fatal(e.to_string())
+    }
+}
+
+/// A tool as the orchestrator sees it.
+pub trait Tool: Send + Sync {
+    fn name(&self) -> &'static str;
+    fn spec(&self) -> ToolSpec;
+    fn call<'a>(
+        &'a self,
+        args: Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
+}
+
+/// A tool with a typed argument struct: its doc comments become the schema the model reads, and
+/// arguments are validated by deserialising into it (`deny_unknown_fields`) before it runs.
+pub trait TypedTool: Send + Sync + 'static {
+    type Args: DeserializeOwned + JsonSchema + Send;
+    const NAME: &'static str;
+    const DESCRIPTION: &'static str;
+
+    fn run(
+        &self,
+        args: Self::Args,
+        ctx: &ToolContext,
+    ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send;
+}
+
+impl<T: TypedTool> Tool for T {
+    fn name(&self) -> &'static str {
+        T::NAME
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: T::NAME.to_string(),
+            description: T::DESCRIPTION.to_string(),
+            parameters: schema_of::<T::Args>(),
+        }
+    }
+
+    fn call<'a>(
+        &'a self,
+        args: Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            let args = parse_args::<T::Args>(args)?;
+            self.run(args, ctx).await
+        })
+    }
+}
+
+/// Validates arguments by deserialising them; the error tells the model what to fix.
+fn parse_args<A: DeserializeOwned>(args: Value) -> Result<A, ToolError> {
+    let args = match args {
+        Value::String(raw) => {
+            return Err(ToolError::model(
+                "InvalidArguments",
+                format!(
+                    "the arguments are not valid JSON: {}",
+                    raw.chars().take(500).collect::<String>()
+                ),
+            ));
+        }
+        Value::Null => Value::Object(Default::default()),
+        other => other,
+    };
+    serde_json::from_value(args)
+        .map_err(|e| ToolError::model("InvalidArguments", format!("invalid arguments: {e}")))
+}
+
+/// The JSON schema of `A`, as an object schema without the meta keys some servers reject.
+pub fn schema_of<A: JsonSchema>() -> Value {
+    let mut schema = serde_json::to_value(schemars::schema_for!(A)).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut schema {
+        map.remove("$schema");
+        map.remove("title");
+        map.entry("properties")
+            .or_insert_with(|| Value::Object(Default::default()));
+    }
+    schema
+}
+
+/// Tools whose names are reserved for features this build does not have yet. A model that
+/// calls one is told so; they are never offered.
+pub const NOT_YET_AVAILABLE: &[(&str, &str)] = &[
+    ("compact", "compaction through the compression advisor"),
+    ("call-agent", "calling other agents and advisors"),
+];
+
+/// The tools of a run.
+pub struct Registry {
+    tools: Vec<Box<dyn Tool>>,
+}
+
+impl Registry {
+    /// Every built-in tool.
+    pub fn builtin() -> Registry {
+        Registry {
+            tools: vec![
+                Box::new(shell::Shell),
+                Box::new(read_file::ReadFile),
+                Box::new(write_file::WriteFile),
+                Box::new(edit_file::EditFile),
+                Box::new(list_files::ListFiles),
+                Box::new(search_files::SearchFiles),
+                Box::new(update_plan::UpdatePlan),
+                Box::new(ask_user::AskUser),
+                Box::new(snapshot::Snapshot),
+                Box::new(load_skill::LoadSkill),
+            ],
+        }
+    }
+
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools.iter().map(|t| t.spec()).collect()
+    }
+
+    pub fn get(&self, name: &str) -> Option<&dyn Tool> {
+        self.tools
+            .iter()
+            .find(|t| t.name() == name)
+            .map(|t| t.as_ref())
+    }
+
+    pub fn names(&self) -> Vec<&'static str> {
+        self.tools.iter().map(|t| t.name()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_offers_an_object_schema_with_descriptions() {
+        let registry = Registry::builtin();
+        for spec in registry.specs() {
+            assert_eq!(spec.parameters["type"], "object", "{}", spec.name);
+            assert!(!spec.description.is_empty(), "{}", spec.name);
+            if let Some(props) = spec.parameters["properties"].as_object() {
+                for (name, prop) in props {
+                    assert!(
+                        prop.get("description").is_some()
+                            || prop.get("$ref").is_some()
+                            || prop.get("items").is_some(),
+                        "{}.{name} has no description",
+                        spec.name
+                    );
+                }
+            }
+        }
+        assert_eq!(registry.names().len(), 10);
+    }
+}

@@ -1,0 +1,357 @@
+//! One tool call from start to record (seed 002 §6.1): find the tool → validate the arguments
+//! against its schema (inside [`super::TypedTool`]) → run under a time limit and the run's
+//! cancellation → turn the outcome into the tool message the model reads.
+//!
+//! Success: the output (cut to head and tail beyond `tools.output_max_bytes`, the whole kept in
+//! `out-<ts>.log`). Failure: the details (time, session, tool, arguments, error type, message)
+//! go to `error-<ts>.log` and the model gets a short error naming the file. Every call gets a
+//! tool message, failed ones included, because both model APIs reject a conversation in which a
+//! tool call has no result; the message is marked `isError`.
+//!
+//! Permission checks (per-agent rules) join this pipeline with the permissions module; the path
+//! floor every file tool applies today is in [`super::paths`].
+
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use serde_json::{Map, Value};
+
+use super::{NOT_YET_AVAILABLE, Registry, ToolContext, ToolEffect, ToolError, ToolOutput};
+use crate::protocol::{Message, Role, ToolCall};
+use crate::session::ErrorRecord;
+
+/// Extra time the orchestrator allows past a call's own limit before it gives up on it, so a
+/// tool that enforces its limit itself (shell kills its process group) reports first.
+const GRACE: Duration = Duration::from_secs(5);
+
+/// The outcome of one call.
+#[derive(Debug)]
+pub struct Executed {
+    pub result: Result<ToolOutput, ToolError>,
+    pub duration: Duration,
+}
+
+/// Runs `call`.
+pub async fn execute(registry: &Registry, call: &ToolCall, ctx: &ToolContext) -> Executed {
+    let started = Instant::now();
+    let result = run(registry, call, ctx).await;
+    Executed {
+        result,
+        duration: started.elapsed(),
+    }
+}
+
+async fn run(
+    registry: &Registry,
+    call: &ToolCall,
+    ctx: &ToolContext,
+) -> Result<ToolOutput, ToolError> {
+    let Some(tool) = registry.get(&call.name) else {
+        if let Some((_, what)) = NOT_YET_AVAILABLE.iter().find(|(n, _)| *n == call.name) {
+            return Err(ToolError::model(
+                "NotAvailable",
+                format!(
+                    "`{}` ({what}) is not available in this version of nop",
+                    call.name
+                ),
+            ));
+        }
+        return Err(ToolError::model(
+            "UnknownTool",
+            format!(
+                "there is no tool `{}`; the tools are: {}",
+                call.name,
+                registry.names().join(", ")
+            ),
+        ));
+    };
+    let limit = call
+        .arguments
+        .get("timeout_s")
+        .and_then(Value::as_f64)
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map_or(ctx.timeout, |s| Duration::from_secs_f64(s.min(86_400.0)));
+    tokio::select! {
+        r = tool.call(call.arguments.clone(), ctx) => r,
+        () = tokio::time::sleep(limit + GRACE) => Err(ToolError::model(
+            "Timeout",
+            format!("`{}` did not finish within {:.1} s", call.name, limit.as_secs_f64()),
+        )),
+        () = ctx.cancel.cancelled() => Err(ToolError::Aborted),
+    }
+}
+
+/// The tool message recording `executed`, with its logs written. `Ok(None)` for a question to
+/// the user (its answer becomes the result later); `Err` for a failure that ends the run.
+pub fn record(
+    ctx: &ToolContext,
+    call: &ToolCall,
+    executed: Executed,
+    output_max_bytes: usize,
+) -> Result<Option<Message>, ToolError> {
+    let now = Utc::now();
+    let mut extra = Map::new();
+    extra.insert(
+        "durationMs".into(),
+        Value::from(executed.duration.as_millis() as u64),
+    );
+    let content = match executed.result {
+        Ok(ToolOutput {
+            effect: ToolEffect::AskUser(_),
+            ..
+        }) => return Ok(None),
+        Ok(output) => cut(ctx, output.content, output_max_bytes, now)?,
+        Err(ToolError::Fatal(message)) => return Err(ToolError::Fatal(message)),
+        Err(error) => {
+            let message = match &error {
+                ToolError::Aborted => format!(
+                    "aborted by user after {:.1} s",
+                    executed.duration.as_secs_f64()
+                ),
+                other => other.to_string(),
+            };
+            let log = ctx.store.write_error_log(
+                &ctx.session_id,
+                &ErrorRecord {
+                    timestamp: now,
+                    session_id: ctx.session_id.clone(),
+                    tool: call.name.clone(),
+                    arguments: call.arguments.clone(),
+                    error_type: error.kind().to_string(),
+                    message: message.clone(),
+                    trace: Some(format!(
+                        "tool call {} failed after {} ms",
+                        call.id,
+                        executed.duration.as_millis()
+                    )),
+                },
+            )?;
+            tracing::warn!(session = %ctx.session_id, op = "tool", tool = %call.name, result = "error", kind = error.kind(), "{message}");
+            extra.insert("isError".into(), Value::Bool(true));
+            extra.insert("errorType".into(), Value::from(error.kind()));
+            let name = log
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            format!("error ({}): {message}\n[details: {name}]", error.kind())
+        }
+    };
+    let mut message = Message::new(Role::Tool, content, now);
+    message.tool_call = Some(call.clone());
+    message.extra = extra;
+    Ok(Some(message))
+}
+
+/// Keeps head and tail of a long output in the context and the whole in `out-<ts>.log`.
+fn cut(
+    ctx: &ToolContext,
+    content: String,
+    max: usize,
+    now: chrono::DateTime<Utc>,
+) -> Result<String, ToolError> {
+    if content.len() <= max {
+        return Ok(content);
+    }
+    let path = ctx
+        .store
+        .write_tool_output(&ctx.session_id, now, &content)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let half = max / 2;
+    let head_end = floor_char_boundary(&content, half);
+    let tail_start = ceil_char_boundary(&content, content.len() - half);
+    let omitted = tail_start - head_end;
+    Ok(format!(
+        "{}\n[… {omitted} bytes omitted; the whole output is in {name} …]\n{}",
+        &content[..head_end],
+        &content[tail_start..]
+    ))
+}
+
+fn floor_char_boundary(s: &str, mut i: usize) -> usize {
+    while i > 0 && !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
+    while i < s.len() && !s.is_char_boundary(i) {
+        i += 1;
+    }
+    i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::Store;
+    use serde_json::json;
+    use tokio_util::sync::CancellationToken;
+
+    fn context(dir: &std::path::Path) -> anyhow::Result<ToolContext> {
+        let root = std::fs::canonicalize(dir)?;
+        let store = Store::new(root.join(".nop/sessions"), Duration::from_secs(5));
+        let session = store.create("coder", Utc::now())?;
+        Ok(ToolContext {
+            root,
+            session_id: session.session_id,
+            store,
+            cancel: CancellationToken::new(),
+            timeout: Duration::from_secs(10),
+        })
+    }
+
+    fn call(name: &str, arguments: Value) -> ToolCall {
+        ToolCall {
+            id: "c1".into(),
+            name: name.into(),
+            arguments,
+            extra: Map::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn validation_errors_reach_the_model_and_the_error_log() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let ctx = context(dir.path())?;
+        let registry = Registry::builtin();
+        let c = call("read-file", json!({"paht": "x"}));
+        let executed = execute(&registry, &c, &ctx).await;
+        let message =
+            record(&ctx, &c, executed, 30_000)?.ok_or_else(|| anyhow::anyhow!("no message"))?;
+        assert!(
+            message
+                .content
+                .starts_with("error (InvalidArguments): invalid arguments: unknown field `paht`"),
+            "{}",
+            message.content
+        );
+        assert_eq!(message.extra.get("isError"), Some(&Value::Bool(true)));
+        let logs: Vec<_> = std::fs::read_dir(ctx.store.dir(&ctx.session_id))?
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("error-"))
+            .collect();
+        assert_eq!(logs.len(), 1);
+        let record: ErrorRecord = serde_json::from_str(&std::fs::read_to_string(logs[0].path())?)?;
+        assert_eq!(
+            (record.tool.as_str(), record.error_type.as_str()),
+            ("read-file", "InvalidArguments")
+        );
+        assert_eq!(record.arguments, json!({"paht": "x"}));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn long_output_is_cut_with_the_whole_kept() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let ctx = context(dir.path())?;
+        let registry = Registry::builtin();
+        let c = call("shell", json!({"command": "seq 1 20000"}));
+        let executed = execute(&registry, &c, &ctx).await;
+        let message =
+            record(&ctx, &c, executed, 2000)?.ok_or_else(|| anyhow::anyhow!("no message"))?;
+        assert!(message.content.len() < 2300, "{}", message.content.len());
+        assert!(
+            message
+                .content
+                .contains("bytes omitted; the whole output is in out-")
+        );
+        assert!(message.content.contains("\n20000\n"));
+        let out: Vec<_> = std::fs::read_dir(ctx.store.dir(&ctx.session_id))?
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("out-"))
+            .collect();
+        let whole = std::fs::read_to_string(out[0].path())?;
+        assert!(whole.contains("\n10000\n"));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn shell_timeout_kills_the_process_group() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let ctx = context(dir.path())?;
+        let marker = ctx.root.join("survived");
+        let c = call(
+            "shell",
+            json!({"command": format!("(sleep 2; touch {}) & sleep 30", marker.display()), "timeout_s": 0.3}),
+        );
+        let executed = execute(&Registry::builtin(), &c, &ctx).await;
+        assert!(
+            matches!(
+                &executed.result,
+                Err(ToolError::Model {
+                    kind: "Timeout",
+                    ..
+                })
+            ),
+            "{:?}",
+            executed.result
+        );
+        assert!(executed.duration < Duration::from_secs(2));
+        // The background child was in the group and died with it.
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        assert!(
+            !marker.exists(),
+            "a process of the timed-out command survived"
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn edit_file_requires_a_unique_match() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let ctx = context(dir.path())?;
+        std::fs::write(ctx.root.join("a.txt"), "one two two\n")?;
+        let registry = Registry::builtin();
+        let twice = execute(
+            &registry,
+            &call(
+                "edit-file",
+                json!({"path": "a.txt", "old_string": "two", "new_string": "2"}),
+            ),
+            &ctx,
+        )
+        .await;
+        assert!(matches!(
+            twice.result,
+            Err(ToolError::Model {
+                kind: "NotUnique",
+                ..
+            })
+        ));
+        let once = execute(
+            &registry,
+            &call(
+                "edit-file",
+                json!({"path": "a.txt", "old_string": "one", "new_string": "1"}),
+            ),
+            &ctx,
+        )
+        .await;
+        assert!(once.result.is_ok());
+        assert_eq!(
+            std::fs::read_to_string(ctx.root.join("a.txt"))?,
+            "1 two two\n"
+        );
+        let outside = execute(
+            &registry,
+            &call(
+                "write-file",
+                json!({"path": "../escape.txt", "content": "x"}),
+            ),
+            &ctx,
+        )
+        .await;
+        assert!(matches!(
+            outside.result,
+            Err(ToolError::Model {
+                kind: "PathOutsideRepository",
+                ..
+            })
+        ));
+        Ok(())
+    }
+}
