@@ -9,8 +9,10 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let outside = Outside {
         cwd: std::env::current_dir().unwrap_or_else(|_| ".".into()),
-        env: std::env::vars()
-            .filter(|(k, _)| k.starts_with("NOP_"))
+        // Configuration reads NOP_* variables; the provider reads its key variable. Variables
+        // that are not UTF-8 are nobody's business here (and `vars()` would panic on them).
+        env: std::env::vars_os()
+            .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
             .collect(),
     };
     match nop::cli::run(cli, outside) {

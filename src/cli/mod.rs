@@ -2,9 +2,12 @@
 //! prints; everything it does goes through the library.
 
 mod render;
+mod run;
+
+pub use run::OutputFormat;
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::{IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -19,9 +22,16 @@ use crate::workspace::{self, InitAction, Workspace};
 
 /// Exit codes, documented in README.md.
 pub mod exit {
+    /// Success; for `nop run`, the agent completed the task.
     pub const OK: u8 = 0;
     pub const ERROR: u8 = 1;
     pub const USAGE: u8 = 2;
+    /// The agent asked a question; answer with `nop run --session ID "answer"`.
+    pub const WAITING_INPUT: u8 = 3;
+    /// Refused (another session has priority).
+    pub const REFUSED: u8 = 4;
+    /// Stopped by Ctrl-C / SIGTERM.
+    pub const CANCELLED: u8 = 130;
 }
 
 #[derive(Debug, Parser)]
@@ -43,12 +53,16 @@ pub struct Cli {
     #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
     pub set: Vec<String>,
 
+    /// Without a command, on a terminal: an interactive session.
     #[command(subcommand)]
-    pub command: Command,
+    pub command: Option<Command>,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run the agent on a task: a new session, or `--session ID` to continue one (answering its
+    /// question if it asked one). Without PROMPT on a terminal: an interactive session.
+    Run(RunArgs),
     /// Create .nop/ (configuration, agents, permissions, prompts) in the current directory.
     Init {
         /// Replace files that differ from the templates, keeping a .bak-<time> copy of each.
@@ -114,6 +128,23 @@ pub enum SessionsCommand {
 }
 
 #[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Continue this session (id or unique prefix).
+    #[arg(long, short = 's', value_name = "ID")]
+    session: Option<String>,
+    /// The agent of a new session (default: agent.default, `coder`).
+    #[arg(long, value_name = "NAME", conflicts_with = "session")]
+    agent: Option<String>,
+    /// Stop after this many model requests.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    max_turns: Option<u32>,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    output_format: OutputFormat,
+    /// The task, or the answer to the agent's question; `-` reads it from standard input.
+    prompt: Option<String>,
+}
+
+#[derive(Debug, Args)]
 pub struct AppendArgs {
     id: String,
     /// system, user, assistant or tool.
@@ -151,9 +182,69 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
         None => outside.cwd.clone(),
     };
     let cli_settings = cli_settings(&cli)?;
-    let mut out = std::io::stdout().lock();
+    // Not locked: `nop run` writes from the renderer task on another thread.
+    let mut out = std::io::stdout();
 
-    match cli.command {
+    let Some(command) = cli.command else {
+        if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
+            let mut err = std::io::stderr();
+            let _ = Cli::command().write_help(&mut err);
+            return Ok(ExitCode::from(exit::USAGE));
+        }
+        let ws = Workspace::discover(&cwd)?;
+        let resolved = ws.config(None, None, outside.env.clone(), cli_settings)?;
+        start_logging(&ws, &resolved);
+        let runtime = crate::agent::Runtime::new(ws.clone(), resolved.config, outside.env);
+        return run::interactive(runtime, &ws, None, None, None);
+    };
+    match command {
+        Command::Run(args) => {
+            let ws = Workspace::discover(&cwd)?;
+            let base = ws.config(None, None, outside.env.clone(), cli_settings.clone())?;
+            start_logging(&ws, &base);
+            let store = ws.store(&base.config);
+            let session = match &args.session {
+                Some(prefix) => Some(store.read_session(&store.resolve(prefix)?)?),
+                None => None,
+            };
+            let resolved = ws.config(
+                args.agent.as_deref(),
+                session.as_ref(),
+                outside.env.clone(),
+                cli_settings,
+            )?;
+            let runtime = crate::agent::Runtime::new(ws.clone(), resolved.config, outside.env);
+            let session = session.map(|s| s.session_id);
+            let prompt = match run::read_prompt(args.prompt) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    return Ok(ExitCode::from(exit::USAGE));
+                }
+            };
+            match prompt {
+                Some(input) => {
+                    let request = crate::agent::RunRequest {
+                        session,
+                        agent: args.agent,
+                        input,
+                        max_turns: args.max_turns,
+                    };
+                    run::headless(runtime, request, args.output_format)
+                }
+                None if std::io::stdin().is_terminal()
+                    && args.output_format == OutputFormat::Text =>
+                {
+                    run::interactive(runtime, &ws, session, args.agent, args.max_turns)
+                }
+                None => {
+                    eprintln!(
+                        "error: no PROMPT given (pass the task as an argument, or `-` to read it from standard input)"
+                    );
+                    Ok(ExitCode::from(exit::USAGE))
+                }
+            }
+        }
         Command::Init { force } => {
             let report = workspace::init(&cwd, force, Utc::now())?;
             let ws = Workspace::discover(&cwd)?;
@@ -335,9 +426,10 @@ fn run_session_command(
             writeln!(out, "{}", child.session_id)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Init { .. } | Command::Completions { .. } | Command::Config(_) => {
-            Ok(ExitCode::from(exit::USAGE))
-        }
+        Command::Init { .. }
+        | Command::Completions { .. }
+        | Command::Config(_)
+        | Command::Run(_) => Ok(ExitCode::from(exit::USAGE)),
     }
 }
 

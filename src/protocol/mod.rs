@@ -1,5 +1,6 @@
 //! Plain serde types with no I/O: session.json, plan.xml, snapshots, ids.
 
+pub mod events;
 pub mod ids;
 pub mod plan;
 pub mod session;

@@ -5,6 +5,7 @@ mod ask_user;
 mod edit_file;
 mod list_files;
 mod load_skill;
+pub use load_skill::list_skills;
 pub mod orchestrator;
 pub mod paths;
 mod read_file;

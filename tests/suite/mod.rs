@@ -1,3 +1,5 @@
 mod cli;
 mod concurrency;
 mod crash;
+mod mock_server;
+mod run;

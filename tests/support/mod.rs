@@ -1,6 +1,9 @@
-//! Test support: temporary repositories with `.nop/` and the real `nop` binary run in them.
+//! Test support: temporary repositories with `.nop/`, the real `nop` binary run in them, and the
+//! mock model server (`mock`).
 
 #![allow(dead_code)]
+
+pub mod mock;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -8,6 +11,21 @@ use std::time::Duration;
 use assert_cmd::Command;
 use nop::session::Store;
 use tempfile::TempDir;
+
+/// The environment that points nop at `server` speaking `kind`, with fast retries.
+pub fn model_env(server: &mock::MockServer, kind: &str) -> Vec<(String, String)> {
+    let base = if kind == "anthropic" {
+        server.anthropic_base_url()
+    } else {
+        server.openai_base_url()
+    };
+    vec![
+        ("NOP_PROVIDER".into(), kind.into()),
+        ("NOP_BASE_URL".into(), base),
+        ("NOP_MODEL".into(), "mock-model".into()),
+        ("NOP_PROVIDER_RETRY_BASE_MS".into(), "1".into()),
+    ]
+}
 
 /// A temporary repository on which `nop init` has run.
 pub struct Repo {
@@ -77,6 +95,34 @@ impl Repo {
 
     pub fn session_dir(&self, id: &str) -> PathBuf {
         self.sessions_dir().join(id)
+    }
+
+    /// `nop` pointed at `server` speaking `kind` ("openai" or "anthropic"), with fast retries.
+    pub fn nop_model(&self, server: &mock::MockServer, kind: &str) -> Command {
+        let mut cmd = self.nop();
+        cmd.envs(model_env(server, kind));
+        cmd
+    }
+
+    /// The same as a plain `std::process::Command`, for tests that drive the child themselves.
+    pub fn nop_model_process(
+        &self,
+        server: &mock::MockServer,
+        kind: &str,
+    ) -> std::process::Command {
+        let mut cmd = std::process::Command::new(assert_cmd::cargo::cargo_bin("nop"));
+        cmd.current_dir(self.path())
+            .env_clear()
+            .env("HOME", self.path())
+            .envs(model_env(server, kind));
+        cmd
+    }
+
+    /// The session.json of `id` as JSON.
+    pub fn session_json(&self, id: &str) -> serde_json::Value {
+        let text = std::fs::read_to_string(self.session_dir(id).join("session.json"))
+            .expect("session.json");
+        serde_json::from_str(&text).expect("session.json parses")
     }
 
     pub fn store(&self) -> Store {

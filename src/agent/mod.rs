@@ -1,0 +1,33 @@
+//! The agent loop and the runtime around it (seed 003).
+//!
+//! An agent does business logic only: given the conversation it answers with an
+//! [`AgentResponse`] whose status is WAITING_INPUT, COMPLETED or ERROR. The runtime (the seed's
+//! "adapter", [`runtime`]) creates and loads sessions, sets ids, records messages and moves the
+//! session through its lifecycle; the agent never sees a session id.
+
+pub mod prompt;
+pub mod runtime;
+mod turn;
+
+pub use runtime::{RunError, RunRequest, Runtime};
+pub use turn::ModelAgent;
+
+/// The three answers an agent can give (seed 003).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AgentStatus {
+    /// The agent asked the user something and waits for the answer.
+    WaitingInput,
+    Completed,
+    Error,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentResponse {
+    pub status: AgentStatus,
+    /// The final answer, the question, or the error.
+    pub message: String,
+}
+
+/// The run was stopped by the user (Ctrl-C, SIGTERM) before the agent answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Interrupted;

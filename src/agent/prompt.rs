@@ -1,0 +1,84 @@
+//! The system prompt of a new session: the agent's prompt file, the repository's AGENTS.md, the
+//! environment, and the list of skills (names and one-line descriptions only, bounded).
+
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+
+use crate::config::AgentDef;
+use crate::workspace::Workspace;
+
+/// The coder prompt this build ships, used when agents.yml does not define `coder`.
+pub const BUILTIN_CODER: &str = include_str!("../../.nop/.system/agents/coder.md");
+/// AGENTS.md beyond this many bytes is cut (a prompt is not the place for a whole manual).
+const AGENTS_MD_MAX: usize = 32 * 1024;
+const MAX_SKILLS: usize = 50;
+
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source} (the prompt file of agent `{agent}` in agents.yml)", path.display())]
+pub struct PromptError {
+    agent: String,
+    path: std::path::PathBuf,
+    source: std::io::Error,
+}
+
+/// Builds the system prompt for `agent` in `ws`.
+pub fn system_prompt(
+    ws: &Workspace,
+    agent_name: &str,
+    agent: Option<&AgentDef>,
+    now: DateTime<Utc>,
+) -> Result<String, PromptError> {
+    let base = match agent.and_then(|a| a.prompt.as_deref()) {
+        Some(relative) => {
+            let path = ws.nop_dir().join(relative);
+            std::fs::read_to_string(&path).map_err(|source| PromptError {
+                agent: agent_name.to_string(),
+                path,
+                source,
+            })?
+        }
+        None => BUILTIN_CODER.to_string(),
+    };
+    let mut prompt = base.trim_end().to_string();
+    prompt.push_str(&format!(
+        "\n\n# Environment\n- Repository root (working directory): {}\n- Platform: {}\n- Date: {}\n",
+        ws.root.display(),
+        std::env::consts::OS,
+        now.format("%Y-%m-%d")
+    ));
+    if let Some(agents_md) = read_agents_md(&ws.root) {
+        prompt.push_str("\n# Repository instructions (AGENTS.md)\n");
+        prompt.push_str(&agents_md);
+        if !prompt.ends_with('\n') {
+            prompt.push('\n');
+        }
+    }
+    let skills = crate::tools::list_skills(&ws.root);
+    if !skills.is_empty() {
+        prompt.push_str("\n# Skills\nLoad one with the load-skill tool when it fits the task:\n");
+        for (name, description) in skills.iter().take(MAX_SKILLS) {
+            let description: String = description.chars().take(200).collect();
+            prompt.push_str(&format!("- {name}: {description}\n"));
+        }
+        if skills.len() > MAX_SKILLS {
+            prompt.push_str(&format!("- … and {} more\n", skills.len() - MAX_SKILLS));
+        }
+    }
+    Ok(prompt)
+}
+
+fn read_agents_md(root: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(root.join("AGENTS.md")).ok()?;
+    if text.len() <= AGENTS_MD_MAX {
+        return Some(text);
+    }
+    let mut end = AGENTS_MD_MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(format!(
+        "{}\n[AGENTS.md cut at {AGENTS_MD_MAX} bytes]",
+        &text[..end]
+    ))
+}

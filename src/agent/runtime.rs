@@ -1,0 +1,334 @@
+//! The runtime ("adapter", seed 003): creates or loads the session, records the user's input,
+//! hands the conversation to the agent, records what it did, and moves the session through its
+//! lifecycle (running → completed | waiting_input | error | cancelled).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::Utc;
+use tokio_util::sync::CancellationToken;
+
+use super::prompt::{self, PromptError};
+use super::turn::{EventSink, ModelAgent, TurnStats, aborted};
+use super::{AgentStatus, Interrupted};
+use crate::config::Config;
+use crate::protocol::events::{Event, RunOutcome, RunStatus, RunUsage};
+use crate::protocol::{Message, Role, SessionFile, SessionStatus};
+use crate::providers::{Provider, ProviderError};
+use crate::session::{SessionError, Store};
+use crate::tools::{Registry, ToolContext, ToolError};
+use crate::workspace::{Workspace, WorkspaceError};
+
+/// What `nop run` asks for.
+#[derive(Debug, Clone, Default)]
+pub struct RunRequest {
+    /// Continue this session (full id) instead of creating one.
+    pub session: Option<String>,
+    /// The agent of a new session (default: `agent.default`).
+    pub agent: Option<String>,
+    /// The prompt, or the answer to the agent's question.
+    pub input: String,
+    pub max_turns: Option<u32>,
+}
+
+/// Failures that stop a run before or outside the agent's work.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Session(#[from] SessionError),
+    #[error(transparent)]
+    Workspace(#[from] WorkspaceError),
+    #[error(transparent)]
+    Provider(#[from] ProviderError),
+    #[error(transparent)]
+    Prompt(#[from] PromptError),
+    #[error("{0}")]
+    Agent(String),
+    #[error("{0}")]
+    Tool(#[from] ToolError),
+}
+
+/// The conversation of one session as the agent sees it: read from and appended to the store,
+/// so what the model is sent is always what session.json holds.
+pub struct Conversation {
+    store: Store,
+    session_id: String,
+}
+
+impl Conversation {
+    pub async fn messages(&self) -> Result<Vec<Message>, ToolError> {
+        let store = self.store.clone();
+        let id = self.session_id.clone();
+        let session = tokio::task::spawn_blocking(move || store.read_session(&id))
+            .await
+            .map_err(|e| ToolError::Fatal(e.to_string()))??;
+        Ok(session.messages)
+    }
+
+    /// Appends messages (and a model request's token counts) in one write.
+    pub async fn push(
+        &self,
+        messages: Vec<Message>,
+        usage: Option<(u64, u64)>,
+    ) -> Result<(), ToolError> {
+        if messages.is_empty() && usage.is_none() {
+            return Ok(());
+        }
+        let store = self.store.clone();
+        let id = self.session_id.clone();
+        tokio::task::spawn_blocking(move || {
+            store.update(&id, Utc::now(), |state| {
+                state.session.messages.extend(messages);
+                if let Some((input, output)) = usage {
+                    state.session.usage.input_tokens += input;
+                    state.session.usage.output_tokens += output;
+                    state.session.usage.requests += 1;
+                }
+                Ok(())
+            })
+        })
+        .await
+        .map_err(|e| ToolError::Fatal(e.to_string()))??;
+        Ok(())
+    }
+}
+
+pub struct Runtime {
+    ws: Workspace,
+    config: Config,
+    env: BTreeMap<String, String>,
+    store: Store,
+}
+
+impl Runtime {
+    pub fn new(ws: Workspace, config: Config, env: BTreeMap<String, String>) -> Runtime {
+        let store = ws.store(&config);
+        Runtime {
+            ws,
+            config,
+            env,
+            store,
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// Runs the request to its end, sending events as it goes. A cancelled token stops it at
+    /// once; the session is left well-formed (every tool call has a result) and resumable.
+    pub async fn run(
+        &self,
+        request: RunRequest,
+        events: EventSink,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, RunError> {
+        let provider = Provider::from_config(&self.config.provider, &self.env)?;
+        let agents = self.ws.agents()?;
+        let now = Utc::now();
+        let (session_id, agent_name, resumed) = match &request.session {
+            Some(id) => {
+                let session = self.blocking_read(id).await?;
+                let input = resume_messages(&session, &request.input);
+                self.update_status(id, SessionStatus::Running, input)
+                    .await?;
+                (id.clone(), session.agent, true)
+            }
+            None => {
+                let name = request
+                    .agent
+                    .clone()
+                    .unwrap_or_else(|| self.config.agent.default.clone());
+                let def = agents.get(&name);
+                match def {
+                    Some(d) if !d.enabled => {
+                        return Err(RunError::Agent(format!(
+                            "agent `{name}` is disabled in {}",
+                            self.ws.agents_path().display()
+                        )));
+                    }
+                    None if name != "coder" => {
+                        return Err(RunError::Agent(format!(
+                            "no agent `{name}` in {}",
+                            self.ws.agents_path().display()
+                        )));
+                    }
+                    _ => {}
+                }
+                let system = prompt::system_prompt(&self.ws, &name, def, now)?;
+                let store = self.store.clone();
+                let agent = name.clone();
+                let session = tokio::task::spawn_blocking(move || store.create(&agent, now))
+                    .await
+                    .map_err(|e| RunError::Agent(e.to_string()))??;
+                let first = vec![
+                    Message::new(Role::System, system, now),
+                    Message::new(Role::User, request.input.clone(), now),
+                ];
+                self.update_status(&session.session_id, SessionStatus::Running, first)
+                    .await?;
+                (session.session_id, name, false)
+            }
+        };
+        let span = tracing::info_span!("run", session = %session_id, agent = %agent_name);
+        let _enter = span.enter();
+        tracing::info!(
+            op = "run",
+            result = "started",
+            resumed,
+            model = provider.model(),
+            "run started"
+        );
+        let _ = events.send(Event::SessionStarted {
+            session_id: session_id.clone(),
+            agent: agent_name.clone(),
+            model: provider.model().to_string(),
+            resumed,
+        });
+        drop(_enter);
+
+        let agent = ModelAgent {
+            provider,
+            registry: Registry::builtin(),
+            max_turns: request
+                .max_turns
+                .unwrap_or(self.config.agent.max_turns)
+                .max(1),
+            output_max_bytes: self.config.tools.output_max_bytes,
+        };
+        let ctx = ToolContext {
+            root: self.ws.root.clone(),
+            session_id: session_id.clone(),
+            store: self.store.clone(),
+            cancel: cancel.clone(),
+            timeout: Duration::from_secs_f64(self.config.tools.timeout_s),
+        };
+        let conversation = Conversation {
+            store: self.store.clone(),
+            session_id: session_id.clone(),
+        };
+        let mut stats = TurnStats::default();
+        let answer = agent
+            .respond(&conversation, &ctx, &events, &mut stats)
+            .await;
+        let (status, session_status, message, question) = match answer {
+            Ok(Ok(response)) => match response.status {
+                AgentStatus::Completed => (
+                    RunStatus::Completed,
+                    SessionStatus::Completed,
+                    response.message,
+                    None,
+                ),
+                AgentStatus::WaitingInput => (
+                    RunStatus::WaitingInput,
+                    SessionStatus::WaitingInput,
+                    String::new(),
+                    Some(response.message),
+                ),
+                AgentStatus::Error => (
+                    RunStatus::Error,
+                    SessionStatus::Error,
+                    response.message,
+                    None,
+                ),
+            },
+            Ok(Err(Interrupted)) => (
+                RunStatus::Cancelled,
+                SessionStatus::Cancelled,
+                "cancelled by user".to_string(),
+                None,
+            ),
+            Err(fatal) => {
+                // The session may be unwritable; try to mark it, but report the real failure.
+                let _ = self
+                    .update_status(&session_id, SessionStatus::Error, Vec::new())
+                    .await;
+                tracing::error!(session = %session_id, agent = %agent_name, op = "run", result = "error", "{fatal}");
+                return Err(fatal.into());
+            }
+        };
+        self.update_status(&session_id, session_status, Vec::new())
+            .await?;
+        tracing::info!(session = %session_id, agent = %agent_name, op = "run", result = session_status.as_str(), turns = stats.turns, tool_calls = stats.tool_calls, "run ended");
+        let outcome = RunOutcome {
+            session_id,
+            status,
+            final_message: message,
+            question,
+            usage: RunUsage {
+                input_tokens: stats.input_tokens,
+                output_tokens: stats.output_tokens,
+            },
+            turns: stats.turns,
+            tool_calls: stats.tool_calls,
+        };
+        let _ = events.send(Event::Result(outcome.clone()));
+        Ok(outcome)
+    }
+
+    async fn blocking_read(&self, id: &str) -> Result<SessionFile, RunError> {
+        let store = self.store.clone();
+        let id = id.to_string();
+        Ok(tokio::task::spawn_blocking(move || store.read_session(&id))
+            .await
+            .map_err(|e| RunError::Agent(e.to_string()))??)
+    }
+
+    async fn update_status(
+        &self,
+        id: &str,
+        status: SessionStatus,
+        messages: Vec<Message>,
+    ) -> Result<(), RunError> {
+        let store = self.store.clone();
+        let id = id.to_string();
+        tokio::task::spawn_blocking(move || {
+            store.update(&id, Utc::now(), |state| {
+                state.session.status = status;
+                state.session.messages.extend(messages);
+                Ok(())
+            })
+        })
+        .await
+        .map_err(|e| RunError::Agent(e.to_string()))??;
+        Ok(())
+    }
+}
+
+/// The messages that continue `session` with the user's `input`: the answer to a pending
+/// ask-user call, after closing any call that a killed process left without a result; or a plain
+/// user message.
+fn resume_messages(session: &SessionFile, input: &str) -> Vec<Message> {
+    let now = Utc::now();
+    let answered: std::collections::HashSet<&str> = session
+        .messages
+        .iter()
+        .filter_map(|m| m.tool_call.as_ref().map(|c| c.id.as_str()))
+        .collect();
+    let pending: Vec<_> = session
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role == Role::Assistant)
+        .map(|m| {
+            m.tool_calls
+                .iter()
+                .filter(|c| !answered.contains(c.id.as_str()))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    let (questions, others): (Vec<_>, Vec<_>) =
+        pending.into_iter().partition(|c| c.name == "ask-user");
+    let mut messages = aborted(&others, "nop stopped before this call finished");
+    match questions.split_first() {
+        Some((question, rest)) => {
+            let mut answer = Message::new(Role::Tool, input, now);
+            answer.tool_call = Some(question.clone());
+            messages.push(answer);
+            messages.extend(aborted(rest, "only the first question was answered"));
+        }
+        None => messages.push(Message::new(Role::User, input, now)),
+    }
+    messages
+}

@@ -1,0 +1,366 @@
+//! `nop run` (headless) and the interactive session, with the text, json and stream-json
+//! renderers of run events.
+
+use std::io::{IsTerminal, Read, Write};
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+use clap::ValueEnum;
+use tokio_util::sync::CancellationToken;
+
+use super::exit;
+use crate::agent::{RunRequest, Runtime};
+use crate::protocol::events::{Event, RunOutcome, RunStatus};
+use crate::workspace::Workspace;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum OutputFormat {
+    /// The answer streamed to stdout; tool calls, retries and notes to stderr.
+    #[default]
+    Text,
+    /// One JSON object at the end.
+    Json,
+    /// One JSON event per line as things happen.
+    StreamJson,
+}
+
+/// The exit code of a finished run.
+pub fn exit_code(status: RunStatus) -> ExitCode {
+    ExitCode::from(match status {
+        RunStatus::Completed => exit::OK,
+        RunStatus::Error => exit::ERROR,
+        RunStatus::WaitingInput => exit::WAITING_INPUT,
+        RunStatus::Cancelled => exit::CANCELLED,
+    })
+}
+
+fn tokio_runtime() -> Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?)
+}
+
+/// Cancels `token` on the first SIGINT or SIGTERM; a second one exits at once.
+fn cancel_on_signals(token: CancellationToken) {
+    tokio::spawn(async move {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        for _ in 0..2 {
+            let terminated = async {
+                match term.as_mut() {
+                    Some(t) => {
+                        t.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                () = terminated => {}
+            }
+            if token.is_cancelled() {
+                eprintln!("stopped again: exiting without waiting");
+                std::process::exit(i32::from(exit::CANCELLED));
+            }
+            token.cancel();
+        }
+    });
+}
+
+/// The prompt of `nop run`: the argument, `-` for stdin, or none (interactive on a terminal).
+pub fn read_prompt(prompt: Option<String>) -> Result<Option<String>> {
+    match prompt.as_deref() {
+        Some("-") => {
+            let mut text = String::new();
+            std::io::stdin().read_to_string(&mut text)?;
+            if text.trim().is_empty() {
+                bail!("the prompt read from standard input is empty");
+            }
+            Ok(Some(text))
+        }
+        Some(p) if p.trim().is_empty() => bail!("the prompt is empty"),
+        Some(p) => Ok(Some(p.to_string())),
+        None => Ok(None),
+    }
+}
+
+/// Runs one request headless and renders it in `format`.
+pub fn headless(runtime: Runtime, request: RunRequest, format: OutputFormat) -> Result<ExitCode> {
+    let rt = tokio_runtime()?;
+    rt.block_on(async move {
+        let cancel = CancellationToken::new();
+        cancel_on_signals(cancel.clone());
+        let outcome = run_and_render(&runtime, request, format, cancel).await?;
+        Ok(exit_code(outcome.status))
+    })
+}
+
+async fn run_and_render(
+    runtime: &Runtime,
+    request: RunRequest,
+    format: OutputFormat,
+    cancel: CancellationToken,
+) -> Result<RunOutcome> {
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    let render = tokio::spawn(async move {
+        let mut renderer = Renderer::new(format);
+        while let Some(event) = rx.recv().await {
+            renderer.event(&event);
+        }
+        renderer.finish();
+    });
+    let result = runtime.run(request, tx, cancel).await;
+    let _ = render.await;
+    Ok(result?)
+}
+
+/// Renders events as they come.
+struct Renderer {
+    format: OutputFormat,
+    /// Whether stdout is at the start of a line (text mode).
+    line_start: bool,
+    session: Option<String>,
+}
+
+impl Renderer {
+    fn new(format: OutputFormat) -> Renderer {
+        Renderer {
+            format,
+            line_start: true,
+            session: None,
+        }
+    }
+
+    fn event(&mut self, event: &Event) {
+        match self.format {
+            OutputFormat::StreamJson => {
+                if let Ok(line) = serde_json::to_string(event) {
+                    let mut out = std::io::stdout().lock();
+                    let _ = writeln!(out, "{line}");
+                    let _ = out.flush();
+                }
+            }
+            OutputFormat::Json => {
+                if let Event::Result(outcome) = event
+                    && let Ok(line) = serde_json::to_string(outcome)
+                {
+                    println!("{line}");
+                }
+            }
+            OutputFormat::Text => self.text(event),
+        }
+    }
+
+    fn text(&mut self, event: &Event) {
+        let mut out = std::io::stdout().lock();
+        match event {
+            Event::SessionStarted {
+                session_id,
+                agent,
+                model,
+                resumed,
+            } => {
+                self.session = Some(session_id.clone());
+                let verb = if *resumed { "continuing" } else { "session" };
+                eprintln!("{verb} {session_id} · {agent} · {model}");
+            }
+            Event::TurnStarted { .. } => {}
+            Event::Text { delta } => {
+                let _ = out.write_all(delta.as_bytes());
+                let _ = out.flush();
+                self.line_start = delta.ends_with('\n');
+            }
+            Event::Retrying {
+                attempt,
+                delay_ms,
+                error,
+            } => {
+                self.end_line(&mut out);
+                eprintln!(
+                    "  ↻ attempt {attempt} failed ({error}); retrying in {:.1} s",
+                    *delay_ms as f64 / 1000.0
+                );
+            }
+            Event::ToolCall {
+                name, arguments, ..
+            } => {
+                self.end_line(&mut out);
+                eprintln!("⏺ {name} {}", brief_arguments(name, arguments));
+            }
+            Event::ToolResult {
+                ok,
+                output,
+                duration_ms,
+                ..
+            } => {
+                let first = output.lines().next().unwrap_or_default();
+                let first: String = first.chars().take(160).collect();
+                let mark = if *ok { "⎿" } else { "⎿ ✗" };
+                eprintln!("  {mark} {first} ({:.1} s)", *duration_ms as f64 / 1000.0);
+            }
+            Event::Warning { message } => {
+                self.end_line(&mut out);
+                eprintln!("warning: {message}");
+            }
+            Event::Result(outcome) => {
+                self.end_line(&mut out);
+                let id = &outcome.session_id;
+                match outcome.status {
+                    RunStatus::Completed => {}
+                    RunStatus::WaitingInput => {
+                        let _ =
+                            writeln!(out, "{}", outcome.question.as_deref().unwrap_or_default());
+                        eprintln!("(waiting for your answer: nop run --session {id} \"…\")");
+                    }
+                    RunStatus::Error => eprintln!("error: {}", outcome.final_message),
+                    RunStatus::Cancelled => {
+                        eprintln!("cancelled; continue with: nop run --session {id} \"…\"")
+                    }
+                }
+            }
+        }
+    }
+
+    fn end_line(&mut self, out: &mut impl Write) {
+        if !self.line_start {
+            let _ = writeln!(out);
+            let _ = out.flush();
+            self.line_start = true;
+        }
+    }
+
+    fn finish(&mut self) {
+        if self.format == OutputFormat::Text {
+            let mut out = std::io::stdout().lock();
+            self.end_line(&mut out);
+        }
+    }
+}
+
+/// The part of a call's arguments worth a glance: the command, the path, or compact JSON.
+fn brief_arguments(name: &str, arguments: &serde_json::Value) -> String {
+    let pick = |key: &str| {
+        arguments
+            .get(key)
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+    };
+    let text = match name {
+        "shell" => pick("command"),
+        "search-files" => pick("pattern"),
+        "ask-user" => pick("question"),
+        "load-skill" => pick("name"),
+        _ => pick("path"),
+    }
+    .unwrap_or_else(|| arguments.to_string());
+    let text = text.replace('\n', "⏎");
+    if text.chars().count() > 120 {
+        format!("{}…", text.chars().take(120).collect::<String>())
+    } else {
+        text
+    }
+}
+
+/// The interactive session: a line editor, streamed answers, `/plan`, `/snapshot`, `/exit`.
+pub fn interactive(
+    runtime: Runtime,
+    ws: &Workspace,
+    mut session: Option<String>,
+    agent: Option<String>,
+    max_turns: Option<u32>,
+) -> Result<ExitCode> {
+    if !std::io::stdin().is_terminal() {
+        bail!(
+            "no prompt given and standard input is not a terminal: pass a PROMPT, or `-` to read it from standard input"
+        );
+    }
+    let rt = tokio_runtime()?;
+    let mut editor = rustyline::DefaultEditor::new()?;
+    let history = ws.nop_dir().join("logs").join("history.txt");
+    let _ = editor.load_history(&history);
+    eprintln!(
+        "nop · {} · /plan /snapshot /exit · Ctrl-C stops the agent, Ctrl-D leaves",
+        ws.root.display()
+    );
+    if let Some(id) = &session {
+        eprintln!("continuing session {id}");
+    }
+    loop {
+        let line = match editor.readline("› ") {
+            Ok(line) => line,
+            Err(rustyline::error::ReadlineError::Interrupted) => continue,
+            Err(rustyline::error::ReadlineError::Eof) => break,
+            Err(e) => return Err(e.into()),
+        };
+        let input = line.trim();
+        if input.is_empty() {
+            continue;
+        }
+        let _ = editor.add_history_entry(input);
+        match input {
+            "/exit" | "/quit" => break,
+            "/help" => {
+                eprintln!(
+                    "/plan      the session's tasks\n/snapshot  save a snapshot you can fork from\n/exit      leave (the session stays on disk)"
+                );
+                continue;
+            }
+            "/plan" | "/snapshot" => {
+                let Some(id) = &session else {
+                    eprintln!("no session yet: say something first");
+                    continue;
+                };
+                let store = runtime.store();
+                if input == "/plan" {
+                    match store.read(id) {
+                        Ok(state) => {
+                            let mut out = std::io::stdout().lock();
+                            let _ = super::render::plan(&mut out, &state.plan, false);
+                        }
+                        Err(e) => eprintln!("error: {e}"),
+                    }
+                } else {
+                    match store.snapshot(id, chrono::Utc::now()) {
+                        Ok(snap) => println!("snapshot {snap} (nop fork {id} --snapshot {snap})"),
+                        Err(e) => eprintln!("error: {e}"),
+                    }
+                }
+                continue;
+            }
+            other if other.starts_with('/') => {
+                eprintln!("unknown command {other}; /help lists them");
+                continue;
+            }
+            _ => {}
+        }
+        let request = RunRequest {
+            session: session.clone(),
+            agent: agent.clone(),
+            input: input.to_string(),
+            max_turns,
+        };
+        let outcome = rt.block_on(async {
+            let cancel = CancellationToken::new();
+            let listener = {
+                let cancel = cancel.clone();
+                tokio::spawn(async move {
+                    if tokio::signal::ctrl_c().await.is_ok() {
+                        cancel.cancel();
+                    }
+                })
+            };
+            let outcome = run_and_render(&runtime, request, OutputFormat::Text, cancel).await;
+            listener.abort();
+            outcome
+        });
+        match outcome {
+            Ok(outcome) => session = Some(outcome.session_id),
+            Err(e) => eprintln!("error: {e:#}"),
+        }
+    }
+    let _ = editor.save_history(&history);
+    if let Some(id) = session {
+        eprintln!("session {id} saved; continue with: nop run --session {id}");
+    }
+    Ok(ExitCode::SUCCESS)
+}

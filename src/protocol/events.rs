@@ -1,0 +1,77 @@
+//! What a run reports as it goes: the events a front end renders and `--output-format
+//! stream-json` prints one per line, and the outcome `--output-format json` prints at the end.
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// One thing that happened during a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// The run has its session (new or continued).
+    SessionStarted {
+        session_id: String,
+        agent: String,
+        model: String,
+        resumed: bool,
+    },
+    /// A model request is about to be sent (1-based).
+    TurnStarted { turn: u32 },
+    /// A piece of the model's answer.
+    Text { delta: String },
+    /// The model request failed and is retried; text streamed since the last turn_started is void.
+    Retrying {
+        attempt: u32,
+        delay_ms: u64,
+        error: String,
+    },
+    /// The model called a tool.
+    ToolCall {
+        id: String,
+        name: String,
+        arguments: Value,
+    },
+    /// A tool call finished; `output` is what the model reads, cut to 2,000 characters here.
+    ToolResult {
+        id: String,
+        name: String,
+        ok: bool,
+        duration_ms: u64,
+        output: String,
+    },
+    /// Something the user should know that does not stop the run.
+    Warning { message: String },
+    /// The run ended.
+    Result(RunOutcome),
+}
+
+/// How a run ended, with its totals.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunOutcome {
+    pub session_id: String,
+    pub status: RunStatus,
+    /// The model's last answer (for `completed`), or the error (for `error`).
+    pub final_message: String,
+    /// The agent's question (for `waiting_input`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub question: Option<String>,
+    pub usage: RunUsage,
+    /// Model requests made.
+    pub turns: u32,
+    pub tool_calls: u32,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    Completed,
+    WaitingInput,
+    Error,
+    Cancelled,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct RunUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}

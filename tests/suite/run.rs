@@ -1,0 +1,652 @@
+//! `nop run` end to end: the real binary against the mock model server, both wire protocols.
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use crate::support::Repo;
+use crate::support::mock::{MockResponse, MockServer, anthropic, openai};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// Runs `nop run` with json output; returns (exit code, the result object, stderr).
+fn run_json(repo: &Repo, server: &MockServer, kind: &str, args: &[&str]) -> (i32, Value, String) {
+    let output = repo
+        .nop_model(server, kind)
+        .args(["run", "--output-format", "json"])
+        .args(args)
+        .output()
+        .expect("run nop");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let result = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("{e}: stdout {stdout:?}, stderr {stderr}"));
+    (output.status.code().unwrap_or(-1), result, stderr)
+}
+
+fn reply_tools(kind: &str, calls: &[(&str, &str, Value)]) -> MockResponse {
+    if kind == "anthropic" {
+        anthropic::reply_tool_calls(calls)
+    } else {
+        openai::reply_tool_calls(calls)
+    }
+}
+
+fn reply_text(kind: &str, text: &str) -> MockResponse {
+    if kind == "anthropic" {
+        anthropic::reply_text(text)
+    } else {
+        openai::reply_text(text)
+    }
+}
+
+/// The tool results a request carries, in order, as (call id, content) in either protocol.
+fn tool_results(request: &Value) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for m in request["messages"].as_array().into_iter().flatten() {
+        if m["role"] == "tool" {
+            out.push((
+                m["tool_call_id"].as_str().unwrap_or_default().to_string(),
+                m["content"].as_str().unwrap_or_default().to_string(),
+            ));
+        }
+        for block in m["content"].as_array().into_iter().flatten() {
+            if block["type"] == "tool_result" {
+                out.push((
+                    block["tool_use_id"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    block["content"].as_str().unwrap_or_default().to_string(),
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn three_step_task(kind: &str) {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        reply_tools(
+            kind,
+            &[(
+                "c1",
+                "write-file",
+                json!({"path": "notes/hello.txt", "content": "hello from nop\n"}),
+            )],
+        ),
+        reply_tools(
+            kind,
+            &[("c2", "shell", json!({"command": "wc -c < notes/hello.txt"}))],
+        ),
+        reply_tools(
+            kind,
+            &[("c3", "read-file", json!({"path": "notes/hello.txt"}))],
+        ),
+        reply_text(kind, "All three steps done."),
+    ]);
+    let (code, result, stderr) = run_json(
+        &repo,
+        &server,
+        kind,
+        &["write a file, count it, read it back"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(result["status"], "completed");
+    assert_eq!(result["final_message"], "All three steps done.");
+    assert_eq!(result["turns"], 4);
+    assert_eq!(result["tool_calls"], 3);
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("notes/hello.txt")).expect("file"),
+        "hello from nop\n"
+    );
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    let path = if kind == "anthropic" {
+        "/v1/messages"
+    } else {
+        "/v1/chat/completions"
+    };
+    assert!(
+        requests
+            .iter()
+            .all(|r| r.path == path && r.body["model"] == "mock-model" && r.body["stream"] == true)
+    );
+    let tools: Vec<&str> = requests[0].body["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .map(|t| {
+            t["name"]
+                .as_str()
+                .or(t["function"]["name"].as_str())
+                .unwrap_or_default()
+        })
+        .collect();
+    for name in [
+        "shell",
+        "read-file",
+        "write-file",
+        "edit-file",
+        "list-files",
+        "search-files",
+        "update-plan",
+        "ask-user",
+        "snapshot",
+        "load-skill",
+    ] {
+        assert!(tools.contains(&name), "{name} not offered: {tools:?}");
+    }
+    assert!(!tools.contains(&"compact") && !tools.contains(&"call-agent"));
+    let results = tool_results(&requests[3].body);
+    assert_eq!(results.len(), 3);
+    assert_eq!(results[0].0, "c1");
+    assert!(
+        results[0].1.starts_with("created notes/hello.txt"),
+        "{results:?}"
+    );
+    assert!(
+        results[1].1.starts_with("exit code: 0") && results[1].1.contains("15"),
+        "{results:?}"
+    );
+    assert_eq!(results[2].1, "hello from nop\n");
+
+    // The session on disk is complete: system, user, then assistant/tool pairs and the answer.
+    let id = result["session_id"].as_str().expect("id");
+    let session = repo.session_json(id);
+    let roles: Vec<&str> = session["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .map(|m| m["role"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(
+        roles,
+        vec![
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+            "assistant",
+            "tool",
+            "assistant"
+        ]
+    );
+    assert_eq!(session["status"], "completed");
+    assert_eq!(session["messages"][3]["toolCall"]["name"], "write-file");
+    assert_eq!(session["usage"]["requests"], 4);
+    assert!(
+        session["usage"]["outputTokens"]
+            .as_u64()
+            .is_some_and(|n| n > 0)
+    );
+}
+
+#[test]
+fn three_step_task_openai() {
+    three_step_task("openai");
+}
+
+#[test]
+fn three_step_task_anthropic() {
+    three_step_task("anthropic");
+}
+
+#[test]
+fn text_output_streams_the_answer_to_stdout_and_tool_lines_to_stderr() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("c1", "shell", json!({"command": "echo hi"}))]),
+        openai::reply_text("The answer."),
+    ]);
+    let output = repo
+        .nop_model(&server, "openai")
+        .args(["run", "say it"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "The answer.\n");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("⏺ shell echo hi") && stderr.contains("exit code: 0"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn tool_arguments_streamed_in_many_pieces_and_llama_cpp_deltas() {
+    let repo = Repo::new();
+    let args = json!({"path": "pieces.txt", "content": "ünïcödé – split everywhere\n"}).to_string();
+    let mut first = openai::tool_call(0, "c1", "write-file", &args, args.chars().count());
+    first.extend([openai::finish("tool_calls"), openai::done()]);
+    let mut second =
+        openai::tool_call_llama_cpp(0, "c2", "read-file", r#"{"path": "pieces.txt"}"#, 5);
+    second.extend([openai::finish("tool_calls"), openai::done()]);
+    let server = MockServer::start(vec![
+        MockResponse::sse(first),
+        MockResponse::sse(second),
+        openai::reply_text("ok"),
+    ]);
+    let (code, _, stderr) = run_json(&repo, &server, "openai", &["go"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("pieces.txt")).expect("file"),
+        "ünïcödé – split everywhere\n"
+    );
+    let results = tool_results(&server.requests()[2].body);
+    assert_eq!(
+        results[1],
+        ("c2".to_string(), "ünïcödé – split everywhere\n".to_string())
+    );
+    // The repeated name was not doubled in what was recorded and sent back.
+    let assistant = &server.requests()[2].body["messages"][4];
+    assert_eq!(assistant["tool_calls"][0]["function"]["name"], "read-file");
+}
+
+#[test]
+fn rate_limit_then_success_is_retried_and_a_plain_400_is_not() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        MockResponse::Status {
+            code: 429,
+            headers: vec![("retry-after".into(), "0".into())],
+            body: r#"{"error":{"message":"slow down"}}"#.into(),
+        },
+        MockResponse::status(503, "overloaded"),
+        openai::reply_text("made it"),
+    ]);
+    let (code, result, stderr) = run_json(&repo, &server, "openai", &["hi"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(result["final_message"], "made it");
+    assert_eq!(server.requests().len(), 3);
+
+    let server = MockServer::start(vec![
+        MockResponse::status(400, r#"{"error":{"message":"bad model"}}"#),
+        openai::reply_text("never"),
+    ]);
+    let (code, result, _) = run_json(&repo, &server, "openai", &["hi"]);
+    assert_eq!(code, 1);
+    assert_eq!(result["status"], "error");
+    assert!(
+        result["final_message"]
+            .as_str()
+            .is_some_and(|m| m.contains("HTTP 400") && m.contains("bad model"))
+    );
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
+fn a_stream_cut_mid_way_or_empty_is_retried() {
+    for kind in ["openai", "anthropic"] {
+        let repo = Repo::new();
+        let cut = if kind == "anthropic" {
+            let mut chunks = vec![anthropic::message_start(5)];
+            chunks.extend(
+                anthropic::text_block(0, &["half an ans"])
+                    .into_iter()
+                    .take(2),
+            );
+            MockResponse::sse(chunks)
+        } else {
+            MockResponse::sse(vec![openai::text("half an ans")])
+        };
+        let server = MockServer::start(vec![
+            cut,
+            MockResponse::sse(Vec::new()),
+            reply_text(kind, "whole answer"),
+        ]);
+        let (code, result, stderr) = run_json(&repo, &server, kind, &["hi"]);
+        assert_eq!(code, 0, "{kind}: {stderr}");
+        assert_eq!(result["final_message"], "whole answer", "{kind}");
+        assert_eq!(server.requests().len(), 3, "{kind}");
+        // Only the whole answer is in the session.
+        let session = repo.session_json(result["session_id"].as_str().expect("id"));
+        assert_eq!(session["messages"][2]["content"], "whole answer");
+    }
+}
+
+#[test]
+fn retries_give_up_after_the_configured_attempts() {
+    let repo = Repo::new();
+    let server = MockServer::start((0..3).map(|_| MockResponse::status(500, "boom")).collect());
+    let output = repo
+        .nop_model(&server, "openai")
+        .args([
+            "--set",
+            "provider.max_attempts=3",
+            "run",
+            "--output-format",
+            "json",
+            "hi",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(server.requests().len(), 3);
+}
+
+#[test]
+fn malformed_tool_arguments_go_back_to_the_model_and_the_run_completes() {
+    let repo = Repo::new();
+    let mut broken =
+        openai::tool_call(0, "c1", "write-file", r#"{"path": "x.txt", "content": "#, 3);
+    broken.extend([openai::finish("tool_calls"), openai::done()]);
+    let server = MockServer::start(vec![
+        MockResponse::sse(broken),
+        openai::reply_tool_calls(&[("c2", "read-file", json!({"file": "x.txt"}))]),
+        openai::reply_text("recovered"),
+    ]);
+    let (code, result, stderr) = run_json(&repo, &server, "openai", &["go"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(result["final_message"], "recovered");
+    let results = tool_results(&server.requests()[2].body);
+    assert!(results[0].1.contains("not valid JSON"), "{results:?}");
+    assert!(results[1].1.contains("unknown field `file`"), "{results:?}");
+    // Failures are in error logs with their details, and marked in the transcript.
+    let id = result["session_id"].as_str().expect("id");
+    let errors: Vec<_> = std::fs::read_dir(repo.session_dir(id))
+        .expect("dir")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("error-"))
+        .collect();
+    assert_eq!(errors.len(), 2);
+    let session = repo.session_json(id);
+    assert_eq!(session["messages"][3]["isError"], true);
+}
+
+#[test]
+fn a_tool_that_runs_too_long_is_killed_and_reported() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "shell",
+            json!({"command": "sleep 30", "timeout_s": 0.5}),
+        )]),
+        openai::reply_text("noted"),
+    ]);
+    let started = Instant::now();
+    let (code, _, stderr) = run_json(&repo, &server, "openai", &["go"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let results = tool_results(&server.requests()[1].body);
+    assert!(results[0].1.starts_with("error (Timeout)"), "{results:?}");
+}
+
+#[test]
+fn ask_user_waits_with_exit_3_and_the_answer_resumes() {
+    for kind in ["openai", "anthropic"] {
+        let repo = Repo::new();
+        let server = MockServer::start(vec![
+            reply_tools(
+                kind,
+                &[(
+                    "q1",
+                    "ask-user",
+                    json!({"question": "Which file should I change?"}),
+                )],
+            ),
+            reply_text(kind, "Changed config.toml."),
+        ]);
+        let output = repo
+            .nop_model(&server, kind)
+            .args(["run", "fix it"])
+            .output()
+            .expect("run");
+        assert_eq!(output.status.code(), Some(3), "{kind}");
+        assert!(String::from_utf8_lossy(&output.stdout).contains("Which file should I change?"));
+        let (_, list) = (0, repo.run(&["sessions", "list", "--json"]));
+        let list: Value = serde_json::from_str(&list).expect("json");
+        let id = list[0]["id"].as_str().expect("id").to_string();
+        assert_eq!(list[0]["status"], "waiting_input");
+
+        let (code, result, stderr) = run_json(
+            &repo,
+            &server,
+            kind,
+            &["--session", &id[..12], "config.toml"],
+        );
+        assert_eq!(code, 0, "{kind}: {stderr}");
+        assert_eq!(result["session_id"], id.as_str());
+        let results = tool_results(&server.requests()[1].body);
+        assert_eq!(
+            results,
+            vec![("q1".to_string(), "config.toml".to_string())],
+            "{kind}"
+        );
+        assert_eq!(repo.session_json(&id)["status"], "completed");
+    }
+}
+
+#[test]
+fn ctrl_c_mid_tool_exits_130_and_the_session_resumes() {
+    let repo = Repo::new();
+    let marker = repo.path().join("still-running");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "shell",
+            json!({"command": format!("sleep 20; touch {}", marker.display())}),
+        )]),
+        openai::reply_text("resumed fine"),
+    ]);
+    let mut child = repo
+        .nop_model_process(&server, "openai")
+        .args(["run", "--output-format", "stream-json", "long task"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    // Wait for the tool call to start, on the event itself.
+    for line in lines.by_ref() {
+        let event: Value = serde_json::from_str(&line.expect("line")).expect("event");
+        if event["type"] == "tool_call" {
+            break;
+        }
+    }
+    let started = Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("SIGINT");
+    let rest: Vec<Value> = lines
+        .map(|l| serde_json::from_str(&l.expect("line")).expect("event"))
+        .collect();
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(130));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "did not stop at once"
+    );
+    let result = rest.last().expect("result event");
+    assert_eq!(result["type"], "result");
+    assert_eq!(result["status"], "cancelled");
+    let id = result["session_id"].as_str().expect("id").to_string();
+    let session = repo.session_json(&id);
+    assert_eq!(session["status"], "cancelled");
+    let last = session["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .expect("message")
+        .clone();
+    assert_eq!(last["role"], "tool");
+    assert!(
+        last["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("aborted by user")),
+        "{last}"
+    );
+
+    let (code, result, stderr) =
+        run_json(&repo, &server, "openai", &["--session", &id, "carry on"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(result["final_message"], "resumed fine");
+    let request = &server.requests()[1].body;
+    let results = tool_results(request);
+    assert!(results[0].1.contains("aborted by user"), "{results:?}");
+    assert!(
+        !marker.exists(),
+        "the killed command's process group survived"
+    );
+}
+
+#[test]
+fn stream_json_events_parse_line_by_line() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        MockResponse::status(429, "later"),
+        openai::reply_tool_calls(&[("c1", "list-files", json!({}))]),
+        openai::reply_text("listed"),
+    ]);
+    let output = repo
+        .nop_model(&server, "openai")
+        .args(["run", "--output-format", "stream-json", "list"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(0));
+    let events: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    let types: Vec<&str> = events
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or_default())
+        .collect();
+    assert_eq!(types.first(), Some(&"session_started"));
+    assert_eq!(types.last(), Some(&"result"));
+    for needed in [
+        "turn_started",
+        "retrying",
+        "tool_call",
+        "tool_result",
+        "text",
+    ] {
+        assert!(types.contains(&needed), "{needed} missing from {types:?}");
+    }
+    let result = events.last().expect("result");
+    assert_eq!(result["status"], "completed");
+    assert_eq!(result["usage"]["output_tokens"], 10);
+}
+
+#[test]
+fn keys_come_from_the_environment_and_never_reach_files_or_logs() {
+    let repo = Repo::new();
+    let key = "sk-test-SECRET-never-written-4711";
+    let server = MockServer::start(vec![openai::reply_text("hi"), anthropic::reply_text("hi")]);
+    let output = repo
+        .nop_model(&server, "openai")
+        .env("OPENAI_API_KEY", key)
+        .args(["run", "hello"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(
+        server.requests()[0].header("authorization"),
+        Some(format!("Bearer {key}").as_str()),
+        "{:?}",
+        server.requests()[0].headers
+    );
+    let output = repo
+        .nop_model(&server, "anthropic")
+        .env("NOP_API_KEY", key)
+        .args(["--log-level", "debug", "run", "hello"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(0));
+    assert_eq!(server.requests()[1].header("x-api-key"), Some(key));
+    assert_eq!(
+        server.requests()[1].header("anthropic-version"),
+        Some("2023-06-01")
+    );
+    let mut stack = vec![repo.path().join(".nop")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(dir).expect("dir").flatten() {
+            if entry.path().is_dir() {
+                stack.push(entry.path());
+            } else {
+                let text = std::fs::read(entry.path()).expect("read");
+                assert!(
+                    !String::from_utf8_lossy(&text).contains("SECRET"),
+                    "key in {}",
+                    entry.path().display()
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn a_remote_provider_without_a_key_says_which_variable_to_set() {
+    let repo = Repo::new();
+    let output = repo
+        .nop()
+        .env("NOP_BASE_URL", "https://models.example.invalid/v1")
+        .env("NOP_MODEL", "m")
+        .args(["run", "hi"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("NOP_API_KEY or OPENAI_API_KEY"), "{stderr}");
+    let output = repo
+        .nop()
+        .env("NOP_BASE_URL", "http://127.0.0.1:9/v1")
+        .args(["run", "hi"])
+        .output()
+        .expect("run");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("NOP_MODEL"));
+}
+
+#[test]
+fn the_system_prompt_carries_agents_md_and_non_tty_never_waits() {
+    let repo = Repo::new();
+    std::fs::write(
+        repo.path().join("AGENTS.md"),
+        "Always run `make check` before finishing.\n",
+    )
+    .expect("write");
+    let server = MockServer::start(vec![openai::reply_text("ok")]);
+    let (code, _, _) = run_json(&repo, &server, "openai", &["hi"]);
+    assert_eq!(code, 0);
+    let system = server.requests()[0].body["messages"][0].clone();
+    assert_eq!(system["role"], "system");
+    assert!(
+        system["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("make check") && c.contains("nop's coding agent"))
+    );
+
+    // Without a prompt and without a terminal: a usage error at once, never a wait.
+    let output = repo
+        .nop_model(&server, "openai")
+        .args(["run"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(2));
+    let output = repo.nop().output().expect("run");
+    assert_eq!(output.status.code(), Some(2));
+    let output = repo
+        .nop_model(&server, "openai")
+        .args(["run", "-"])
+        .write_stdin("from stdin")
+        .output()
+        .expect("run");
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "script is empty: a 500, retried, then an error"
+    );
+    let last = server.requests().last().cloned().expect("request");
+    assert!(last.body["messages"][1]["content"] == "from stdin");
+    let _ = WAIT;
+}

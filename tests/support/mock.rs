@@ -1,0 +1,695 @@
+//! A mock model server on 127.0.0.1 that speaks the real wire protocols: OpenAI Chat Completions
+//! streaming and Anthropic Messages streaming, both as server-sent events.
+//!
+//! A test scripts the answers up front (`MockServer::start(vec![openai::reply_text("hi")])`), points
+//! the real `nop` binary at [`MockServer::openai_base_url`] or [`MockServer::anthropic_base_url`],
+//! and afterwards asserts on what was sent with [`MockServer::requests`].
+//!
+//! Plain std threads and blocking sockets, no async runtime: the server runs happily next to a
+//! `#[test]` that blocks on a child process. One thread accepts, one thread serves each connection;
+//! every response carries `connection: close`, so one connection is one request.
+
+use std::collections::VecDeque;
+use std::io::{self, BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+/// Body of the 500 sent when a request arrives and the script is empty.
+pub const NO_RESPONSE_LEFT: &str = "mock: no scripted response left";
+
+/// One scripted answer; each request consumes the next one.
+#[derive(Debug, Clone)]
+pub enum MockResponse {
+    /// 200, content-type text/event-stream, connection: close; each chunk written and flushed
+    /// separately with `delay` between chunks; then the connection is closed.
+    Sse {
+        chunks: Vec<String>,
+        delay: Duration,
+    },
+    /// Any status with headers and body (e.g. 429 with retry-after, 500, 400 with a JSON error).
+    /// `content-length` and `connection: close` are added; `content-type` too unless given.
+    Status {
+        code: u16,
+        headers: Vec<(String, String)>,
+        body: String,
+    },
+    /// Accept the request, send the 200 SSE headers and the chunks, then keep the connection open
+    /// without sending anything more for `hold` (to test stream idle timeouts), then close.
+    /// Ends early if the client hangs up first.
+    Stall { chunks: Vec<String>, hold: Duration },
+}
+
+impl MockResponse {
+    /// An SSE stream with no delay between chunks.
+    pub fn sse(chunks: Vec<String>) -> MockResponse {
+        MockResponse::Sse {
+            chunks,
+            delay: Duration::ZERO,
+        }
+    }
+
+    /// A plain response with no extra headers.
+    pub fn status(code: u16, body: impl Into<String>) -> MockResponse {
+        MockResponse::Status {
+            code,
+            headers: Vec::new(),
+            body: body.into(),
+        }
+    }
+}
+
+/// One request as the server received it.
+#[derive(Debug, Clone)]
+pub struct RecordedRequest {
+    pub method: String,
+    /// The request target as sent, query string included.
+    pub path: String,
+    /// In arrival order; names lowercased, values trimmed.
+    pub headers: Vec<(String, String)>,
+    /// The body parsed as JSON, `Value::Null` if it is not JSON.
+    pub body: Value,
+    pub raw_body: String,
+}
+
+impl RecordedRequest {
+    /// The first header of that name (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        let name = name.to_ascii_lowercase();
+        self.headers
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// The running server. Dropping it stops accepting new connections (best effort); connections
+/// already being served finish on their own.
+pub struct MockServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    stopping: Arc<AtomicBool>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Signalled whenever a request is recorded.
+    arrived: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    script: VecDeque<MockResponse>,
+    requests: Vec<RecordedRequest>,
+}
+
+impl Shared {
+    /// A panicking connection thread must not take every later assertion down with it.
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl MockServer {
+    /// Binds 127.0.0.1 on a free port and starts serving `script`.
+    pub fn start(script: Vec<MockResponse>) -> MockServer {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind mock server");
+        let addr = listener.local_addr().expect("mock server address");
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                script: script.into(),
+                requests: Vec::new(),
+            }),
+            arrived: Condvar::new(),
+        });
+        let stopping = Arc::new(AtomicBool::new(false));
+        {
+            let shared = Arc::clone(&shared);
+            let stopping = Arc::clone(&stopping);
+            thread::Builder::new()
+                .name("mock-accept".into())
+                .spawn(move || accept_loop(listener, shared, stopping))
+                .expect("spawn mock accept thread");
+        }
+        MockServer {
+            addr,
+            shared,
+            stopping,
+        }
+    }
+
+    /// `http://127.0.0.1:PORT`, no trailing slash.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Base URL for an OpenAI-compatible client, which POSTs `{base}/chat/completions`.
+    pub fn openai_base_url(&self) -> String {
+        format!("{}/v1", self.url())
+    }
+
+    /// Base URL for an Anthropic client, which POSTs `{base}/v1/messages`.
+    pub fn anthropic_base_url(&self) -> String {
+        self.url()
+    }
+
+    /// Appends a response to the script.
+    pub fn push(&self, response: MockResponse) {
+        self.shared.lock().script.push_back(response);
+    }
+
+    /// Every request received so far, in order of arrival.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.shared.lock().requests.clone()
+    }
+
+    /// Blocks until at least `n` requests have arrived or `timeout` has passed, and returns all
+    /// requests received by then (possibly fewer than `n`).
+    pub fn wait_for_requests(&self, n: usize, timeout: Duration) -> Vec<RecordedRequest> {
+        let state = self.shared.lock();
+        let (state, _) = self
+            .shared
+            .arrived
+            .wait_timeout_while(state, timeout, |s| s.requests.len() < n)
+            .unwrap_or_else(|e| e.into_inner());
+        state.requests.clone()
+    }
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        // Wake the accept loop so it sees the flag; it ignores this connection.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_secs(1));
+    }
+}
+
+fn accept_loop(listener: TcpListener, shared: Arc<Shared>, stopping: Arc<AtomicBool>) {
+    for stream in listener.incoming() {
+        if stopping.load(Ordering::SeqCst) {
+            return;
+        }
+        let Ok(stream) = stream else { continue };
+        let shared = Arc::clone(&shared);
+        let _ = thread::Builder::new()
+            .name("mock-conn".into())
+            .spawn(move || serve(stream, &shared));
+    }
+}
+
+/// Reads one request, records it, answers with the next scripted response and closes.
+fn serve(stream: TcpStream, shared: &Shared) {
+    let _ = stream.set_nodelay(true);
+    let Ok(reader) = stream.try_clone() else {
+        return;
+    };
+    let mut reader = BufReader::new(reader);
+    // A connection that closes or sends garbage before a full request is not a request.
+    let Ok(Some(request)) = read_request(&mut reader) else {
+        return;
+    };
+    let response = {
+        let mut state = shared.lock();
+        state.requests.push(request);
+        let response = state.script.pop_front();
+        shared.arrived.notify_all();
+        response
+    };
+    let response = response.unwrap_or_else(|| MockResponse::status(500, NO_RESPONSE_LEFT));
+    // The client may hang up at any point; that is its business, not a test failure here.
+    let _ = respond(stream, reader, response);
+}
+
+/// Parses an HTTP/1.1 request: request line, headers, then a body framed by Content-Length or
+/// chunked transfer encoding. `Ok(None)` when the peer closed before sending a request line.
+fn read_request(reader: &mut impl BufRead) -> io::Result<Option<RecordedRequest>> {
+    let mut line = String::new();
+    // Tolerate stray blank lines before the request line (RFC 9112 §2.2).
+    loop {
+        line.clear();
+        if reader.read_line(&mut line)? == 0 {
+            return Ok(None);
+        }
+        if !line.trim().is_empty() {
+            break;
+        }
+    }
+    let mut parts = line.split_whitespace();
+    let (Some(method), Some(path)) = (parts.next(), parts.next()) else {
+        return Err(invalid(format!("bad request line {line:?}")));
+    };
+    let (method, path) = (method.to_string(), path.to_string());
+
+    let mut headers = Vec::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line)? == 0 {
+            return Err(invalid("connection closed inside headers"));
+        }
+        let trimmed = line.trim_end_matches(['\r', '\n']);
+        if trimmed.is_empty() {
+            break;
+        }
+        let Some((name, value)) = trimmed.split_once(':') else {
+            return Err(invalid(format!("bad header line {trimmed:?}")));
+        };
+        headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
+    }
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    };
+
+    let chunked =
+        header("transfer-encoding").is_some_and(|te| te.to_ascii_lowercase().contains("chunked"));
+    let body = if chunked {
+        read_chunked(reader)?
+    } else {
+        let length = match header("content-length") {
+            Some(v) => v
+                .parse::<usize>()
+                .map_err(|_| invalid(format!("bad content-length {v:?}")))?,
+            None => 0,
+        };
+        let mut body = vec![0; length];
+        reader.read_exact(&mut body)?;
+        body
+    };
+    let raw_body = String::from_utf8_lossy(&body).into_owned();
+    let body = serde_json::from_str(&raw_body).unwrap_or(Value::Null);
+    Ok(Some(RecordedRequest {
+        method,
+        path,
+        headers,
+        body,
+        raw_body,
+    }))
+}
+
+fn read_chunked(reader: &mut impl BufRead) -> io::Result<Vec<u8>> {
+    let mut body = Vec::new();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        reader.read_line(&mut line)?;
+        let size = line.trim().split(';').next().unwrap_or("");
+        let size = usize::from_str_radix(size, 16)
+            .map_err(|_| invalid(format!("bad chunk size {line:?}")))?;
+        if size == 0 {
+            // Trailers, up to the blank line.
+            loop {
+                line.clear();
+                if reader.read_line(&mut line)? == 0 || line.trim().is_empty() {
+                    return Ok(body);
+                }
+            }
+        }
+        let start = body.len();
+        body.resize(start + size, 0);
+        reader.read_exact(&mut body[start..])?;
+        line.clear();
+        reader.read_line(&mut line)?; // CRLF after the chunk data
+    }
+}
+
+fn invalid(message: impl Into<String>) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, message.into())
+}
+
+const SSE_HEAD: &str = "HTTP/1.1 200 OK\r\n\
+    content-type: text/event-stream\r\n\
+    cache-control: no-cache\r\n\
+    connection: close\r\n\r\n";
+
+fn respond(
+    mut stream: TcpStream,
+    mut reader: BufReader<TcpStream>,
+    response: MockResponse,
+) -> io::Result<()> {
+    match response {
+        MockResponse::Sse { chunks, delay } => {
+            stream.write_all(SSE_HEAD.as_bytes())?;
+            stream.flush()?;
+            for (i, chunk) in chunks.iter().enumerate() {
+                if i > 0 && !delay.is_zero() {
+                    thread::sleep(delay);
+                }
+                stream.write_all(chunk.as_bytes())?;
+                stream.flush()?;
+            }
+        }
+        MockResponse::Status {
+            code,
+            headers,
+            body,
+        } => {
+            let mut head = format!("HTTP/1.1 {code} {}\r\n", reason(code));
+            let has = |name: &str| headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
+            if !has("content-type") {
+                let kind = if body.trim_start().starts_with(['{', '[']) {
+                    "application/json"
+                } else {
+                    "text/plain; charset=utf-8"
+                };
+                head.push_str(&format!("content-type: {kind}\r\n"));
+            }
+            for (name, value) in &headers {
+                head.push_str(&format!("{name}: {value}\r\n"));
+            }
+            head.push_str(&format!(
+                "content-length: {}\r\nconnection: close\r\n\r\n",
+                body.len()
+            ));
+            stream.write_all(head.as_bytes())?;
+            stream.write_all(body.as_bytes())?;
+            stream.flush()?;
+        }
+        MockResponse::Stall { chunks, hold } => {
+            stream.write_all(SSE_HEAD.as_bytes())?;
+            for chunk in &chunks {
+                stream.write_all(chunk.as_bytes())?;
+                stream.flush()?;
+            }
+            hold_open(&mut reader, hold);
+        }
+    }
+    // Tell the client the body is complete (SSE bodies are delimited by the close).
+    stream.shutdown(Shutdown::Write)
+}
+
+/// Keeps the connection open for `hold`, returning early if the client closes its side.
+fn hold_open(reader: &mut BufReader<TcpStream>, hold: Duration) {
+    let deadline = Instant::now() + hold;
+    let mut sink = [0u8; 1024];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() || reader.get_ref().set_read_timeout(Some(left)).is_err() {
+            return;
+        }
+        match reader.read(&mut sink) {
+            Ok(0) => return,                                       // client hung up
+            Ok(_) => {}                                            // ignore anything it sends
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {} // retry
+            Err(_) => return,                                      // timeout or reset
+        }
+    }
+}
+
+fn reason(code: u16) -> &'static str {
+    match code {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        408 => "Request Timeout",
+        413 => "Payload Too Large",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        529 => "Overloaded",
+        _ => "Mock Status",
+    }
+}
+
+/// `data: {json}\n\n`.
+fn data_frame(data: &Value) -> String {
+    format!("data: {data}\n\n")
+}
+
+/// `event: <kind>\ndata: {json}\n\n`.
+fn event_frame(kind: &str, data: &Value) -> String {
+    format!("event: {kind}\ndata: {data}\n\n")
+}
+
+/// Splits `s` into at most `pieces` non-empty parts of near-equal length in characters, never
+/// inside a UTF-8 sequence. An empty string gives no parts; `pieces == 0` counts as 1.
+pub fn split_pieces(s: &str, pieces: usize) -> Vec<&str> {
+    let chars = s.chars().count();
+    if chars == 0 {
+        return Vec::new();
+    }
+    let pieces = pieces.clamp(1, chars);
+    let (base, extra) = (chars / pieces, chars % pieces);
+    let mut boundaries = s.char_indices().map(|(i, _)| i).chain([s.len()]);
+    let mut start = boundaries.next().unwrap_or(0);
+    let mut parts = Vec::with_capacity(pieces);
+    for p in 0..pieces {
+        let take = base + usize::from(p < extra);
+        let end = boundaries.nth(take - 1).unwrap_or(s.len());
+        parts.push(&s[start..end]);
+        start = end;
+    }
+    parts
+}
+
+/// OpenAI Chat Completions streaming chunks (`data: {chat.completion.chunk}\n\n`, then
+/// `data: [DONE]\n\n`).
+pub mod openai {
+    use super::*;
+
+    fn chunk(choices: Value) -> String {
+        data_frame(&json!({
+            "id": "chatcmpl-mock",
+            "object": "chat.completion.chunk",
+            "model": "mock",
+            "choices": choices,
+        }))
+    }
+
+    fn delta(delta: Value) -> String {
+        chunk(json!([{ "index": 0, "delta": delta, "finish_reason": null }]))
+    }
+
+    /// The opening chunk real servers send: role only, empty content.
+    pub fn role() -> String {
+        delta(json!({ "role": "assistant", "content": "" }))
+    }
+
+    /// A piece of assistant text.
+    pub fn text(piece: &str) -> String {
+        delta(json!({ "content": piece }))
+    }
+
+    /// The first delta of tool call `index`: its id and name, empty arguments.
+    pub fn tool_call_start(index: usize, id: &str, name: &str) -> String {
+        delta(json!({ "tool_calls": [{
+            "index": index,
+            "id": id,
+            "type": "function",
+            "function": { "name": name, "arguments": "" },
+        }]}))
+    }
+
+    /// A later delta of tool call `index`: a piece of its JSON arguments, nothing else.
+    pub fn tool_call_args(index: usize, piece: &str) -> String {
+        delta(json!({ "tool_calls": [{
+            "index": index,
+            "function": { "arguments": piece },
+        }]}))
+    }
+
+    /// A whole tool call: the start, then `args` in `pieces` pieces.
+    pub fn tool_call(index: usize, id: &str, name: &str, args: &str, pieces: usize) -> Vec<String> {
+        std::iter::once(tool_call_start(index, id, name))
+            .chain(
+                split_pieces(args, pieces)
+                    .into_iter()
+                    .map(|p| tool_call_args(index, p)),
+            )
+            .collect()
+    }
+
+    /// A whole tool call as llama.cpp streams it: every delta repeats the id, type and name next
+    /// to its piece of the arguments, so a client that appends names or opens a call per id breaks.
+    pub fn tool_call_llama_cpp(
+        index: usize,
+        id: &str,
+        name: &str,
+        args: &str,
+        pieces: usize,
+    ) -> Vec<String> {
+        std::iter::once(tool_call_start(index, id, name))
+            .chain(split_pieces(args, pieces).into_iter().map(|p| {
+                delta(json!({ "tool_calls": [{
+                    "index": index,
+                    "id": id,
+                    "type": "function",
+                    "function": { "name": name, "arguments": p },
+                }]}))
+            }))
+            .collect()
+    }
+
+    /// The last choice chunk: empty delta with `finish_reason` ("stop", "tool_calls", "length").
+    pub fn finish(reason: &str) -> String {
+        chunk(json!([{ "index": 0, "delta": {}, "finish_reason": reason }]))
+    }
+
+    /// The usage chunk sent with `stream_options.include_usage`: no choices.
+    pub fn usage(prompt_tokens: u64, completion_tokens: u64) -> String {
+        data_frame(&json!({
+            "id": "chatcmpl-mock",
+            "object": "chat.completion.chunk",
+            "model": "mock",
+            "choices": [],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
+        }))
+    }
+
+    /// The end-of-stream sentinel.
+    pub fn done() -> String {
+        "data: [DONE]\n\n".to_string()
+    }
+
+    /// A complete text answer: `text` in about 3 pieces, `finish("stop")`, usage 10/5, `[DONE]`.
+    pub fn reply_text(text: &str) -> MockResponse {
+        let mut chunks: Vec<String> = split_pieces(text, 3).into_iter().map(self::text).collect();
+        chunks.extend([finish("stop"), usage(10, 5), done()]);
+        MockResponse::sse(chunks)
+    }
+
+    /// A complete answer calling tools `(id, name, args)`, each call's arguments in 3 pieces,
+    /// then `finish("tool_calls")`, usage 10/5, `[DONE]`.
+    pub fn reply_tool_calls(calls: &[(&str, &str, Value)]) -> MockResponse {
+        let mut chunks = Vec::new();
+        for (index, (id, name, args)) in calls.iter().enumerate() {
+            chunks.extend(tool_call(index, id, name, &args.to_string(), 3));
+        }
+        chunks.extend([finish("tool_calls"), usage(10, 5), done()]);
+        MockResponse::sse(chunks)
+    }
+}
+
+/// Anthropic Messages streaming events (`event: <type>\ndata: {json}\n\n`).
+pub mod anthropic {
+    use super::*;
+
+    /// Opens the message; `usage.input_tokens` is `input_tokens`.
+    pub fn message_start(input_tokens: u64) -> String {
+        event_frame(
+            "message_start",
+            &json!({
+                "type": "message_start",
+                "message": {
+                    "id": "msg_mock",
+                    "type": "message",
+                    "role": "assistant",
+                    "model": "mock",
+                    "content": [],
+                    "stop_reason": null,
+                    "stop_sequence": null,
+                    "usage": { "input_tokens": input_tokens, "output_tokens": 1 },
+                },
+            }),
+        )
+    }
+
+    fn block_start(index: usize, block: Value) -> String {
+        event_frame(
+            "content_block_start",
+            &json!({ "type": "content_block_start", "index": index, "content_block": block }),
+        )
+    }
+
+    fn block_delta(index: usize, delta: Value) -> String {
+        event_frame(
+            "content_block_delta",
+            &json!({ "type": "content_block_delta", "index": index, "delta": delta }),
+        )
+    }
+
+    fn block_stop(index: usize) -> String {
+        event_frame(
+            "content_block_stop",
+            &json!({ "type": "content_block_stop", "index": index }),
+        )
+    }
+
+    /// A text content block at `index`: start, one `text_delta` per piece, stop.
+    pub fn text_block(index: usize, pieces: &[&str]) -> Vec<String> {
+        std::iter::once(block_start(index, json!({ "type": "text", "text": "" })))
+            .chain(
+                pieces
+                    .iter()
+                    .map(|p| block_delta(index, json!({ "type": "text_delta", "text": p }))),
+            )
+            .chain([block_stop(index)])
+            .collect()
+    }
+
+    /// A tool_use content block at `index`: start with empty input, `args` as `input_json_delta`
+    /// pieces, stop.
+    pub fn tool_use_block(
+        index: usize,
+        id: &str,
+        name: &str,
+        args: &str,
+        pieces: usize,
+    ) -> Vec<String> {
+        let start = json!({ "type": "tool_use", "id": id, "name": name, "input": {} });
+        std::iter::once(block_start(index, start))
+            .chain(split_pieces(args, pieces).into_iter().map(|p| {
+                block_delta(
+                    index,
+                    json!({ "type": "input_json_delta", "partial_json": p }),
+                )
+            }))
+            .chain([block_stop(index)])
+            .collect()
+    }
+
+    /// The top-level delta before the end: stop reason ("end_turn", "tool_use", "max_tokens")
+    /// and cumulative output tokens.
+    pub fn message_delta(stop_reason: &str, output_tokens: u64) -> String {
+        event_frame(
+            "message_delta",
+            &json!({
+                "type": "message_delta",
+                "delta": { "stop_reason": stop_reason, "stop_sequence": null },
+                "usage": { "output_tokens": output_tokens },
+            }),
+        )
+    }
+
+    pub fn message_stop() -> String {
+        event_frame("message_stop", &json!({ "type": "message_stop" }))
+    }
+
+    /// A keep-alive; may appear anywhere in a real stream.
+    pub fn ping() -> String {
+        event_frame("ping", &json!({ "type": "ping" }))
+    }
+
+    /// A complete text answer: message_start(10), ping, one text block with `text` in about 3
+    /// pieces, message_delta("end_turn", 5), message_stop.
+    pub fn reply_text(text: &str) -> MockResponse {
+        let mut chunks = vec![message_start(10), ping()];
+        chunks.extend(text_block(0, &split_pieces(text, 3)));
+        chunks.extend([message_delta("end_turn", 5), message_stop()]);
+        MockResponse::sse(chunks)
+    }
+
+    /// A complete answer calling tools `(id, name, args)`, one tool_use block each with the
+    /// arguments in 3 pieces, then message_delta("tool_use", 5), message_stop.
+    pub fn reply_tool_calls(calls: &[(&str, &str, Value)]) -> MockResponse {
+        let mut chunks = vec![message_start(10), ping()];
+        for (index, (id, name, args)) in calls.iter().enumerate() {
+            chunks.extend(tool_use_block(index, id, name, &args.to_string(), 3));
+        }
+        chunks.extend([message_delta("tool_use", 5), message_stop()]);
+        MockResponse::sse(chunks)
+    }
+}
