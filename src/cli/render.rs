@@ -194,6 +194,7 @@ pub fn config(out: Out<'_>, resolved: &Resolved, json: bool) -> std::io::Result<
     for (key, (value, origin)) in &resolved.entries {
         let value = match value {
             serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Null => "(unset)".to_string(),
             other => other.to_string(),
         };
         writeln!(out, "{key:<width$} = {value:<12} # {origin}")?;

@@ -364,10 +364,24 @@ fn config_show_reports_values_and_origins_by_precedence() {
     )
     .expect("write");
     let out = repo.run(&["config", "show"]);
-    assert!(out.contains("session.lock_timeout_s = 3"), "{out}");
-    assert!(out.contains("config.yml"), "{out}");
+    let line = |key: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().next() == Some(key))
+            .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+            .unwrap_or_default()
+    };
     assert!(
-        out.contains("log.level              = info         # default"),
+        line("session.lock_timeout_s").starts_with("session.lock_timeout_s = 3 # file "),
+        "{out}"
+    );
+    assert!(
+        line("session.lock_timeout_s").ends_with(".nop/config.yml"),
+        "{out}"
+    );
+    assert_eq!(line("log.level"), "log.level = info # default", "{out}");
+    assert_eq!(
+        line("provider.model"),
+        "provider.model = (unset) # default",
         "{out}"
     );
 
