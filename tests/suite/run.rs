@@ -10,8 +10,6 @@ use serde_json::{Value, json};
 use crate::support::Repo;
 use crate::support::mock::{MockResponse, MockServer, anthropic, openai};
 
-const WAIT: Duration = Duration::from_secs(30);
-
 /// Runs `nop run` with json output; returns (exit code, the result object, stderr).
 fn run_json(repo: &Repo, server: &MockServer, kind: &str, args: &[&str]) -> (i32, Value, String) {
     let output = repo
@@ -648,5 +646,81 @@ fn the_system_prompt_carries_agents_md_and_non_tty_never_waits() {
     );
     let last = server.requests().last().cloned().expect("request");
     assert!(last.body["messages"][1]["content"] == "from stdin");
-    let _ = WAIT;
+}
+
+#[test]
+fn a_silent_stream_is_cut_after_the_idle_timeout_and_retried() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        MockResponse::Stall {
+            chunks: vec![openai::text("thinking")],
+            hold: Duration::from_secs(30),
+        },
+        openai::reply_text("awake"),
+    ]);
+    let started = Instant::now();
+    let output = repo
+        .nop_model(&server, "openai")
+        .args([
+            "--set",
+            "provider.stream_idle_timeout_s=0.5",
+            "run",
+            "--output-format",
+            "json",
+            "hi",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(started.elapsed() < Duration::from_secs(20));
+    let result: Value = serde_json::from_slice(&output.stdout).expect("json");
+    assert_eq!(result["final_message"], "awake");
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[test]
+fn the_ci_example_script_runs_headless_and_keeps_the_result() {
+    let repo = Repo::bare();
+    let server = MockServer::start(vec![openai::reply_text("CI done")]);
+    let nop_dir = assert_cmd::cargo::cargo_bin("nop")
+        .parent()
+        .expect("dir")
+        .to_path_buf();
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/ci/nop-headless.sh");
+    let output = std::process::Command::new("bash")
+        .arg(&script)
+        .arg("tidy up")
+        .current_dir(repo.path())
+        .env_clear()
+        .env(
+            "PATH",
+            format!("{}:/usr/local/bin:/usr/bin:/bin", nop_dir.display()),
+        )
+        .env("HOME", repo.path())
+        .envs(crate::support::model_env(&server, "openai"))
+        .output()
+        .expect("run script");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(String::from_utf8_lossy(&output.stdout).contains("nop completed the task"));
+    let result: Value = serde_json::from_str(
+        &std::fs::read_to_string(repo.path().join("nop-result.json")).expect("result"),
+    )
+    .expect("json");
+    assert_eq!(result["type"], "result");
+    assert_eq!(result["final_message"], "CI done");
+    assert!(
+        repo.path().join(".nop/config.yml").is_file(),
+        "the script ran nop init"
+    );
 }
