@@ -6,6 +6,12 @@ use clap::Parser;
 use nop::cli::{Cli, Outside, exit};
 
 fn main() -> ExitCode {
+    // The shell tool's sandbox re-executes nop to confine one command; it must not touch clap,
+    // logging or anything else before it becomes that command.
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "__sandbox") {
+        std::process::exit(nop::sandbox::sandbox_main(&args[2..]));
+    }
     let cli = Cli::parse();
     let outside = Outside {
         cwd: std::env::current_dir().unwrap_or_else(|_| ".".into()),

@@ -12,11 +12,12 @@ use super::prompt::{self, PromptError};
 use super::turn::{EventSink, ModelAgent, TurnStats, aborted};
 use super::{AgentStatus, Interrupted};
 use crate::config::Config;
+use crate::permissions::{Approver, PermissionError, load_policy};
 use crate::protocol::events::{Event, RunOutcome, RunStatus, RunUsage};
 use crate::protocol::{Message, Role, SessionFile, SessionStatus};
 use crate::providers::{Provider, ProviderError};
 use crate::session::{SessionError, Store};
-use crate::tools::{Registry, ToolContext, ToolError};
+use crate::tools::{Registry, SandboxSettings, ToolContext, ToolError};
 use crate::workspace::{Workspace, WorkspaceError};
 
 /// What `nop run` asks for.
@@ -46,6 +47,8 @@ pub enum RunError {
     Agent(String),
     #[error("{0}")]
     Tool(#[from] ToolError),
+    #[error(transparent)]
+    Permission(#[from] PermissionError),
 }
 
 /// The conversation of one session as the agent sees it: read from and appended to the store,
@@ -98,16 +101,23 @@ pub struct Runtime {
     config: Config,
     env: BTreeMap<String, String>,
     store: Store,
+    approver: Approver,
 }
 
 impl Runtime {
-    pub fn new(ws: Workspace, config: Config, env: BTreeMap<String, String>) -> Runtime {
+    pub fn new(
+        ws: Workspace,
+        config: Config,
+        env: BTreeMap<String, String>,
+        approver: Approver,
+    ) -> Runtime {
         let store = ws.store(&config);
         Runtime {
             ws,
             config,
             env,
             store,
+            approver,
         }
     }
 
@@ -124,6 +134,15 @@ impl Runtime {
         cancel: CancellationToken,
     ) -> Result<RunOutcome, RunError> {
         let provider = Provider::from_config(&self.config.provider, &self.env)?;
+        let agent_for_policy = match &request.session {
+            Some(id) => self.blocking_read(id).await?.agent,
+            None => request
+                .agent
+                .clone()
+                .unwrap_or_else(|| self.config.agent.default.clone()),
+        };
+        // A broken permission file stops the run before anything happens (fail closed).
+        let policy = load_policy(&self.ws.root, &agent_for_policy)?;
         let agents = self.ws.agents()?;
         let now = Utc::now();
         let (session_id, agent_name, resumed) = match &request.session {
@@ -202,6 +221,13 @@ impl Runtime {
             store: self.store.clone(),
             cancel: cancel.clone(),
             timeout: Duration::from_secs_f64(self.config.tools.timeout_s),
+            agent: agent_name.clone(),
+            policy,
+            approver: self.approver.clone(),
+            sandbox: SandboxSettings {
+                mode: self.config.sandbox,
+                network: self.config.shell.network,
+            },
         };
         let conversation = Conversation {
             store: self.store.clone(),
@@ -261,6 +287,7 @@ impl Runtime {
             },
             turns: stats.turns,
             tool_calls: stats.tool_calls,
+            permission_denials: self.approver.denials(),
         };
         let _ = events.send(Event::Result(outcome.clone()));
         Ok(outcome)

@@ -16,6 +16,7 @@ use chrono::Utc;
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
 use crate::config::{LogLevel, Resolved};
+use crate::permissions::ApprovalMode;
 use crate::protocol::{Message, Role};
 use crate::session::Store;
 use crate::workspace::{self, InitAction, Workspace};
@@ -92,6 +93,9 @@ pub enum Command {
     /// Show the effective configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
+    /// Explain and validate the agents' permission files.
+    #[command(subcommand)]
+    Permissions(PermissionsCommand),
     /// Print shell completions.
     Completions {
         #[arg(value_enum)]
@@ -140,6 +144,13 @@ pub struct RunArgs {
     max_turns: Option<u32>,
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     output_format: OutputFormat,
+    /// When to ask you before a tool call: never (what needs approval is refused), on-request
+    /// (where a permission rule says `ask`), always (also before every shell command and edit).
+    #[arg(long, value_enum, default_value_t = ApprovalMode::OnRequest)]
+    approval: ApprovalMode,
+    /// Approve what permission rules mark `ask` without asking (for CI; denials still apply).
+    #[arg(long)]
+    yes: bool,
     /// The task, or the answer to the agent's question; `-` reads it from standard input.
     prompt: Option<String>,
 }
@@ -152,6 +163,34 @@ pub struct AppendArgs {
     role: String,
     /// The message text; `-` or nothing reads it from standard input.
     text: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PermissionsCommand {
+    /// The decision for one tool or path, and the rule (file and line) that made it.
+    Explain {
+        #[arg(long, default_value = "coder")]
+        agent: String,
+        /// Decide as a subagent called by this agent: the intersection of both rule sets.
+        #[arg(long, value_name = "PARENT")]
+        within: Option<String>,
+        #[arg(long, conflicts_with = "path", required_unless_present = "path")]
+        tool: Option<String>,
+        #[arg(long)]
+        path: Option<String>,
+        #[arg(long, value_enum, default_value_t = AccessArg::Read)]
+        access: AccessArg,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Parse every permission file; exit 1 naming file and line if one is broken.
+    Check,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AccessArg {
+    Read,
+    Write,
 }
 
 #[derive(Debug, Subcommand)]
@@ -194,8 +233,10 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
         let ws = Workspace::discover(&cwd)?;
         let resolved = ws.config(None, None, outside.env.clone(), cli_settings)?;
         start_logging(&ws, &resolved);
-        let runtime = crate::agent::Runtime::new(ws.clone(), resolved.config, outside.env);
-        return run::interactive(runtime, &ws, None, None, None);
+        let (approver, prompts) = run::approver(ApprovalMode::OnRequest, false, true);
+        let runtime =
+            crate::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver);
+        return run::interactive(runtime, prompts, &ws, None, None, None);
     };
     match command {
         Command::Run(args) => {
@@ -213,7 +254,6 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
                 outside.env.clone(),
                 cli_settings,
             )?;
-            let runtime = crate::agent::Runtime::new(ws.clone(), resolved.config, outside.env);
             let session = session.map(|s| s.session_id);
             let prompt = match run::read_prompt(args.prompt) {
                 Ok(p) => p,
@@ -222,6 +262,10 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
                     return Ok(ExitCode::from(exit::USAGE));
                 }
             };
+            let on_terminal = std::io::stdin().is_terminal();
+            let (approver, prompts) = run::approver(args.approval, args.yes, on_terminal);
+            let runtime =
+                crate::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver);
             match prompt {
                 Some(input) => {
                     let request = crate::agent::RunRequest {
@@ -230,12 +274,12 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
                         input,
                         max_turns: args.max_turns,
                     };
-                    run::headless(runtime, request, args.output_format)
+                    run::headless(runtime, prompts, request, args.output_format)
                 }
                 None if std::io::stdin().is_terminal()
                     && args.output_format == OutputFormat::Text =>
                 {
-                    run::interactive(runtime, &ws, session, args.agent, args.max_turns)
+                    run::interactive(runtime, prompts, &ws, session, args.agent, args.max_turns)
                 }
                 None => {
                     eprintln!(
@@ -426,10 +470,99 @@ fn run_session_command(
             writeln!(out, "{}", child.session_id)?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Permissions(command) => permissions(ws, command, out),
         Command::Init { .. }
         | Command::Completions { .. }
         | Command::Config(_)
         | Command::Run(_) => Ok(ExitCode::from(exit::USAGE)),
+    }
+}
+
+fn permissions(
+    ws: &Workspace,
+    command: PermissionsCommand,
+    out: &mut impl Write,
+) -> Result<ExitCode> {
+    use crate::permissions::{Access, Decision, load_policy, validate_all};
+    match command {
+        PermissionsCommand::Check => {
+            let mut ok = true;
+            for (path, result) in validate_all(&ws.root) {
+                let shown = path
+                    .strip_prefix(&ws.root)
+                    .unwrap_or(&path)
+                    .display()
+                    .to_string();
+                match result {
+                    Ok(()) => writeln!(out, "ok       {shown}")?,
+                    Err(e) => {
+                        ok = false;
+                        writeln!(out, "problem  {e}")?;
+                    }
+                }
+            }
+            Ok(exit_code(ok))
+        }
+        PermissionsCommand::Explain {
+            agent,
+            within,
+            tool,
+            path,
+            access,
+            json,
+        } => {
+            let mut policy = load_policy(&ws.root, &agent)?;
+            if let Some(parent) = &within {
+                policy = policy.narrowed_by(&load_policy(&ws.root, parent)?);
+            }
+            let access = match access {
+                AccessArg::Read => Access::Read,
+                AccessArg::Write => Access::Write,
+            };
+            let (subject, resolved, decision) = match (&tool, &path) {
+                (Some(tool), _) => (format!("call {tool}"), None, policy.check_tool(tool)),
+                (None, Some(path)) => {
+                    let (resolved, decision) = policy.check_path(path, access);
+                    let verb = if access == Access::Read {
+                        "read"
+                    } else {
+                        "write"
+                    };
+                    (format!("{verb} {path}"), resolved, decision)
+                }
+                (None, None) => bail!("give --tool or --path"),
+            };
+            if json {
+                let value = serde_json::json!({
+                    "agent": agent, "within": within, "subject": subject,
+                    "resolved": resolved, "decision": decision,
+                });
+                writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
+            } else {
+                let who = match &within {
+                    Some(parent) => format!("{agent} (called by {parent})"),
+                    None => agent.clone(),
+                };
+                let line = match &decision {
+                    Decision::Allow { source } => format!("allow: {who} may {subject} ({source})"),
+                    Decision::Ask { source } => {
+                        format!("ask: {who} needs approval to {subject} ({source})")
+                    }
+                    Decision::Deny { reason, source } => format!(
+                        "deny: {who} may not {subject}: {reason}{}",
+                        source
+                            .as_ref()
+                            .map(|s| format!(" ({s})"))
+                            .unwrap_or_default()
+                    ),
+                };
+                writeln!(out, "{line}")?;
+                if let Some(resolved) = resolved {
+                    writeln!(out, "path: {}", resolved.display())?;
+                }
+            }
+            Ok(exit_code(decision.is_allowed()))
+        }
     }
 }
 

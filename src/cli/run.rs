@@ -9,7 +9,10 @@ use clap::ValueEnum;
 use tokio_util::sync::CancellationToken;
 
 use super::exit;
+use tokio::sync::mpsc;
+
 use crate::agent::{RunRequest, Runtime};
+use crate::permissions::{ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver};
 use crate::protocol::events::{Event, RunOutcome, RunStatus};
 use crate::workspace::Workspace;
 
@@ -84,10 +87,56 @@ pub fn read_prompt(prompt: Option<String>) -> Result<Option<String>> {
     }
 }
 
+/// Approval prompts go to the terminal when there is one; otherwise nobody is asked.
+pub type Prompts = Option<mpsc::UnboundedReceiver<ApprovalRequest>>;
+
+/// The approver of a run and, when a person can answer on this terminal, its prompts.
+pub fn approver(mode: ApprovalMode, yes: bool, on_terminal: bool) -> (Approver, Prompts) {
+    if yes || !on_terminal {
+        return (Approver::headless(mode, yes), None);
+    }
+    let (tx, rx) = mpsc::unbounded_channel();
+    (Approver::interactive(mode, tx), Some(rx))
+}
+
+/// Answers approval requests by asking on the terminal, one at a time.
+fn answer_prompts(prompts: Prompts) {
+    let Some(mut prompts) = prompts else { return };
+    tokio::spawn(async move {
+        while let Some(request) = prompts.recv().await {
+            eprintln!(
+                "\n? {} wants to: {}\n  {}",
+                request.tool, request.detail, request.reason
+            );
+            eprint!("  allow? [y]es once, [a]lways in this session, [n]o: ");
+            let answer = tokio::task::spawn_blocking(|| {
+                let mut line = String::new();
+                match std::io::stdin().read_line(&mut line) {
+                    Ok(0) | Err(_) => ApprovalAnswer::No,
+                    Ok(_) => match line.trim().to_lowercase().as_str() {
+                        "y" | "yes" => ApprovalAnswer::Once,
+                        "a" | "always" => ApprovalAnswer::Always,
+                        _ => ApprovalAnswer::No,
+                    },
+                }
+            })
+            .await
+            .unwrap_or(ApprovalAnswer::No);
+            let _ = request.respond.send(answer);
+        }
+    });
+}
+
 /// Runs one request headless and renders it in `format`.
-pub fn headless(runtime: Runtime, request: RunRequest, format: OutputFormat) -> Result<ExitCode> {
+pub fn headless(
+    runtime: Runtime,
+    prompts: Prompts,
+    request: RunRequest,
+    format: OutputFormat,
+) -> Result<ExitCode> {
     let rt = tokio_runtime()?;
     rt.block_on(async move {
+        answer_prompts(prompts);
         let cancel = CancellationToken::new();
         cancel_on_signals(cancel.clone());
         let outcome = run_and_render(&runtime, request, format, cancel).await?;
@@ -264,6 +313,7 @@ fn brief_arguments(name: &str, arguments: &serde_json::Value) -> String {
 /// The interactive session: a line editor, streamed answers, `/plan`, `/snapshot`, `/exit`.
 pub fn interactive(
     runtime: Runtime,
+    prompts: Prompts,
     ws: &Workspace,
     mut session: Option<String>,
     agent: Option<String>,
@@ -275,6 +325,7 @@ pub fn interactive(
         );
     }
     let rt = tokio_runtime()?;
+    rt.block_on(async { answer_prompts(prompts) });
     let mut editor = rustyline::DefaultEditor::new()?;
     let history = ws.nop_dir().join("logs").join("history.txt");
     let _ = editor.load_history(&history);

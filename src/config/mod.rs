@@ -27,6 +27,35 @@ pub struct Config {
     pub provider: ProviderConfig,
     pub tools: ToolsConfig,
     pub agent: AgentConfig,
+    /// Whether `shell` commands run confined (Landlock) to the agent's file rules.
+    pub sandbox: SandboxMode,
+    pub shell: ShellConfig,
+}
+
+/// `required`: refuse to run shell commands the kernel cannot confine; `best-effort`: confine
+/// what the kernel can and warn once about the rest; `off`: run them with the user's rights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum SandboxMode {
+    Required,
+    #[default]
+    BestEffort,
+    Off,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ShellConfig {
+    /// Whether shell commands may open network connections (`allow` or `deny`).
+    pub network: NetworkMode,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum NetworkMode {
+    #[default]
+    Allow,
+    Deny,
 }
 
 /// The model endpoint (R3).

@@ -59,6 +59,8 @@ pub struct RunOutcome {
     /// Model requests made.
     pub turns: u32,
     pub tool_calls: u32,
+    /// Tool calls and file operations refused by permissions (the reason the model was given).
+    pub permission_denials: Vec<crate::permissions::Denial>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -4,6 +4,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{ToolContext, ToolError, ToolOutput, TypedTool, paths};
+use crate::permissions::Access;
 
 pub struct EditFile;
 
@@ -28,7 +29,7 @@ impl TypedTool for EditFile {
     const DESCRIPTION: &'static str = "Edit a file in place by replacing an exact string with another. Fails if the string is not found, or is found more than once (give more context to make it unique, or set replace_all).";
 
     async fn run(&self, args: EditFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let path = paths::resolve(&ctx.root, &args.path, paths::Access::Write)?;
+        let path = paths::resolve(ctx, Self::NAME, &args.path, Access::Write).await?;
         if args.old_string.is_empty() {
             return Err(ToolError::model(
                 "InvalidArguments",
@@ -41,9 +42,10 @@ impl TypedTool for EditFile {
                 "old_string and new_string are the same",
             ));
         }
-        let text = tokio::fs::read_to_string(&path)
-            .await
-            .map_err(|e| ToolError::model("ReadFailed", format!("{}: {e}", args.path)))?;
+        let bytes = paths::read_verified(ctx, &path)?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            ToolError::model("BinaryFile", format!("{} is not UTF-8 text", args.path))
+        })?;
         let count = text.matches(&args.old_string).count();
         let updated = match (count, args.replace_all) {
             (0, _) => {

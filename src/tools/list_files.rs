@@ -6,6 +6,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{ToolContext, ToolError, ToolOutput, TypedTool, paths};
+use crate::permissions::Access;
 
 pub struct ListFiles;
 
@@ -56,6 +57,13 @@ pub(super) fn walker(
             .build()
             .map_err(|e| ToolError::model("InvalidArguments", e.to_string()))?,
     );
+    // Never show what the agent may not read (denied, or needing approval).
+    let policy = ctx.policy.clone();
+    builder.filter_entry(move |entry| {
+        policy
+            .check_resolved(entry.path(), Access::Read)
+            .is_allowed()
+    });
     Ok(builder.build())
 }
 
@@ -66,10 +74,12 @@ impl TypedTool for ListFiles {
 
     async fn run(&self, args: ListFilesArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let dir = paths::resolve(
-            &ctx.root,
+            ctx,
+            Self::NAME,
             args.path.as_deref().unwrap_or("."),
-            paths::Access::Read,
-        )?;
+            crate::permissions::Access::Read,
+        )
+        .await?;
         let limit = args.limit.unwrap_or(500).max(1);
         let mut found = Vec::new();
         let mut more = 0usize;

@@ -39,6 +39,19 @@ pub struct ToolContext {
     pub cancel: CancellationToken,
     /// The default time limit of a call.
     pub timeout: Duration,
+    /// The agent whose permissions apply.
+    pub agent: String,
+    /// The agent's permissions, read afresh for every call by the orchestrator.
+    pub policy: crate::permissions::Policy,
+    pub approver: crate::permissions::Approver,
+    pub sandbox: SandboxSettings,
+}
+
+/// How `shell` commands are confined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SandboxSettings {
+    pub mode: crate::config::SandboxMode,
+    pub network: crate::config::NetworkMode,
 }
 
 impl ToolContext {

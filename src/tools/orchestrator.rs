@@ -17,6 +17,7 @@ use chrono::Utc;
 use serde_json::{Map, Value};
 
 use super::{NOT_YET_AVAILABLE, Registry, ToolContext, ToolEffect, ToolError, ToolOutput};
+use crate::permissions::{ApprovalMode, Decision};
 use crate::protocol::{Message, Role, ToolCall};
 use crate::session::ErrorRecord;
 
@@ -65,6 +66,33 @@ async fn run(
             ),
         ));
     };
+    // Permissions are read afresh for every call: an edited file applies at once, and a broken
+    // one refuses everything (fail closed) rather than falling back to anything.
+    let policy = crate::permissions::load_policy(&ctx.root, &ctx.agent).map_err(|e| {
+        ToolError::model(
+            "PermissionDenied",
+            format!("the permission files cannot be read, so nothing is allowed: {e}"),
+        )
+    })?;
+    let mut call_ctx = ctx.clone();
+    call_ctx.policy = policy;
+    let ctx = &call_ctx;
+    match ctx.policy.check_tool(&call.name) {
+        Decision::Allow { .. } => {}
+        Decision::Deny { reason, source } => {
+            let rule = source.map(|s| format!(" ({s})")).unwrap_or_default();
+            let reason = format!("{reason}{rule}");
+            ctx.approver.record_denial(&call.name, &reason);
+            return Err(ToolError::model("PermissionDenied", reason));
+        }
+        Decision::Ask { source } => {
+            let reason = format!("calling `{}` needs approval ({source})", call.name);
+            approve(ctx, call, &reason).await?;
+        }
+    }
+    if ctx.approver.mode() == ApprovalMode::Always && CHANGES_THINGS.contains(&call.name.as_str()) {
+        approve(ctx, call, "--approval always").await?;
+    }
     let limit = call
         .arguments
         .get("timeout_s")
@@ -79,6 +107,28 @@ async fn run(
         )),
         () = ctx.cancel.cancelled() => Err(ToolError::Aborted),
     }
+}
+
+/// Tools whose calls can change files or run programs (asked about under `--approval always`).
+const CHANGES_THINGS: &[&str] = &["shell", "write-file", "edit-file"];
+
+async fn approve(ctx: &ToolContext, call: &ToolCall, reason: &str) -> Result<(), ToolError> {
+    let detail = match call
+        .arguments
+        .get("command")
+        .or_else(|| call.arguments.get("path"))
+    {
+        Some(Value::String(s)) => s.clone(),
+        _ => call.arguments.to_string(),
+    };
+    let key = format!("{}:{detail}", call.name);
+    ctx.approver
+        .approve(&key, &call.name, &detail, reason)
+        .await
+        .map_err(|reason| {
+            ctx.approver.record_denial(&call.name, &reason);
+            ToolError::model("PermissionDenied", reason)
+        })
 }
 
 /// The tool message recording `executed`, with its logs written. `Ok(None)` for a question to
@@ -195,12 +245,20 @@ mod tests {
         let root = std::fs::canonicalize(dir)?;
         let store = Store::new(root.join(".nop/sessions"), Duration::from_secs(5));
         let session = store.create("coder", Utc::now())?;
+        crate::workspace::init(&root, false, Utc::now())?;
         Ok(ToolContext {
+            policy: crate::permissions::load_policy(&root, "coder")?,
             root,
             session_id: session.session_id,
             store,
             cancel: CancellationToken::new(),
             timeout: Duration::from_secs(10),
+            agent: "coder".into(),
+            approver: crate::permissions::Approver::headless(ApprovalMode::OnRequest, false),
+            sandbox: crate::tools::SandboxSettings {
+                mode: crate::config::SandboxMode::Off,
+                network: crate::config::NetworkMode::Allow,
+            },
         })
     }
 
@@ -340,7 +398,7 @@ mod tests {
             &registry,
             &call(
                 "write-file",
-                json!({"path": "../escape.txt", "content": "x"}),
+                json!({"path": "../../../../etc/nop-escape.txt", "content": "x"}),
             ),
             &ctx,
         )
@@ -348,7 +406,7 @@ mod tests {
         assert!(matches!(
             outside.result,
             Err(ToolError::Model {
-                kind: "PathOutsideRepository",
+                kind: "PermissionDenied",
                 ..
             })
         ));

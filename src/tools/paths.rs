@@ -1,87 +1,155 @@
-//! Where file tools may go: paths resolve inside the repository, symbolic links included, and
-//! the `.nop/` floor holds (`.nop/.permissions/**` unreachable, the rest of `.nop/**` read-only).
-//! The per-agent rules of `.nop/.permissions/` refine this; nothing can lift it.
+//! File access for tools, through the agent's permissions: every path is normalised and checked
+//! before use (never cached), `ask` rules go to the approver, and the file is then opened through
+//! a descriptor whose real path is checked again, so a symbolic link swapped in between the check
+//! and the use cannot redirect the operation.
 
-use std::path::{Component, Path, PathBuf};
+use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
 
-use super::ToolError;
+use super::{ToolContext, ToolError};
+use crate::permissions::{Access, Decision};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Access {
-    Read,
-    Write,
+/// Resolves and checks `path` for `access` by tool `tool`; returns the canonical path.
+pub async fn resolve(
+    ctx: &ToolContext,
+    tool: &str,
+    path: &str,
+    access: Access,
+) -> Result<PathBuf, ToolError> {
+    let (resolved, decision) = ctx.policy.check_path(path, access);
+    decide(ctx, tool, path, access, resolved, decision).await
 }
 
-/// Resolves `path` (relative to `root`, or absolute) to a canonical path inside `root`.
-pub fn resolve(root: &Path, path: &str, access: Access) -> Result<PathBuf, ToolError> {
-    if path.trim().is_empty() {
-        return Err(ToolError::model("InvalidArguments", "the path is empty"));
-    }
-    let joined = if Path::new(path).is_absolute() {
-        PathBuf::from(path)
-    } else {
-        root.join(path)
+async fn decide(
+    ctx: &ToolContext,
+    tool: &str,
+    path: &str,
+    access: Access,
+    resolved: Option<PathBuf>,
+    decision: Decision,
+) -> Result<PathBuf, ToolError> {
+    let verb = match access {
+        Access::Read => "read",
+        Access::Write => "write",
     };
-    let resolved = canonical_prefix(&joined)
-        .map_err(|message| ToolError::model("InvalidPath", format!("`{path}`: {message}")))?;
-    let Ok(relative) = resolved.strip_prefix(root) else {
+    match (decision, resolved) {
+        (Decision::Allow { .. }, Some(resolved)) => Ok(resolved),
+        (Decision::Ask { source }, Some(resolved)) => {
+            let reason = format!("{verb} `{path}` needs approval ({source})");
+            let key = format!("{tool}:{verb}:{}", resolved.display());
+            match ctx
+                .approver
+                .approve(
+                    &key,
+                    tool,
+                    &format!("{verb} {}", display(&ctx.root, &resolved)),
+                    &reason,
+                )
+                .await
+            {
+                Ok(()) => Ok(resolved),
+                Err(reason) => Err(denied(ctx, tool, reason)),
+            }
+        }
+        (Decision::Deny { reason, source }, _) => {
+            let rule = source.map(|s| format!(" ({s})")).unwrap_or_default();
+            Err(denied(
+                ctx,
+                tool,
+                format!("{verb} `{path}` refused: {reason}{rule}"),
+            ))
+        }
+        (_, None) => Err(denied(ctx, tool, format!("`{path}` cannot be resolved"))),
+    }
+}
+
+fn denied(ctx: &ToolContext, tool: &str, reason: String) -> ToolError {
+    ctx.approver.record_denial(tool, &reason);
+    ToolError::model("PermissionDenied", reason)
+}
+
+/// The real path of an open descriptor (Linux: /proc/self/fd).
+fn real_path(file: &std::fs::File) -> Option<PathBuf> {
+    use std::os::fd::AsRawFd;
+    std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()
+}
+
+/// Reads a file that `resolve` allowed, re-checking the file actually opened.
+pub fn read_verified(ctx: &ToolContext, path: &Path) -> Result<Vec<u8>, ToolError> {
+    let mut file = std::fs::File::open(path).map_err(|e| {
+        ToolError::model("ReadFailed", format!("{}: {e}", display(&ctx.root, path)))
+    })?;
+    verify(ctx, &file, path, Access::Read)?;
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes).map_err(|e| {
+        ToolError::model("ReadFailed", format!("{}: {e}", display(&ctx.root, path)))
+    })?;
+    Ok(bytes)
+}
+
+/// Replaces a file that `resolve` allowed, atomically, through a descriptor of its directory
+/// whose real path is re-checked: the temp file and the rename both happen in that directory.
+pub fn write_verified(ctx: &ToolContext, path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(ToolError::model(
-            "PathOutsideRepository",
-            format!(
-                "`{path}` is outside the repository ({}); refused",
-                root.display()
-            ),
+            "InvalidPath",
+            format!("{} has no file name", path.display()),
         ));
     };
-    let mut parts = relative
-        .components()
-        .map(|c| c.as_os_str().to_string_lossy());
-    if parts.next().as_deref() == Some(crate::workspace::NOP_DIR) {
-        if parts.next().as_deref() == Some(".permissions") {
-            return Err(ToolError::model(
-                "PermissionDenied",
-                format!("`{path}`: .nop/.permissions/ is not accessible to agents"),
-            ));
-        }
-        if access == Access::Write {
-            return Err(ToolError::model(
-                "PermissionDenied",
-                format!("`{path}`: .nop/ is read-only to agents"),
-            ));
-        }
+    std::fs::create_dir_all(dir).map_err(|e| {
+        ToolError::model("WriteFailed", format!("{}: {e}", display(&ctx.root, dir)))
+    })?;
+    let dir_file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_DIRECTORY.bits())
+        .open(dir)
+        .map_err(|e| {
+            ToolError::model("WriteFailed", format!("{}: {e}", display(&ctx.root, dir)))
+        })?;
+    let real_dir =
+        real_path(&dir_file).ok_or_else(|| ToolError::Fatal("cannot read /proc/self/fd".into()))?;
+    let decision = ctx
+        .policy
+        .check_resolved(&real_dir.join(name), Access::Write);
+    if !decision.is_allowed() && !matches!(decision, Decision::Ask { .. }) {
+        return Err(denied(
+            ctx,
+            "write",
+            format!(
+                "{} changed while being checked; refused",
+                display(&ctx.root, path)
+            ),
+        ));
     }
-    Ok(resolved)
+    use std::os::fd::AsRawFd;
+    let via_fd = PathBuf::from(format!("/proc/self/fd/{}", dir_file.as_raw_fd())).join(name);
+    crate::session::write_atomic(&via_fd, bytes)
+        .map_err(|e| ToolError::model("WriteFailed", e.to_string()))
 }
 
-/// The path with its longest existing prefix canonicalised (symbolic links and `..` resolved)
-/// and the rest, which does not exist yet, appended.
-fn canonical_prefix(path: &Path) -> Result<PathBuf, String> {
-    let mut existing = path.to_path_buf();
-    let mut rest = Vec::new();
-    loop {
-        match std::fs::canonicalize(&existing) {
-            Ok(canonical) => {
-                let mut out = canonical;
-                for part in rest.iter().rev() {
-                    out.push(part);
-                }
-                return Ok(out);
-            }
-            Err(_) => {
-                let Some(name) = existing.file_name().map(|n| n.to_os_string()) else {
-                    return Err("no part of it exists".into());
-                };
-                match existing.components().next_back() {
-                    Some(Component::Normal(_)) => {}
-                    _ => return Err("`..` after a directory that does not exist".into()),
-                }
-                rest.push(name);
-                if !existing.pop() {
-                    return Err("no part of it exists".into());
-                }
-            }
+fn verify(
+    ctx: &ToolContext,
+    file: &std::fs::File,
+    path: &Path,
+    access: Access,
+) -> Result<(), ToolError> {
+    let real =
+        real_path(file).ok_or_else(|| ToolError::Fatal("cannot read /proc/self/fd".into()))?;
+    if real != path {
+        let decision = ctx.policy.check_resolved(&real, access);
+        if !decision.is_allowed() {
+            return Err(denied(
+                ctx,
+                "read",
+                format!(
+                    "{} changed while being checked; refused",
+                    display(&ctx.root, path)
+                ),
+            ));
         }
     }
+    Ok(())
 }
 
 /// `path` relative to `root` for display (`path` itself if it is not inside).
@@ -90,42 +158,4 @@ pub fn display(root: &Path, path: &Path) -> String {
         .unwrap_or(path)
         .display()
         .to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stays_inside_the_repository() -> anyhow::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let root = std::fs::canonicalize(dir.path())?;
-        std::fs::create_dir_all(root.join("src"))?;
-        std::fs::create_dir_all(root.join(".nop/.permissions"))?;
-        assert_eq!(
-            resolve(&root, "src/new.rs", Access::Write)?,
-            root.join("src/new.rs")
-        );
-        assert_eq!(
-            resolve(&root, "./src/../a/b.txt", Access::Write)?,
-            root.join("a/b.txt")
-        );
-        for (path, access) in [
-            ("../outside", Access::Read),
-            ("/etc/passwd", Access::Read),
-            ("src/../../x", Access::Write),
-            (".nop/config.yml", Access::Write),
-            (".nop/.permissions/agent-default.yml", Access::Read),
-            ("missing/../../../x", Access::Write),
-        ] {
-            assert!(resolve(&root, path, access).is_err(), "{path}");
-        }
-        assert!(resolve(&root, ".nop/config.yml", Access::Read).is_ok());
-        #[cfg(unix)]
-        {
-            std::os::unix::fs::symlink("/etc", root.join("etc-link"))?;
-            assert!(resolve(&root, "etc-link/passwd", Access::Read).is_err());
-        }
-        Ok(())
-    }
 }

@@ -4,6 +4,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{ToolContext, ToolError, ToolOutput, TypedTool, paths};
+use crate::permissions::Access;
 
 pub struct ReadFile;
 
@@ -29,10 +30,8 @@ impl TypedTool for ReadFile {
     const DESCRIPTION: &'static str = "Read a text file of the repository. Returns its contents exactly (no line numbers), or a range of lines with offset/limit; says how many lines were left out.";
 
     async fn run(&self, args: ReadFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let path = paths::resolve(&ctx.root, &args.path, paths::Access::Read)?;
-        let bytes = tokio::fs::read(&path)
-            .await
-            .map_err(|e| ToolError::model("ReadFailed", format!("{}: {e}", args.path)))?;
+        let path = paths::resolve(ctx, Self::NAME, &args.path, Access::Read).await?;
+        let bytes = paths::read_verified(ctx, &path)?;
         if bytes.iter().take(8192).any(|b| *b == 0) {
             return Err(ToolError::model(
                 "BinaryFile",

@@ -32,10 +32,12 @@ impl TypedTool for SearchFiles {
         let regex = regex::Regex::new(&args.pattern)
             .map_err(|e| ToolError::model("InvalidArguments", format!("pattern: {e}")))?;
         let dir = paths::resolve(
-            &ctx.root,
+            ctx,
+            Self::NAME,
             args.path.as_deref().unwrap_or("."),
-            paths::Access::Read,
-        )?;
+            crate::permissions::Access::Read,
+        )
+        .await?;
         let limit = args.limit.unwrap_or(200).max(1);
         let walk = super::list_files::walker(ctx, &dir, args.glob.as_deref())?;
         let root = ctx.root.clone();

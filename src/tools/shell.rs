@@ -8,7 +8,11 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::io::AsyncReadExt;
 
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use super::{ToolContext, ToolError, ToolOutput, TypedTool, paths};
+use crate::config::{NetworkMode, SandboxMode};
+use crate::sandbox::{self, Enforcement};
 
 pub struct Shell;
 
@@ -24,6 +28,82 @@ pub struct ShellArgs {
     /// Directory to run in, relative to the repository root.
     #[serde(default)]
     workdir: Option<String>,
+}
+
+static WARNED: AtomicBool = AtomicBool::new(false);
+
+/// `bash -c COMMAND`, confined by re-executing nop as `nop __sandbox SPEC REQUIRED -- bash -c
+/// COMMAND` when the sandbox is on; with a note for the model when confinement is partial or
+/// missing (once per run).
+fn confined_command(
+    ctx: &ToolContext,
+    command: &str,
+) -> Result<(tokio::process::Command, Option<String>), ToolError> {
+    let plain = || {
+        let mut c = tokio::process::Command::new("bash");
+        c.arg("-c").arg(command);
+        c
+    };
+    if ctx.sandbox.mode == SandboxMode::Off {
+        return Ok((plain(), None));
+    }
+    let required = ctx.sandbox.mode == SandboxMode::Required;
+    let network = ctx.sandbox.network == NetworkMode::Allow;
+    let support = sandbox::support();
+    let mut gaps = Vec::new();
+    if support.filesystem != Enforcement::Full {
+        gaps.push(format!(
+            "file rules ({:?} enforcement: Landlock {})",
+            support.filesystem,
+            support
+                .abi
+                .map_or("unavailable".to_string(), |a| format!("ABI {a}"))
+        ));
+    }
+    if !network && support.network != Enforcement::Full {
+        gaps.push("shell.network: deny (needs Landlock ABI 4)".to_string());
+    }
+    if required && !gaps.is_empty() {
+        return Err(ToolError::model(
+            "SandboxUnavailable",
+            format!(
+                "sandbox: required, but this kernel cannot enforce {}; shell commands are refused",
+                gaps.join(" and ")
+            ),
+        ));
+    }
+    let note = (!gaps.is_empty() && !WARNED.swap(true, Ordering::Relaxed)).then(|| {
+        let message = format!("warning: shell commands are not fully confined on this kernel: {} is not enforced (sandbox: best-effort)", gaps.join(" and "));
+        tracing::warn!(session = %ctx.session_id, op = "sandbox", result = "partial", "{message}");
+        message
+    });
+    if support.filesystem == Enforcement::None && (network || support.network == Enforcement::None)
+    {
+        return Ok((plain(), note));
+    }
+    let spec = crate::permissions::shell_spec(&ctx.policy, network);
+    let spec_file = tempfile::Builder::new()
+        .prefix("nop-sandbox-")
+        .suffix(".json")
+        .tempfile()
+        .map_err(|e| ToolError::Fatal(format!("cannot write the sandbox rules: {e}")))?;
+    serde_json::to_writer(spec_file.as_file(), &spec)
+        .map_err(|e| ToolError::Fatal(format!("cannot write the sandbox rules: {e}")))?;
+    // `nop __sandbox` deletes the file once it has read it.
+    let (_, spec_path) = spec_file
+        .keep()
+        .map_err(|e| ToolError::Fatal(e.to_string()))?;
+    let exe = std::env::current_exe()
+        .map_err(|e| ToolError::Fatal(format!("cannot find the nop executable: {e}")))?;
+    let mut c = tokio::process::Command::new(exe);
+    c.arg("__sandbox")
+        .arg(&spec_path)
+        .arg(if required { "1" } else { "0" })
+        .arg("--")
+        .arg("bash")
+        .arg("-c")
+        .arg(command);
+    Ok((c, note))
 }
 
 /// Kills the whole process group when dropped, so no path out of `run` leaves processes behind.
@@ -47,7 +127,9 @@ impl TypedTool for Shell {
 
     async fn run(&self, args: ShellArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let dir = match &args.workdir {
-            Some(dir) => paths::resolve(&ctx.root, dir, paths::Access::Read)?,
+            Some(dir) => {
+                paths::resolve(ctx, Self::NAME, dir, crate::permissions::Access::Read).await?
+            }
             None => ctx.root.clone(),
         };
         let timeout = match args.timeout_s {
@@ -60,9 +142,8 @@ impl TypedTool for Shell {
             }
             None => ctx.timeout,
         };
-        let mut child = tokio::process::Command::new("bash")
-            .arg("-c")
-            .arg(&args.command)
+        let (mut command, note) = confined_command(ctx, &args.command)?;
+        let mut child = command
             .current_dir(&dir)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -110,6 +191,10 @@ impl TypedTool for Shell {
             "exit code: {code} ({:.1} s)\n",
             started.elapsed().as_secs_f64()
         );
+        if let Some(note) = note {
+            content.push_str(&note);
+            content.push('\n');
+        }
         let out = String::from_utf8_lossy(&out);
         let err = String::from_utf8_lossy(&err);
         if !out.is_empty() {

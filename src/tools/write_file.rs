@@ -4,6 +4,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{ToolContext, ToolError, ToolOutput, TypedTool, paths};
+use crate::permissions::Access;
 
 pub struct WriteFile;
 
@@ -22,20 +23,11 @@ impl TypedTool for WriteFile {
     const DESCRIPTION: &'static str = "Create a file or replace its whole contents. For a change to part of an existing file use edit-file instead.";
 
     async fn run(&self, args: WriteFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let path = paths::resolve(&ctx.root, &args.path, paths::Access::Write)?;
-        if let Some(parent) = path.parent() {
-            tokio::fs::create_dir_all(parent)
-                .await
-                .map_err(|e| ToolError::model("WriteFailed", format!("{}: {e}", args.path)))?;
-        }
+        let path = paths::resolve(ctx, Self::NAME, &args.path, Access::Write).await?;
         let existed = path.exists();
         let bytes = args.content.into_bytes();
         let len = bytes.len();
-        let target = path.clone();
-        tokio::task::spawn_blocking(move || crate::session::write_atomic(&target, &bytes))
-            .await
-            .map_err(|e| ToolError::Fatal(e.to_string()))?
-            .map_err(|e| ToolError::model("WriteFailed", e.to_string()))?;
+        paths::write_verified(ctx, &path, &bytes)?;
         let verb = if existed { "replaced" } else { "created" };
         Ok(ToolOutput::text(format!(
             "{verb} {} ({len} bytes)",

@@ -1,0 +1,29 @@
+//! Permissions (seed 002 §5, §8.3): per-agent YAML rules for tools and files, a built-in floor no
+//! file can lift, path normalisation, and the intersection that keeps subagents from widening
+//! their parent's rights.
+//!
+//! ```yaml
+//! # .nop/.permissions/agent-<name>.yml (agent-default.yml for agents without one)
+//! extends: default            # optional; agent files fall back to agent-default.yml anyway
+//! tools:
+//!   allowed: ["*"]            # "*" and globs such as "github.*"; checked after denied
+//!   denied: [shell]
+//! file-access:                # first match wins
+//!   - pattern: "secrets/**"
+//!     access: deny            # read | read-only | deny | ask
+//!   - pattern: "**"
+//!     access: read            # read and write
+//! ```
+//!
+//! Files are read afresh for every check (they are small), so an edit takes effect on the next
+//! tool call; a file that cannot be parsed fails closed with its path and line.
+
+pub mod approval;
+mod load;
+mod policy;
+mod sandbox_spec;
+pub use sandbox_spec::shell_spec;
+
+pub use approval::{ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, Denial};
+pub use load::{PermissionError, load_policy, validate_all};
+pub use policy::{Access, Decision, FileAccess, Policy, RuleSet, Source};

@@ -1,0 +1,437 @@
+//! Rule sets, decisions, path normalisation and the built-in floor.
+
+use std::path::{Component, Path, PathBuf};
+
+use globset::{GlobBuilder, GlobMatcher};
+use serde::Serialize;
+
+/// Where a rule comes from, for `nop permissions explain` and error messages.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Source {
+    /// Built into nop; no permission file can lift it.
+    Floor,
+    File {
+        path: PathBuf,
+        line: usize,
+    },
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Source::Floor => f.write_str("nop's built-in floor"),
+            Source::File { path, line: 0 } => write!(f, "{}", path.display()),
+            Source::File { path, line } => write!(f, "{}:{line}", path.display()),
+        }
+    }
+}
+
+/// A file-access level (seed 002 §5.3, plus `ask`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FileAccess {
+    /// Read and write.
+    Read,
+    ReadOnly,
+    Deny,
+    /// Needs a person's approval.
+    Ask,
+}
+
+impl FileAccess {
+    pub fn parse(s: &str) -> Option<FileAccess> {
+        match s {
+            "read" => Some(FileAccess::Read),
+            "read-only" => Some(FileAccess::ReadOnly),
+            "deny" => Some(FileAccess::Deny),
+            "ask" => Some(FileAccess::Ask),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FileAccess::Read => "read",
+            FileAccess::ReadOnly => "read-only",
+            FileAccess::Deny => "deny",
+            FileAccess::Ask => "ask",
+        }
+    }
+}
+
+/// What an operation needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Access {
+    Read,
+    Write,
+}
+
+/// The answer to one check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "decision", rename_all = "lowercase")]
+pub enum Decision {
+    Allow {
+        source: Source,
+    },
+    Deny {
+        reason: String,
+        source: Option<Source>,
+    },
+    Ask {
+        source: Source,
+    },
+}
+
+impl Decision {
+    fn rank(&self) -> u8 {
+        match self {
+            Decision::Allow { .. } => 0,
+            Decision::Ask { .. } => 1,
+            Decision::Deny { .. } => 2,
+        }
+    }
+
+    pub fn is_allowed(&self) -> bool {
+        matches!(self, Decision::Allow { .. })
+    }
+}
+
+/// A tool-name glob (`*`, `shell`, `github.*`).
+#[derive(Debug, Clone)]
+pub struct Pattern {
+    pub text: String,
+    matcher: GlobMatcher,
+    pub source: Source,
+}
+
+impl Pattern {
+    pub fn tool(text: &str, source: Source) -> Result<Pattern, String> {
+        let matcher = GlobBuilder::new(text)
+            .literal_separator(false)
+            .build()
+            .map_err(|e| format!("tool pattern `{text}`: {e}"))?
+            .compile_matcher();
+        Ok(Pattern {
+            text: text.to_string(),
+            matcher,
+            source,
+        })
+    }
+
+    fn matches(&self, name: &str) -> bool {
+        self.matcher.is_match(name)
+    }
+}
+
+/// One `file-access` rule.
+#[derive(Debug, Clone)]
+pub struct FileRule {
+    pub pattern: String,
+    pub access: FileAccess,
+    pub source: Source,
+    matcher: GlobMatcher,
+    /// `dir/**` also covers `dir` itself.
+    dir_matcher: Option<GlobMatcher>,
+    absolute: bool,
+}
+
+impl FileRule {
+    pub fn new(pattern: &str, access: FileAccess, source: Source) -> Result<FileRule, String> {
+        let trimmed = pattern.trim();
+        if trimmed.is_empty() {
+            return Err("the pattern is empty".into());
+        }
+        let normalised = trimmed.strip_prefix("./").unwrap_or(trimmed);
+        let compile = |p: &str| {
+            GlobBuilder::new(p)
+                .literal_separator(true)
+                .backslash_escape(true)
+                .build()
+                .map(|g| g.compile_matcher())
+                .map_err(|e| format!("pattern `{pattern}`: {e}"))
+        };
+        let dir_matcher = match normalised.strip_suffix("/**") {
+            Some(dir) if !dir.is_empty() => Some(compile(dir)?),
+            _ => None,
+        };
+        Ok(FileRule {
+            pattern: pattern.to_string(),
+            access,
+            source,
+            matcher: compile(normalised)?,
+            dir_matcher,
+            absolute: normalised.starts_with('/'),
+        })
+    }
+
+    fn matches(&self, relative: Option<&str>, absolute: &str) -> bool {
+        let target = if self.absolute {
+            Some(absolute)
+        } else {
+            relative
+        };
+        let Some(target) = target else { return false };
+        self.matcher.is_match(target)
+            || self
+                .dir_matcher
+                .as_ref()
+                .is_some_and(|m| m.is_match(target))
+    }
+
+    /// The part before the first glob character, as a path (`src/**/*.rs` → `src`).
+    pub fn literal_prefix(&self) -> &str {
+        let p = self
+            .pattern
+            .trim()
+            .strip_prefix("./")
+            .unwrap_or(self.pattern.trim());
+        let end = p.find(['*', '?', '[', '{']).unwrap_or(p.len());
+        let prefix = &p[..end];
+        match prefix.rfind('/') {
+            Some(i) if end < p.len() => &prefix[..i],
+            _ if end < p.len() => "",
+            _ => prefix,
+        }
+    }
+
+    /// Whether the rule covers a whole subtree (`dir/**`, `**`) rather than a finer pattern.
+    pub fn is_subtree(&self) -> bool {
+        let p = self
+            .pattern
+            .trim()
+            .strip_prefix("./")
+            .unwrap_or(self.pattern.trim());
+        p == "**" || (p.ends_with("/**") && !p[..p.len() - 3].contains(['*', '?', '[', '{']))
+    }
+
+    pub fn is_absolute(&self) -> bool {
+        self.absolute
+    }
+}
+
+/// One agent's rules: its tools and its file rules, in order.
+#[derive(Debug, Clone)]
+pub struct RuleSet {
+    pub agent: String,
+    /// The files the rules came from, most specific first.
+    pub files: Vec<PathBuf>,
+    pub tools_allowed: Vec<Pattern>,
+    pub tools_denied: Vec<Pattern>,
+    pub rules: Vec<FileRule>,
+}
+
+impl RuleSet {
+    pub fn empty(agent: &str) -> RuleSet {
+        RuleSet {
+            agent: agent.to_string(),
+            files: Vec::new(),
+            tools_allowed: Vec::new(),
+            tools_denied: Vec::new(),
+            rules: Vec::new(),
+        }
+    }
+
+    fn check_tool(&self, tool: &str) -> Decision {
+        if let Some(p) = self.tools_denied.iter().find(|p| p.matches(tool)) {
+            return Decision::Deny {
+                reason: format!(
+                    "tool `{tool}` is denied for agent `{}` (`{}`)",
+                    self.agent, p.text
+                ),
+                source: Some(p.source.clone()),
+            };
+        }
+        match self.tools_allowed.iter().find(|p| p.matches(tool)) {
+            Some(p) => Decision::Allow {
+                source: p.source.clone(),
+            },
+            None => Decision::Deny {
+                reason: format!(
+                    "tool `{tool}` is not in the allowed tools of agent `{}`",
+                    self.agent
+                ),
+                source: self.files.first().map(|f| Source::File {
+                    path: f.clone(),
+                    line: 0,
+                }),
+            },
+        }
+    }
+
+    fn check_path(&self, relative: Option<&str>, absolute: &str, access: Access) -> Decision {
+        let rule = floor()
+            .iter()
+            .chain(self.rules.iter())
+            .find(|r| r.matches(relative, absolute));
+        let Some(rule) = rule else {
+            let reason = match relative {
+                Some(_) => format!("no file-access rule of agent `{}` covers it", self.agent),
+                None => "it is outside the repository and no rule names it".to_string(),
+            };
+            return Decision::Deny {
+                reason,
+                source: None,
+            };
+        };
+        let source = rule.source.clone();
+        match (rule.access, access) {
+            (FileAccess::Read, _) | (FileAccess::ReadOnly, Access::Read) => {
+                Decision::Allow { source }
+            }
+            (FileAccess::Ask, _) => Decision::Ask { source },
+            (FileAccess::ReadOnly, Access::Write) => Decision::Deny {
+                reason: format!("`{}` is read-only", rule.pattern),
+                source: Some(source),
+            },
+            (FileAccess::Deny, _) => Decision::Deny {
+                reason: format!("`{}` is denied", rule.pattern),
+                source: Some(source),
+            },
+        }
+    }
+}
+
+/// The rules no permission file can lift (seed 002 §5.3).
+pub(super) fn floor() -> &'static [FileRule] {
+    static FLOOR: std::sync::OnceLock<Vec<FileRule>> = std::sync::OnceLock::new();
+    FLOOR.get_or_init(|| {
+        [
+            (".nop/.permissions/**", FileAccess::Deny),
+            (".nop/.system/**", FileAccess::ReadOnly),
+            (".nop/**", FileAccess::ReadOnly),
+        ]
+        .into_iter()
+        .filter_map(|(p, a)| FileRule::new(p, a, Source::Floor).ok())
+        .collect()
+    })
+}
+
+/// The effective permissions of a run: one rule set, or the intersection of a subagent's with
+/// its parents' (every set must allow; the strictest answer wins).
+#[derive(Debug, Clone)]
+pub struct Policy {
+    root: PathBuf,
+    sets: Vec<RuleSet>,
+}
+
+impl Policy {
+    pub fn new(root: PathBuf, sets: Vec<RuleSet>) -> Policy {
+        Policy { root, sets }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn sets(&self) -> &[RuleSet] {
+        &self.sets
+    }
+
+    /// This policy limited by `parent`'s: a subagent can never do what its caller may not.
+    pub fn narrowed_by(mut self, parent: &Policy) -> Policy {
+        self.sets.extend(parent.sets.iter().cloned());
+        self
+    }
+
+    fn strictest(&self, decide: impl Fn(&RuleSet) -> Decision) -> Decision {
+        self.sets
+            .iter()
+            .map(decide)
+            .max_by_key(Decision::rank)
+            .unwrap_or(Decision::Deny {
+                reason: "no permission rules".into(),
+                source: None,
+            })
+    }
+
+    /// May this agent call `tool`? Denied first, then allowed (seed 002 §5.2).
+    pub fn check_tool(&self, tool: &str) -> Decision {
+        self.strictest(|set| set.check_tool(tool))
+    }
+
+    /// Normalises `path` (relative to the root, or absolute; `.`/`..` and symbolic links
+    /// resolved, for paths that do not exist yet through their nearest existing parent) and
+    /// decides. Returns the resolved path with the decision.
+    pub fn check_path(&self, path: &str, access: Access) -> (Option<PathBuf>, Decision) {
+        match resolve(&self.root, path) {
+            Ok(resolved) => {
+                let decision = self.check_resolved(&resolved, access);
+                (Some(resolved), decision)
+            }
+            Err(reason) => (
+                None,
+                Decision::Deny {
+                    reason: format!("`{path}`: {reason}"),
+                    source: None,
+                },
+            ),
+        }
+    }
+
+    /// Decides for a path that is already canonical.
+    pub fn check_resolved(&self, resolved: &Path, access: Access) -> Decision {
+        let relative = resolved
+            .strip_prefix(&self.root)
+            .ok()
+            .map(|r| r.to_string_lossy().into_owned());
+        let absolute = resolved.to_string_lossy();
+        self.strictest(|set| set.check_path(relative.as_deref(), &absolute, access))
+    }
+}
+
+/// The canonical form of `path`: its longest existing prefix canonicalised (symbolic links and
+/// `..` resolved by the kernel) with the rest, which does not exist yet, appended. A `..` in that
+/// rest is refused (it would be resolved against a directory that is not there).
+pub fn resolve(root: &Path, path: &str) -> Result<PathBuf, String> {
+    if path.trim().is_empty() {
+        return Err("the path is empty".into());
+    }
+    if path.contains('\0') {
+        return Err("the path contains a NUL byte".into());
+    }
+    let joined = if Path::new(path).is_absolute() {
+        PathBuf::from(path)
+    } else {
+        root.join(path)
+    };
+    let mut existing = joined.clone();
+    let mut rest = Vec::new();
+    loop {
+        match std::fs::canonicalize(&existing) {
+            Ok(canonical) => {
+                let mut out = canonical;
+                for part in rest.iter().rev() {
+                    out.push(part);
+                }
+                return Ok(out);
+            }
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                return Err(format!("cannot resolve {}: {e}", existing.display()));
+            }
+            Err(_) => match existing.components().next_back() {
+                Some(Component::Normal(name)) => {
+                    // A dangling symbolic link: where it points is not a path we checked.
+                    if std::fs::symlink_metadata(&existing)
+                        .is_ok_and(|m| m.file_type().is_symlink())
+                    {
+                        return Err(format!(
+                            "{} is a symbolic link to a missing target",
+                            existing.display()
+                        ));
+                    }
+                    rest.push(name.to_os_string());
+                    existing.pop();
+                }
+                Some(Component::CurDir) => {
+                    existing.pop();
+                }
+                Some(Component::ParentDir) => {
+                    return Err("`..` after a directory that does not exist".into());
+                }
+                _ => return Err("no part of it exists".into()),
+            },
+        }
+    }
+}
