@@ -311,3 +311,68 @@ fn explain_names_the_rule_and_a_subagent_cannot_widen_its_parent() {
     assert_eq!(code, Some(1));
     assert!(text.contains("built-in floor"), "{text}");
 }
+
+#[test]
+fn the_example_permission_files_load_and_mean_what_they_say() {
+    let repo = Repo::new();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/permissions");
+    for entry in fs::read_dir(&dir).expect("examples") {
+        let path = entry.expect("entry").path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .expect("name")
+            .to_string();
+        let target = if name == "agent-default-protect-secrets.yml" {
+            "agent-default.yml".to_string()
+        } else {
+            name
+        };
+        fs::copy(&path, repo.path().join(".nop/.permissions").join(target)).expect("copy");
+    }
+    let out = repo
+        .nop()
+        .args(["permissions", "check"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let decide = |args: &[&str]| {
+        repo.nop()
+            .args(["permissions", "explain"])
+            .args(args)
+            .output()
+            .expect("run")
+            .status
+            .code()
+    };
+    assert_eq!(
+        decide(&[
+            "--agent", "reviewer", "--path", "src/a.rs", "--access", "write"
+        ]),
+        Some(1)
+    );
+    assert_eq!(
+        decide(&["--agent", "reviewer", "--path", "src/a.rs"]),
+        Some(0)
+    );
+    assert_eq!(
+        decide(&["--agent", "reviewer", "--path", "secrets/k"]),
+        Some(1)
+    );
+    assert_eq!(decide(&["--agent", "no-shell", "--tool", "shell"]), Some(1));
+    assert_eq!(decide(&["--agent", "coder", "--path", "app/.env"]), Some(1));
+    assert_eq!(
+        decide(&["--agent", "ci", "--path", "Cargo.lock", "--access", "write"]),
+        Some(1)
+    );
+    assert_eq!(
+        decide(&["--agent", "ci", "--path", "src/lib.rs", "--access", "write"]),
+        Some(0)
+    );
+    assert_eq!(decide(&["--agent", "ci", "--tool", "ask-user"]), Some(1));
+}
