@@ -426,12 +426,15 @@ fn ask_user_waits_with_exit_3_and_the_answer_resumes() {
 #[test]
 fn ctrl_c_mid_tool_exits_130_and_the_session_resumes() {
     let repo = Repo::new();
-    let marker = repo.path().join("still-running");
+    // In a writable subdirectory: confined shells cannot create entries in the repository root.
+    std::fs::create_dir_all(repo.path().join("work")).expect("mkdir");
+    let marker = repo.path().join("work/still-running");
+    let probe = repo.path().join("work/probe");
     let server = MockServer::start(vec![
         openai::reply_tool_calls(&[(
             "c1",
             "shell",
-            json!({"command": format!("sleep 20; touch {}", marker.display())}),
+            json!({"command": format!("touch {} && sleep 20; touch {}", probe.display(), marker.display())}),
         )]),
         openai::reply_text("resumed fine"),
     ]);
@@ -451,6 +454,12 @@ fn ctrl_c_mid_tool_exits_130_and_the_session_resumes() {
             break;
         }
     }
+    // The command is running once its first step shows on disk (a condition, not a guess).
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !probe.exists() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(probe.exists(), "the command never started");
     let started = Instant::now();
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(child.id() as i32),
