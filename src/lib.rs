@@ -3,6 +3,7 @@
 //! The engine lives here; `main.rs` is a thin front end. Arrows point inward: `cli` renders and
 //! calls the engine, the engine never prints.
 
+pub mod advisors;
 pub mod agent;
 pub mod cli;
 pub mod config;

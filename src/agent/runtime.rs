@@ -3,13 +3,13 @@
 //! lifecycle (running → completed | waiting_input | error | cancelled).
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use chrono::Utc;
 use tokio_util::sync::CancellationToken;
 
+use super::engine::Engine;
 use super::prompt::{self, PromptError};
-use super::turn::{EventSink, ModelAgent, TurnStats, aborted};
+use super::turn::{EventSink, TurnStats, aborted};
 use super::{AgentStatus, Interrupted};
 use crate::config::Config;
 use crate::permissions::{Approver, PermissionError, load_policy};
@@ -17,7 +17,7 @@ use crate::protocol::events::{Event, RunOutcome, RunStatus, RunUsage};
 use crate::protocol::{Message, Role, SessionFile, SessionStatus};
 use crate::providers::{Provider, ProviderError};
 use crate::session::{SessionError, Store};
-use crate::tools::{Registry, SandboxSettings, ToolContext, ToolError};
+use crate::tools::ToolError;
 use crate::workspace::{Workspace, WorkspaceError};
 
 /// What `nop run` asks for.
@@ -59,6 +59,10 @@ pub struct Conversation {
 }
 
 impl Conversation {
+    pub fn new(store: Store, session_id: String) -> Conversation {
+        Conversation { store, session_id }
+    }
+
     pub async fn messages(&self) -> Result<Vec<Message>, ToolError> {
         let store = self.store.clone();
         let id = self.session_id.clone();
@@ -206,37 +210,30 @@ impl Runtime {
         });
         drop(_enter);
 
-        let agent = ModelAgent {
+        let engine = Engine::new(
+            self.ws.clone(),
+            self.config.clone(),
+            self.store.clone(),
             provider,
-            registry: Registry::builtin(),
-            max_turns: request
-                .max_turns
-                .unwrap_or(self.config.agent.max_turns)
-                .max(1),
-            output_max_bytes: self.config.tools.output_max_bytes,
-        };
-        let ctx = ToolContext {
-            root: self.ws.root.clone(),
-            session_id: session_id.clone(),
-            store: self.store.clone(),
-            cancel: cancel.clone(),
-            timeout: Duration::from_secs_f64(self.config.tools.timeout_s),
-            agent: agent_name.clone(),
-            policy,
-            approver: self.approver.clone(),
-            sandbox: SandboxSettings {
-                mode: self.config.sandbox,
-                network: self.config.shell.network,
-            },
-        };
-        let conversation = Conversation {
-            store: self.store.clone(),
-            session_id: session_id.clone(),
-        };
+            self.approver.clone(),
+            events.clone(),
+        );
+        let ctx = engine.tool_context(
+            &session_id,
+            &agent_name,
+            Vec::new(),
+            0,
+            cancel.clone(),
+            true,
+        )?;
+        drop(policy);
+        if resumed && ctx.advisors {
+            // Seed 002 §3.3: on load, check plan.xml against the messages (warnings only).
+            engine.check_consistency(&ctx).await;
+        }
+        let max_turns = request.max_turns.unwrap_or(self.config.agent.max_turns);
         let mut stats = TurnStats::default();
-        let answer = agent
-            .respond(&conversation, &ctx, &events, &mut stats)
-            .await;
+        let answer = engine.drive(&ctx, max_turns, &events, &mut stats).await;
         let (status, session_status, message, question) = match answer {
             Ok(Ok(response)) => match response.status {
                 AgentStatus::Completed => (

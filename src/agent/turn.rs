@@ -8,6 +8,7 @@ use tracing::Instrument;
 
 use super::runtime::Conversation;
 use super::{AgentResponse, AgentStatus, Interrupted};
+use crate::advisors::RetryAction;
 use crate::protocol::events::Event;
 use crate::protocol::{Message, Role, ToolCall};
 use crate::providers::{ChatRequest, Provider, ProviderError, StreamEvent, ToolSpec};
@@ -28,6 +29,8 @@ pub struct ModelAgent {
     pub registry: Registry,
     pub max_turns: u32,
     pub output_max_bytes: usize,
+    /// Consulted for retries and compaction when the context allows advisors.
+    pub engine: Option<super::engine::Engine>,
 }
 
 /// Where events go; a closed receiver is not an error (the front end may have gone).
@@ -44,6 +47,12 @@ impl ModelAgent {
     ) -> Result<Result<AgentResponse, Interrupted>, ToolError> {
         let specs: Vec<ToolSpec> = self.registry.specs();
         for turn in 1..=self.max_turns {
+            // After load and after every turn: the cheap pre-check, and only then the advisor.
+            if let Some(engine) = &self.engine
+                && let Err(e) = engine.maybe_compact(ctx).await
+            {
+                tracing::warn!(session = %ctx.session_id, op = "compact", result = "error", "{e}");
+            }
             let messages = conversation.messages().await?;
             let _ = events.send(Event::TurnStarted { turn });
             stats.turns = turn;
@@ -110,6 +119,12 @@ impl ModelAgent {
                     }));
                 }
                 CallsOutcome::Interrupted => return Ok(Err(Interrupted)),
+                CallsOutcome::Aborted(reason) => {
+                    return Ok(Ok(AgentResponse {
+                        status: AgentStatus::Error,
+                        message: format!("stopped on the advice of retry-advisor: {reason}"),
+                    }));
+                }
             }
         }
         Ok(Ok(AgentResponse {
@@ -168,6 +183,7 @@ impl ModelAgent {
             let executed = orchestrator::execute(&self.registry, call, ctx)
                 .instrument(span)
                 .await;
+            let (executed, abort) = self.retry(call, executed, ctx).await?;
             let was_aborted = matches!(executed.result, Err(ToolError::Aborted));
             if let Ok(output) = &executed.result
                 && let ToolEffect::AskUser(q) = &output.effect
@@ -197,6 +213,14 @@ impl ModelAgent {
                     .await?;
                 return Ok(CallsOutcome::Interrupted);
             }
+            if let Some(reason) = abort {
+                let rest = aborted(
+                    &calls[i + 1..],
+                    "not run: the task was stopped on the advice of retry-advisor",
+                );
+                conversation.push(rest, None).await?;
+                return Ok(CallsOutcome::Aborted(reason));
+            }
         }
         Ok(match question {
             Some(q) => CallsOutcome::Question(q),
@@ -209,6 +233,96 @@ enum CallsOutcome {
     Continue,
     Question(String),
     Interrupted,
+    Aborted(String),
+}
+
+/// Failures worth asking retry-advisor about: not refusals, not the user's stop, not calls that
+/// can never work.
+fn worth_asking(error: &ToolError) -> bool {
+    match error {
+        ToolError::Model { kind, .. } => !matches!(
+            *kind,
+            "PermissionDenied"
+                | "Skipped"
+                | "NotAvailable"
+                | "UnknownTool"
+                | "SandboxUnavailable"
+                | "DepthLimit"
+        ),
+        ToolError::Aborted | ToolError::Fatal(_) => false,
+    }
+}
+
+/// `modifiedParams` over the original arguments (a shallow merge of objects, else a replacement).
+fn merge_params(original: &Value, modified: Option<&Value>) -> Value {
+    match (original, modified) {
+        (Value::Object(base), Some(Value::Object(changes))) => {
+            let mut merged = base.clone();
+            for (k, v) in changes {
+                merged.insert(k.clone(), v.clone());
+            }
+            Value::Object(merged)
+        }
+        (_, Some(other)) if !other.is_null() => other.clone(),
+        (original, _) => original.clone(),
+    }
+}
+
+impl ModelAgent {
+    /// Seed 002 §4.3: on a failed call, ask retry-advisor and obey it (retry, retry with
+    /// modified parameters, skip, abort), at most `advisors.max_retries` times, pausing
+    /// `advisors.retry_delay_s` between attempts. Every failed attempt is in the error log; the
+    /// last outcome is what the model sees. Returns it and, for `abort`, the reason.
+    async fn retry(
+        &self,
+        call: &ToolCall,
+        mut executed: Executed,
+        ctx: &ToolContext,
+    ) -> Result<(Executed, Option<String>), ToolError> {
+        let Some(engine) = self.engine.as_ref().filter(|_| ctx.advisors) else {
+            return Ok((executed, None));
+        };
+        let config = &engine.config().advisors;
+        let mut attempt = call.clone();
+        let mut retries = 0;
+        while let Err(error) = &executed.result {
+            if !worth_asking(error) || retries >= config.max_retries || ctx.cancel.is_cancelled() {
+                break;
+            }
+            let decision = engine.advise_retry(ctx, &attempt, error, retries).await;
+            tracing::info!(session = %ctx.session_id, op = "retry", tool = %call.name, action = ?decision.suggested_action, "{}", decision.reason);
+            match decision.suggested_action {
+                RetryAction::Retry if decision.should_retry => {}
+                RetryAction::ModifyParams
+                    if decision.should_retry || decision.modified_params.is_some() =>
+                {
+                    attempt.arguments =
+                        merge_params(&attempt.arguments, decision.modified_params.as_ref());
+                }
+                RetryAction::Abort => return Ok((executed, Some(decision.reason))),
+                _ => break,
+            }
+            orchestrator::log_failure(ctx, &attempt, error, executed.duration)?;
+            tokio::time::sleep(std::time::Duration::from_secs_f64(config.retry_delay_s)).await;
+            retries += 1;
+            executed = orchestrator::execute(&self.registry, &attempt, ctx).await;
+        }
+        if retries > 0
+            && let Ok(output) = &mut executed.result
+        {
+            let changed = if attempt.arguments != call.arguments {
+                format!(" with arguments {}", attempt.arguments)
+            } else {
+                String::new()
+            };
+            output.content = format!(
+                "[succeeded after {retries} retr{} advised by retry-advisor{changed}]\n{}",
+                if retries == 1 { "y" } else { "ies" },
+                output.content
+            );
+        }
+        Ok((executed, None))
+    }
 }
 
 /// Tool messages that close calls which will never run, so the transcript stays well-formed.

@@ -90,6 +90,8 @@ pub enum Command {
         #[arg(long, value_name = "SNAP")]
         snapshot: Option<String>,
     },
+    /// Compact a session's conversation now (the full history stays in a snapshot).
+    Compact { id: String },
     /// Show the effective configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -289,6 +291,15 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
                 }
             }
         }
+        Command::Compact { id } => {
+            let ws = Workspace::discover(&cwd)?;
+            let base = ws.config(None, None, outside.env.clone(), cli_settings.clone())?;
+            start_logging(&ws, &base);
+            let store = ws.store(&base.config);
+            let session = store.read_session(&store.resolve(&id)?)?;
+            let resolved = ws.config(None, Some(&session), outside.env.clone(), cli_settings)?;
+            run::compact(&ws, resolved.config, outside.env, &session)
+        }
         Command::Init { force } => {
             let report = workspace::init(&cwd, force, Utc::now())?;
             let ws = Workspace::discover(&cwd)?;
@@ -474,7 +485,8 @@ fn run_session_command(
         Command::Init { .. }
         | Command::Completions { .. }
         | Command::Config(_)
-        | Command::Run(_) => Ok(ExitCode::from(exit::USAGE)),
+        | Command::Run(_)
+        | Command::Compact { .. } => Ok(ExitCode::from(exit::USAGE)),
     }
 }
 

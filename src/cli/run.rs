@@ -251,6 +251,33 @@ impl Renderer {
                 self.end_line(&mut out);
                 eprintln!("warning: {message}");
             }
+            Event::SubagentStarted {
+                agent, session_id, ..
+            } => {
+                self.end_line(&mut out);
+                eprintln!("  ↳ {agent} started (session {session_id})");
+            }
+            Event::SubagentFinished {
+                agent,
+                status,
+                duration_ms,
+                ..
+            } => {
+                eprintln!(
+                    "  ↳ {agent} {status} ({:.1} s)",
+                    *duration_ms as f64 / 1000.0
+                );
+            }
+            Event::Compacted {
+                snapshot_id,
+                messages_before,
+                messages_after,
+            } => {
+                self.end_line(&mut out);
+                eprintln!(
+                    "  ⇣ compacted {messages_before} → {messages_after} messages (full history in snapshot {snapshot_id})"
+                );
+            }
             Event::Result(outcome) => {
                 self.end_line(&mut out);
                 let id = &outcome.session_id;
@@ -414,4 +441,46 @@ pub fn interactive(
         eprintln!("session {id} saved; continue with: nop run --session {id}");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `nop compact ID`: snapshot, CompactAgent summary, new messages.
+pub fn compact(
+    ws: &Workspace,
+    config: crate::config::Config,
+    env: std::collections::BTreeMap<String, String>,
+    session: &crate::protocol::SessionFile,
+) -> Result<ExitCode> {
+    let provider = crate::providers::Provider::from_config(&config.provider, &env)?;
+    let store = ws.store(&config);
+    let (events, _) = mpsc::unbounded_channel();
+    let engine = crate::agent::engine::Engine::new(
+        ws.clone(),
+        config,
+        store,
+        provider,
+        Approver::headless(ApprovalMode::Never, false),
+        events,
+    );
+    let rt = tokio_runtime()?;
+    rt.block_on(async {
+        let ctx = engine.tool_context(
+            &session.session_id,
+            &session.agent,
+            Vec::new(),
+            0,
+            CancellationToken::new(),
+            false,
+        )?;
+        match engine.compact(&ctx, "requested with nop compact").await? {
+            Some(snapshot) => {
+                let after = ctx.store.read_session(&session.session_id)?.messages.len();
+                println!(
+                    "compacted {} → {after} messages; the full history is in snapshot {snapshot}",
+                    session.messages.len()
+                );
+            }
+            None => println!("nothing to compact: the conversation is short"),
+        }
+        Ok(ExitCode::SUCCESS)
+    })
 }

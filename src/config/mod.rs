@@ -30,6 +30,79 @@ pub struct Config {
     /// Whether `shell` commands run confined (Landlock) to the agent's file rules.
     pub sandbox: SandboxMode,
     pub shell: ShellConfig,
+    pub subagents: SubagentsConfig,
+    pub advisors: AdvisorsConfig,
+    pub compaction: CompactionConfig,
+}
+
+/// `call-agent` (seed 002 §4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct SubagentsConfig {
+    /// A subagent still running after this long is stopped and the call fails with a timeout.
+    pub timeout_s: f64,
+    /// How deep agents may call agents (the top-level run is depth 0).
+    pub max_depth: u32,
+}
+
+impl Default for SubagentsConfig {
+    fn default() -> Self {
+        SubagentsConfig {
+            timeout_s: 300.0,
+            max_depth: 3,
+        }
+    }
+}
+
+/// The advisor agents (seed 002 §2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdvisorsConfig {
+    /// Off: no advisor is consulted; every decision takes its safe default.
+    pub enabled: bool,
+    /// An advisor that has not answered after this long gets its safe default.
+    pub timeout_s: f64,
+    /// Retries of one failed tool call that retry-advisor may ask for.
+    pub max_retries: u32,
+    /// Pause before each retry.
+    pub retry_delay_s: f64,
+}
+
+impl Default for AdvisorsConfig {
+    fn default() -> Self {
+        AdvisorsConfig {
+            enabled: true,
+            timeout_s: 30.0,
+            max_retries: 3,
+            retry_delay_s: 1.0,
+        }
+    }
+}
+
+/// Context compaction (seed 002 §3.4).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CompactionConfig {
+    /// The model's context window, in tokens.
+    pub context_window: u64,
+    /// Ask compression-advisor once the conversation's estimated tokens reach this share of the
+    /// window (the cheap local pre-check; below it no advisor is asked).
+    pub threshold: f64,
+    /// ... or once the session holds this many messages.
+    pub max_messages: usize,
+    /// Recent messages kept verbatim by a compaction.
+    pub keep_last: usize,
+}
+
+impl Default for CompactionConfig {
+    fn default() -> Self {
+        CompactionConfig {
+            context_window: 128_000,
+            threshold: 0.7,
+            max_messages: 500,
+            keep_last: 10,
+        }
+    }
 }
 
 /// `required`: refuse to run shell commands the kernel cannot confine; `best-effort`: confine
@@ -227,6 +300,35 @@ impl Config {
             problems.push((
                 "provider.max_attempts",
                 format!("must be 1 to 100, not {}", self.provider.max_attempts),
+            ));
+        }
+        if !(self.compaction.threshold > 0.0 && self.compaction.threshold <= 1.0) {
+            problems.push((
+                "compaction.threshold",
+                format!(
+                    "must be more than 0 and at most 1, not {}",
+                    self.compaction.threshold
+                ),
+            ));
+        }
+        for (key, value) in [
+            ("subagents.timeout_s", self.subagents.timeout_s),
+            ("advisors.timeout_s", self.advisors.timeout_s),
+        ] {
+            if !(value > 0.0 && value <= 86_400.0) {
+                problems.push((
+                    key,
+                    format!("must be more than 0 and at most 86400 seconds, not {value}"),
+                ));
+            }
+        }
+        if !(self.advisors.retry_delay_s >= 0.0 && self.advisors.retry_delay_s <= 3600.0) {
+            problems.push((
+                "advisors.retry_delay_s",
+                format!(
+                    "must be 0 to 3600 seconds, not {}",
+                    self.advisors.retry_delay_s
+                ),
             ));
         }
         if self.agent.max_turns == 0 {

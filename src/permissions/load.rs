@@ -229,3 +229,17 @@ pub fn validate_all(root: &Path) -> Vec<(PathBuf, Result<(), PermissionError>)> 
         .map(|name| (file_of(root, &name), load_ruleset(root, &name).map(drop)))
         .collect()
 }
+
+/// The policy of `agent` called by `ancestors` (nearest first): its own rules narrowed by each
+/// caller's, read afresh.
+pub fn load_chain(
+    root: &Path,
+    agent: &str,
+    ancestors: &[String],
+) -> Result<Policy, PermissionError> {
+    let mut sets = vec![load_ruleset(root, agent)?];
+    for ancestor in ancestors {
+        sets.push(load_ruleset(root, ancestor)?);
+    }
+    Ok(Policy::new(root.to_path_buf(), sets))
+}

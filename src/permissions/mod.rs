@@ -25,5 +25,5 @@ mod sandbox_spec;
 pub use sandbox_spec::shell_spec;
 
 pub use approval::{ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, Denial};
-pub use load::{PermissionError, load_policy, validate_all};
+pub use load::{PermissionError, load_chain, load_policy, validate_all};
 pub use policy::{Access, Decision, FileAccess, Policy, RuleSet, Source};

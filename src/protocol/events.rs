@@ -41,6 +41,29 @@ pub enum Event {
     },
     /// Something the user should know that does not stop the run.
     Warning { message: String },
+    /// A subagent (or an advisor) started in its own session.
+    SubagentStarted {
+        session_id: String,
+        agent: String,
+        caller_session_id: String,
+        depth: u32,
+    },
+    /// A subagent ended; `status` is its session's.
+    SubagentFinished {
+        session_id: String,
+        agent: String,
+        status: String,
+        duration_ms: u64,
+        tool_calls: u32,
+        input_tokens: u64,
+        output_tokens: u64,
+    },
+    /// The conversation was compacted; the snapshot holds the full history before it.
+    Compacted {
+        snapshot_id: String,
+        messages_before: usize,
+        messages_after: usize,
+    },
     /// The run ended.
     Result(RunOutcome),
 }

@@ -9,8 +9,8 @@ pub mod snapshot;
 pub use ids::{new_id, timestamp_for_file};
 pub use plan::{Plan, PlanParseError, Task, TaskStatus};
 pub use session::{
-    CompressionRecord, Message, ParentSession, Role, SESSION_VERSION, SessionFile, SessionStatus,
-    ToolCall, Usage,
+    CallMetrics, Caller, CompressionRecord, Message, ParentSession, Role, SESSION_VERSION,
+    SessionFile, SessionStatus, ToolCall, Usage,
 };
 pub use snapshot::{SNAPSHOT_VERSION, Snapshot};
 

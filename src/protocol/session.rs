@@ -28,6 +28,12 @@ pub struct SessionFile {
     /// Session-level configuration overrides (dotted keys), between environment and agent layers.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub config: Map<String, Value>,
+    /// For a subagent's session: who called it (seed 002 §4.1). One-way, like `parentSession`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<Caller>,
+    /// For a subagent's session: what the call cost (seed 002 §4.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metrics: Option<CallMetrics>,
     #[serde(default)]
     pub messages: Vec<Message>,
     /// Fields this version does not know, kept so that a rewrite never drops them.
@@ -49,6 +55,8 @@ impl SessionFile {
             compressions: Vec::new(),
             usage: Usage::default(),
             config: Map::new(),
+            caller: None,
+            metrics: None,
             messages: Vec::new(),
             extra: Map::new(),
         }
@@ -100,6 +108,26 @@ pub struct ParentSession {
     pub id: String,
     pub snapshot_id: String,
     pub timestamp: DateTime<Utc>,
+}
+
+/// The session and agent that called a subagent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Caller {
+    pub session_id: String,
+    pub agent: String,
+    /// 1 for an agent called by the top-level run, 2 for one called by that, …
+    pub depth: u32,
+}
+
+/// Duration, tool calls and tokens of one subagent call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CallMetrics {
+    pub duration_ms: u64,
+    pub tool_calls: u32,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
 }
 
 /// One compaction of the messages: the snapshot holds what was replaced.

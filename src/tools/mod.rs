@@ -2,6 +2,8 @@
 //! and the orchestrator that runs one call (validate → time-limit → run → record).
 
 mod ask_user;
+mod call_agent;
+mod compact;
 mod edit_file;
 mod list_files;
 mod load_skill;
@@ -45,6 +47,37 @@ pub struct ToolContext {
     pub policy: crate::permissions::Policy,
     pub approver: crate::permissions::Approver,
     pub sandbox: SandboxSettings,
+    /// The agents that called this one, nearest first (empty for the top-level run): their
+    /// permissions narrow this agent's.
+    pub ancestors: Vec<String>,
+    /// 0 for the top-level run, 1 for an agent it called, …
+    pub depth: u32,
+    /// Runs other agents (`call-agent`, `compact`); `None` where that is not available.
+    pub agents: Option<std::sync::Arc<dyn AgentCaller>>,
+    /// Whether advisors (retry, compression) are consulted in this run; off inside advisors.
+    pub advisors: bool,
+}
+
+/// Runs agents on behalf of tools; implemented by the runtime's engine, so tools need not know
+/// the agent loop.
+pub trait AgentCaller: Send + Sync {
+    /// Runs `agent` as a subagent of the session in `ctx` with `input`; returns its answer.
+    fn call_agent<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        agent: &'a str,
+        input: String,
+        timeout: Option<Duration>,
+    ) -> BoxFuture<'a, Result<String, ToolError>>;
+
+    /// Compacts the session in `ctx` now; returns what was done.
+    fn compact<'a>(&'a self, ctx: &'a ToolContext) -> BoxFuture<'a, Result<String, ToolError>>;
+}
+
+impl std::fmt::Debug for dyn AgentCaller {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AgentCaller")
+    }
 }
 
 /// How `shell` commands are confined.
@@ -207,10 +240,7 @@ pub fn schema_of<A: JsonSchema>() -> Value {
 
 /// Tools whose names are reserved for features this build does not have yet. A model that
 /// calls one is told so; they are never offered.
-pub const NOT_YET_AVAILABLE: &[(&str, &str)] = &[
-    ("compact", "compaction through the compression advisor"),
-    ("call-agent", "calling other agents and advisors"),
-];
+pub const NOT_YET_AVAILABLE: &[(&str, &str)] = &[];
 
 /// The tools of a run.
 pub struct Registry {
@@ -232,6 +262,8 @@ impl Registry {
                 Box::new(ask_user::AskUser),
                 Box::new(snapshot::Snapshot),
                 Box::new(load_skill::LoadSkill),
+                Box::new(call_agent::CallAgent),
+                Box::new(compact::Compact),
             ],
         }
     }
@@ -274,6 +306,6 @@ mod tests {
                 }
             }
         }
-        assert_eq!(registry.names().len(), 10);
+        assert_eq!(registry.names().len(), 12);
     }
 }

@@ -68,12 +68,13 @@ async fn run(
     };
     // Permissions are read afresh for every call: an edited file applies at once, and a broken
     // one refuses everything (fail closed) rather than falling back to anything.
-    let policy = crate::permissions::load_policy(&ctx.root, &ctx.agent).map_err(|e| {
-        ToolError::model(
-            "PermissionDenied",
-            format!("the permission files cannot be read, so nothing is allowed: {e}"),
-        )
-    })?;
+    let policy =
+        crate::permissions::load_chain(&ctx.root, &ctx.agent, &ctx.ancestors).map_err(|e| {
+            ToolError::model(
+                "PermissionDenied",
+                format!("the permission files cannot be read, so nothing is allowed: {e}"),
+            )
+        })?;
     let mut call_ctx = ctx.clone();
     call_ctx.policy = policy;
     let ctx = &call_ctx;
@@ -153,36 +154,9 @@ pub fn record(
         Ok(output) => cut(ctx, output.content, output_max_bytes, now)?,
         Err(ToolError::Fatal(message)) => return Err(ToolError::Fatal(message)),
         Err(error) => {
-            let message = match &error {
-                ToolError::Aborted => format!(
-                    "aborted by user after {:.1} s",
-                    executed.duration.as_secs_f64()
-                ),
-                other => other.to_string(),
-            };
-            let log = ctx.store.write_error_log(
-                &ctx.session_id,
-                &ErrorRecord {
-                    timestamp: now,
-                    session_id: ctx.session_id.clone(),
-                    tool: call.name.clone(),
-                    arguments: call.arguments.clone(),
-                    error_type: error.kind().to_string(),
-                    message: message.clone(),
-                    trace: Some(format!(
-                        "tool call {} failed after {} ms",
-                        call.id,
-                        executed.duration.as_millis()
-                    )),
-                },
-            )?;
-            tracing::warn!(session = %ctx.session_id, op = "tool", tool = %call.name, result = "error", kind = error.kind(), "{message}");
+            let (message, name) = log_failure(ctx, call, &error, executed.duration)?;
             extra.insert("isError".into(), Value::Bool(true));
             extra.insert("errorType".into(), Value::from(error.kind()));
-            let name = log
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
             format!("error ({}): {message}\n[details: {name}]", error.kind())
         }
     };
@@ -190,6 +164,41 @@ pub fn record(
     message.tool_call = Some(call.clone());
     message.extra = extra;
     Ok(Some(message))
+}
+
+/// Writes a failed call to a new `error-<ts>.log`; returns the short message and the file name.
+pub fn log_failure(
+    ctx: &ToolContext,
+    call: &ToolCall,
+    error: &ToolError,
+    duration: Duration,
+) -> Result<(String, String), ToolError> {
+    let message = match error {
+        ToolError::Aborted => format!("aborted by user after {:.1} s", duration.as_secs_f64()),
+        other => other.to_string(),
+    };
+    let log = ctx.store.write_error_log(
+        &ctx.session_id,
+        &ErrorRecord {
+            timestamp: Utc::now(),
+            session_id: ctx.session_id.clone(),
+            tool: call.name.clone(),
+            arguments: call.arguments.clone(),
+            error_type: error.kind().to_string(),
+            message: message.clone(),
+            trace: Some(format!(
+                "tool call {} failed after {} ms",
+                call.id,
+                duration.as_millis()
+            )),
+        },
+    )?;
+    tracing::warn!(session = %ctx.session_id, op = "tool", tool = %call.name, result = "error", kind = error.kind(), "{message}");
+    let name = log
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    Ok((message, name))
 }
 
 /// Keeps head and tail of a long output in the context and the whole in `out-<ts>.log`.
@@ -259,6 +268,10 @@ mod tests {
                 mode: crate::config::SandboxMode::Off,
                 network: crate::config::NetworkMode::Allow,
             },
+            ancestors: Vec::new(),
+            depth: 0,
+            agents: None,
+            advisors: false,
         })
     }
 

@@ -1,3 +1,4 @@
+mod advisors;
 mod cli;
 mod concurrency;
 mod crash;

@@ -140,7 +140,7 @@ fn three_step_task(kind: &str) {
     ] {
         assert!(tools.contains(&name), "{name} not offered: {tools:?}");
     }
-    assert!(!tools.contains(&"compact") && !tools.contains(&"call-agent"));
+    assert!(tools.contains(&"compact") && tools.contains(&"call-agent"));
     let results = tool_results(&requests[3].body);
     assert_eq!(results.len(), 3);
     assert_eq!(results[0].0, "c1");

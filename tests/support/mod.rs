@@ -12,7 +12,8 @@ use assert_cmd::Command;
 use nop::session::Store;
 use tempfile::TempDir;
 
-/// The environment that points nop at `server` speaking `kind`, with fast retries.
+/// The environment that points nop at `server` speaking `kind`, with fast retries and advisors
+/// off.
 pub fn model_env(server: &mock::MockServer, kind: &str) -> Vec<(String, String)> {
     let base = if kind == "anthropic" {
         server.anthropic_base_url()
@@ -24,6 +25,8 @@ pub fn model_env(server: &mock::MockServer, kind: &str) -> Vec<(String, String)>
         ("NOP_BASE_URL".into(), base),
         ("NOP_MODEL".into(), "mock-model".into()),
         ("NOP_PROVIDER_RETRY_BASE_MS".into(), "1".into()),
+        // Advisors make model requests of their own; tests that script them turn them on.
+        ("NOP_ADVISORS_ENABLED".into(), "false".into()),
     ]
 }
 

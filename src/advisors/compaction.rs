@@ -1,0 +1,157 @@
+//! Compaction (seed 002 §3.4): the cheap local pre-check that decides whether the
+//! compression-advisor is asked at all, and the new message list a compaction produces.
+//!
+//! The compacted conversation keeps the earliest system message, the earliest user prompt, a
+//! summary written by the stateless CompactAgent together with the status of every plan task,
+//! and the last N messages, moved earlier when needed so that a tool call and its result are
+//! never split.
+
+use chrono::Utc;
+
+use crate::config::CompactionConfig;
+use crate::protocol::{Message, Plan, Role};
+
+/// The prompt of the CompactAgent: a single model call with no tools, so it cannot compact,
+/// call agents, or touch the session.
+pub const COMPACT_PROMPT: &str = "You compress the earlier part of a coding agent's conversation so the agent can continue the task without it. Write a faithful, dense summary: the user's goal and constraints, decisions made and why, files read and changed (with paths), commands run and their outcomes, errors met and how they were handled, and what remains to be done. Keep exact names, paths, identifiers and numbers. Do not invent anything. Answer with the summary only.";
+
+/// A rough token count (four characters a token, plus a little per message): the pre-check only
+/// needs to know when a conversation approaches the window.
+pub fn estimate_tokens(messages: &[Message]) -> u64 {
+    messages
+        .iter()
+        .map(|m| {
+            let calls: usize = m
+                .tool_calls
+                .iter()
+                .map(|c| c.name.len() + c.arguments.to_string().len())
+                .sum();
+            ((m.content.len() + calls) / 4 + 4) as u64
+        })
+        .sum()
+}
+
+/// Whether the conversation is long enough to be worth asking the advisor about.
+pub fn needs_check(messages: &[Message], config: &CompactionConfig) -> bool {
+    let tokens = estimate_tokens(messages);
+    tokens as f64 >= config.threshold * config.context_window as f64
+        || messages.len() >= config.max_messages
+}
+
+/// The part of `messages` a compaction would replace: indices `[from, to)`. `None` when there
+/// is nothing worth replacing.
+pub fn replaceable(messages: &[Message], keep_last: usize) -> Option<(usize, usize)> {
+    let first_user = messages.iter().position(|m| m.role == Role::User)?;
+    let mut tail = messages.len().saturating_sub(keep_last.max(1));
+    // Never start the kept tail with tool results whose call would be summarised away.
+    while tail > 0 && messages[tail].role == Role::Tool {
+        tail -= 1;
+    }
+    let from = first_user + 1;
+    // Replacing fewer than two messages with a summary would not make anything shorter.
+    (tail >= from + 2).then_some((from, tail))
+}
+
+/// The messages `[from, to)` as text for the CompactAgent.
+pub fn render(messages: &[Message]) -> String {
+    let mut out = String::new();
+    for m in messages {
+        out.push_str(&format!("[{}] ", m.role.as_str()));
+        if let Some(call) = &m.tool_call {
+            out.push_str(&format!("(result of {} {}) ", call.name, call.arguments));
+        }
+        out.push_str(&m.content);
+        for call in &m.tool_calls {
+            out.push_str(&format!("\n  → calls {} {}", call.name, call.arguments));
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// A status line for every plan task.
+pub fn plan_summary(plan: &Plan) -> String {
+    if plan.tasks.is_empty() {
+        return "Plan: no tasks.".to_string();
+    }
+    let mut out = String::from("Plan status:");
+    for t in &plan.tasks {
+        out.push_str(&format!("\n- [{}] {}: {}", t.status, t.id, t.title));
+    }
+    out
+}
+
+/// The compacted conversation: first system message, first user prompt, summary with the plan's
+/// status, then the kept tail.
+pub fn compacted(
+    messages: &[Message],
+    range: (usize, usize),
+    summary: &str,
+    plan: &Plan,
+) -> Vec<Message> {
+    let (from, to) = range;
+    let mut out = Vec::new();
+    if let Some(system) = messages.iter().find(|m| m.role == Role::System) {
+        out.push(system.clone());
+    }
+    if let Some(first) = messages[..from].iter().rfind(|m| m.role == Role::User) {
+        out.push(first.clone());
+    }
+    let mut note = Message::new(
+        Role::User,
+        format!(
+            "[Summary of {} earlier messages, compacted by nop; the full history is in the session's snapshots]\n{}\n\n{}",
+            to - from,
+            summary.trim(),
+            plan_summary(plan)
+        ),
+        Utc::now(),
+    );
+    note.extra
+        .insert("compactionSummary".into(), serde_json::Value::Bool(true));
+    out.push(note);
+    out.extend(messages[to..].iter().cloned());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ToolCall;
+
+    fn msg(role: Role, text: &str) -> Message {
+        Message::new(role, text, Utc::now())
+    }
+
+    #[test]
+    fn keeps_the_four_parts_and_never_splits_a_call_from_its_result() {
+        let call = ToolCall {
+            id: "c".into(),
+            name: "shell".into(),
+            arguments: serde_json::json!({}),
+            extra: Default::default(),
+        };
+        let mut messages = vec![msg(Role::System, "sys"), msg(Role::User, "task")];
+        for i in 0..20 {
+            messages.push(msg(Role::Assistant, &format!("a{i}")));
+        }
+        let mut with_call = msg(Role::Assistant, "calling");
+        with_call.tool_calls.push(call.clone());
+        messages.push(with_call);
+        let mut result = msg(Role::Tool, "out");
+        result.tool_call = Some(call);
+        messages.push(result);
+        messages.push(msg(Role::Assistant, "last"));
+        // keep_last 2 would start at the tool result: the tail moves back to its call.
+        let range = replaceable(&messages, 2).expect("range");
+        assert_eq!(messages[range.1].content, "calling");
+        let plan = Plan::default();
+        let out = compacted(&messages, range, "S", &plan);
+        let texts: Vec<&str> = out.iter().map(|m| m.content.as_str()).collect();
+        assert_eq!(texts[0], "sys");
+        assert_eq!(texts[1], "task");
+        assert!(texts[2].contains("S") && texts[2].contains("Plan: no tasks."));
+        assert_eq!(&texts[3..], &["calling", "out", "last"]);
+        assert!(replaceable(&messages[..4], 10).is_none());
+    }
+}

@@ -1,0 +1,146 @@
+//! Advisor agents (seed 002 §2): decisions that need judgement — is the plan consistent with the
+//! chat, should a failed call be retried, should the context be compacted — are made by ordinary
+//! agents called like any subagent, whose JSON answers are validated here. Anything else
+//! (invalid JSON, a schema mismatch, an error, a timeout) yields the safe default, a WARN in the
+//! log, and the main flow goes on.
+
+pub mod compaction;
+
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+/// The JSON object in an advisor's answer: the whole text, or the first `{…}` in it (models
+/// like to wrap JSON in prose or code fences).
+pub fn extract_json(text: &str) -> Option<Value> {
+    let trimmed = text.trim();
+    if let Ok(value @ Value::Object(_)) = serde_json::from_str(trimmed) {
+        return Some(value);
+    }
+    let start = trimmed.find('{')?;
+    let mut stream = serde_json::Deserializer::from_str(&trimmed[start..]).into_iter::<Value>();
+    match stream.next() {
+        Some(Ok(value @ Value::Object(_))) => Some(value),
+        _ => None,
+    }
+}
+
+/// Parses an advisor's answer into its decision type; `Err` says what was wrong.
+pub fn parse_decision<T: DeserializeOwned>(text: &str) -> Result<T, String> {
+    let value = extract_json(text).ok_or_else(|| "the answer is not a JSON object".to_string())?;
+    serde_json::from_value(value).map_err(|e| format!("the answer does not match the schema: {e}"))
+}
+
+/// consistency-checker (§2.4).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsistencyDecision {
+    pub consistent: bool,
+    #[serde(default)]
+    pub inconsistencies: Vec<Inconsistency>,
+    pub summary: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Inconsistency {
+    #[serde(rename = "type")]
+    pub kind: InconsistencyKind,
+    pub task_id: String,
+    pub description: String,
+    pub severity: Severity,
+    #[serde(default)]
+    pub suggestion: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InconsistencyKind {
+    MissingInChat,
+    MissingInPlan,
+    StatusMismatch,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Low,
+    Medium,
+    High,
+}
+
+/// retry-advisor (§2.5).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RetryDecision {
+    pub should_retry: bool,
+    pub reason: String,
+    pub suggested_action: RetryAction,
+    #[serde(default)]
+    pub modified_params: Option<Value>,
+}
+
+impl RetryDecision {
+    /// The safe default: no retry.
+    pub fn default_no_retry(why: &str) -> RetryDecision {
+        RetryDecision {
+            should_retry: false,
+            reason: why.to_string(),
+            suggested_action: RetryAction::Skip,
+            modified_params: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RetryAction {
+    Retry,
+    ModifyParams,
+    Skip,
+    Abort,
+}
+
+/// compression-advisor (§2.6).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompressionDecision {
+    pub should_compress: bool,
+    pub reason: String,
+    pub priority: Priority,
+    #[serde(default)]
+    pub suggestions: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Priority {
+    Low,
+    Medium,
+    High,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_is_found_in_prose_and_fences() {
+        let text = "Here you go:\n```json\n{\"shouldRetry\": true, \"reason\": \"timeout\", \"suggestedAction\": \"retry\"}\n```\nthanks";
+        let d: RetryDecision = parse_decision(text).expect("decision");
+        assert_eq!(d.suggested_action, RetryAction::Retry);
+        assert!(parse_decision::<RetryDecision>("no json here").is_err());
+        assert!(parse_decision::<RetryDecision>("{\"shouldRetry\": \"yes\"}").is_err());
+        let e = parse_decision::<RetryDecision>(
+            "{\"shouldRetry\": true, \"reason\": \"x\", \"suggestedAction\": \"maybe\"}",
+        );
+        assert!(e.is_err_and(|e| e.contains("maybe")));
+        let c: ConsistencyDecision = parse_decision(r#"{"consistent": false, "inconsistencies": [{"type": "status_mismatch", "taskId": "1", "description": "d", "severity": "high", "suggestion": "s"}], "summary": "x"}"#).expect("consistency");
+        assert_eq!(c.inconsistencies[0].kind, InconsistencyKind::StatusMismatch);
+        let p: CompressionDecision = parse_decision(
+            r#"{"shouldCompress": true, "reason": "long", "priority": "high", "suggestions": []}"#,
+        )
+        .expect("compression");
+        assert!(p.should_compress);
+    }
+}

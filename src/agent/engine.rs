@@ -1,0 +1,559 @@
+//! The engine shared by a run, its subagents and its advisors: one provider, one store, one
+//! approver. It runs agents on sessions (the seed-003 adapter's work below the command line),
+//! calls subagents (seed 002 §4) and consults the advisors (§2) with their safe defaults.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use futures_util::future::BoxFuture;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::prompt;
+use super::turn::{EventSink, ModelAgent, TurnStats};
+use super::{AgentResponse, AgentStatus, Interrupted};
+use crate::advisors::{self, CompressionDecision, ConsistencyDecision, RetryDecision, compaction};
+use crate::config::Config;
+use crate::protocol::events::Event;
+use crate::protocol::{
+    CallMetrics, Caller, CompressionRecord, Message, Role, SessionStatus, ToolCall,
+};
+use crate::providers::{ChatRequest, Provider};
+use crate::session::Store;
+use crate::tools::{AgentCaller, Registry, SandboxSettings, ToolContext, ToolError};
+use crate::workspace::Workspace;
+
+/// The advisor agents' names (seed 002 §2.2).
+pub const CONSISTENCY_CHECKER: &str = "consistency-checker";
+pub const RETRY_ADVISOR: &str = "retry-advisor";
+pub const COMPRESSION_ADVISOR: &str = "compression-advisor";
+
+#[derive(Clone)]
+pub struct Engine(Arc<Inner>);
+
+struct Inner {
+    ws: Workspace,
+    config: Config,
+    store: Store,
+    provider: Provider,
+    approver: crate::permissions::Approver,
+    /// The run's event sink: subagent, advisor and compaction events go here.
+    events: EventSink,
+    /// Advisor decisions by (session, advisor, arguments): identical questions are not paid twice.
+    cache: Mutex<HashMap<String, Value>>,
+}
+
+/// How one subagent call went.
+#[derive(Debug)]
+pub struct SubagentOutcome {
+    pub session_id: String,
+    pub status: SessionStatus,
+    pub message: String,
+    pub metrics: CallMetrics,
+}
+
+impl Engine {
+    pub fn new(
+        ws: Workspace,
+        config: Config,
+        store: Store,
+        provider: Provider,
+        approver: crate::permissions::Approver,
+        events: EventSink,
+    ) -> Engine {
+        Engine(Arc::new(Inner {
+            ws,
+            config,
+            store,
+            provider,
+            approver,
+            events,
+            cache: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.0.config
+    }
+
+    pub fn provider(&self) -> &Provider {
+        &self.0.provider
+    }
+
+    fn emit(&self, event: Event) {
+        let _ = self.0.events.send(event);
+    }
+
+    /// The tool context of `agent` working on `session_id`.
+    pub fn tool_context(
+        &self,
+        session_id: &str,
+        agent: &str,
+        ancestors: Vec<String>,
+        depth: u32,
+        cancel: CancellationToken,
+        advisors: bool,
+    ) -> Result<ToolContext, crate::permissions::PermissionError> {
+        let inner = &self.0;
+        Ok(ToolContext {
+            root: inner.ws.root.clone(),
+            session_id: session_id.to_string(),
+            store: inner.store.clone(),
+            cancel,
+            timeout: Duration::from_secs_f64(inner.config.tools.timeout_s),
+            agent: agent.to_string(),
+            policy: crate::permissions::load_chain(&inner.ws.root, agent, &ancestors)?,
+            approver: inner.approver.clone(),
+            sandbox: SandboxSettings {
+                mode: inner.config.sandbox,
+                network: inner.config.shell.network,
+            },
+            ancestors,
+            depth,
+            agents: Some(Arc::new(self.clone())),
+            advisors: advisors && inner.config.advisors.enabled,
+        })
+    }
+
+    /// Runs the agent of `ctx` on its session until it answers. Boxed: an agent's run may call
+    /// agents (subagents, advisors) that run the same way.
+    pub fn drive<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        max_turns: u32,
+        events: &'a EventSink,
+        stats: &'a mut TurnStats,
+    ) -> BoxFuture<'a, Result<Result<AgentResponse, Interrupted>, ToolError>> {
+        Box::pin(async move {
+            let agent = ModelAgent {
+                provider: self.0.provider.clone(),
+                registry: Registry::builtin(),
+                max_turns: max_turns.max(1),
+                output_max_bytes: self.0.config.tools.output_max_bytes,
+                engine: Some(self.clone()),
+            };
+            let conversation =
+                super::runtime::Conversation::new(self.0.store.clone(), ctx.session_id.clone());
+            agent.respond(&conversation, ctx, events, stats).await
+        })
+    }
+
+    /// Runs `target` as a subagent of the session in `parent` (seed 002 §4.1–4.2): a new session
+    /// recording its caller, permissions narrowed by the caller's, a time limit, metrics.
+    pub async fn run_subagent(
+        &self,
+        parent: &ToolContext,
+        target: &str,
+        input: String,
+        timeout: Duration,
+        advisor: bool,
+    ) -> Result<SubagentOutcome, ToolError> {
+        let inner = &self.0;
+        let agents = inner
+            .ws
+            .agents()
+            .map_err(|e| ToolError::model("ConfigError", e.to_string()))?;
+        let def = agents.get(target);
+        match def {
+            Some(d) if !d.enabled => {
+                return Err(ToolError::model(
+                    "UnknownAgent",
+                    format!("agent `{target}` is disabled"),
+                ));
+            }
+            None if target != "coder" => {
+                let known: Vec<&str> = agents
+                    .agents
+                    .iter()
+                    .filter(|a| a.enabled)
+                    .map(|a| a.name.as_str())
+                    .collect();
+                return Err(ToolError::model(
+                    "UnknownAgent",
+                    format!("no agent `{target}`; the agents are: {}", known.join(", ")),
+                ));
+            }
+            _ => {}
+        }
+        let depth = parent.depth + 1;
+        if !advisor && depth > inner.config.subagents.max_depth {
+            return Err(ToolError::model(
+                "DepthLimit",
+                format!(
+                    "`{target}` would run at depth {depth}, beyond subagents.max_depth ({}); do the work yourself",
+                    inner.config.subagents.max_depth
+                ),
+            ));
+        }
+        let now = Utc::now();
+        let system = prompt::system_prompt(&inner.ws, target, def, now)
+            .map_err(|e| ToolError::model("ConfigError", e.to_string()))?;
+        let caller = Caller {
+            session_id: parent.session_id.clone(),
+            agent: parent.agent.clone(),
+            depth,
+        };
+        let store = inner.store.clone();
+        let name = target.to_string();
+        let child =
+            tokio::task::spawn_blocking(move || -> Result<String, crate::session::SessionError> {
+                let session = store.create(&name, now)?;
+                store.update(&session.session_id, now, |state| {
+                    state.session.caller = Some(caller);
+                    state.session.status = SessionStatus::Running;
+                    state.session.messages = vec![
+                        Message::new(Role::System, system, now),
+                        Message::new(Role::User, input, now),
+                    ];
+                    Ok(())
+                })?;
+                Ok(session.session_id)
+            })
+            .await
+            .map_err(|e| ToolError::Fatal(e.to_string()))??;
+        let mut ancestors = vec![parent.agent.clone()];
+        ancestors.extend(parent.ancestors.iter().cloned());
+        let cancel = parent.cancel.child_token();
+        let ctx = self
+            .tool_context(&child, target, ancestors, depth, cancel.clone(), !advisor)
+            .map_err(|e| ToolError::model("PermissionDenied", e.to_string()))?;
+        tracing::info!(session = %child, agent = %target, op = "subagent", result = "started", caller = %parent.session_id, depth, "subagent started");
+        self.emit(Event::SubagentStarted {
+            session_id: child.clone(),
+            agent: target.to_string(),
+            caller_session_id: parent.session_id.clone(),
+            depth,
+        });
+        // The child's own stream is not the user's: its events are dropped, its session keeps all.
+        let (sink, _) = tokio::sync::mpsc::unbounded_channel();
+        let mut stats = TurnStats::default();
+        let started = Instant::now();
+        let run = self.drive(&ctx, inner.config.agent.max_turns, &sink, &mut stats);
+        let result = tokio::time::timeout(timeout, run).await;
+        let metrics = CallMetrics {
+            duration_ms: started.elapsed().as_millis() as u64,
+            tool_calls: stats.tool_calls,
+            input_tokens: stats.input_tokens,
+            output_tokens: stats.output_tokens,
+        };
+        let (status, message) = match result {
+            Err(_) => {
+                cancel.cancel();
+                (
+                    SessionStatus::Error,
+                    format!(
+                        "timed out after {:.1} s and was stopped",
+                        timeout.as_secs_f64()
+                    ),
+                )
+            }
+            Ok(Err(fatal)) => (SessionStatus::Error, fatal.to_string()),
+            Ok(Ok(Err(Interrupted))) => (SessionStatus::Cancelled, "cancelled".to_string()),
+            Ok(Ok(Ok(response))) => match response.status {
+                AgentStatus::Completed => (SessionStatus::Completed, response.message),
+                AgentStatus::WaitingInput => (SessionStatus::WaitingInput, response.message),
+                AgentStatus::Error => (SessionStatus::Error, response.message),
+            },
+        };
+        let store = inner.store.clone();
+        let id = child.clone();
+        let _ = tokio::task::spawn_blocking(move || {
+            store.update(&id, Utc::now(), |state| {
+                state.session.status = status;
+                state.session.metrics = Some(metrics);
+                state.session.usage.input_tokens = metrics.input_tokens;
+                state.session.usage.output_tokens = metrics.output_tokens;
+                Ok(())
+            })
+        })
+        .await;
+        tracing::info!(session = %child, agent = %target, op = "subagent", result = status.as_str(), duration_ms = metrics.duration_ms, tool_calls = metrics.tool_calls, output_tokens = metrics.output_tokens, "subagent ended");
+        self.emit(Event::SubagentFinished {
+            session_id: child.clone(),
+            agent: target.to_string(),
+            status: status.as_str().to_string(),
+            duration_ms: metrics.duration_ms,
+            tool_calls: metrics.tool_calls,
+            input_tokens: metrics.input_tokens,
+            output_tokens: metrics.output_tokens,
+        });
+        Ok(SubagentOutcome {
+            session_id: child,
+            status,
+            message,
+            metrics,
+        })
+    }
+
+    /// Asks `advisor` (with `arguments`, seed 002 §2.3) for a decision of type `T`. `Err` says why
+    /// the caller must fall back to its safe default; it is also logged as a WARN.
+    pub async fn consult<T: DeserializeOwned>(
+        &self,
+        ctx: &ToolContext,
+        advisor: &str,
+        arguments: Value,
+    ) -> Result<T, String> {
+        if !ctx.advisors {
+            return Err("advisors are off here".into());
+        }
+        let key = format!("{}\u{0}{advisor}\u{0}{arguments}", ctx.session_id);
+        let cached = self.0.cache.lock().ok().and_then(|c| c.get(&key).cloned());
+        let result = match cached {
+            Some(value) => serde_json::from_value(value).map_err(|e| e.to_string()),
+            None => {
+                let input = format!(
+                    "Arguments:\n```json\n{}\n```\nAnswer with the JSON object only.",
+                    serde_json::to_string_pretty(&arguments).unwrap_or_default()
+                );
+                let timeout = Duration::from_secs_f64(self.0.config.advisors.timeout_s);
+                match self.run_subagent(ctx, advisor, input, timeout, true).await {
+                    Ok(outcome) if outcome.status == SessionStatus::Completed => {
+                        match advisors::extract_json(&outcome.message) {
+                            Some(value) => {
+                                let parsed = serde_json::from_value::<T>(value.clone())
+                                .map_err(|e| format!("{advisor} answered with JSON that does not match its schema: {e}"));
+                                if parsed.is_ok()
+                                    && let Ok(mut cache) = self.0.cache.lock()
+                                {
+                                    cache.insert(key, value);
+                                }
+                                parsed
+                            }
+                            None => Err(format!("{advisor} did not answer with a JSON object")),
+                        }
+                    }
+                    Ok(outcome) => {
+                        Err(format!("{advisor} {}: {}", outcome.status, outcome.message))
+                    }
+                    Err(e) => Err(format!("{advisor} could not be called: {e}")),
+                }
+            }
+        };
+        if let Err(why) = &result {
+            tracing::warn!(session = %ctx.session_id, op = "advisor", advisor, result = "default", "{why}; using the safe default");
+            self.emit(Event::Warning {
+                message: format!("{why}; using the safe default"),
+            });
+        }
+        result
+    }
+
+    /// Asks retry-advisor about a failed call (seed 002 §4.3); the default is not to retry.
+    pub async fn advise_retry(
+        &self,
+        ctx: &ToolContext,
+        call: &ToolCall,
+        error: &ToolError,
+        retries: u32,
+    ) -> RetryDecision {
+        let arguments = json!({
+            "errorType": error.kind(),
+            "errorMessage": error.to_string(),
+            // No real stack exists for a tool call; what failed where is the useful part, and leaving
+            // the call id out lets identical failures share one decision.
+            "stackTrace": format!("{} failed with {}", call.name, error.kind()),
+            "toolName": call.name,
+            "arguments": call.arguments,
+            "retryCount": retries,
+        });
+        self.consult(ctx, RETRY_ADVISOR, arguments)
+            .await
+            .unwrap_or_else(|why| RetryDecision::default_no_retry(&why))
+    }
+
+    /// Asks consistency-checker whether plan.xml and the messages agree (seed 002 §3.3); `None`
+    /// when the plan is empty (nothing to check) or the advisor gave no valid answer.
+    pub async fn check_consistency(&self, ctx: &ToolContext) -> Option<ConsistencyDecision> {
+        let state = self.0.store.read(&ctx.session_id).ok()?;
+        if state.plan.tasks.is_empty() {
+            return None;
+        }
+        let arguments = json!({
+            "plan": state.plan.to_xml(),
+            "session": serde_json::to_string(&state.session).unwrap_or_default(),
+            "sessionId": ctx.session_id,
+        });
+        let decision: ConsistencyDecision = self
+            .consult(ctx, CONSISTENCY_CHECKER, arguments)
+            .await
+            .ok()?;
+        if !decision.consistent {
+            for i in &decision.inconsistencies {
+                let message = format!(
+                    "plan and conversation disagree on task {} ({:?}, {:?}): {} — {}",
+                    i.task_id, i.kind, i.severity, i.description, i.suggestion
+                );
+                tracing::warn!(session = %ctx.session_id, op = "consistency", result = "inconsistent", "{message}");
+                self.emit(Event::Warning { message });
+            }
+        }
+        Some(decision)
+    }
+
+    /// The compression check (seed 002 §3.4): the local pre-check, then compression-advisor, then
+    /// compaction if it says so. Returns the snapshot id of a compaction that happened.
+    pub async fn maybe_compact(&self, ctx: &ToolContext) -> Result<Option<String>, ToolError> {
+        if !ctx.advisors {
+            return Ok(None);
+        }
+        let state = self.0.store.read(&ctx.session_id)?;
+        let messages = &state.session.messages;
+        if !compaction::needs_check(messages, &self.0.config.compaction) {
+            return Ok(None);
+        }
+        let recent: Vec<&Message> = messages.iter().rev().take(10).rev().collect();
+        let arguments = json!({
+            "sessionId": ctx.session_id,
+            "agentType": ctx.agent,
+            "messageCount": messages.len(),
+            "tokenCount": compaction::estimate_tokens(messages),
+            "recentMessages": recent,
+            "plan": state.plan.to_xml(),
+            "compressionCount": state.session.compressions.len(),
+            "lastCompressionTime": state.session.compressions.last().map(|c| c.timestamp.to_rfc3339()),
+        });
+        match self
+            .consult::<CompressionDecision>(ctx, COMPRESSION_ADVISOR, arguments)
+            .await
+        {
+            Ok(decision) if decision.should_compress => self.compact(ctx, &decision.reason).await,
+            _ => Ok(None),
+        }
+    }
+
+    /// Compacts the session now: snapshot, CompactAgent summary, new messages, record.
+    pub async fn compact(
+        &self,
+        ctx: &ToolContext,
+        reason: &str,
+    ) -> Result<Option<String>, ToolError> {
+        let store = &self.0.store;
+        let state = store.read(&ctx.session_id)?;
+        let messages = state.session.messages.clone();
+        let Some(range) = compaction::replaceable(&messages, self.0.config.compaction.keep_last)
+        else {
+            return Ok(None);
+        };
+        let snapshot = store.snapshot(&ctx.session_id, Utc::now())?;
+        // The stateless CompactAgent: one model call, no tools, no session of its own.
+        let request = [
+            Message::new(Role::System, compaction::COMPACT_PROMPT, Utc::now()),
+            Message::new(
+                Role::User,
+                compaction::render(&messages[range.0..range.1]),
+                Utc::now(),
+            ),
+        ];
+        let mut ignore = |_| {};
+        let reply = self
+            .0
+            .provider
+            .complete(
+                ChatRequest {
+                    messages: &request,
+                    tools: &[],
+                },
+                &ctx.cancel,
+                &mut ignore,
+            )
+            .await
+            .map_err(|e| {
+                ToolError::model("CompactionFailed", format!("the CompactAgent failed: {e}"))
+            })?;
+        let before = messages.len();
+        let new_messages = compaction::compacted(&messages, range, &reply.text, &state.plan);
+        let after = new_messages.len();
+        let record = CompressionRecord {
+            snapshot_id: snapshot.clone(),
+            timestamp: Utc::now(),
+            extra: [
+                ("messagesBefore".to_string(), json!(before)),
+                ("messagesAfter".to_string(), json!(after)),
+                ("reason".to_string(), json!(reason)),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        store.update(&ctx.session_id, Utc::now(), |s| {
+            // Anything appended since the read stays after the compacted part.
+            let appended: Vec<Message> = s.session.messages.iter().skip(before).cloned().collect();
+            s.session.messages = new_messages;
+            s.session.messages.extend(appended);
+            s.session.compressions.push(record);
+            s.session.usage.input_tokens += reply.input_tokens;
+            s.session.usage.output_tokens += reply.output_tokens;
+            Ok(())
+        })?;
+        tracing::info!(session = %ctx.session_id, op = "compact", result = "ok", snapshot = %snapshot, before, after, "{reason}");
+        self.emit(Event::Compacted {
+            snapshot_id: snapshot.clone(),
+            messages_before: before,
+            messages_after: after,
+        });
+        Ok(Some(snapshot))
+    }
+}
+
+impl AgentCaller for Engine {
+    fn call_agent<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        agent: &'a str,
+        input: String,
+        timeout: Option<Duration>,
+    ) -> BoxFuture<'a, Result<String, ToolError>> {
+        Box::pin(async move {
+            // The caller may call the target (seed 002 §5.4): `call-agent:<name>` in its tool rules.
+            let decision = ctx.policy.check_tool(&format!("call-agent:{agent}"));
+            if !decision.is_allowed() {
+                let reason = match decision {
+                    crate::permissions::Decision::Deny { reason, .. } => reason,
+                    _ => format!("calling `{agent}` needs approval"),
+                };
+                ctx.approver.record_denial("call-agent", &reason);
+                return Err(ToolError::model("PermissionDenied", reason));
+            }
+            let timeout =
+                timeout.unwrap_or(Duration::from_secs_f64(self.0.config.subagents.timeout_s));
+            let outcome = self.run_subagent(ctx, agent, input, timeout, false).await?;
+            let m = outcome.metrics;
+            let summary = format!(
+                "agent {agent} (session {}) {} in {:.1} s, {} tool calls, {} input / {} output tokens",
+                outcome.session_id,
+                outcome.status,
+                m.duration_ms as f64 / 1000.0,
+                m.tool_calls,
+                m.input_tokens,
+                m.output_tokens
+            );
+            match outcome.status {
+                SessionStatus::Completed => Ok(format!("{summary}:\n{}", outcome.message)),
+                SessionStatus::WaitingInput => {
+                    Ok(format!("{summary}; it asks: {}", outcome.message))
+                }
+                _ if outcome.message.starts_with("timed out") => Err(ToolError::model(
+                    "Timeout",
+                    format!("{summary}: {}", outcome.message),
+                )),
+                _ => Err(ToolError::model(
+                    "SubagentFailed",
+                    format!("{summary}: {}", outcome.message),
+                )),
+            }
+        })
+    }
+
+    fn compact<'a>(&'a self, ctx: &'a ToolContext) -> BoxFuture<'a, Result<String, ToolError>> {
+        Box::pin(async move {
+            match Engine::compact(self, ctx, "requested with the compact tool").await? {
+                Some(snapshot) => Ok(format!(
+                    "compacted; the full history is in snapshot {snapshot}"
+                )),
+                None => Ok("nothing to compact yet: the conversation is short".to_string()),
+            }
+        })
+    }
+}

@@ -1,0 +1,511 @@
+//! Advisors, subagents and compaction end to end: the mock model scripts the advisors' replies
+//! too (they are ordinary agents making ordinary model requests, in order).
+
+use std::fs;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::Repo;
+use crate::support::mock::{MockResponse, MockServer, RecordedRequest, openai};
+
+/// `nop run --output-format json` with advisors on and no pause between retries.
+fn run(
+    repo: &Repo,
+    server: &MockServer,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> (i32, Value, String) {
+    let mut cmd = repo.nop_model(server, "openai");
+    cmd.env("NOP_ADVISORS_ENABLED", "true")
+        .env("NOP_ADVISORS_RETRY_DELAY_S", "0");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let output = cmd
+        .args(["run", "--output-format", "json"])
+        .args(args)
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let result = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    (output.status.code().unwrap_or(-1), result, stderr)
+}
+
+fn reply(value: Value) -> MockResponse {
+    openai::reply_text(&value.to_string())
+}
+
+fn system_prompt(request: &RecordedRequest) -> String {
+    request.body["messages"][0]["content"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+fn tool_results(request: &RecordedRequest) -> Vec<String> {
+    request.body["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// Every session of the repository as JSON.
+fn sessions(repo: &Repo) -> Vec<Value> {
+    let list: Value =
+        serde_json::from_str(&repo.run(&["sessions", "list", "--json"])).expect("json");
+    list.as_array()
+        .expect("array")
+        .iter()
+        .map(|s| repo.session_json(s["id"].as_str().expect("id")))
+        .collect()
+}
+
+#[test]
+fn retry_advisor_modified_params_succeed_on_the_second_try() {
+    let repo = Repo::new();
+    fs::write(repo.path().join("present.txt"), "found it\n").expect("write");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("c1", "read-file", json!({"path": "presnt.txt"}))]),
+        reply(
+            json!({"shouldRetry": true, "reason": "typo in the path", "suggestedAction": "modify_params", "modifiedParams": {"path": "present.txt"}}),
+        ),
+        openai::reply_text("done"),
+    ]);
+    let (code, result, stderr) = run(&repo, &server, &[], &["read it"]);
+    assert_eq!(code, 0, "{stderr}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    assert!(system_prompt(&requests[1]).contains("retry advisor"));
+    let question = requests[1].body["messages"][1]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        question.contains("\"errorType\": \"ReadFailed\"")
+            && question.contains("\"retryCount\": 0"),
+        "{question}"
+    );
+    let results = tool_results(&requests[2]);
+    assert!(
+        results[0].starts_with("[succeeded after 1 retry advised by retry-advisor with arguments"),
+        "{results:?}"
+    );
+    assert!(results[0].ends_with("found it\n"));
+    // The advisor ran in its own session that records its caller.
+    let advisor = sessions(&repo)
+        .into_iter()
+        .find(|s| s["agent"] == "retry-advisor")
+        .expect("advisor session");
+    assert_eq!(advisor["caller"]["sessionId"], result["session_id"]);
+    assert_eq!(advisor["status"], "completed");
+    assert!(advisor["metrics"]["durationMs"].is_u64());
+}
+
+#[test]
+fn invalid_advisor_answers_take_the_safe_default_and_identical_questions_are_asked_once() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("c1", "read-file", json!({"path": "nope.txt"}))]),
+        openai::reply_text("You should definitely retry this!"),
+        openai::reply_tool_calls(&[("c2", "read-file", json!({"path": "nope.txt"}))]),
+        reply(json!({"shouldRetry": "maybe"})),
+        openai::reply_tool_calls(&[("c3", "read-file", json!({"path": "gone.txt"}))]),
+        reply(
+            json!({"shouldRetry": false, "reason": "the file does not exist", "suggestedAction": "skip"}),
+        ),
+        openai::reply_tool_calls(&[("c4", "read-file", json!({"path": "gone.txt"}))]),
+        openai::reply_text("gave up"),
+    ]);
+    let (code, result, stderr) = run(&repo, &server, &[], &["read"]);
+    assert_eq!(code, 0, "{stderr} {result}");
+    assert_eq!(result["final_message"], "gave up");
+    // Requests: 4 main turns + 3 advisor calls (the 4th, identical to the 3rd, came from the cache).
+    assert_eq!(
+        server.requests().len(),
+        8,
+        "{:?}",
+        server
+            .requests()
+            .iter()
+            .map(system_prompt)
+            .map(|s| s.chars().take(30).collect::<String>())
+            .collect::<Vec<_>>()
+    );
+    let advisor_calls = server
+        .requests()
+        .iter()
+        .filter(|r| system_prompt(r).contains("retry advisor"))
+        .count();
+    assert_eq!(advisor_calls, 3);
+    let log = repo.run(&["log", result["session_id"].as_str().expect("id")]);
+    assert!(
+        log.contains("WARN") && log.contains("did not answer with a JSON object"),
+        "{log}"
+    );
+    assert!(log.contains("does not match its schema"), "{log}");
+}
+
+#[test]
+fn an_advisor_that_does_not_answer_in_time_gets_the_default() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("c1", "read-file", json!({"path": "nope.txt"}))]),
+        MockResponse::Stall {
+            chunks: vec![openai::text("thinking")],
+            hold: Duration::from_secs(30),
+        },
+        openai::reply_text("moved on"),
+    ]);
+    let started = Instant::now();
+    let (code, result, stderr) = run(
+        &repo,
+        &server,
+        &[("NOP_ADVISORS_TIMEOUT_S", "0.5")],
+        &["read"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(result["final_message"], "moved on");
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    let advisor = sessions(&repo)
+        .into_iter()
+        .find(|s| s["agent"] == "retry-advisor")
+        .expect("advisor session");
+    assert_eq!(advisor["status"], "error");
+}
+
+#[test]
+fn abort_stops_the_run() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[
+            ("c1", "read-file", json!({"path": "config/prod.yml"})),
+            ("c2", "shell", json!({"command": "echo never"})),
+        ]),
+        reply(
+            json!({"shouldRetry": false, "reason": "production config is missing; cannot continue", "suggestedAction": "abort"}),
+        ),
+    ]);
+    let (code, result, stderr) = run(&repo, &server, &[], &["deploy"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(result["status"], "error");
+    assert!(
+        result["final_message"]
+            .as_str()
+            .is_some_and(|m| m.contains("retry-advisor") && m.contains("production config"))
+    );
+    let session = repo.session_json(result["session_id"].as_str().expect("id"));
+    let last = session["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .expect("message");
+    assert!(
+        last["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("not run")),
+        "{last}"
+    );
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[test]
+fn compaction_keeps_the_four_parts_snapshots_the_full_history_and_the_session_goes_on() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "update-plan",
+            json!({"tasks": [{"id": "1", "title": "Build", "status": "completed"}, {"id": "2", "title": "Test", "status": "in_progress"}]}),
+        )]),
+        openai::reply_tool_calls(&[("c2", "shell", json!({"command": "echo step two"}))]),
+        openai::reply_tool_calls(&[("c3", "shell", json!({"command": "echo step three"}))]),
+        // Before turn 4 the pre-check fires (8 messages): the advisor, then the CompactAgent.
+        reply(
+            json!({"shouldCompress": true, "reason": "long enough", "priority": "medium", "suggestions": []}),
+        ),
+        openai::reply_text("SUMMARY: built, tests half done."),
+        openai::reply_text("finished"),
+    ]);
+    let env = [
+        ("NOP_COMPACTION_MAX_MESSAGES", "8"),
+        ("NOP_COMPACTION_KEEP_LAST", "2"),
+    ];
+    let (code, result, stderr) = run(&repo, &server, &env, &["build and test"]);
+    assert_eq!(code, 0, "{stderr}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 6);
+    assert!(system_prompt(&requests[3]).contains("context-management advisor"));
+    assert!(system_prompt(&requests[4]).contains("You compress the earlier part"));
+    assert!(
+        requests[4].body.get("tools").is_none(),
+        "the CompactAgent has no tools, so it cannot compact"
+    );
+    // The compacted conversation the model saw next.
+    let messages = requests[5].body["messages"].as_array().expect("messages");
+    assert_eq!(messages[0]["role"], "system");
+    assert_eq!(messages[1]["content"], "build and test");
+    let summary = messages[2]["content"].as_str().expect("summary");
+    assert!(
+        summary.contains("SUMMARY: built")
+            && summary.contains("[completed] 1: Build")
+            && summary.contains("[in_progress] 2: Test"),
+        "{summary}"
+    );
+    assert_eq!(
+        messages[3]["tool_calls"][0]["id"], "c3",
+        "the kept tail starts with the call, not its result"
+    );
+    assert_eq!(messages[4]["tool_call_id"], "c3");
+    assert_eq!(messages.len(), 5);
+
+    let id = result["session_id"].as_str().expect("id").to_string();
+    let session = repo.session_json(&id);
+    let record = &session["compressions"][0];
+    assert_eq!(record["messagesBefore"], 8);
+    let snapshot = record["snapshotId"].as_str().expect("snapshot").to_string();
+    let full: Value = serde_json::from_str(
+        &fs::read_to_string(
+            repo.session_dir(&id)
+                .join(format!("history-{snapshot}.json")),
+        )
+        .expect("snapshot"),
+    )
+    .expect("json");
+    assert_eq!(
+        full["session"]["messages"].as_array().map(Vec::len),
+        Some(8)
+    );
+    // A fork from the pre-compaction snapshot has the whole history back.
+    let child = repo
+        .run(&["fork", &id, "--snapshot", &snapshot])
+        .trim()
+        .to_string();
+    assert_eq!(
+        repo.session_json(&child)["messages"]
+            .as_array()
+            .map(Vec::len),
+        Some(8)
+    );
+    // And the compacted session continues.
+    server.push(openai::reply_text("still here"));
+    let (code, result, _) = run(
+        &repo,
+        &server,
+        &[("NOP_ADVISORS_ENABLED", "false")],
+        &["--session", &id, "anything else?"],
+    );
+    assert_eq!(code, 0);
+    assert_eq!(result["final_message"], "still here");
+}
+
+#[test]
+fn the_compact_command_forces_compaction() {
+    let repo = Repo::new();
+    let id = repo.new_session();
+    for i in 0..12 {
+        repo.run(&[
+            "sessions",
+            "append",
+            &id,
+            "--role",
+            if i % 2 == 0 { "user" } else { "assistant" },
+            &format!("message {i}"),
+        ]);
+    }
+    let server = MockServer::start(vec![openai::reply_text("the gist")]);
+    let output = repo
+        .nop_model(&server, "openai")
+        .env("NOP_COMPACTION_KEEP_LAST", "4")
+        .args(["compact", &id])
+        .output()
+        .expect("run");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let session = repo.session_json(&id);
+    let messages = session["messages"].as_array().expect("messages");
+    assert!(messages.len() < 12);
+    assert_eq!(messages[0]["content"], "message 0");
+    assert!(
+        messages[1]["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("the gist"))
+    );
+    assert_eq!(session["compressions"].as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn a_subagent_that_runs_too_long_is_stopped() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "call-agent",
+            json!({"agent": "coder", "arguments": "investigate", "timeout": 0.5}),
+        )]),
+        MockResponse::Stall {
+            chunks: vec![openai::text("hmm")],
+            hold: Duration::from_secs(30),
+        },
+        // The failed call goes to retry-advisor, which says not to retry.
+        reply(
+            json!({"shouldRetry": false, "reason": "the subagent is too slow", "suggestedAction": "skip"}),
+        ),
+        openai::reply_text("handled"),
+    ]);
+    let started = Instant::now();
+    let (code, result, stderr) = run(&repo, &server, &[], &["delegate"]);
+    assert_eq!(code, 0, "{stderr} {result}");
+    assert!(started.elapsed() < Duration::from_secs(15));
+    let results = tool_results(&server.requests()[3]);
+    assert!(
+        results[0].starts_with("error (Timeout)") && results[0].contains("timed out"),
+        "{results:?}"
+    );
+    let child = sessions(&repo)
+        .into_iter()
+        .find(|s| s["caller"]["sessionId"] == result["session_id"])
+        .expect("child");
+    assert_eq!(child["status"], "error");
+    assert_eq!(child["caller"]["depth"], 1);
+}
+
+#[test]
+fn a_subagent_cannot_exceed_its_callers_permissions() {
+    let repo = Repo::new();
+    let agents = fs::read_to_string(repo.path().join(".nop/agents.yml")).expect("agents");
+    fs::write(
+        repo.path().join(".nop/agents.yml"),
+        format!("{agents}\n  - name: narrow\n    description: reads only\n  - name: helper\n    description: writes\n"),
+    )
+    .expect("write");
+    fs::write(
+        repo.path().join(".nop/.permissions/agent-narrow.yml"),
+        "tools:\n  allowed: [call-agent, \"call-agent:helper\", read-file, write-file]\nfile-access:\n  - pattern: \"**\"\n    access: read-only\n",
+    )
+    .expect("write");
+    fs::write(
+        repo.path().join(".nop/.permissions/agent-helper.yml"),
+        "tools:\n  allowed: [\"*\"]\nfile-access:\n  - pattern: \"**\"\n    access: read\n",
+    )
+    .expect("write");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "call-agent",
+            json!({"agent": "helper", "arguments": {"task": "write x.txt"}}),
+        )]),
+        openai::reply_tool_calls(&[
+            ("h1", "write-file", json!({"path": "x.txt", "content": "x"})),
+            ("h2", "shell", json!({"command": "echo hi"})),
+        ]),
+        openai::reply_text("I could not write it"),
+        openai::reply_text("the helper could not"),
+    ]);
+    let (code, _, stderr) = run(
+        &repo,
+        &server,
+        &[],
+        &["--agent", "narrow", "get x.txt written"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert!(!repo.path().join("x.txt").exists());
+    let helper_results = tool_results(&server.requests()[2]);
+    assert!(
+        helper_results[0].contains("PermissionDenied") && helper_results[0].contains("read-only"),
+        "{helper_results:?}"
+    );
+    assert!(
+        helper_results[1].contains("PermissionDenied") && helper_results[1].contains("shell"),
+        "{helper_results:?}"
+    );
+    let main_results = tool_results(&server.requests()[3]);
+    assert!(
+        main_results[0].contains("agent helper (session")
+            && main_results[0].contains("I could not write it"),
+        "{main_results:?}"
+    );
+}
+
+#[test]
+fn recursion_stops_at_the_depth_limit() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "call-agent",
+            json!({"agent": "coder", "arguments": "level one"}),
+        )]),
+        openai::reply_tool_calls(&[(
+            "c2",
+            "call-agent",
+            json!({"agent": "coder", "arguments": "level two"}),
+        )]),
+        openai::reply_text("level one could not go deeper"),
+        openai::reply_text("top done"),
+    ]);
+    let (code, result, stderr) = run(
+        &repo,
+        &server,
+        &[("NOP_SUBAGENTS_MAX_DEPTH", "1")],
+        &["recurse"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(result["final_message"], "top done");
+    let inner = tool_results(&server.requests()[2]);
+    assert!(
+        inner[0].contains("DepthLimit") && inner[0].contains("subagents.max_depth"),
+        "{inner:?}"
+    );
+}
+
+#[test]
+fn consistency_is_checked_when_a_session_is_loaded() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "update-plan",
+            json!({"tasks": [{"id": "1", "title": "Write docs", "status": "completed"}]}),
+        )]),
+        openai::reply_text("planned"),
+    ]);
+    let (code, result, _) = run(&repo, &server, &[], &["plan it"]);
+    assert_eq!(code, 0);
+    let id = result["session_id"].as_str().expect("id").to_string();
+    server.push(reply(json!({"consistent": false, "inconsistencies": [{"type": "missing_in_chat", "taskId": "1", "description": "docs marked completed but never written", "severity": "high", "suggestion": "set task 1 to pending"}], "summary": "one problem"})));
+    server.push(openai::reply_text("continuing"));
+    let output = repo
+        .nop_model(&server, "openai")
+        .env("NOP_ADVISORS_ENABLED", "true")
+        .args(["run", "--session", &id, "go on"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("warning: plan and conversation disagree on task 1")
+            && stderr.contains("never written"),
+        "{stderr}"
+    );
+    let question = &server.requests()[2];
+    assert!(system_prompt(question).contains("consistency checker"));
+    assert!(
+        question.body["messages"][1]["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("Write docs"))
+    );
+    assert!(
+        repo.run(&["log", &id])
+            .contains("op=consistency result=inconsistent")
+    );
+}
