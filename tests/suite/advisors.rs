@@ -509,3 +509,66 @@ fn consistency_is_checked_when_a_session_is_loaded() {
             .contains("op=consistency result=inconsistent")
     );
 }
+
+#[test]
+fn the_compact_tool_compacts_mid_run_and_the_call_keeps_its_result() {
+    let repo = Repo::new();
+    let id = repo.new_session();
+    repo.run(&["sessions", "append", &id, "--role", "system", "be useful"]);
+    for i in 0..12 {
+        let role = if i % 2 == 0 { "user" } else { "assistant" };
+        repo.run(&[
+            "sessions",
+            "append",
+            &id,
+            "--role",
+            role,
+            &format!("message {i}"),
+        ]);
+    }
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("k1", "compact", json!({}))]),
+        openai::reply_text("summary of messages 1 to 8"),
+        openai::reply_text("carrying on"),
+    ]);
+    let output = repo
+        .nop_model(&server, "openai")
+        .env("NOP_COMPACTION_KEEP_LAST", "3")
+        .args([
+            "run",
+            "--output-format",
+            "json",
+            "--session",
+            &id,
+            "please compact",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let requests = server.requests();
+    assert!(system_prompt(&requests[1]).contains("You compress the earlier part"));
+    let last = requests[2].body["messages"].as_array().expect("messages");
+    assert_eq!(last[0]["content"], "be useful");
+    assert_eq!(last[1]["content"], "message 0");
+    assert!(
+        last[2]["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("summary of messages"))
+    );
+    let n = last.len();
+    assert_eq!(
+        last[n - 2]["tool_calls"][0]["function"]["name"],
+        "compact",
+        "the calling message survives"
+    );
+    assert!(
+        last[n - 1]["content"]
+            .as_str()
+            .is_some_and(|c| c.starts_with("compacted; the full history is in snapshot"))
+    );
+}

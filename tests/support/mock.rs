@@ -101,10 +101,15 @@ struct Shared {
     arrived: Condvar,
 }
 
+/// Answers a request from what it contains, for sessions too long to script in order.
+pub type Responder = Box<dyn FnMut(&RecordedRequest) -> MockResponse + Send>;
+
 #[derive(Default)]
 struct State {
     script: VecDeque<MockResponse>,
     requests: Vec<RecordedRequest>,
+    /// When set, answers every request the script does not.
+    responder: Option<Responder>,
 }
 
 impl Shared {
@@ -116,6 +121,13 @@ impl Shared {
 
 impl MockServer {
     /// Binds 127.0.0.1 on a free port and starts serving `script`.
+    /// A server that answers every request with `responder`.
+    pub fn start_with(responder: Responder) -> MockServer {
+        let server = MockServer::start(Vec::new());
+        server.shared.lock().responder = Some(responder);
+        server
+    }
+
     pub fn start(script: Vec<MockResponse>) -> MockServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind mock server");
         let addr = listener.local_addr().expect("mock server address");
@@ -123,6 +135,7 @@ impl MockServer {
             state: Mutex::new(State {
                 script: script.into(),
                 requests: Vec::new(),
+                responder: None,
             }),
             arrived: Condvar::new(),
         });
@@ -214,8 +227,11 @@ fn serve(stream: TcpStream, shared: &Shared) {
     };
     let response = {
         let mut state = shared.lock();
+        let response = match state.script.pop_front() {
+            Some(response) => Some(response),
+            None => state.responder.as_mut().map(|answer| answer(&request)),
+        };
         state.requests.push(request);
-        let response = state.script.pop_front();
         shared.arrived.notify_all();
         response
     };
