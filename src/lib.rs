@@ -11,6 +11,7 @@ pub mod logging;
 pub mod permissions;
 pub mod protocol;
 pub mod providers;
+pub mod queue;
 pub mod sandbox;
 pub mod session;
 pub mod tools;

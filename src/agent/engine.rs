@@ -44,6 +44,25 @@ struct Inner {
     events: EventSink,
     /// Advisor decisions by (session, advisor, arguments): identical questions are not paid twice.
     cache: Mutex<HashMap<String, Value>>,
+    queue: QueueSettings,
+    /// Set when a stop word ended the task: the message that did it.
+    stopped_by: Mutex<Option<String>>,
+}
+
+/// Who runs (the user), their session stack, and the stop words (seeds 000, 004).
+#[derive(Debug, Clone, Default)]
+pub struct QueueSettings {
+    pub user: String,
+    pub coordinator: Option<crate::queue::priority::Coordinator>,
+    pub stop_words: Vec<String>,
+}
+
+/// What a checkpoint found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Checkpoint {
+    Continue,
+    /// A stop word arrived: the task ends here.
+    Stop(String),
 }
 
 /// How one subagent call went.
@@ -63,6 +82,7 @@ impl Engine {
         provider: Provider,
         approver: crate::permissions::Approver,
         events: EventSink,
+        queue: QueueSettings,
     ) -> Engine {
         Engine(Arc::new(Inner {
             ws,
@@ -72,7 +92,191 @@ impl Engine {
             approver,
             events,
             cache: Mutex::new(HashMap::new()),
+            queue,
+            stopped_by: Mutex::new(None),
         }))
+    }
+
+    /// The stop word that ended the task, if one did.
+    pub fn stopped_by(&self) -> Option<String> {
+        self.0.stopped_by.lock().ok().and_then(|s| s.clone())
+    }
+
+    fn inbox(&self, session_id: &str) -> crate::queue::Inbox {
+        crate::queue::Inbox::new(&self.0.store.dir(session_id))
+    }
+
+    fn interrupts_enabled(&self, agent: &str) -> bool {
+        self.0
+            .ws
+            .agents()
+            .ok()
+            .and_then(|a| a.get(agent).map(|d| d.interrupt_enabled))
+            .unwrap_or(true)
+    }
+
+    /// Whether a message is waiting that should end the current batch of tool calls: a stop word,
+    /// or (when this agent takes interrupts) a high or urgent message. Only the top-level run
+    /// reads the queue; subagents and advisors never do.
+    pub fn wants_checkpoint(&self, ctx: &ToolContext) -> bool {
+        if ctx.depth > 0 {
+            return false;
+        }
+        let interrupts = self.interrupts_enabled(&ctx.agent);
+        let paused = self.is_paused(ctx);
+        paused
+            || self.inbox(&ctx.session_id).list().iter().any(|(_, m)| {
+                m.stop || (interrupts && m.priority != crate::queue::QueuePriority::Normal)
+            })
+    }
+
+    fn is_paused(&self, ctx: &ToolContext) -> bool {
+        self.0.queue.coordinator.as_ref().is_some_and(|c| {
+            c.state_of(&ctx.session_id).ok().flatten()
+                == Some(crate::queue::priority::EntryState::Paused)
+        })
+    }
+
+    /// A checkpoint (between tool calls and before each model request; never inside a tool):
+    /// wait while a higher-priority session has paused this one, then stop on a stop word or
+    /// put high and urgent messages into the conversation (seed 004).
+    pub async fn checkpoint(&self, ctx: &ToolContext) -> Result<Checkpoint, ToolError> {
+        if ctx.depth > 0 {
+            return Ok(Checkpoint::Continue);
+        }
+        if self.is_paused(ctx) {
+            tracing::info!(session = %ctx.session_id, op = "priority", result = "paused", "paused by a higher-priority session");
+            self.emit(Event::Paused {
+                session_id: ctx.session_id.clone(),
+            });
+            while self.is_paused(ctx) {
+                tokio::select! {
+                    () = ctx.cancel.cancelled() => return Ok(Checkpoint::Continue),
+                    () = tokio::time::sleep(Duration::from_millis(100)) => {}
+                }
+            }
+            tracing::info!(session = %ctx.session_id, op = "priority", result = "resumed", "resumed");
+            self.emit(Event::Resumed {
+                session_id: ctx.session_id.clone(),
+            });
+        }
+        let inbox = self.inbox(&ctx.session_id);
+        let queued = inbox.list();
+        if let Some((name, stop)) = queued
+            .iter()
+            .find(|(_, m)| m.stop || crate::queue::is_stop_word(&m.text, &self.0.queue.stop_words))
+        {
+            self.record_stop(ctx, name, stop)?;
+            return Ok(Checkpoint::Stop(stop.text.clone()));
+        }
+        if self.interrupts_enabled(&ctx.agent) {
+            let urgent: Vec<(String, crate::queue::QueuedMessage)> = queued
+                .into_iter()
+                .filter(|(_, m)| m.priority != crate::queue::QueuePriority::Normal)
+                .collect();
+            self.inject(ctx, urgent)?;
+        }
+        Ok(Checkpoint::Continue)
+    }
+
+    /// Puts queued messages into the conversation as user messages marked as interrupts, then
+    /// removes them from the queue. A message already in session.json (a crash between the two
+    /// steps) is not added twice.
+    pub fn inject(
+        &self,
+        ctx: &ToolContext,
+        messages: Vec<(String, crate::queue::QueuedMessage)>,
+    ) -> Result<usize, ToolError> {
+        if messages.is_empty() {
+            return Ok(0);
+        }
+        let now = Utc::now();
+        let names: Vec<String> = messages.iter().map(|(n, _)| n.clone()).collect();
+        let count = self.0.store.update(&ctx.session_id, now, |state| {
+            let present: std::collections::HashSet<String> = state
+                .session
+                .messages
+                .iter()
+                .filter_map(|m| {
+                    m.extra
+                        .get("inboxId")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                })
+                .collect();
+            let mut added = 0;
+            for (_, q) in &messages {
+                if present.contains(&q.id) {
+                    continue;
+                }
+                state.session.messages.push(queued_message(q, now));
+                added += 1;
+            }
+            Ok(added)
+        })?;
+        self.inbox(&ctx.session_id).remove(&names);
+        if count > 0 {
+            let latency: Vec<i64> = messages
+                .iter()
+                .map(|(_, q)| (now - q.queued_at).num_milliseconds())
+                .collect();
+            tracing::info!(session = %ctx.session_id, op = "queue", result = "injected", count, latency_ms = ?latency, "queued messages put into the conversation");
+            self.emit(Event::MessagesInjected { count });
+        }
+        Ok(count)
+    }
+
+    /// The next queued message (any priority), for processing after the task: `None` when the
+    /// queue is empty. A stop word found here is confirmed and dropped (nothing is running).
+    pub fn take_next(&self, ctx: &ToolContext) -> Result<Option<()>, ToolError> {
+        let inbox = self.inbox(&ctx.session_id);
+        loop {
+            let Some((name, next)) = inbox.list().into_iter().next() else {
+                return Ok(None);
+            };
+            if next.stop || crate::queue::is_stop_word(&next.text, &self.0.queue.stop_words) {
+                self.record_stop(ctx, &name, &next)?;
+                continue;
+            }
+            self.inject(ctx, vec![(name, next)])?;
+            return Ok(Some(()));
+        }
+    }
+
+    fn record_stop(
+        &self,
+        ctx: &ToolContext,
+        name: &str,
+        stop: &crate::queue::QueuedMessage,
+    ) -> Result<(), ToolError> {
+        let now = Utc::now();
+        let reply = format!(
+            "Stopped, as you asked (\"{}\"). The session is kept; continue with `nop run --session {}`.",
+            stop.text.trim(),
+            ctx.session_id
+        );
+        self.0.store.update(&ctx.session_id, now, |state| {
+            state.session.messages.push(queued_message(stop, now));
+            state
+                .session
+                .messages
+                .push(Message::new(Role::Assistant, reply.clone(), now));
+            state.session.extra.insert(
+                "stopReason".into(),
+                json!(format!(
+                    "stop word \"{}\" at {}",
+                    stop.text.trim(),
+                    now.to_rfc3339()
+                )),
+            );
+            Ok(())
+        })?;
+        self.inbox(&ctx.session_id).remove(&[name.to_string()]);
+        if let Ok(mut s) = self.0.stopped_by.lock() {
+            *s = Some(stop.text.clone());
+        }
+        tracing::info!(session = %ctx.session_id, op = "queue", result = "stopped", "stop word received");
+        Ok(())
     }
 
     pub fn config(&self) -> &Config {
@@ -495,6 +699,19 @@ impl Engine {
         });
         Ok(Some(snapshot))
     }
+}
+
+/// A queued message as it enters the conversation (seed 004: marked as an interrupt).
+fn queued_message(q: &crate::queue::QueuedMessage, now: chrono::DateTime<Utc>) -> Message {
+    let mut m = Message::new(Role::User, q.text.clone(), now);
+    m.extra.insert("isInterrupt".into(), Value::Bool(true));
+    m.extra.insert("inboxId".into(), json!(q.id));
+    m.extra
+        .insert("priority".into(), json!(q.priority.as_str()));
+    m.extra
+        .insert("queuedAt".into(), json!(q.queued_at.to_rfc3339()));
+    m.extra.insert("sessionKey".into(), json!(q.session_key));
+    m
 }
 
 impl AgentCaller for Engine {

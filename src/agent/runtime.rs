@@ -21,15 +21,19 @@ use crate::tools::ToolError;
 use crate::workspace::{Workspace, WorkspaceError};
 
 /// What `nop run` asks for.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Default)]
 pub struct RunRequest {
     /// Continue this session (full id) instead of creating one.
     pub session: Option<String>,
     /// The agent of a new session (default: `agent.default`).
     pub agent: Option<String>,
-    /// The prompt, or the answer to the agent's question.
-    pub input: String,
+    /// The prompt, or the answer to the agent's question; `None` to process what is queued.
+    pub input: Option<String>,
     pub max_turns: Option<u32>,
+    /// Seed 000's dynamic priority: +20 for this session.
+    pub emergency: bool,
+    /// The session's run lock, when the caller already holds it.
+    pub guard: Option<crate::queue::RunGuard>,
 }
 
 /// Failures that stop a run before or outside the agent's work.
@@ -49,6 +53,12 @@ pub enum RunError {
     Tool(#[from] ToolError),
     #[error(transparent)]
     Permission(#[from] PermissionError),
+    /// Seed 000: another session has priority (exit code 4).
+    #[error("refused: {0}")]
+    Refused(String),
+    /// Another process is running the session.
+    #[error("session {0} is being run by another process")]
+    Busy(String),
 }
 
 /// The conversation of one session as the agent sees it: read from and appended to the store,
@@ -106,6 +116,13 @@ pub struct Runtime {
     env: BTreeMap<String, String>,
     store: Store,
     approver: Approver,
+    queue: RunnerIdentity,
+}
+
+/// Who is running: the user of seed 000's per-user stack.
+#[derive(Debug, Clone, Default)]
+pub struct RunnerIdentity {
+    pub user: String,
 }
 
 impl Runtime {
@@ -114,6 +131,7 @@ impl Runtime {
         config: Config,
         env: BTreeMap<String, String>,
         approver: Approver,
+        user: String,
     ) -> Runtime {
         let store = ws.store(&config);
         Runtime {
@@ -122,7 +140,16 @@ impl Runtime {
             env,
             store,
             approver,
+            queue: RunnerIdentity { user },
         }
+    }
+
+    pub fn user(&self) -> &str {
+        &self.queue.user
+    }
+
+    pub fn stop_words(&self) -> &[String] {
+        &self.config.queue.stop_words
     }
 
     pub fn store(&self) -> &Store {
@@ -138,7 +165,8 @@ impl Runtime {
         cancel: CancellationToken,
     ) -> Result<RunOutcome, RunError> {
         let provider = Provider::from_config(&self.config.provider, &self.env)?;
-        let agent_for_policy = match &request.session {
+        let agents = self.ws.agents()?;
+        let agent_name = match &request.session {
             Some(id) => self.blocking_read(id).await?.agent,
             None => request
                 .agent
@@ -146,69 +174,78 @@ impl Runtime {
                 .unwrap_or_else(|| self.config.agent.default.clone()),
         };
         // A broken permission file stops the run before anything happens (fail closed).
-        let policy = load_policy(&self.ws.root, &agent_for_policy)?;
-        let agents = self.ws.agents()?;
-        let now = Utc::now();
-        let (session_id, agent_name, resumed) = match &request.session {
-            Some(id) => {
-                let session = self.blocking_read(id).await?;
-                let input = resume_messages(&session, &request.input);
-                self.update_status(id, SessionStatus::Running, input)
-                    .await?;
-                (id.clone(), session.agent, true)
-            }
-            None => {
-                let name = request
-                    .agent
-                    .clone()
-                    .unwrap_or_else(|| self.config.agent.default.clone());
-                let def = agents.get(&name);
-                match def {
-                    Some(d) if !d.enabled => {
-                        return Err(RunError::Agent(format!(
-                            "agent `{name}` is disabled in {}",
-                            self.ws.agents_path().display()
-                        )));
-                    }
-                    None if name != "coder" => {
-                        return Err(RunError::Agent(format!(
-                            "no agent `{name}` in {}",
-                            self.ws.agents_path().display()
-                        )));
-                    }
-                    _ => {}
+        load_policy(&self.ws.root, &agent_name)?;
+        let def = agents.get(&agent_name);
+        if request.session.is_none() {
+            match def {
+                Some(d) if !d.enabled => {
+                    return Err(RunError::Agent(format!(
+                        "agent `{agent_name}` is disabled in {}",
+                        self.ws.agents_path().display()
+                    )));
                 }
-                let system = prompt::system_prompt(&self.ws, &name, def, now)?;
+                None if agent_name != "coder" => {
+                    return Err(RunError::Agent(format!(
+                        "no agent `{agent_name}` in {}",
+                        self.ws.agents_path().display()
+                    )));
+                }
+                _ => {}
+            }
+        }
+        let now = Utc::now();
+        let (session_id, resumed) = match &request.session {
+            Some(id) => (id.clone(), true),
+            None => {
                 let store = self.store.clone();
-                let agent = name.clone();
+                let agent = agent_name.clone();
                 let session = tokio::task::spawn_blocking(move || store.create(&agent, now))
                     .await
                     .map_err(|e| RunError::Agent(e.to_string()))??;
-                let first = vec![
-                    Message::new(Role::System, system, now),
-                    Message::new(Role::User, request.input.clone(), now),
-                ];
-                self.update_status(&session.session_id, SessionStatus::Running, first)
-                    .await?;
-                (session.session_id, name, false)
+                (session.session_id, false)
             }
         };
-        let span = tracing::info_span!("run", session = %session_id, agent = %agent_name);
-        let _enter = span.enter();
-        tracing::info!(
-            op = "run",
-            result = "started",
-            resumed,
-            model = provider.model(),
-            "run started"
-        );
-        let _ = events.send(Event::SessionStarted {
-            session_id: session_id.clone(),
-            agent: agent_name.clone(),
-            model: provider.model().to_string(),
-            resumed,
+        // Seed 000: agents with a priority take part in preemption; the others never wait.
+        let minute = {
+            use chrono::Timelike;
+            let local = chrono::Local::now();
+            local.hour() * 60 + local.minute()
+        };
+        let priority =
+            agents.effective_priority(&agent_name, &self.queue.user, minute, request.emergency);
+        let coordinator = priority.map(|_| {
+            crate::queue::priority::Coordinator::new(
+                &self.ws.nop_dir(),
+                &self.queue.user,
+                std::time::Duration::from_secs_f64(self.config.queue.idle_timeout_s),
+            )
         });
-        drop(_enter);
+        if let (Some(coordinator), Some(priority)) = (&coordinator, priority) {
+            let interruptible = def.is_none_or(|d| d.interruptible);
+            match coordinator.admit(&session_id, &agent_name, priority, interruptible)? {
+                crate::queue::priority::Admission::Admitted { paused } => {
+                    if let Some(p) = paused {
+                        tracing::info!(session = %p.session_id, agent = %p.agent, op = "priority", result = "paused", by = %agent_name, "paused for a higher-priority session");
+                    }
+                }
+                crate::queue::priority::Admission::Refused { reason } => {
+                    tracing::info!(agent = %agent_name, op = "priority", result = "refused", "{reason}");
+                    if !resumed {
+                        // The session was created a moment ago for this run only.
+                        let _ = std::fs::remove_dir_all(self.store.dir(&session_id));
+                    }
+                    return Err(RunError::Refused(reason));
+                }
+            }
+        }
+        let _guard = match request.guard {
+            Some(guard) => guard,
+            None => match crate::queue::RunGuard::try_acquire(&self.store.dir(&session_id)) {
+                Ok(Some(guard)) => guard,
+                Ok(None) => return Err(RunError::Busy(session_id)),
+                Err(e) => return Err(RunError::Agent(e.to_string())),
+            },
+        };
 
         let engine = Engine::new(
             self.ws.clone(),
@@ -217,6 +254,11 @@ impl Runtime {
             provider,
             self.approver.clone(),
             events.clone(),
+            super::engine::QueueSettings {
+                user: self.queue.user.clone(),
+                coordinator: coordinator.clone(),
+                stop_words: self.config.queue.stop_words.clone(),
+            },
         );
         let ctx = engine.tool_context(
             &session_id,
@@ -226,14 +268,51 @@ impl Runtime {
             cancel.clone(),
             true,
         )?;
-        drop(policy);
+        if resumed {
+            // Messages queued while nobody ran the session (or before a crash) came first.
+            let pending = crate::queue::Inbox::new(&self.store.dir(&session_id)).list();
+            engine.inject(&ctx, pending)?;
+            let session = self.blocking_read(&session_id).await?;
+            let input = match &request.input {
+                Some(input) => resume_messages(&session, input),
+                None => Vec::new(),
+            };
+            self.update_status(&session_id, SessionStatus::Running, input)
+                .await?;
+        } else {
+            let system = prompt::system_prompt(&self.ws, &agent_name, def, now)?;
+            let mut first = vec![Message::new(Role::System, system, now)];
+            if let Some(input) = &request.input {
+                first.push(Message::new(Role::User, input.clone(), now));
+            }
+            self.update_status(&session_id, SessionStatus::Running, first)
+                .await?;
+        }
+        tracing::info!(session = %session_id, agent = %agent_name, op = "run", result = "started", resumed, model = engine.provider().model(), "run started");
+        let _ = events.send(Event::SessionStarted {
+            session_id: session_id.clone(),
+            agent: agent_name.clone(),
+            model: engine.provider().model().to_string(),
+            resumed,
+        });
         if resumed && ctx.advisors {
             // Seed 002 §3.3: on load, check plan.xml against the messages (warnings only).
             engine.check_consistency(&ctx).await;
         }
         let max_turns = request.max_turns.unwrap_or(self.config.agent.max_turns);
         let mut stats = TurnStats::default();
-        let answer = engine.drive(&ctx, max_turns, &events, &mut stats).await;
+        let mut answer = engine.drive(&ctx, max_turns, &events, &mut stats).await;
+        // Seed 004: what is still queued when the task ends is processed, one message at a time.
+        while matches!(&answer, Ok(Ok(r)) if r.status == AgentStatus::Completed) {
+            match engine.take_next(&ctx) {
+                Ok(Some(())) => answer = engine.drive(&ctx, max_turns, &events, &mut stats).await,
+                Ok(None) => break,
+                Err(e) => {
+                    answer = Err(e);
+                    break;
+                }
+            }
+        }
         let (status, session_status, message, question) = match answer {
             Ok(Ok(response)) => match response.status {
                 AgentStatus::Completed => (
@@ -255,23 +334,34 @@ impl Runtime {
                     None,
                 ),
             },
-            Ok(Err(Interrupted)) => (
-                RunStatus::Cancelled,
-                SessionStatus::Cancelled,
-                "cancelled by user".to_string(),
-                None,
-            ),
+            Ok(Err(Interrupted)) => {
+                let why = match engine.stopped_by() {
+                    Some(word) => format!("stopped by the message \"{}\"", word.trim()),
+                    None => "cancelled by user".to_string(),
+                };
+                (RunStatus::Cancelled, SessionStatus::Cancelled, why, None)
+            }
             Err(fatal) => {
                 // The session may be unwritable; try to mark it, but report the real failure.
                 let _ = self
                     .update_status(&session_id, SessionStatus::Error, Vec::new())
                     .await;
+                if let Some(c) = &coordinator {
+                    let _ = c.finish(&session_id);
+                }
                 tracing::error!(session = %session_id, agent = %agent_name, op = "run", result = "error", "{fatal}");
                 return Err(fatal.into());
             }
         };
         self.update_status(&session_id, session_status, Vec::new())
             .await?;
+        if let Some(c) = &coordinator {
+            if session_status == SessionStatus::WaitingInput {
+                c.set_waiting(&session_id)?;
+            } else {
+                c.finish(&session_id)?;
+            }
+        }
         tracing::info!(session = %session_id, agent = %agent_name, op = "run", result = session_status.as_str(), turns = stats.turns, tool_calls = stats.tool_calls, "run ended");
         let outcome = RunOutcome {
             session_id,

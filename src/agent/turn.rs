@@ -47,6 +47,11 @@ impl ModelAgent {
     ) -> Result<Result<AgentResponse, Interrupted>, ToolError> {
         let specs: Vec<ToolSpec> = self.registry.specs();
         for turn in 1..=self.max_turns {
+            if let Some(engine) = &self.engine
+                && let super::engine::Checkpoint::Stop(_) = engine.checkpoint(ctx).await?
+            {
+                return Ok(Err(Interrupted));
+            }
             // After load and after every turn: the cheap pre-check, and only then the advisor.
             if let Some(engine) = &self.engine
                 && let Err(e) = engine.maybe_compact(ctx).await
@@ -212,6 +217,20 @@ impl ModelAgent {
                     )
                     .await?;
                 return Ok(CallsOutcome::Interrupted);
+            }
+            // A checkpoint between tool calls: a stop word, a high-priority message or a pause
+            // ends this batch; the calls not yet run are closed so the transcript stays whole, and
+            // the next turn's checkpoint acts on it.
+            if i + 1 < calls.len()
+                && let Some(engine) = &self.engine
+                && engine.wants_checkpoint(ctx)
+            {
+                let rest = aborted(
+                    &calls[i + 1..],
+                    "not run: interrupted by a user message; call it again if still needed",
+                );
+                conversation.push(rest, None).await?;
+                return Ok(CallsOutcome::Continue);
             }
             if let Some(reason) = abort {
                 let rest = aborted(

@@ -54,6 +54,10 @@ pub struct Cli {
     #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
     pub set: Vec<String>,
 
+    /// Who you are for priority-based sessions (default: NOP_USER, then the OS user).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub user: Option<String>,
+
     /// Without a command, on a terminal: an interactive session.
     #[command(subcommand)]
     pub command: Option<Command>,
@@ -92,6 +96,28 @@ pub enum Command {
     },
     /// Compact a session's conversation now (the full history stays in a snapshot).
     Compact { id: String },
+    /// Send a message to a session: processed at once if nobody runs it, otherwise queued for
+    /// the process that does (it reads its queue between tool calls).
+    Send {
+        #[arg(long, short = 's', value_name = "ID")]
+        session: String,
+        /// urgent and high go into the conversation at the next checkpoint; normal waits until
+        /// the current task is done (default: queue.default_priority, high).
+        #[arg(long, value_enum)]
+        priority: Option<crate::queue::QueuePriority>,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        output_format: OutputFormat,
+        /// The message; `-` reads it from standard input.
+        message: String,
+    },
+    /// Stop the task a session is running (in this or another terminal) at its next checkpoint.
+    Stop {
+        #[arg(long, short = 's', value_name = "ID")]
+        session: String,
+    },
+    /// The agents of this repository.
+    #[command(subcommand)]
+    Agents(AgentsCommand),
     /// Show the effective configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -131,6 +157,11 @@ pub enum SessionsCommand {
     },
     /// Append one message to a session (for scripts); prints the new message count.
     Append(AppendArgs),
+    /// Your active and paused sessions (priority-based sessions) and recent pause/resume/refuse events.
+    Stack {
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -153,6 +184,9 @@ pub struct RunArgs {
     /// Approve what permission rules mark `ask` without asking (for CI; denials still apply).
     #[arg(long)]
     yes: bool,
+    /// An emergency: this session's priority is raised by 20 (seed 000's dynamic priority).
+    #[arg(long)]
+    emergency: bool,
     /// The task, or the answer to the agent's question; `-` reads it from standard input.
     prompt: Option<String>,
 }
@@ -165,6 +199,15 @@ pub struct AppendArgs {
     role: String,
     /// The message text; `-` or nothing reads it from standard input.
     text: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AgentsCommand {
+    /// Name, priority (with your overrides and the time of day), interruptible, enabled, description.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -223,6 +266,14 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
         None => outside.cwd.clone(),
     };
     let cli_settings = cli_settings(&cli)?;
+    let user = cli
+        .user
+        .clone()
+        .or_else(|| outside.env.get("NOP_USER").cloned())
+        .or_else(|| outside.env.get("USER").cloned())
+        .or_else(|| outside.env.get("LOGNAME").cloned())
+        .filter(|u| !u.trim().is_empty())
+        .unwrap_or_else(|| "user".to_string());
     // Not locked: `nop run` writes from the renderer task on another thread.
     let mut out = std::io::stdout();
 
@@ -237,7 +288,7 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
         start_logging(&ws, &resolved);
         let (approver, prompts) = run::approver(ApprovalMode::OnRequest, false, true);
         let runtime =
-            crate::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver);
+            crate::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user);
         return run::interactive(runtime, prompts, &ws, None, None, None);
     };
     match command {
@@ -266,30 +317,93 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             };
             let on_terminal = std::io::stdin().is_terminal();
             let (approver, prompts) = run::approver(args.approval, args.yes, on_terminal);
-            let runtime =
-                crate::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver);
-            match prompt {
-                Some(input) => {
+            let priority = resolved.config.queue.default_priority;
+            let runtime = crate::agent::Runtime::new(
+                ws.clone(),
+                resolved.config,
+                outside.env,
+                approver,
+                user,
+            );
+            match (prompt, session) {
+                (Some(input), Some(id)) => run::deliver(
+                    runtime,
+                    prompts,
+                    &id,
+                    input,
+                    priority,
+                    args.output_format,
+                    args.max_turns,
+                    args.emergency,
+                ),
+                (Some(input), None) => {
                     let request = crate::agent::RunRequest {
-                        session,
+                        session: None,
                         agent: args.agent,
-                        input,
+                        input: Some(input),
                         max_turns: args.max_turns,
+                        emergency: args.emergency,
+                        guard: None,
                     };
                     run::headless(runtime, prompts, request, args.output_format)
                 }
-                None if std::io::stdin().is_terminal()
-                    && args.output_format == OutputFormat::Text =>
+                (None, session)
+                    if std::io::stdin().is_terminal()
+                        && args.output_format == OutputFormat::Text =>
                 {
                     run::interactive(runtime, prompts, &ws, session, args.agent, args.max_turns)
                 }
-                None => {
+                (None, _) => {
                     eprintln!(
                         "error: no PROMPT given (pass the task as an argument, or `-` to read it from standard input)"
                     );
                     Ok(ExitCode::from(exit::USAGE))
                 }
             }
+        }
+        Command::Send {
+            session,
+            priority,
+            output_format,
+            message,
+        } => {
+            let ws = Workspace::discover(&cwd)?;
+            let base = ws.config(None, None, outside.env.clone(), cli_settings.clone())?;
+            start_logging(&ws, &base);
+            let store = ws.store(&base.config);
+            let session = store.read_session(&store.resolve(&session)?)?;
+            let resolved = ws.config(None, Some(&session), outside.env.clone(), cli_settings)?;
+            let message = match run::read_prompt(Some(message))? {
+                Some(m) => m,
+                None => bail!("the message is empty"),
+            };
+            let priority = priority.unwrap_or(resolved.config.queue.default_priority);
+            let (approver, prompts) = run::approver(ApprovalMode::OnRequest, false, false);
+            let runtime = crate::agent::Runtime::new(
+                ws.clone(),
+                resolved.config,
+                outside.env,
+                approver,
+                user,
+            );
+            run::deliver(
+                runtime,
+                prompts,
+                &session.session_id,
+                message,
+                priority,
+                output_format,
+                None,
+                false,
+            )
+        }
+        Command::Stop { session } => {
+            let ws = Workspace::discover(&cwd)?;
+            let base = ws.config(None, None, outside.env.clone(), cli_settings)?;
+            start_logging(&ws, &base);
+            let store = ws.store(&base.config);
+            let id = store.resolve(&session)?;
+            run::stop(&store, &id, &user)
         }
         Command::Compact { id } => {
             let ws = Workspace::discover(&cwd)?;
@@ -366,7 +480,7 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             let resolved = ws.config(None, None, outside.env, cli_settings)?;
             start_logging(&ws, &resolved);
             let store = ws.store(&resolved.config);
-            run_session_command(command, &ws, &store, &mut out)
+            run_session_command(command, &ws, &store, &user, &mut out)
         }
     }
 }
@@ -375,6 +489,7 @@ fn run_session_command(
     command: Command,
     ws: &Workspace,
     store: &Store,
+    user: &str,
     out: &mut impl Write,
 ) -> Result<ExitCode> {
     match command {
@@ -482,11 +597,34 @@ fn run_session_command(
             Ok(ExitCode::SUCCESS)
         }
         Command::Permissions(command) => permissions(ws, command, out),
+        Command::Agents(AgentsCommand::List { json }) => {
+            let agents = ws.agents()?;
+            let minute = {
+                use chrono::Timelike;
+                let now = chrono::Local::now();
+                now.hour() * 60 + now.minute()
+            };
+            render::agents(out, &agents, user, minute, json)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Sessions(SessionsCommand::Stack { json }) => {
+            let config = ws.config(None, None, BTreeMap::new(), Vec::new())?.config;
+            let coordinator = crate::queue::priority::Coordinator::new(
+                &ws.nop_dir(),
+                user,
+                std::time::Duration::from_secs_f64(config.queue.idle_timeout_s),
+            );
+            let (stack, events) = coordinator.stack()?;
+            render::stack(out, user, &stack, &events, json)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Init { .. }
         | Command::Completions { .. }
         | Command::Config(_)
         | Command::Run(_)
-        | Command::Compact { .. } => Ok(ExitCode::from(exit::USAGE)),
+        | Command::Compact { .. }
+        | Command::Send { .. }
+        | Command::Stop { .. } => Ok(ExitCode::from(exit::USAGE)),
     }
 }
 

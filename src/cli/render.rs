@@ -201,3 +201,113 @@ pub fn config(out: Out<'_>, resolved: &Resolved, json: bool) -> std::io::Result<
     }
     Ok(())
 }
+
+pub fn agents(
+    out: Out<'_>,
+    agents: &crate::config::AgentsFile,
+    user: &str,
+    minute_of_day: u32,
+    json: bool,
+) -> std::io::Result<()> {
+    let rows: Vec<_> = agents
+        .agents
+        .iter()
+        .map(|a| {
+            json!({
+                "name": a.name,
+                "priority": a.priority,
+                "effectivePriority": agents.effective_priority(&a.name, user, minute_of_day, false),
+                "interruptible": a.interruptible,
+                "interruptEnabled": a.interrupt_enabled,
+                "enabled": a.enabled,
+                "capabilities": a.capabilities,
+                "description": a.description,
+            })
+        })
+        .collect();
+    if json {
+        return print_json(out, &rows);
+    }
+    let width = agents
+        .agents
+        .iter()
+        .map(|a| a.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    writeln!(
+        out,
+        "{:<width$}  PRIORITY  NOW  INTERRUPTIBLE  ENABLED  DESCRIPTION",
+        "NAME"
+    )?;
+    for a in &agents.agents {
+        let p = a.priority.map_or("-".to_string(), |p| p.to_string());
+        let now = agents
+            .effective_priority(&a.name, user, minute_of_day, false)
+            .map_or("-".to_string(), |p| p.to_string());
+        writeln!(
+            out,
+            "{:<width$}  {p:>8}  {now:>3}  {:<13}  {:<7}  {}",
+            a.name,
+            if a.priority.is_some() {
+                if a.interruptible { "yes" } else { "no" }
+            } else {
+                "-"
+            },
+            if a.enabled { "yes" } else { "no" },
+            a.description
+        )?;
+    }
+    writeln!(
+        out,
+        "(agents without a priority take no part in preemption: they are never paused or refused)"
+    )
+}
+
+pub fn stack(
+    out: Out<'_>,
+    user: &str,
+    stack: &[crate::queue::priority::Entry],
+    events: &[crate::queue::priority::StackEvent],
+    json: bool,
+) -> std::io::Result<()> {
+    if json {
+        return print_json(
+            out,
+            &json!({"user": user, "stack": stack, "events": events}),
+        );
+    }
+    if stack.is_empty() {
+        writeln!(out, "no active session for {user}")?;
+    }
+    for e in stack.iter().rev() {
+        let state = match e.state {
+            crate::queue::priority::EntryState::Running => "running",
+            crate::queue::priority::EntryState::Paused => "paused",
+            crate::queue::priority::EntryState::WaitingInput => "waiting_input",
+        };
+        writeln!(
+            out,
+            "{state:<13}  {}  {} (priority {})  since {}",
+            e.session_id,
+            e.agent,
+            e.priority,
+            time(e.since)
+        )?;
+    }
+    if !events.is_empty() {
+        writeln!(out, "\nrecent events:")?;
+        for e in events {
+            writeln!(
+                out,
+                "{}  {:<8} {} {} {}",
+                time(e.at),
+                e.kind,
+                e.agent,
+                e.session_id.as_deref().unwrap_or(""),
+                e.detail
+            )?;
+        }
+    }
+    Ok(())
+}

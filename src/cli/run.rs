@@ -139,8 +139,20 @@ pub fn headless(
         answer_prompts(prompts);
         let cancel = CancellationToken::new();
         cancel_on_signals(cancel.clone());
-        let outcome = run_and_render(&runtime, request, format, cancel).await?;
-        Ok(exit_code(outcome.status))
+        match run_and_render(&runtime, request, format, cancel).await {
+            Ok(outcome) => Ok(exit_code(outcome.status)),
+            Err(e) => match e.downcast_ref::<crate::agent::RunError>() {
+                Some(crate::agent::RunError::Refused(reason)) => {
+                    if format == OutputFormat::Text {
+                        eprintln!("refused: {reason}");
+                    } else {
+                        println!("{}", serde_json::json!({"type": "refused", "status": "refused", "reason": reason}));
+                    }
+                    Ok(ExitCode::from(exit::REFUSED))
+                }
+                _ => Err(e),
+            },
+        }
     })
 }
 
@@ -266,6 +278,20 @@ impl Renderer {
                 eprintln!(
                     "  ↳ {agent} {status} ({:.1} s)",
                     *duration_ms as f64 / 1000.0
+                );
+            }
+            Event::Paused { .. } => {
+                self.end_line(&mut out);
+                eprintln!(
+                    "  ⏸ paused: a higher-priority session is running; waiting for it to end"
+                );
+            }
+            Event::Resumed { .. } => eprintln!("  ▶ resumed"),
+            Event::MessagesInjected { count } => {
+                self.end_line(&mut out);
+                eprintln!(
+                    "  ✉ {count} queued message{} taken into the conversation",
+                    if *count == 1 { "" } else { "s" }
                 );
             }
             Event::Compacted {
@@ -414,8 +440,10 @@ pub fn interactive(
         let request = RunRequest {
             session: session.clone(),
             agent: agent.clone(),
-            input: input.to_string(),
+            input: Some(input.to_string()),
             max_turns,
+            emergency: false,
+            guard: None,
         };
         let outcome = rt.block_on(async {
             let cancel = CancellationToken::new();
@@ -460,6 +488,7 @@ pub fn compact(
         provider,
         Approver::headless(ApprovalMode::Never, false),
         events,
+        crate::agent::engine::QueueSettings::default(),
     );
     let rt = tokio_runtime()?;
     rt.block_on(async {
@@ -483,4 +512,100 @@ pub fn compact(
         }
         Ok(ExitCode::SUCCESS)
     })
+}
+
+/// A message for session `id`: run it now if no process runs the session, otherwise queue it
+/// (seed 004) and return at once. Stop words go to the running process as stops.
+#[allow(clippy::too_many_arguments)]
+pub fn deliver(
+    runtime: Runtime,
+    prompts: Prompts,
+    id: &str,
+    text: String,
+    priority: crate::queue::QueuePriority,
+    format: OutputFormat,
+    max_turns: Option<u32>,
+    emergency: bool,
+) -> Result<ExitCode> {
+    let store = runtime.store().clone();
+    let dir = store.dir(id);
+    let stop_words = runtime.stop_words().to_vec();
+    let is_stop = crate::queue::is_stop_word(&text, &stop_words);
+    if let Some(guard) = crate::queue::RunGuard::try_acquire(&dir)? {
+        if is_stop {
+            println!("session {id} is not running; nothing to stop");
+            return Ok(ExitCode::SUCCESS);
+        }
+        let request = RunRequest {
+            session: Some(id.to_string()),
+            agent: None,
+            input: Some(text),
+            max_turns,
+            emergency,
+            guard: Some(guard),
+        };
+        return headless(runtime, prompts, request, format);
+    }
+    let message = crate::queue::QueuedMessage {
+        id: crate::protocol::new_id(),
+        text,
+        priority: if is_stop {
+            crate::queue::QueuePriority::Urgent
+        } else {
+            priority
+        },
+        session_key: crate::queue::session_key(id, runtime.user()),
+        queued_at: chrono::Utc::now(),
+        stop: is_stop,
+    };
+    let inbox = crate::queue::Inbox::new(&dir);
+    let position = inbox.push(&message)?;
+    tracing::info!(session = %id, op = "queue", result = "queued", priority = message.priority.as_str(), position, "message queued for a busy session");
+    match format {
+        OutputFormat::Text if is_stop => {
+            println!("stop requested: session {id} stops at its next checkpoint")
+        }
+        OutputFormat::Text => println!("queued (position {position})"),
+        _ => println!(
+            "{}",
+            serde_json::json!({"type": "queued", "session_id": id, "position": position, "priority": message.priority.as_str(), "stop": is_stop})
+        ),
+    }
+    // The runner may have ended between our look and the queueing: then nobody would read the
+    // queue, so take the session over and process it here.
+    if let Some(guard) = crate::queue::RunGuard::try_acquire(&dir)?
+        && !inbox.is_empty()
+    {
+        let request = RunRequest {
+            session: Some(id.to_string()),
+            agent: None,
+            input: None,
+            max_turns,
+            emergency,
+            guard: Some(guard),
+        };
+        return headless(runtime, prompts, request, format);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `nop stop`: a stop for the process running session `id`.
+pub fn stop(store: &crate::session::Store, id: &str, user: &str) -> Result<ExitCode> {
+    let dir = store.dir(id);
+    if !crate::queue::RunGuard::is_busy(&dir) {
+        println!("session {id} is not running; nothing to stop");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let message = crate::queue::QueuedMessage {
+        id: crate::protocol::new_id(),
+        text: "stop".into(),
+        priority: crate::queue::QueuePriority::Urgent,
+        session_key: crate::queue::session_key(id, user),
+        queued_at: chrono::Utc::now(),
+        stop: true,
+    };
+    crate::queue::Inbox::new(&dir).push(&message)?;
+    tracing::info!(session = %id, op = "queue", result = "stop_requested", "stop requested");
+    println!("stop requested: session {id} stops at its next checkpoint");
+    Ok(ExitCode::SUCCESS)
 }

@@ -26,6 +26,37 @@ use crate::protocol::TextPos;
 pub struct AgentsFile {
     #[serde(default)]
     pub agents: Vec<AgentDef>,
+    /// Seed 000's "future extensions": per-user overrides and time-of-day adjustments.
+    #[serde(default)]
+    pub priority_rules: PriorityRules,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PriorityRules {
+    /// user → agent → priority, replacing the agent's own for that user.
+    #[serde(default)]
+    pub users: std::collections::BTreeMap<String, std::collections::BTreeMap<String, u8>>,
+    /// Adjustments by local time of day.
+    #[serde(default)]
+    pub time: Vec<TimeRule>,
+}
+
+/// `adjust` is added to the priority of `agents` between `from` and `to` (local "HH:MM"; a
+/// range may cross midnight, e.g. 22:00–07:00).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TimeRule {
+    pub agents: Vec<String>,
+    pub from: String,
+    pub to: String,
+    pub adjust: i16,
+}
+
+fn minutes(hhmm: &str) -> Option<u32> {
+    let (h, m) = hhmm.trim().split_once(':')?;
+    let (h, m): (u32, u32) = (h.parse().ok()?, m.parse().ok()?);
+    (h < 24 && m < 60).then_some(h * 60 + m)
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -49,6 +80,10 @@ pub struct AgentDef {
     /// Configuration overrides for sessions of this agent (dotted or nested keys).
     #[serde(default)]
     pub config: Map<String, Value>,
+    /// Whether a running session of this agent takes queued messages in between tool calls
+    /// (seed 004's `_interrupt_enabled`); off, they wait until the task is done.
+    #[serde(default = "yes")]
+    pub interrupt_enabled: bool,
 }
 
 fn yes() -> bool {
@@ -73,6 +108,17 @@ impl AgentsFile {
             });
             err(pos, first_line(&e.to_string()))
         })?;
+        for rule in &file.priority_rules.time {
+            if minutes(&rule.from).is_none() || minutes(&rule.to).is_none() {
+                return Err(err(
+                    None,
+                    format!(
+                        "priority_rules.time: `{}`–`{}` is not HH:MM–HH:MM",
+                        rule.from, rule.to
+                    ),
+                ));
+            }
+        }
         let mut names = HashSet::new();
         for agent in &file.agents {
             let pos = line_of(text, &agent.name);
@@ -105,6 +151,44 @@ impl AgentsFile {
 
     pub fn get(&self, name: &str) -> Option<&AgentDef> {
         self.agents.iter().find(|a| a.name == name)
+    }
+
+    /// The priority of `agent` for `user` at local time `minute_of_day` (0–1439), with an
+    /// emergency boost of 20 (seed 000's dynamic priority); `None` for an agent that takes no
+    /// part in preemption.
+    pub fn effective_priority(
+        &self,
+        agent: &str,
+        user: &str,
+        minute_of_day: u32,
+        emergency: bool,
+    ) -> Option<u8> {
+        let def = self.get(agent)?;
+        let base = self
+            .priority_rules
+            .users
+            .get(user)
+            .and_then(|o| o.get(agent))
+            .copied()
+            .or(def.priority)?;
+        let mut p = i32::from(base);
+        for rule in &self.priority_rules.time {
+            let (Some(from), Some(to)) = (minutes(&rule.from), minutes(&rule.to)) else {
+                continue;
+            };
+            let inside = if from <= to {
+                (from..to).contains(&minute_of_day)
+            } else {
+                minute_of_day >= from || minute_of_day < to
+            };
+            if inside && rule.agents.iter().any(|a| a == agent) {
+                p += i32::from(rule.adjust);
+            }
+        }
+        if emergency {
+            p += 20;
+        }
+        Some(p.clamp(0, 100) as u8)
     }
 }
 
@@ -144,6 +228,32 @@ mod tests {
                 .is_some_and(|a| a.priority == Some(20) && a.interruptible)
         );
         assert_eq!(file.agents.len(), 7);
+        Ok(())
+    }
+
+    #[test]
+    fn user_overrides_time_rules_and_emergencies_adjust_priorities() -> anyhow::Result<()> {
+        let text = "agents:\n  - name: music_agent\n    priority: 20\n  - name: coder\npriority_rules:\n  users:\n    alice: {music_agent: 50}\n  time:\n    - agents: [music_agent]\n      from: \"22:00\"\n      to: \"07:00\"\n      adjust: -10\n";
+        let file = AgentsFile::parse(Path::new("agents.yml"), text)?;
+        let noon = 12 * 60;
+        let night = 23 * 60;
+        assert_eq!(
+            file.effective_priority("music_agent", "bob", noon, false),
+            Some(20)
+        );
+        assert_eq!(
+            file.effective_priority("music_agent", "alice", noon, false),
+            Some(50)
+        );
+        assert_eq!(
+            file.effective_priority("music_agent", "bob", night, false),
+            Some(10)
+        );
+        assert_eq!(
+            file.effective_priority("music_agent", "bob", 6 * 60, true),
+            Some(30)
+        );
+        assert_eq!(file.effective_priority("coder", "bob", noon, true), None);
         Ok(())
     }
 

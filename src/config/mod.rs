@@ -33,6 +33,32 @@ pub struct Config {
     pub subagents: SubagentsConfig,
     pub advisors: AdvisorsConfig,
     pub compaction: CompactionConfig,
+    pub queue: QueueConfig,
+}
+
+/// Messages to busy sessions and priority-based sessions (seeds 000, 004).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueueConfig {
+    /// Whole messages (case-insensitive) that stop the current task at its next checkpoint.
+    pub stop_words: Vec<String>,
+    /// Priority of `nop send` without `--priority`.
+    pub default_priority: crate::queue::QueuePriority,
+    /// A session waiting for input stops counting as active after this long.
+    pub idle_timeout_s: f64,
+}
+
+impl Default for QueueConfig {
+    fn default() -> Self {
+        QueueConfig {
+            stop_words: ["停止", "停", "stop", "停止执行", "取消"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            default_priority: crate::queue::QueuePriority::High,
+            idle_timeout_s: 1800.0,
+        }
+    }
 }
 
 /// `call-agent` (seed 002 §4).

@@ -58,6 +58,12 @@ pub enum Event {
         input_tokens: u64,
         output_tokens: u64,
     },
+    /// A higher-priority session paused this one; it waits at a checkpoint.
+    Paused { session_id: String },
+    /// The session that paused this one ended; it goes on.
+    Resumed { session_id: String },
+    /// Queued messages were put into the conversation.
+    MessagesInjected { count: usize },
     /// The conversation was compacted; the snapshot holds the full history before it.
     Compacted {
         snapshot_id: String,

@@ -1,0 +1,88 @@
+//! Messages to a busy session (seed 004) and who may run (seed 000), across processes.
+//!
+//! - [`inbox`]: each session's priority queue, as files in `.nop/sessions/<id>/inbox/`, so a
+//!   `nop send` from another terminal reaches the process running the session, and nothing is
+//!   lost if that process dies.
+//! - [`RunGuard`]: "this session is being run": an exclusive lock on `run.lock` held by the process
+//!   running it. A message for a session nobody runs is processed at once; otherwise it is queued.
+//! - [`priority`]: the per-user stack of active sessions of agents that declare a priority.
+
+pub mod inbox;
+pub mod priority;
+
+use std::fs::{File, OpenOptions};
+use std::path::Path;
+
+pub use inbox::{Inbox, QueuePriority, QueuedMessage};
+
+/// Held while a process runs a session; dropping it (or the process dying) releases it.
+#[derive(Debug)]
+pub struct RunGuard {
+    _file: File,
+}
+
+impl RunGuard {
+    /// Takes the run lock of the session in `dir` if no process holds it.
+    pub fn try_acquire(dir: &Path) -> std::io::Result<Option<RunGuard>> {
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(dir.join("run.lock"))?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(RunGuard { _file: file })),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
+            Err(std::fs::TryLockError::Error(e)) => Err(e),
+        }
+    }
+
+    /// Whether some process runs the session in `dir` right now.
+    pub fn is_busy(dir: &Path) -> bool {
+        matches!(RunGuard::try_acquire(dir), Ok(None))
+    }
+}
+
+/// Whether `text` is a stop word: the whole message, case-insensitive, trimmed (seed 004).
+pub fn is_stop_word(text: &str, stop_words: &[String]) -> bool {
+    let text = text
+        .trim()
+        .trim_end_matches(['!', '！', '.', '。'])
+        .to_lowercase();
+    stop_words.iter().any(|w| w.to_lowercase() == text)
+}
+
+/// The queue key of a session (seed 004's `{channel}:{chat_id}:{user_id}`): for the command line
+/// the channel is `cli` and the chat is the session.
+pub fn session_key(session_id: &str, user: &str) -> String {
+    format!("cli:{session_id}:{user}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stop_words_match_whole_messages_only() {
+        let words: Vec<String> = ["停止", "停", "stop", "停止执行", "取消"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        for yes in ["stop", "STOP", " Stop! ", "停", "停止执行", "取消。"] {
+            assert!(is_stop_word(yes, &words), "{yes}");
+        }
+        for no in ["stop the music", "don't stop", "停一下吧", "cancel"] {
+            assert!(!is_stop_word(no, &words), "{no}");
+        }
+    }
+
+    #[test]
+    fn the_run_lock_is_exclusive() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let guard = RunGuard::try_acquire(dir.path())?;
+        assert!(guard.is_some());
+        assert!(RunGuard::is_busy(dir.path()));
+        drop(guard);
+        assert!(!RunGuard::is_busy(dir.path()));
+        Ok(())
+    }
+}
