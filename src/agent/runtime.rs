@@ -269,15 +269,15 @@ impl Runtime {
             true,
         )?;
         if resumed {
-            // Messages queued while nobody ran the session (or before a crash) came first.
+            // Close what a killed process left open (or answer the agent's question), then the
+            // messages queued while nobody ran the session (they came first), then the input.
+            let session = self.blocking_read(&session_id).await?;
+            let (before, after) = resume_messages(&session, request.input.as_deref());
+            self.update_status(&session_id, SessionStatus::Running, before)
+                .await?;
             let pending = crate::queue::Inbox::new(&self.store.dir(&session_id)).list();
             engine.inject(&ctx, pending)?;
-            let session = self.blocking_read(&session_id).await?;
-            let input = match &request.input {
-                Some(input) => resume_messages(&session, input),
-                None => Vec::new(),
-            };
-            self.update_status(&session_id, SessionStatus::Running, input)
+            self.update_status(&session_id, SessionStatus::Running, after)
                 .await?;
         } else {
             let system = prompt::system_prompt(&self.ws, &agent_name, def, now)?;
@@ -412,7 +412,7 @@ impl Runtime {
 /// The messages that continue `session` with the user's `input`: the answer to a pending
 /// ask-user call, after closing any call that a killed process left without a result; or a plain
 /// user message.
-fn resume_messages(session: &SessionFile, input: &str) -> Vec<Message> {
+fn resume_messages(session: &SessionFile, input: Option<&str>) -> (Vec<Message>, Vec<Message>) {
     let now = Utc::now();
     let answered: std::collections::HashSet<&str> = session
         .messages
@@ -434,15 +434,18 @@ fn resume_messages(session: &SessionFile, input: &str) -> Vec<Message> {
         .unwrap_or_default();
     let (questions, others): (Vec<_>, Vec<_>) =
         pending.into_iter().partition(|c| c.name == "ask-user");
-    let mut messages = aborted(&others, "nop stopped before this call finished");
-    match questions.split_first() {
-        Some((question, rest)) => {
+    let mut before = aborted(&others, "nop stopped before this call finished");
+    let mut after = Vec::new();
+    match (questions.split_first(), input) {
+        (Some((question, rest)), Some(input)) => {
             let mut answer = Message::new(Role::Tool, input, now);
             answer.tool_call = Some(question.clone());
-            messages.push(answer);
-            messages.extend(aborted(rest, "only the first question was answered"));
+            before.push(answer);
+            before.extend(aborted(rest, "only the first question was answered"));
         }
-        None => messages.push(Message::new(Role::User, input, now)),
+        (Some(_), None) => before.extend(aborted(&questions, "the question was not answered")),
+        (None, Some(input)) => after.push(Message::new(Role::User, input, now)),
+        (None, None) => {}
     }
-    messages
+    (before, after)
 }
