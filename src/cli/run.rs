@@ -9,6 +9,9 @@ use clap::ValueEnum;
 use tokio_util::sync::CancellationToken;
 
 use super::exit;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
 use tokio::sync::mpsc;
 
 use crate::agent::{RunRequest, Runtime};
@@ -109,6 +112,7 @@ fn answer_prompts(prompts: Prompts) {
                 request.tool, request.detail, request.reason
             );
             eprint!("  allow? [y]es once, [a]lways in this session, [n]o: ");
+            PROMPTING.store(true, Ordering::SeqCst);
             let answer = tokio::task::spawn_blocking(|| {
                 let mut line = String::new();
                 match std::io::stdin().read_line(&mut line) {
@@ -122,6 +126,7 @@ fn answer_prompts(prompts: Prompts) {
             })
             .await
             .unwrap_or(ApprovalAnswer::No);
+            PROMPTING.store(false, Ordering::SeqCst);
             let _ = request.respond.send(answer);
         }
     });
@@ -162,10 +167,26 @@ async fn run_and_render(
     format: OutputFormat,
     cancel: CancellationToken,
 ) -> Result<RunOutcome> {
+    run_and_render_tracking(runtime, request, format, cancel, None).await
+}
+
+/// As `run_and_render`, noting the session id in `current` as soon as the run has one.
+async fn run_and_render_tracking(
+    runtime: &Runtime,
+    request: RunRequest,
+    format: OutputFormat,
+    cancel: CancellationToken,
+    current: Option<Arc<Mutex<Option<String>>>>,
+) -> Result<RunOutcome> {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let render = tokio::spawn(async move {
         let mut renderer = Renderer::new(format);
         while let Some(event) = rx.recv().await {
+            if let (Event::SessionStarted { session_id, .. }, Some(current)) = (&event, &current)
+                && let Ok(mut c) = current.lock()
+            {
+                *c = Some(session_id.clone());
+            }
             renderer.event(&event);
         }
         renderer.finish();
@@ -445,6 +466,16 @@ pub fn interactive(
             emergency: false,
             guard: None,
         };
+        // While the agent works, what you type is queued for it; a stop word stops it.
+        let current = Arc::new(Mutex::new(session.clone()));
+        let done = Arc::new(AtomicBool::new(false));
+        let watcher = watch_typing(
+            Arc::clone(&current),
+            Arc::clone(&done),
+            runtime.store().clone(),
+            runtime.user().to_string(),
+            runtime.stop_words().to_vec(),
+        );
         let outcome = rt.block_on(async {
             let cancel = CancellationToken::new();
             let listener = {
@@ -455,10 +486,19 @@ pub fn interactive(
                     }
                 })
             };
-            let outcome = run_and_render(&runtime, request, OutputFormat::Text, cancel).await;
+            let outcome = run_and_render_tracking(
+                &runtime,
+                request,
+                OutputFormat::Text,
+                cancel,
+                Some(current),
+            )
+            .await;
             listener.abort();
             outcome
         });
+        done.store(true, Ordering::SeqCst);
+        let _ = watcher.join();
         match outcome {
             Ok(outcome) => session = Some(outcome.session_id),
             Err(e) => eprintln!("error: {e:#}"),
@@ -587,6 +627,70 @@ pub fn deliver(
         return headless(runtime, prompts, request, format);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Set while an approval prompt reads the terminal, so the typing watcher keeps off it.
+static PROMPTING: AtomicBool = AtomicBool::new(false);
+
+/// Reads lines typed while a run is going and queues them for its session (seed 004 in the
+/// interactive mode): Enter queues the line, a stop word stops the agent at its next checkpoint.
+fn watch_typing(
+    current: Arc<Mutex<Option<String>>>,
+    done: Arc<AtomicBool>,
+    store: crate::session::Store,
+    user: String,
+    stop_words: Vec<String>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        use nix::poll::{PollFd, PollFlags, poll};
+        use std::os::fd::AsFd;
+        let stdin = std::io::stdin();
+        while !done.load(Ordering::SeqCst) {
+            if PROMPTING.load(Ordering::SeqCst) {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                continue;
+            }
+            let readable = {
+                let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
+                poll(&mut fds, 100u16).is_ok_and(|n| n > 0)
+            };
+            if !readable || done.load(Ordering::SeqCst) || PROMPTING.load(Ordering::SeqCst) {
+                continue;
+            }
+            let mut line = String::new();
+            if stdin.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            let text = line.trim();
+            if text.is_empty() {
+                continue;
+            }
+            let Some(id) = current.lock().ok().and_then(|c| c.clone()) else {
+                eprintln!("  (the session is starting; say it again in a moment)");
+                continue;
+            };
+            let stop = crate::queue::is_stop_word(text, &stop_words);
+            let message = crate::queue::QueuedMessage {
+                id: crate::protocol::new_id(),
+                text: text.to_string(),
+                priority: if stop {
+                    crate::queue::QueuePriority::Urgent
+                } else {
+                    crate::queue::QueuePriority::High
+                },
+                session_key: crate::queue::session_key(&id, &user),
+                queued_at: chrono::Utc::now(),
+                stop,
+            };
+            match crate::queue::Inbox::new(&store.dir(&id)).push(&message) {
+                Ok(_) if stop => eprintln!("  ■ stopping at the next checkpoint"),
+                Ok(position) => eprintln!(
+                    "  ✉ queued (position {position}); the agent reads it between tool calls"
+                ),
+                Err(e) => eprintln!("  could not queue it: {e}"),
+            }
+        }
+    })
 }
 
 /// `nop stop`: a stop for the process running session `id`.
