@@ -60,7 +60,7 @@ impl ModelAgent {
             }
             let messages = conversation.messages().await?;
             let _ = events.send(Event::TurnStarted { turn });
-            stats.turns = turn;
+            stats.turns += 1;
             let mut on_event = |event: StreamEvent| {
                 let event = match event {
                     StreamEvent::Text(delta) => Event::Text { delta },

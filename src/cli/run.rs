@@ -144,8 +144,28 @@ pub fn headless(
         answer_prompts(prompts);
         let cancel = CancellationToken::new();
         cancel_on_signals(cancel.clone());
-        match run_and_render(&runtime, request, format, cancel).await {
-            Ok(outcome) => Ok(exit_code(outcome.status)),
+        match run_and_render(&runtime, request, format, cancel.clone()).await {
+            Ok(mut outcome) => {
+                // A message queued just as this run ended, after its last look at the queue and
+                // before it let go of the session, would wait for the next run: look once more.
+                loop {
+                    let dir = runtime.store().dir(&outcome.session_id);
+                    if outcome.status != RunStatus::Completed || crate::queue::Inbox::new(&dir).is_empty() {
+                        break;
+                    }
+                    let Ok(Some(guard)) = crate::queue::RunGuard::try_acquire(&dir) else { break };
+                    let again = RunRequest {
+                        session: Some(outcome.session_id.clone()),
+                        agent: None,
+                        input: None,
+                        max_turns: None,
+                        emergency: false,
+                        guard: Some(guard),
+                    };
+                    outcome = run_and_render(&runtime, again, format, cancel.clone()).await?;
+                }
+                Ok(exit_code(outcome.status))
+            }
             Err(e) => match e.downcast_ref::<crate::agent::RunError>() {
                 Some(crate::agent::RunError::Refused(reason)) => {
                     if format == OutputFormat::Text {

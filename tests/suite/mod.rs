@@ -5,5 +5,7 @@ mod crash;
 mod mock_server;
 mod permissions_paths;
 mod permissions_run;
+mod queue;
+mod queue_load;
 mod run;
 mod sandbox;
