@@ -8,6 +8,7 @@ pub mod agent;
 pub mod cli;
 pub mod config;
 pub mod logging;
+pub mod memory;
 pub mod permissions;
 pub mod protocol;
 pub mod providers;

@@ -8,6 +8,7 @@
 pub mod engine;
 pub mod prompt;
 pub mod runtime;
+pub mod summarize;
 mod turn;
 
 pub use runtime::{RunError, RunRequest, Runtime};

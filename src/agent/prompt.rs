@@ -40,7 +40,15 @@ pub fn system_prompt(
         }
         None => BUILTIN_CODER.to_string(),
     };
-    let mut prompt = base.trim_end().to_string();
+    // The agent's long-term memory: its prompt history's summaries follow the prompt (seed 001).
+    let memory = crate::memory::MemoryStore::new(&ws.nop_dir())
+        .load(agent_name)
+        .ok()
+        .flatten();
+    let mut prompt = match memory {
+        Some(m) => m.current_prompt(&base),
+        None => base.trim_end().to_string(),
+    };
     prompt.push_str(&format!(
         "\n\n# Environment\n- Repository root (working directory): {}\n- Platform: {}\n- Date: {}\n",
         ws.root.display(),

@@ -260,6 +260,9 @@ impl Runtime {
                 stop_words: self.config.queue.stop_words.clone(),
             },
         );
+        if self.config.memory.auto_summarize {
+            self.auto_summarize(&engine, &agent_name, &cancel).await;
+        }
         let ctx = engine.tool_context(
             &session_id,
             &agent_name,
@@ -272,7 +275,10 @@ impl Runtime {
             // Close what a killed process left open (or answer the agent's question), then the
             // messages queued while nobody ran the session (they came first), then the input.
             let session = self.blocking_read(&session_id).await?;
-            let (before, after) = resume_messages(&session, request.input.as_deref());
+            let (before, mut after) = resume_messages(&session, request.input.as_deref());
+            if let Some(recall) = self.recall(&agent_name, request.input.as_deref()) {
+                after.insert(0, recall);
+            }
             self.update_status(&session_id, SessionStatus::Running, before)
                 .await?;
             let pending = crate::queue::Inbox::new(&self.store.dir(&session_id)).list();
@@ -282,6 +288,9 @@ impl Runtime {
         } else {
             let system = prompt::system_prompt(&self.ws, &agent_name, def, now)?;
             let mut first = vec![Message::new(Role::System, system, now)];
+            if let Some(recall) = self.recall(&agent_name, request.input.as_deref()) {
+                first.push(recall);
+            }
             if let Some(input) = &request.input {
                 first.push(Message::new(Role::User, input.clone(), now));
             }
@@ -378,6 +387,62 @@ impl Runtime {
         };
         let _ = events.send(Event::Result(outcome.clone()));
         Ok(outcome)
+    }
+
+    /// Seed 001 §2.3.5: a question about the past brings the matching memory into the
+    /// conversation, as a system message just before it.
+    fn recall(&self, agent: &str, input: Option<&str>) -> Option<Message> {
+        let input = input?;
+        let today = chrono::Local::now().date_naive();
+        if !self.config.memory.recall || !crate::memory::is_history_question(input, today) {
+            return None;
+        }
+        let store = crate::memory::MemoryStore::new(&self.ws.nop_dir());
+        let hits = store.search(Some(agent), input, today).ok()?;
+        if hits.is_empty() {
+            return None;
+        }
+        let hits: Vec<_> = hits.into_iter().take(5).collect();
+        tracing::info!(
+            agent,
+            op = "memory",
+            result = "recalled",
+            entries = hits.len(),
+            "memory pulled into the context"
+        );
+        let mut message = Message::new(Role::System, crate::memory::context(&hits), Utc::now());
+        message.extra.insert(
+            "memoryRecall".into(),
+            serde_json::json!(hits.iter().map(|h| h.id.clone()).collect::<Vec<_>>()),
+        );
+        Some(message)
+    }
+
+    /// `memory.auto_summarize`: the most recent earlier day without a summary, at most one per
+    /// run and within the advisors' time limit, so a run is never held up for long.
+    async fn auto_summarize(&self, engine: &Engine, agent: &str, cancel: &CancellationToken) {
+        let today = chrono::Local::now().date_naive();
+        let Some(day) = super::summarize::pending_day(&self.ws, &self.config, agent, today) else {
+            return;
+        };
+        let limit = std::time::Duration::from_secs_f64(self.config.advisors.timeout_s);
+        let work = super::summarize::summarize_day(
+            &self.ws,
+            &self.config,
+            engine.provider(),
+            agent,
+            day,
+            cancel,
+        );
+        match tokio::time::timeout(limit, work).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(agent, op = "memory", result = "error", date = %day, "automatic summary failed: {e}")
+            }
+            Err(_) => {
+                tracing::warn!(agent, op = "memory", result = "timeout", date = %day, "automatic summary took too long; skipped")
+            }
+        }
     }
 
     async fn blocking_read(&self, id: &str) -> Result<SessionFile, RunError> {

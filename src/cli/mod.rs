@@ -118,6 +118,9 @@ pub enum Command {
     /// The agents of this repository.
     #[command(subcommand)]
     Agents(AgentsCommand),
+    /// Long-term memory: each agent's summaries of earlier days, and search over them.
+    #[command(subcommand)]
+    Memory(MemoryCommand),
     /// Show the effective configuration.
     #[command(subcommand)]
     Config(ConfigCommand),
@@ -199,6 +202,64 @@ pub struct AppendArgs {
     role: String,
     /// The message text; `-` or nothing reads it from standard input.
     text: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MemoryCommand {
+    /// The agent's summaries, oldest first (`--all`: removed ones too).
+    List {
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The agent's current prompt (initial prompt + summaries), or one summary with `--id`.
+    Show {
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(long)]
+        id: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove the latest summary (only the latest can be removed; it can be restored).
+    Pop {
+        #[arg(long)]
+        agent: Option<String>,
+        /// Refuse unless this is the latest summary.
+        #[arg(long)]
+        id: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Bring back the most recently removed summary.
+    Restore {
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Search by date expression and keywords, Chinese or English: "上周 权限", "sandbox last week".
+    Search {
+        query: String,
+        /// Only this agent's memory (default: every agent's).
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Summarise one day of the agent's sessions with the summarizer agent (default: yesterday).
+    Summarize {
+        #[arg(long)]
+        agent: Option<String>,
+        /// An ISO date or an expression such as "yesterday" or "前天".
+        #[arg(long)]
+        date: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -404,6 +465,12 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             let store = ws.store(&base.config);
             let id = store.resolve(&session)?;
             run::stop(&store, &id, &user)
+        }
+        Command::Memory(command) => {
+            let ws = Workspace::discover(&cwd)?;
+            let resolved = ws.config(None, None, outside.env.clone(), cli_settings)?;
+            start_logging(&ws, &resolved);
+            run::memory(&ws, resolved.config, outside.env, &user, command)
         }
         Command::Compact { id } => {
             let ws = Workspace::discover(&cwd)?;
@@ -624,7 +691,8 @@ fn run_session_command(
         | Command::Run(_)
         | Command::Compact { .. }
         | Command::Send { .. }
-        | Command::Stop { .. } => Ok(ExitCode::from(exit::USAGE)),
+        | Command::Stop { .. }
+        | Command::Memory(_) => Ok(ExitCode::from(exit::USAGE)),
     }
 }
 

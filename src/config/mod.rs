@@ -34,6 +34,27 @@ pub struct Config {
     pub advisors: AdvisorsConfig,
     pub compaction: CompactionConfig,
     pub queue: QueueConfig,
+    pub memory: MemoryConfig,
+}
+
+/// Long-term memory (seed 001 §2.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MemoryConfig {
+    /// Summarise, at the start of a run, the most recent earlier day of the agent's sessions
+    /// that has no summary yet (at most one day per run).
+    pub auto_summarize: bool,
+    /// Whether a question about the past pulls matching memory into the conversation.
+    pub recall: bool,
+}
+
+impl Default for MemoryConfig {
+    fn default() -> Self {
+        MemoryConfig {
+            auto_summarize: false,
+            recall: true,
+        }
+    }
 }
 
 /// Messages to busy sessions and priority-based sessions (seeds 000, 004).

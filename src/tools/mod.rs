@@ -12,6 +12,7 @@ pub mod orchestrator;
 pub mod paths;
 mod read_file;
 mod search_files;
+mod search_memory;
 mod shell;
 mod snapshot;
 mod update_plan;
@@ -264,6 +265,7 @@ impl Registry {
                 Box::new(load_skill::LoadSkill),
                 Box::new(call_agent::CallAgent),
                 Box::new(compact::Compact),
+                Box::new(search_memory::SearchMemory),
             ],
         }
     }
@@ -306,6 +308,6 @@ mod tests {
                 }
             }
         }
-        assert_eq!(registry.names().len(), 12);
+        assert_eq!(registry.names().len(), 13);
     }
 }

@@ -201,7 +201,7 @@ mod tests {
             for entry in fs::read_dir(&dir)? {
                 let path = entry?.path();
                 let relative = path.strip_prefix(&root)?.to_string_lossy().into_owned();
-                if relative == "sessions" || relative == "logs" {
+                if ["sessions", "logs", "state", "memory"].contains(&relative.as_str()) {
                     continue;
                 }
                 if path.is_dir() {

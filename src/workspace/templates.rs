@@ -19,6 +19,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../.nop/.permissions/agent-retry-advisor.yml"),
     ),
     (
+        ".permissions/agent-summarizer.yml",
+        include_str!("../../.nop/.permissions/agent-summarizer.yml"),
+    ),
+    (
         ".system/agents/coder.md",
         include_str!("../../.nop/.system/agents/coder.md"),
     ),
@@ -33,6 +37,10 @@ pub const FILES: &[(&str, &str)] = &[
     (
         ".system/agents/retry-advisor.md",
         include_str!("../../.nop/.system/agents/retry-advisor.md"),
+    ),
+    (
+        ".system/agents/summarizer.md",
+        include_str!("../../.nop/.system/agents/summarizer.md"),
     ),
     (
         ".system/skills/README.md",

@@ -1,0 +1,193 @@
+//! `nop memory summarize`: the `summarizer` agent turns one day of an agent's sessions into a
+//! summary for its prompt history and the knowledge index (seed 001 §2.1, §2.3).
+
+use chrono::{Local, NaiveDate, Utc};
+use tokio_util::sync::CancellationToken;
+
+use super::RunError;
+use crate::memory::{Entry, MemoryStore, SummaryOutput};
+use crate::protocol::{Message, Role, SessionFile};
+use crate::providers::{ChatRequest, Provider};
+use crate::workspace::Workspace;
+
+const SUMMARIZER_PROMPT: &str = include_str!("../../.nop/.system/agents/summarizer.md");
+/// Characters of conversation sent to the summarizer at most.
+const MAX_INPUT: usize = 60_000;
+
+/// The local calendar day a session was created on.
+pub fn local_day(session: &SessionFile) -> NaiveDate {
+    session.created_at.with_timezone(&Local).date_naive()
+}
+
+/// The top-level sessions of `agent` created on `date` (local time), oldest first.
+pub fn sessions_of_day(
+    ws: &Workspace,
+    config: &crate::config::Config,
+    agent: &str,
+    date: NaiveDate,
+) -> Vec<SessionFile> {
+    let store = ws.store(config);
+    store
+        .ids()
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|id| store.read_session(&id).ok())
+        .filter(|s| s.agent == agent && s.caller.is_none() && local_day(s) == date)
+        .collect()
+}
+
+/// The agent's prompt as configured, the base of its prompt history.
+pub fn initial_prompt(ws: &Workspace, agent: &str) -> String {
+    let agents = ws.agents().unwrap_or_default();
+    agents
+        .get(agent)
+        .and_then(|d| d.prompt.as_ref())
+        .and_then(|p| std::fs::read_to_string(ws.nop_dir().join(p)).ok())
+        .unwrap_or_else(|| super::prompt::BUILTIN_CODER.to_string())
+}
+
+fn render(sessions: &[SessionFile]) -> (String, usize, usize) {
+    let mut out = String::new();
+    let (mut messages, mut user) = (0, 0);
+    for s in sessions {
+        out.push_str(&format!(
+            "## Session {} ({})\n",
+            s.session_id,
+            s.created_at.with_timezone(&Local).format("%H:%M")
+        ));
+        for m in &s.messages {
+            messages += 1;
+            match m.role {
+                Role::System => continue,
+                Role::User => user += 1,
+                _ => {}
+            }
+            let text: String = m.content.chars().take(1500).collect();
+            out.push_str(&format!("[{}] {text}\n", m.role.as_str()));
+            for call in &m.tool_calls {
+                out.push_str(&format!(
+                    "  → {} {}\n",
+                    call.name,
+                    call.arguments
+                        .to_string()
+                        .chars()
+                        .take(200)
+                        .collect::<String>()
+                ));
+            }
+        }
+    }
+    if out.len() > MAX_INPUT {
+        let mut end = MAX_INPUT;
+        while !out.is_char_boundary(end) {
+            end -= 1;
+        }
+        out.truncate(end);
+        out.push_str("\n[… cut]");
+    }
+    (out, messages, user)
+}
+
+/// Summarises `date` for `agent`; `Ok(None)` when it had no sessions that day.
+pub async fn summarize_day(
+    ws: &Workspace,
+    config: &crate::config::Config,
+    provider: &Provider,
+    agent: &str,
+    date: NaiveDate,
+    cancel: &CancellationToken,
+) -> Result<Option<Entry>, RunError> {
+    let store = MemoryStore::new(&ws.nop_dir());
+    // Refuse before paying for a model call.
+    if let Some(existing) = store
+        .load(agent)
+        .map_err(|e| RunError::Agent(e.to_string()))?
+        .and_then(|m| {
+            m.remaining()
+                .find(|e| e.summary_date == date)
+                .map(|e| e.id.clone())
+        })
+    {
+        return Err(RunError::Agent(
+            crate::memory::MemoryError::AlreadySummarized {
+                agent: agent.to_string(),
+                date,
+                id: existing,
+            }
+            .to_string(),
+        ));
+    }
+    let sessions = sessions_of_day(ws, config, agent, date);
+    if sessions.is_empty() {
+        return Ok(None);
+    }
+    let (text, messages, user) = render(&sessions);
+    let agents = ws.agents()?;
+    let prompt = agents
+        .get("summarizer")
+        .and_then(|d| d.prompt.as_ref())
+        .and_then(|p| std::fs::read_to_string(ws.nop_dir().join(p)).ok())
+        .unwrap_or_else(|| SUMMARIZER_PROMPT.to_string());
+    let request = [
+        Message::new(Role::System, prompt, Utc::now()),
+        Message::new(
+            Role::User,
+            format!("Agent: {agent}\nDay: {date}\n\n{text}"),
+            Utc::now(),
+        ),
+    ];
+    let mut ignore = |_| {};
+    let reply = provider
+        .complete(
+            ChatRequest {
+                messages: &request,
+                tools: &[],
+            },
+            cancel,
+            &mut ignore,
+        )
+        .await?;
+    let output: SummaryOutput = crate::advisors::parse_decision(&reply.text).map_err(|e| {
+        RunError::Agent(format!(
+            "the summarizer's answer was not usable ({e}); nothing was stored"
+        ))
+    })?;
+    let entry = store
+        .append(
+            agent,
+            &initial_prompt(ws, agent),
+            date,
+            output,
+            (messages, user),
+            Utc::now(),
+        )
+        .map_err(|e| RunError::Agent(e.to_string()))?;
+    tracing::info!(agent, op = "memory", result = "summarized", date = %date, entry = %entry.id, "day summarised");
+    Ok(Some(entry))
+}
+
+/// The most recent earlier day with sessions of `agent` and no summary (removed ones count as
+/// summarised: a person removed them on purpose).
+pub fn pending_day(
+    ws: &Workspace,
+    config: &crate::config::Config,
+    agent: &str,
+    today: NaiveDate,
+) -> Option<NaiveDate> {
+    let store = ws.store(config);
+    let memory = MemoryStore::new(&ws.nop_dir()).load(agent).ok().flatten();
+    let done: Vec<NaiveDate> = memory
+        .map(|m| m.entries.iter().map(|e| e.summary_date).collect())
+        .unwrap_or_default();
+    let mut days: Vec<NaiveDate> = store
+        .ids()
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|id| store.read_session(&id).ok())
+        .filter(|s| s.agent == agent && s.caller.is_none())
+        .map(|s| local_day(&s))
+        .filter(|d| *d < today && !done.contains(d))
+        .collect();
+    days.sort();
+    days.pop()
+}

@@ -1,0 +1,43 @@
+//! `search-memory`: the agent looks things up in its long-term memory (seed 001 §2.3).
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+use super::{ToolContext, ToolError, ToolOutput, TypedTool};
+
+pub struct SearchMemory;
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchMemoryArgs {
+    /// Keywords and/or a date expression: "权限 上周", "sandbox last week", "2026-11-03", "昨天".
+    query: String,
+    /// Search every agent's memory instead of only your own.
+    #[serde(default)]
+    all_agents: bool,
+}
+
+impl TypedTool for SearchMemory {
+    type Args = SearchMemoryArgs;
+    const NAME: &'static str = "search-memory";
+    const DESCRIPTION: &'static str = "Search the summaries of earlier days' sessions of this repository (long-term memory) by keywords and dates (Chinese or English). Returns matching days with their summaries, best first.";
+
+    async fn run(
+        &self,
+        args: SearchMemoryArgs,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        let store = crate::memory::MemoryStore::new(&ctx.nop_dir());
+        let today = chrono::Local::now().date_naive();
+        let agent = (!args.all_agents).then_some(ctx.agent.as_str());
+        let hits = store
+            .search(agent, &args.query, today)
+            .map_err(|e| ToolError::model("MemoryError", e.to_string()))?;
+        if hits.is_empty() {
+            return Ok(ToolOutput::text("no memory matches"));
+        }
+        Ok(ToolOutput::text(crate::memory::context(
+            &hits.into_iter().take(10).collect::<Vec<_>>(),
+        )))
+    }
+}

@@ -1,0 +1,204 @@
+//! Long-term memory end to end: summarize a day with the summarizer (mock model), list, remove,
+//! restore, search, and a run whose question pulls memory into what the model sees.
+
+use std::fs;
+
+use serde_json::{Value, json};
+
+use crate::support::Repo;
+use crate::support::mock::{MockServer, openai};
+
+/// A session of `coder` on 2026-01-15 (UTC; tests run with no TZ) about the parser.
+fn day_of_work(repo: &Repo) -> String {
+    let id = repo.new_session();
+    repo.run(&[
+        "sessions",
+        "append",
+        &id,
+        "the parser chokes on nested arrays",
+    ]);
+    repo.run(&[
+        "sessions",
+        "append",
+        &id,
+        "--role",
+        "assistant",
+        "Fixed src/parser.rs: arrays now recurse.",
+    ]);
+    let path = repo.session_dir(&id).join("session.json");
+    let mut session: Value =
+        serde_json::from_str(&fs::read_to_string(&path).expect("read")).expect("json");
+    session["createdAt"] = json!("2026-01-15T10:00:00Z");
+    fs::write(&path, serde_json::to_string_pretty(&session).expect("json")).expect("write");
+    id
+}
+
+fn summary_reply() -> Value {
+    json!({
+        "summary": "Fixed the parser so nested arrays recurse (src/parser.rs).",
+        "topics": ["parser"],
+        "keyPoints": ["nested arrays recurse now"],
+        "keywords": ["parser", "arrays", "解析器"]
+    })
+}
+
+fn summarize(repo: &Repo, server: &MockServer) -> Value {
+    let out = repo
+        .nop_model(server, "openai")
+        .args(["memory", "summarize", "--date", "2026-01-15", "--json"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("json")
+}
+
+#[test]
+fn summarize_list_pop_restore_and_search() {
+    let repo = Repo::new();
+    day_of_work(&repo);
+    let server = MockServer::start(vec![openai::reply_text(&summary_reply().to_string())]);
+    let entry = summarize(&repo, &server);
+    assert_eq!(entry["summaryDate"], "2026-01-15");
+    assert_eq!(
+        entry["index"]["keywords"],
+        json!(["parser", "arrays", "解析器"])
+    );
+    assert_eq!(entry["index"]["userMessageCount"], 1);
+    let request = &server.requests()[0].body;
+    assert!(
+        request["messages"][0]["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("You summarise one day"))
+    );
+    assert!(
+        request["messages"][1]["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("chokes on nested arrays"))
+    );
+    assert!(request.get("tools").is_none());
+
+    let id = entry["id"].as_str().expect("id").to_string();
+    let prompt = repo.run(&["memory", "show"]);
+    assert!(
+        prompt.trim_end().ends_with(
+            "[Memory of 2026-01-15] Fixed the parser so nested arrays recurse (src/parser.rs)."
+        ),
+        "{prompt}"
+    );
+    let list: Value = serde_json::from_str(&repo.run(&["memory", "list", "--json"])).expect("json");
+    assert_eq!(list.as_array().map(Vec::len), Some(1));
+
+    // The same day again is refused; a wrong id cannot be removed.
+    let out = repo
+        .nop_model(&server, "openai")
+        .args(["memory", "summarize", "--date", "2026-01-15"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already has a summary of 2026-01-15"));
+    let err = repo.fail(&["memory", "pop", "--id", "zzz"]);
+    assert!(
+        err.contains("only the latest summary can be removed"),
+        "{err}"
+    );
+
+    let hits: Value =
+        serde_json::from_str(&repo.run(&["memory", "search", "解析器", "--json"])).expect("json");
+    assert_eq!(hits[0]["id"], id.as_str());
+    repo.run(&["--user", "alice", "memory", "pop"]);
+    let hits: Value =
+        serde_json::from_str(&repo.run(&["memory", "search", "parser", "--json"])).expect("json");
+    assert_eq!(hits, json!([]));
+    let all: Value =
+        serde_json::from_str(&repo.run(&["memory", "list", "--all", "--json"])).expect("json");
+    assert_eq!(all[0]["deletedBy"], "alice");
+    assert_eq!(all[0]["index"]["deleted"], true);
+    assert!(!repo.run(&["memory", "show"]).contains("[Memory of"));
+    repo.run(&["memory", "restore"]);
+    let hits: Value =
+        serde_json::from_str(&repo.run(&["memory", "search", "2026-01-15", "--json"]))
+            .expect("json");
+    assert_eq!(hits[0]["id"], id.as_str());
+}
+
+#[test]
+fn an_unusable_summary_stores_nothing() {
+    let repo = Repo::new();
+    day_of_work(&repo);
+    let server = MockServer::start(vec![openai::reply_text("Today we fixed a parser bug.")]);
+    let out = repo
+        .nop_model(&server, "openai")
+        .args(["memory", "summarize", "--date", "2026-01-15"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nothing was stored"));
+    assert!(!repo.path().join(".nop/memory/coder.json").exists());
+}
+
+#[test]
+fn a_question_about_the_past_pulls_memory_into_the_request() {
+    let repo = Repo::new();
+    day_of_work(&repo);
+    let server = MockServer::start(vec![
+        openai::reply_text(&summary_reply().to_string()),
+        openai::reply_tool_calls(&[("m1", "search-memory", json!({"query": "arrays"}))]),
+        openai::reply_text("We fixed nested arrays in the parser."),
+    ]);
+    summarize(&repo, &server);
+    let out = repo
+        .nop_model(&server, "openai")
+        .args([
+            "run",
+            "--output-format",
+            "json",
+            "what did we change in the parser previously?",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let messages = server.requests()[1].body["messages"]
+        .as_array()
+        .expect("messages")
+        .clone();
+    // The prompt history is part of the system prompt…
+    assert!(
+        messages[0]["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("[Memory of 2026-01-15]"))
+    );
+    // …and the question brought the matching index entry right before it.
+    assert_eq!(messages[1]["role"], "system");
+    assert!(
+        messages[1]["content"].as_str().is_some_and(
+            |c| c.starts_with("[Relevant memory") && c.contains("nested arrays recurse")
+        ),
+        "{messages:#?}"
+    );
+    assert_eq!(
+        messages[2]["content"],
+        "what did we change in the parser previously?"
+    );
+    // The search-memory tool finds it too.
+    let result = server.requests()[2].body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .cloned()
+        .expect("tool result");
+    assert!(
+        result["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("2026-01-15") && c.contains("Fixed the parser")),
+        "{result}"
+    );
+}
