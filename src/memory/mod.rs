@@ -355,14 +355,14 @@ impl MemoryStore {
         if !ranges.is_empty() {
             candidates.retain(|(_, e)| ranges.iter().any(|r| r.contains(e.summary_date)));
         }
-        let has_words = !search::tokens(&rest).is_empty();
+        let has_words = !search::query_tokens(&rest).is_empty();
         let docs: Vec<search::Doc<'_>> = candidates
             .iter()
             .map(|(_, e)| search::Doc {
                 fields: {
                     let mut f: Vec<(&str, f64)> = vec![(e.index.summary.as_str(), 1.0)];
-                    f.extend(e.index.topics.iter().map(|t| (t.as_str(), 2.0)));
-                    f.extend(e.index.keywords.iter().map(|k| (k.as_str(), 2.0)));
+                    f.extend(e.index.topics.iter().map(|t| (t.as_str(), 3.0)));
+                    f.extend(e.index.keywords.iter().map(|k| (k.as_str(), 3.0)));
                     f.extend(e.index.key_points.iter().map(|k| (k.as_str(), 1.0)));
                     f
                 },

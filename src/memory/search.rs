@@ -1,6 +1,7 @@
 //! Keyword search over the knowledge index: BM25 over lowercased, lightly stemmed English words
 //! and Chinese character unigrams and bigrams (the bigrams carry most of the signal for Chinese
 //! words without a dictionary), with topics and keywords weighted above the summary text.
+//! Queries match Chinese words of two or more characters by bigrams only.
 
 use std::collections::HashMap;
 
@@ -79,24 +80,46 @@ fn is_cjk(c: char) -> bool {
     matches!(c as u32, 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xF900..=0xFAFF | 0x20000..=0x2FFFF)
 }
 
-/// A light English stemmer: enough for "permissions"/"permission", "changing"/"change".
+/// A light English stemmer: one suffix off, then a final "e" off, so that "release",
+/// "released" and "releases" all become "releas", and "queue"/"queues"/"queued" "queu".
 fn stem(word: &str) -> String {
+    let mut stem = word.to_string();
     for suffix in ["ations", "ation", "ings", "ing", "ies", "es", "ed", "s"] {
         if let Some(stripped) = word.strip_suffix(suffix)
             && stripped.chars().count() >= 3
         {
-            return match suffix {
-                "ies" => format!("{stripped}y"),
-                "ation" | "ations" => format!("{stripped}e"),
-                _ => stripped.to_string(),
+            stem = if suffix == "ies" {
+                format!("{stripped}y")
+            } else {
+                stripped.to_string()
             };
+            break;
         }
     }
-    word.to_string()
+    if stem.len() > 3 && stem.ends_with('e') {
+        stem.pop();
+    }
+    stem
 }
 
-/// The search tokens of `text`.
+/// Whether a token is a CJK bigram (indexed for matching, not counted in a document's length:
+/// Chinese would otherwise count each character twice and be penalised against English).
+fn is_bigram(token: &str) -> bool {
+    token.chars().count() == 2 && token.chars().all(is_cjk)
+}
+
+/// The search tokens of `text`: for a document, Chinese unigrams and bigrams.
 pub fn tokens(text: &str) -> Vec<String> {
+    tokenize(text, false)
+}
+
+/// The tokens of a query: a Chinese word of two or more characters matches by its bigrams only,
+/// so that one shared character (限 of 上限 for 权限) is not a match.
+pub fn query_tokens(text: &str) -> Vec<String> {
+    tokenize(text, true)
+}
+
+fn tokenize(text: &str, query: bool) -> Vec<String> {
     let mut out = Vec::new();
     let mut word = String::new();
     let mut run: Vec<char> = Vec::new();
@@ -119,8 +142,10 @@ pub fn tokens(text: &str) -> Vec<String> {
         }
         for piece in cleaned.split(' ').filter(|p| !p.is_empty()) {
             let cs: Vec<char> = piece.chars().collect();
-            for c in &cs {
-                out.push(c.to_string());
+            if !query || cs.len() == 1 {
+                for c in &cs {
+                    out.push(c.to_string());
+                }
             }
             for pair in cs.windows(2) {
                 out.push(pair.iter().collect());
@@ -152,7 +177,7 @@ pub struct Doc<'a> {
 /// BM25 scores of `docs` for `query` (0 for documents that match no query token).
 pub fn bm25(query: &str, docs: &[Doc<'_>]) -> Vec<f64> {
     let q: Vec<String> = {
-        let mut t = tokens(query);
+        let mut t = query_tokens(query);
         t.sort();
         t.dedup();
         t
@@ -173,7 +198,15 @@ pub fn bm25(query: &str, docs: &[Doc<'_>]) -> Vec<f64> {
             tf
         })
         .collect();
-    let lens: Vec<f64> = tfs.iter().map(|tf| tf.values().sum()).collect();
+    let lens: Vec<f64> = tfs
+        .iter()
+        .map(|tf| {
+            tf.iter()
+                .filter(|(t, _)| !is_bigram(t))
+                .map(|(_, w)| w)
+                .sum()
+        })
+        .collect();
     let avg = lens.iter().sum::<f64>() / lens.len() as f64;
     let n = docs.len() as f64;
     tfs.iter()
@@ -201,6 +234,9 @@ mod tests {
     #[test]
     fn tokens_fold_case_stem_english_and_split_chinese() {
         assert_eq!(tokens("Permissions FIXED"), vec!["permission", "fix"]);
+        assert_eq!(tokens("release released releases"), vec!["releas"; 3]);
+        assert_eq!(tokens("queue queues queued"), vec!["queu"; 3]);
+        assert_eq!(query_tokens("权限"), vec!["权限"]);
         let t = tokens("我们讨论了权限系统");
         assert!(
             t.contains(&"权限".to_string()) && t.contains(&"系统".to_string()),

@@ -2,6 +2,8 @@ mod advisors;
 mod cli;
 mod concurrency;
 mod crash;
+mod memory;
+mod memory_search;
 mod mock_server;
 mod permissions_paths;
 mod permissions_run;
