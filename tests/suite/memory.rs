@@ -202,3 +202,37 @@ fn a_question_about_the_past_pulls_memory_into_the_request() {
         "{result}"
     );
 }
+
+#[test]
+fn auto_summarize_does_one_earlier_day_before_the_run() {
+    let repo = Repo::new();
+    day_of_work(&repo);
+    let server = MockServer::start(vec![
+        openai::reply_text(&summary_reply().to_string()),
+        openai::reply_text("hello"),
+        openai::reply_text("again"),
+    ]);
+    let run = |prompt: &str| {
+        repo.nop_model(&server, "openai")
+            .env("NOP_MEMORY_AUTO_SUMMARIZE", "true")
+            .args(["run", prompt])
+            .output()
+            .expect("run")
+    };
+    assert_eq!(run("hi").status.code(), Some(0));
+    let requests = server.requests();
+    assert!(
+        requests[0].body["messages"][0]["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("You summarise one day"))
+    );
+    // The new session's prompt already carries the summary.
+    assert!(
+        requests[1].body["messages"][0]["content"]
+            .as_str()
+            .is_some_and(|c| c.contains("[Memory of 2026-01-15]"))
+    );
+    // Never twice for the same day: the next run goes straight to work.
+    assert_eq!(run("hi again").status.code(), Some(0));
+    assert_eq!(server.requests().len(), 3);
+}
