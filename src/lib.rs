@@ -5,6 +5,7 @@
 
 pub mod advisors;
 pub mod agent;
+pub mod chat;
 pub mod cli;
 pub mod config;
 pub mod logging;

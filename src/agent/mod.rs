@@ -5,6 +5,7 @@
 //! "adapter", [`runtime`]) creates and loads sessions, sets ids, records messages and moves the
 //! session through its lifecycle; the agent never sees a session id.
 
+pub mod chat;
 pub mod engine;
 pub mod prompt;
 pub mod runtime;

@@ -96,6 +96,14 @@ pub enum Command {
     },
     /// Compact a session's conversation now (the full history stays in a snapshot).
     Compact { id: String },
+    /// A conversation that feels like chatting with a person: it waits until you have finished
+    /// typing, then answers in several messages.
+    Chat {
+        #[arg(long, short = 's', value_name = "ID")]
+        session: Option<String>,
+        #[arg(long, value_name = "NAME", conflicts_with = "session")]
+        agent: Option<String>,
+    },
     /// Send a message to a session: processed at once if nobody runs it, otherwise queued for
     /// the process that does (it reads its queue between tool calls).
     Send {
@@ -190,6 +198,10 @@ pub struct RunArgs {
     /// An emergency: this session's priority is raised by 20 (seed 000's dynamic priority).
     #[arg(long)]
     emergency: bool,
+    /// Chat messages answered together as one batch (repeatable; instead of PROMPT): the model
+    /// answers with several replies and their delays, returned at once without waiting them out.
+    #[arg(long = "message", value_name = "TEXT", conflicts_with = "prompt")]
+    messages: Vec<String>,
     /// The task, or the answer to the agent's question; `-` reads it from standard input.
     prompt: Option<String>,
 }
@@ -369,6 +381,21 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
                 cli_settings,
             )?;
             let session = session.map(|s| s.session_id);
+            if !args.messages.is_empty() {
+                let agent = args
+                    .agent
+                    .clone()
+                    .unwrap_or_else(|| resolved.config.agent.default.clone());
+                return run::batch(
+                    &ws,
+                    resolved.config,
+                    outside.env,
+                    session,
+                    &agent,
+                    args.messages,
+                    args.output_format,
+                );
+            }
             let prompt = match run::read_prompt(args.prompt) {
                 Ok(p) => p,
                 Err(e) => {
@@ -421,6 +448,30 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
                     Ok(ExitCode::from(exit::USAGE))
                 }
             }
+        }
+        Command::Chat { session, agent } => {
+            let ws = Workspace::discover(&cwd)?;
+            let base = ws.config(None, None, outside.env.clone(), cli_settings.clone())?;
+            start_logging(&ws, &base);
+            let store = ws.store(&base.config);
+            let session = match &session {
+                Some(prefix) => Some(store.read_session(&store.resolve(prefix)?)?),
+                None => None,
+            };
+            let resolved = ws.config(
+                agent.as_deref(),
+                session.as_ref(),
+                outside.env.clone(),
+                cli_settings,
+            )?;
+            let agent = agent.unwrap_or_else(|| resolved.config.agent.default.clone());
+            run::chat(
+                &ws,
+                resolved.config,
+                outside.env,
+                session.map(|s| s.session_id),
+                &agent,
+            )
         }
         Command::Send {
             session,
@@ -692,7 +743,8 @@ fn run_session_command(
         | Command::Compact { .. }
         | Command::Send { .. }
         | Command::Stop { .. }
-        | Command::Memory(_) => Ok(ExitCode::from(exit::USAGE)),
+        | Command::Memory(_)
+        | Command::Chat { .. } => Ok(ExitCode::from(exit::USAGE)),
     }
 }
 

@@ -35,6 +35,31 @@ pub struct Config {
     pub compaction: CompactionConfig,
     pub queue: QueueConfig,
     pub memory: MemoryConfig,
+    pub chat: ChatConfig,
+}
+
+/// Multi-message conversation (seed 001 §2.2).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ChatConfig {
+    /// Whether `nop chat` waits for a quiet period and answers messages as a batch.
+    pub batching: bool,
+    /// The quiet period after each message is random between these (seconds; 0 allowed).
+    pub wait_min_s: f64,
+    pub wait_max_s: f64,
+    /// The longest pause before a reply.
+    pub max_delay_s: f64,
+}
+
+impl Default for ChatConfig {
+    fn default() -> Self {
+        ChatConfig {
+            batching: true,
+            wait_min_s: 5.0,
+            wait_max_s: 15.0,
+            max_delay_s: 10.0,
+        }
+    }
 }
 
 /// Long-term memory (seed 001 §2.1).
@@ -376,6 +401,22 @@ impl Config {
                     "must be 0 to 3600 seconds, not {}",
                     self.advisors.retry_delay_s
                 ),
+            ));
+        }
+        let c = &self.chat;
+        if !(c.wait_min_s >= 0.0 && c.wait_max_s >= c.wait_min_s && c.wait_max_s <= 3600.0) {
+            problems.push((
+                "chat.wait_max_s",
+                format!(
+                    "chat waits must satisfy 0 ≤ wait_min_s ({}) ≤ wait_max_s ({}) ≤ 3600",
+                    c.wait_min_s, c.wait_max_s
+                ),
+            ));
+        }
+        if !(c.max_delay_s >= 0.0 && c.max_delay_s <= 600.0) {
+            problems.push((
+                "chat.max_delay_s",
+                format!("must be 0 to 600 seconds, not {}", c.max_delay_s),
             ));
         }
         if self.agent.max_turns == 0 {

@@ -19,6 +19,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../../.nop/.permissions/agent-retry-advisor.yml"),
     ),
     (
+        ".permissions/agent-splitter.yml",
+        include_str!("../../.nop/.permissions/agent-splitter.yml"),
+    ),
+    (
         ".permissions/agent-summarizer.yml",
         include_str!("../../.nop/.permissions/agent-summarizer.yml"),
     ),
@@ -37,6 +41,10 @@ pub const FILES: &[(&str, &str)] = &[
     (
         ".system/agents/retry-advisor.md",
         include_str!("../../.nop/.system/agents/retry-advisor.md"),
+    ),
+    (
+        ".system/agents/splitter.md",
+        include_str!("../../.nop/.system/agents/splitter.md"),
     ),
     (
         ".system/agents/summarizer.md",

@@ -1,4 +1,5 @@
 mod advisors;
+mod chat;
 mod cli;
 mod concurrency;
 mod crash;

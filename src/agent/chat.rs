@@ -1,0 +1,196 @@
+//! Answering a batch of chat messages at once (seed 001 §2.2.4–2.2.6): one model request with
+//! every waiting message; replies as JSON with delays; if the answer is not that JSON, the
+//! `splitter` agent splits the text (tried twice); if that fails too, the whole answer is one
+//! reply. Every message and reply is stored with its batch fields.
+
+use chrono::{DateTime, Utc};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::RunError;
+use crate::chat::{Reply, ScheduledReply, batch_instruction, parse_replies, schedule};
+use crate::protocol::{Message, Role};
+use crate::providers::{ChatRequest, Provider};
+use crate::session::Store;
+use crate::workspace::Workspace;
+
+const SPLITTER_PROMPT: &str = include_str!("../../.nop/.system/agents/splitter.md");
+
+/// A batch and its replies.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct BatchResult {
+    pub session_id: String,
+    pub batch_id: String,
+    pub replies: Vec<ScheduledReply>,
+    /// How the replies were made: `json`, `splitter` or `single`.
+    pub via: &'static str,
+}
+
+/// Creates a chat session for `agent` (its system prompt, no messages yet).
+pub fn open_session(ws: &Workspace, store: &Store, agent: &str) -> Result<String, RunError> {
+    let agents = ws.agents()?;
+    let now = Utc::now();
+    let system = super::prompt::system_prompt(ws, agent, agents.get(agent), now)?;
+    let session = store.create(agent, now)?;
+    store.update(&session.session_id, now, |state| {
+        state
+            .session
+            .messages
+            .push(Message::new(Role::System, system, now));
+        Ok(())
+    })?;
+    Ok(session.session_id)
+}
+
+async fn ask(
+    provider: &Provider,
+    messages: &[Message],
+    cancel: &CancellationToken,
+) -> Result<(String, u64, u64), RunError> {
+    let mut ignore = |_| {};
+    let reply = provider
+        .complete(
+            ChatRequest {
+                messages,
+                tools: &[],
+            },
+            cancel,
+            &mut ignore,
+        )
+        .await?;
+    Ok((reply.text, reply.input_tokens, reply.output_tokens))
+}
+
+/// Answers `messages` as one batch of session `session_id`.
+pub async fn answer_batch(
+    ws: &Workspace,
+    store: &Store,
+    provider: &Provider,
+    session_id: &str,
+    messages: Vec<String>,
+    max_delay: f64,
+    cancel: &CancellationToken,
+) -> Result<BatchResult, RunError> {
+    let batch_id = crate::protocol::new_id();
+    let now = Utc::now();
+    let incoming: Vec<Message> = messages
+        .iter()
+        .enumerate()
+        .map(|(i, text)| {
+            let mut m = Message::new(Role::User, text.clone(), now);
+            m.extra.insert("batchId".into(), json!(batch_id));
+            m.extra.insert("batchIndex".into(), json!(i));
+            m
+        })
+        .collect();
+    let history = store.update(session_id, now, |state| {
+        state.session.messages.extend(incoming);
+        Ok(state.session.messages.clone())
+    })?;
+    let mut request = history;
+    request.push(Message::new(
+        Role::System,
+        batch_instruction(max_delay),
+        now,
+    ));
+    let (answer, mut input_tokens, mut output_tokens) = ask(provider, &request, cancel).await?;
+    let (replies, via): (Vec<Reply>, &'static str) = match parse_replies(&answer, max_delay) {
+        Some(r) => (r, "json"),
+        None => {
+            let agents = ws.agents()?;
+            let prompt = agents
+                .get("splitter")
+                .and_then(|d| d.prompt.as_ref())
+                .and_then(|p| std::fs::read_to_string(ws.nop_dir().join(p)).ok())
+                .unwrap_or_else(|| SPLITTER_PROMPT.to_string());
+            let split = [
+                Message::new(Role::System, prompt, now),
+                Message::new(Role::User, answer.clone(), now),
+            ];
+            let mut found = None;
+            for attempt in 1..=2 {
+                match ask(provider, &split, cancel).await {
+                    Ok((text, i, o)) => {
+                        input_tokens += i;
+                        output_tokens += o;
+                        if let Some(r) = parse_replies(&text, max_delay) {
+                            found = Some(r);
+                            break;
+                        }
+                        tracing::warn!(session = %session_id, op = "chat", result = "retry", attempt, "the splitter did not answer with replies JSON");
+                    }
+                    Err(e) => {
+                        tracing::warn!(session = %session_id, op = "chat", result = "error", attempt, "the splitter failed: {e}")
+                    }
+                }
+            }
+            match found {
+                Some(r) => (r, "splitter"),
+                None => (
+                    vec![Reply {
+                        content: answer.trim().to_string(),
+                        send_delay_seconds: 0.0,
+                    }],
+                    "single",
+                ),
+            }
+        }
+    };
+    let scheduled = schedule(&replies, Utc::now());
+    let stored: Vec<Message> = scheduled
+        .iter()
+        .map(|r| {
+            let mut m = Message::new(Role::Assistant, r.content.clone(), Utc::now());
+            m.extra.insert("replyId".into(), json!(r.id));
+            m.extra.insert("batchId".into(), json!(batch_id));
+            m.extra.insert("batchIndex".into(), json!(r.order));
+            m.extra
+                .insert("sendDelaySeconds".into(), json!(r.send_delay_seconds));
+            m.extra.insert(
+                "scheduledSendAt".into(),
+                json!(r.scheduled_send_at.to_rfc3339()),
+            );
+            m.extra.insert("actualSentAt".into(), Value::Null);
+            m
+        })
+        .collect();
+    store.update(session_id, Utc::now(), |state| {
+        state.session.messages.extend(stored);
+        state.session.usage.input_tokens += input_tokens;
+        state.session.usage.output_tokens += output_tokens;
+        state.session.usage.requests += 1;
+        Ok(())
+    })?;
+    tracing::info!(session = %session_id, op = "chat", result = via, batch = %batch_id, messages = messages.len(), replies = scheduled.len(), "batch answered");
+    Ok(BatchResult {
+        session_id: session_id.to_string(),
+        batch_id,
+        replies: scheduled,
+        via,
+    })
+}
+
+/// Records when a reply was shown (`Some`), or that it never was (`None`: the person left).
+pub fn record_delivery(
+    store: &Store,
+    session_id: &str,
+    reply_id: &str,
+    at: Option<DateTime<Utc>>,
+) -> Result<(), RunError> {
+    store.update(session_id, Utc::now(), |state| {
+        if let Some(m) = state
+            .session
+            .messages
+            .iter_mut()
+            .find(|m| m.extra.get("replyId").and_then(Value::as_str) == Some(reply_id))
+        {
+            m.extra.insert(
+                "actualSentAt".into(),
+                at.map_or(Value::Null, |t| json!(t.to_rfc3339())),
+            );
+            m.extra.insert("sent".into(), json!(at.is_some()));
+        }
+        Ok(())
+    })?;
+    Ok(())
+}
