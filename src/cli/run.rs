@@ -293,12 +293,18 @@ impl Renderer {
                 ok,
                 output,
                 duration_ms,
+                name,
                 ..
             } => {
                 let first = output.lines().next().unwrap_or_default();
                 let first: String = first.chars().take(160).collect();
                 let mark = if *ok { "⎿" } else { "⎿ ✗" };
-                eprintln!("  {mark} {first} ({:.1} s)", *duration_ms as f64 / 1000.0);
+                // The shell's own first line already says how long it ran.
+                if name == "shell" && *ok {
+                    eprintln!("  {mark} {first}");
+                } else {
+                    eprintln!("  {mark} {first} ({:.1} s)", *duration_ms as f64 / 1000.0);
+                }
             }
             Event::Warning { message } => {
                 self.end_line(&mut out);

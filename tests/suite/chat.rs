@@ -176,54 +176,11 @@ fn nop_chat_on_a_terminal_waits_counts_down_and_replies_in_several_messages() {
         ("first reply", 0),
         ("second reply", 1),
     ]))]);
-    let name = format!("nop-chat-{}", std::process::id());
-    let nop = assert_cmd::cargo::cargo_bin("nop");
-    let env: Vec<String> = crate::support::model_env(&server, "openai")
-        .into_iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect();
-    let command = format!(
-        "cd {} && env -i HOME={} {} NOP_CHAT_WAIT_MIN_S=3 NOP_CHAT_WAIT_MAX_S=3 {} chat; sleep 30",
-        repo.path().display(),
-        repo.path().display(),
-        env.join(" "),
-        nop.display()
-    );
-    let status = Command::new("tmux")
-        .args([
-            "new-session",
-            "-d",
-            "-x",
-            "120",
-            "-y",
-            "30",
-            "-s",
-            &name,
-            &command,
-        ])
-        .status()
-        .expect("tmux");
-    assert!(status.success());
-    struct Kill(String);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = Command::new("tmux")
-                .args(["kill-session", "-t", &self.0])
-                .status();
-        }
-    }
-    let _kill = Kill(name.clone());
-    wait_for_screen(&name, "chatting with coder");
-    Command::new("tmux")
-        .args(["send-keys", "-t", &name, "hello", "Enter"])
-        .status()
-        .expect("keys");
-    Command::new("tmux")
-        .args(["send-keys", "-t", &name, "are you there?", "Enter"])
-        .status()
-        .expect("keys");
-    wait_for_screen(&name, "thinking…");
-    let shown = wait_for_screen(&name, "coder › second reply");
+    let t = Terminal::start(&repo, &server, "batch", 3);
+    t.type_line("hello");
+    t.type_line("are you there?");
+    wait_for_screen(&t.0, "thinking…");
+    let shown = wait_for_screen(&t.0, "coder › second reply");
     let first = shown
         .find("coder › first reply")
         .expect("first reply shown");
@@ -242,11 +199,8 @@ fn nop_chat_on_a_terminal_waits_counts_down_and_replies_in_several_messages() {
         .filter_map(|m| m["content"].as_str())
         .collect();
     assert_eq!(sent, vec!["hello", "are you there?"]);
-    Command::new("tmux")
-        .args(["send-keys", "-t", &name, "/exit", "Enter"])
-        .status()
-        .expect("keys");
-    wait_for_screen(&name, "session ");
+    t.type_line("/exit");
+    wait_for_screen(&t.0, "saved; continue with");
     let list: Value =
         serde_json::from_str(&repo.run(&["sessions", "list", "--json"])).expect("json");
     let session = repo.session_json(list[0]["id"].as_str().expect("id"));
