@@ -8,6 +8,7 @@ pub mod agent;
 pub mod chat;
 pub mod cli;
 pub mod config;
+pub mod hooks;
 pub mod logging;
 pub mod memory;
 pub mod permissions;

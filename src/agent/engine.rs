@@ -319,6 +319,7 @@ impl Engine {
             depth,
             agents: Some(Arc::new(self.clone())),
             advisors: advisors && inner.config.advisors.enabled,
+            hooks: inner.config.hooks.clone(),
         })
     }
 
@@ -641,6 +642,18 @@ impl Engine {
         else {
             return Ok(None);
         };
+        if !ctx.hooks.before_compact.is_empty() {
+            let payload = json!({"session_id": ctx.session_id, "agent": ctx.agent, "reason": reason, "messages": messages.len()});
+            let timeout = Duration::from_secs_f64(ctx.hooks.timeout_s.clamp(0.001, 86_400.0));
+            crate::hooks::run(
+                "before-compact",
+                &ctx.hooks.before_compact,
+                &payload,
+                &ctx.root,
+                timeout,
+            )
+            .await;
+        }
         let snapshot = store.snapshot(&ctx.session_id, Utc::now())?;
         // The stateless CompactAgent: one model call, no tools, no session of its own.
         let request = [

@@ -304,6 +304,19 @@ impl Runtime {
             model: engine.provider().model().to_string(),
             resumed,
         });
+        let hook_timeout =
+            std::time::Duration::from_secs_f64(self.config.hooks.timeout_s.clamp(0.001, 86_400.0));
+        if !self.config.hooks.session_start.is_empty() {
+            let payload = serde_json::json!({"session_id": session_id, "agent": agent_name, "resumed": resumed, "input": request.input});
+            crate::hooks::run(
+                "session-start",
+                &self.config.hooks.session_start,
+                &payload,
+                &self.ws.root,
+                hook_timeout,
+            )
+            .await;
+        }
         if resumed && ctx.advisors {
             // Seed 002 §3.3: on load, check plan.xml against the messages (warnings only).
             engine.check_consistency(&ctx).await;
@@ -370,6 +383,17 @@ impl Runtime {
             } else {
                 c.finish(&session_id)?;
             }
+        }
+        if !self.config.hooks.session_end.is_empty() {
+            let payload = serde_json::json!({"session_id": session_id, "agent": agent_name, "status": session_status.as_str(), "final_message": message});
+            crate::hooks::run(
+                "session-end",
+                &self.config.hooks.session_end,
+                &payload,
+                &self.ws.root,
+                hook_timeout,
+            )
+            .await;
         }
         tracing::info!(session = %session_id, agent = %agent_name, op = "run", result = session_status.as_str(), turns = stats.turns, tool_calls = stats.tool_calls, "run ended");
         let outcome = RunOutcome {

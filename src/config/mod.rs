@@ -36,6 +36,40 @@ pub struct Config {
     pub queue: QueueConfig,
     pub memory: MemoryConfig,
     pub chat: ChatConfig,
+    pub hooks: HooksConfig,
+}
+
+/// Commands run at points of a run, each given a JSON event on standard input (like Claude
+/// Code's hooks). A `before-tool` hook that exits with code 2 blocks the call; its standard
+/// error goes to the model. Other failures and timeouts are logged and never stop the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HooksConfig {
+    #[serde(rename = "session-start")]
+    pub session_start: Vec<String>,
+    #[serde(rename = "before-tool")]
+    pub before_tool: Vec<String>,
+    #[serde(rename = "after-tool")]
+    pub after_tool: Vec<String>,
+    #[serde(rename = "before-compact")]
+    pub before_compact: Vec<String>,
+    #[serde(rename = "session-end")]
+    pub session_end: Vec<String>,
+    /// Seconds a hook may run before it is killed.
+    pub timeout_s: f64,
+}
+
+impl Default for HooksConfig {
+    fn default() -> Self {
+        HooksConfig {
+            session_start: Vec::new(),
+            before_tool: Vec::new(),
+            after_tool: Vec::new(),
+            before_compact: Vec::new(),
+            session_end: Vec::new(),
+            timeout_s: 60.0,
+        }
+    }
 }
 
 /// Multi-message conversation (seed 001 §2.2).

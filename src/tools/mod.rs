@@ -57,6 +57,8 @@ pub struct ToolContext {
     pub agents: Option<std::sync::Arc<dyn AgentCaller>>,
     /// Whether advisors (retry, compression) are consulted in this run; off inside advisors.
     pub advisors: bool,
+    /// The user's hook commands (`before-tool`, `after-tool`, …).
+    pub hooks: crate::config::HooksConfig,
 }
 
 /// Runs agents on behalf of tools; implemented by the runtime's engine, so tools need not know

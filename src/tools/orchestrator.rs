@@ -36,10 +36,32 @@ pub struct Executed {
 pub async fn execute(registry: &Registry, call: &ToolCall, ctx: &ToolContext) -> Executed {
     let started = Instant::now();
     let result = run(registry, call, ctx).await;
+    if !ctx.hooks.after_tool.is_empty() {
+        let (ok, output) = match &result {
+            Ok(o) => (true, o.content.chars().take(2000).collect::<String>()),
+            Err(e) => (false, e.to_string()),
+        };
+        let payload = serde_json::json!({
+            "session_id": ctx.session_id, "agent": ctx.agent, "tool": call.name,
+            "arguments": call.arguments, "ok": ok, "output": output,
+        });
+        crate::hooks::run(
+            "after-tool",
+            &ctx.hooks.after_tool,
+            &payload,
+            &ctx.root,
+            hook_timeout(ctx),
+        )
+        .await;
+    }
     Executed {
         result,
         duration: started.elapsed(),
     }
+}
+
+fn hook_timeout(ctx: &ToolContext) -> Duration {
+    Duration::from_secs_f64(ctx.hooks.timeout_s.clamp(0.001, 86_400.0))
 }
 
 async fn run(
@@ -93,6 +115,22 @@ async fn run(
     }
     if ctx.approver.mode() == ApprovalMode::Always && CHANGES_THINGS.contains(&call.name.as_str()) {
         approve(ctx, call, "--approval always").await?;
+    }
+    if !ctx.hooks.before_tool.is_empty() {
+        let payload = serde_json::json!({
+            "session_id": ctx.session_id, "agent": ctx.agent, "tool": call.name, "arguments": call.arguments,
+        });
+        if let crate::hooks::HookOutcome::Blocked(reason) = crate::hooks::run(
+            "before-tool",
+            &ctx.hooks.before_tool,
+            &payload,
+            &ctx.root,
+            hook_timeout(ctx),
+        )
+        .await
+        {
+            return Err(ToolError::model("BlockedByHook", reason));
+        }
     }
     let limit = call
         .arguments
@@ -272,6 +310,7 @@ mod tests {
             depth: 0,
             agents: None,
             advisors: false,
+            hooks: Default::default(),
         })
     }
 

@@ -349,10 +349,18 @@ fn twenty_senders_fifty_messages_five_busy_sessions() {
                 )
             })
             .collect();
-        let one_by_one = after.len() == 2 * NORMAL_PER_SESSION
-            && after
-                .chunks(2)
-                .all(|pair| pair == [("user", "normal"), ("assistant", "-")]);
+        // A high message that arrived after the task's last checkpoint (the final model request
+        // may be answered only after the release, on a loaded machine) is processed after the
+        // task like the others: every queued message is then answered in turn.
+        let normal_after = after
+            .iter()
+            .filter(|(r, p)| *r == "user" && *p == "normal")
+            .count();
+        let one_by_one = normal_after == NORMAL_PER_SESSION
+            && after.len() % 2 == 0
+            && after.chunks(2).all(|pair| {
+                pair[0].0 == "user" && pair[0].1 != "-" && pair[1] == ("assistant", "-")
+            });
         if !one_by_one {
             problems.push(format!(
                 "session {k}: after the task, not {NORMAL_PER_SESSION} normal messages each answered in turn: {after:?}"

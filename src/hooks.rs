@@ -1,0 +1,108 @@
+//! Hooks: the user's commands run at `session-start`, `before-tool`, `after-tool`,
+//! `before-compact` and `session-end`, each with a JSON event on standard input, in the
+//! repository root. They are the user's own commands, so they run with the user's rights (not
+//! in the agent's sandbox). A `before-tool` hook exiting with code 2 blocks the call and its
+//! standard error is what the model is told; any other failure, and a hook still running after
+//! `hooks.timeout_s`, is logged and the run goes on.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// What the hooks of one event decided.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HookOutcome {
+    Continue,
+    /// A `before-tool` hook blocked the call, saying why.
+    Blocked(String),
+}
+
+/// Runs `commands` for `event` with `payload` on their standard input, one after another.
+pub async fn run(
+    event: &str,
+    commands: &[String],
+    payload: &Value,
+    root: &Path,
+    timeout: Duration,
+) -> HookOutcome {
+    let mut input = payload.clone();
+    if let Value::Object(map) = &mut input {
+        map.insert("event".into(), Value::String(event.to_string()));
+    }
+    let input = input.to_string();
+    for command in commands {
+        match run_one(command, &input, root, timeout).await {
+            Ok((code, stderr)) if code == Some(2) && event == "before-tool" => {
+                let reason = if stderr.trim().is_empty() {
+                    format!("blocked by the hook `{command}`")
+                } else {
+                    stderr.trim().to_string()
+                };
+                tracing::info!(op = "hook", event, result = "blocked", hook = %command, "{reason}");
+                return HookOutcome::Blocked(reason);
+            }
+            Ok((Some(0), _)) => {
+                tracing::debug!(op = "hook", event, result = "ok", hook = %command, "hook ran")
+            }
+            Ok((code, stderr)) => {
+                tracing::warn!(op = "hook", event, result = "failed", hook = %command, code = ?code, "{}", stderr.trim())
+            }
+            Err(why) => {
+                tracing::warn!(op = "hook", event, result = "error", hook = %command, "{why}")
+            }
+        }
+    }
+    HookOutcome::Continue
+}
+
+async fn run_one(
+    command: &str,
+    input: &str,
+    root: &Path,
+    timeout: Duration,
+) -> Result<(Option<i32>, String), String> {
+    let mut child = tokio::process::Command::new("bash")
+        .arg("-c")
+        .arg(command)
+        .current_dir(root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("could not start: {e}"))?;
+    let pid = child.id().and_then(|p| i32::try_from(p).ok());
+    if let Some(mut stdin) = child.stdin.take() {
+        // A hook that does not read its input is fine.
+        let _ = stdin.write_all(input.as_bytes()).await;
+    }
+    let mut stderr = child.stderr.take();
+    let work = async {
+        let mut text = String::new();
+        if let Some(s) = stderr.as_mut() {
+            let _ = s.read_to_string(&mut text).await;
+        }
+        let status = child.wait().await;
+        (status, text)
+    };
+    match tokio::time::timeout(timeout, work).await {
+        Ok((Ok(status), text)) => Ok((status.code(), text)),
+        Ok((Err(e), _)) => Err(e.to_string()),
+        Err(_) => {
+            if let Some(pid) = pid {
+                let _ = nix::sys::signal::killpg(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            Err(format!(
+                "still running after {:.1} s; killed",
+                timeout.as_secs_f64()
+            ))
+        }
+    }
+}

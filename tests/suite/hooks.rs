@@ -1,0 +1,138 @@
+//! Hooks end to end: a before-tool hook that blocks `rm -rf`, a slow hook that times out, and the
+//! session-start/after-tool/session-end events with their JSON on standard input.
+
+use std::fs;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::Repo;
+use crate::support::mock::{MockServer, openai};
+
+fn with_hooks(yaml: &str) -> Repo {
+    let repo = Repo::new();
+    let config = repo.path().join(".nop/config.yml");
+    let text = fs::read_to_string(&config).expect("config");
+    fs::write(&config, format!("{text}\nhooks:\n{yaml}")).expect("write");
+    fs::create_dir_all(repo.path().join("work")).expect("mkdir");
+    repo
+}
+
+fn tool_results(server: &MockServer, request: usize) -> Vec<String> {
+    server.requests()[request].body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .filter_map(|m| m["content"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn a_before_tool_hook_blocks_rm_rf_and_lets_the_rest_run() {
+    let repo = with_hooks(
+        "  before-tool:\n    - 'input=$(cat); if printf \"%s\" \"$input\" | grep -q \"rm -rf\"; then echo \"rm -rf is not allowed here\" >&2; exit 2; fi'\n",
+    );
+    fs::write(repo.path().join("work/keep.txt"), "keep").expect("write");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[
+            ("c1", "shell", json!({"command": "rm -rf work"})),
+            ("c2", "shell", json!({"command": "echo still fine"})),
+        ]),
+        openai::reply_text("ok"),
+    ]);
+    let out = repo
+        .nop_model(&server, "openai")
+        .args(["run", "clean up"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results = tool_results(&server, 1);
+    assert!(
+        results[0].starts_with("error (BlockedByHook): rm -rf is not allowed here"),
+        "{results:?}"
+    );
+    assert!(results[1].contains("still fine"), "{results:?}");
+    assert!(repo.path().join("work/keep.txt").exists());
+}
+
+#[test]
+fn a_slow_hook_times_out_and_the_run_goes_on() {
+    let repo = with_hooks("  timeout_s: 0.5\n  before-tool:\n    - 'sleep 30'\n");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("c1", "shell", json!({"command": "echo ran"}))]),
+        openai::reply_text("ok"),
+    ]);
+    let started = Instant::now();
+    let out = repo
+        .nop_model(&server, "openai")
+        .args(["run", "go"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(tool_results(&server, 1)[0].contains("ran"));
+    let log = fs::read_to_string(repo.path().join(".nop/logs/system.log")).expect("log");
+    assert!(
+        log.contains("op=hook") && log.contains("still running after 0.5 s; killed"),
+        "{log}"
+    );
+}
+
+#[test]
+fn session_and_tool_hooks_get_their_events_on_stdin() {
+    let repo = with_hooks(
+        "  session-start:\n    - 'cat > work/start.json'\n  after-tool:\n    - 'cat >> work/tools.jsonl; echo >> work/tools.jsonl'\n  session-end:\n    - 'cat > work/end.json'\n",
+    );
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("c1", "shell", json!({"command": "echo hi"}))]),
+        openai::reply_text("bye"),
+    ]);
+    let out = repo
+        .nop_model(&server, "openai")
+        .args(["run", "say hi"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0));
+    let read = |name: &str| -> Value {
+        serde_json::from_str(
+            fs::read_to_string(repo.path().join("work").join(name))
+                .expect(name)
+                .trim(),
+        )
+        .expect("json")
+    };
+    let start = read("start.json");
+    assert_eq!(
+        (
+            start["event"].clone(),
+            start["agent"].clone(),
+            start["input"].clone()
+        ),
+        (json!("session-start"), json!("coder"), json!("say hi"))
+    );
+    let tool = read("tools.jsonl");
+    assert_eq!(
+        (
+            tool["event"].clone(),
+            tool["tool"].clone(),
+            tool["ok"].clone()
+        ),
+        (json!("after-tool"), json!("shell"), json!(true))
+    );
+    let end = read("end.json");
+    assert_eq!(
+        (end["status"].clone(), end["final_message"].clone()),
+        (json!("completed"), json!("bye"))
+    );
+    assert_eq!(start["session_id"], end["session_id"]);
+}
