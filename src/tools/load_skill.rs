@@ -15,25 +15,43 @@ pub struct LoadSkillArgs {
     name: String,
 }
 
-/// The skills directory of a repository.
-pub fn skills_dir(ctx_root: &std::path::Path) -> std::path::PathBuf {
-    ctx_root.join(".nop/.system/skills")
+/// Where skills live: the repository's `.nop/.system/skills/`, then your own `~/.nop/skills/`
+/// (the same SKILL.md layout other agents use); on a name clash the repository's wins.
+pub fn skill_dirs(root: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut dirs = vec![root.join(".nop/.system/skills")];
+    if let Some(home) = std::env::var_os("HOME").filter(|h| !h.is_empty()) {
+        dirs.push(std::path::PathBuf::from(home).join(".nop/skills"));
+    }
+    dirs
+}
+
+/// The folder of skill `name`, if there is one.
+fn skill_dir(root: &std::path::Path, name: &str) -> Option<std::path::PathBuf> {
+    skill_dirs(root)
+        .into_iter()
+        .map(|d| d.join(name))
+        .find(|d| d.join("SKILL.md").is_file())
 }
 
 /// `(name, description)` of every skill, from the front matter of each SKILL.md.
 pub fn list_skills(root: &std::path::Path) -> Vec<(String, String)> {
-    let Ok(entries) = std::fs::read_dir(skills_dir(root)) else {
-        return Vec::new();
-    };
-    let mut skills: Vec<(String, String)> = entries
-        .flatten()
-        .filter_map(|e| {
+    let mut skills: Vec<(String, String)> = Vec::new();
+    for dir in skill_dirs(root) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            let text = std::fs::read_to_string(e.path().join("SKILL.md")).ok()?;
+            let Ok(text) = std::fs::read_to_string(e.path().join("SKILL.md")) else {
+                continue;
+            };
             let description = front_matter(&text, "description").unwrap_or_default();
-            Some((front_matter(&text, "name").unwrap_or(name), description))
-        })
-        .collect();
+            let name = front_matter(&text, "name").unwrap_or(name);
+            if !skills.iter().any(|(n, _)| *n == name) {
+                skills.push((name, description));
+            }
+        }
+    }
     skills.sort();
     skills
 }
@@ -67,7 +85,7 @@ impl TypedTool for LoadSkill {
                 format!("`{}` is not a skill name", args.name),
             ));
         }
-        let dir = skills_dir(&ctx.root).join(&args.name);
+        let dir = skill_dir(&ctx.root, &args.name).unwrap_or_default();
         let body = tokio::fs::read_to_string(dir.join("SKILL.md"))
             .await
             .map_err(|_| {
@@ -97,8 +115,8 @@ impl TypedTool for LoadSkill {
         let mut content = body;
         if !files.is_empty() {
             content.push_str(&format!(
-                "\n\n[files of this skill, readable with read-file under .nop/.system/skills/{}/: {}]",
-                args.name,
+                "\n\n[files of this skill, in {}: {}]",
+                dir.display(),
                 files.join(", ")
             ));
         }

@@ -13,3 +13,4 @@ mod queue;
 mod queue_load;
 mod run;
 mod sandbox;
+mod skills;
