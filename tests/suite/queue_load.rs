@@ -357,7 +357,7 @@ fn twenty_senders_fifty_messages_five_busy_sessions() {
             .filter(|(r, p)| *r == "user" && *p == "normal")
             .count();
         let one_by_one = normal_after == NORMAL_PER_SESSION
-            && after.len() % 2 == 0
+            && after.len().is_multiple_of(2)
             && after.chunks(2).all(|pair| {
                 pair[0].0 == "user" && pair[0].1 != "-" && pair[1] == ("assistant", "-")
             });
