@@ -13,7 +13,9 @@ fn with_hooks(yaml: &str) -> Repo {
     let repo = Repo::new();
     let config = repo.path().join(".nop/config.yml");
     let text = fs::read_to_string(&config).expect("config");
-    fs::write(&config, format!("{text}\nhooks:\n{yaml}")).expect("write");
+    // The template ends with an empty `hooks:` section: replace it.
+    let base = text.split("\nhooks:").next().unwrap_or(&text);
+    fs::write(&config, format!("{base}\nhooks:\n{yaml}")).expect("write");
     fs::create_dir_all(repo.path().join("work")).expect("mkdir");
     repo
 }
