@@ -12,6 +12,7 @@ pub mod hooks;
 pub mod logging;
 pub mod memory;
 pub mod permissions;
+pub mod plugins;
 pub mod protocol;
 pub mod providers;
 pub mod queue;

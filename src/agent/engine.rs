@@ -45,6 +45,8 @@ struct Inner {
     /// Advisor decisions by (session, advisor, arguments): identical questions are not paid twice.
     cache: Mutex<HashMap<String, Value>>,
     queue: QueueSettings,
+    /// The tools plugins added (loaded once per run).
+    plugin_tools: Mutex<Vec<Arc<dyn crate::tools::Tool>>>,
     /// Set when a stop word ended the task: the message that did it.
     stopped_by: Mutex<Option<String>>,
 }
@@ -93,8 +95,33 @@ impl Engine {
             events,
             cache: Mutex::new(HashMap::new()),
             queue,
+            plugin_tools: Mutex::new(Vec::new()),
             stopped_by: Mutex::new(None),
         }))
+    }
+
+    /// Loads the plugins of the repository; each one that fails is reported once (a warning event
+    /// and the log) and the run goes on without it.
+    pub async fn load_plugins(&self) {
+        let (tools, statuses) = crate::plugins::load_all(&self.0.ws.root).await;
+        for status in statuses.iter().filter(|s| s.state != "loaded") {
+            self.emit(Event::Warning {
+                message: format!("plugin {} {}", status.name, status.state),
+            });
+        }
+        if let Ok(mut t) = self.0.plugin_tools.lock() {
+            *t = tools;
+        }
+    }
+
+    fn registry(&self) -> Registry {
+        let tools = self
+            .0
+            .plugin_tools
+            .lock()
+            .map(|t| t.clone())
+            .unwrap_or_default();
+        Registry::with(&tools)
     }
 
     /// The stop word that ended the task, if one did.
@@ -335,7 +362,7 @@ impl Engine {
         Box::pin(async move {
             let agent = ModelAgent {
                 provider: self.0.provider.clone(),
-                registry: Registry::builtin(),
+                registry: self.registry(),
                 max_turns: max_turns.max(1),
                 output_max_bytes: self.0.config.tools.output_max_bytes,
                 engine: Some(self.clone()),

@@ -260,6 +260,7 @@ impl Runtime {
                 stop_words: self.config.queue.stop_words.clone(),
             },
         );
+        engine.load_plugins().await;
         if self.config.memory.auto_summarize {
             self.auto_summarize(&engine, &agent_name, &cancel).await;
         }

@@ -126,6 +126,9 @@ pub enum Command {
     /// The agents of this repository.
     #[command(subcommand)]
     Agents(AgentsCommand),
+    /// The plugins under .nop/plugins/: their state and their tools.
+    #[command(subcommand)]
+    Plugins(PluginsCommand),
     /// Long-term memory: each agent's summaries of earlier days, and search over them.
     #[command(subcommand)]
     Memory(MemoryCommand),
@@ -269,6 +272,15 @@ pub enum MemoryCommand {
         /// An ISO date or an expression such as "yesterday" or "前天".
         #[arg(long)]
         date: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PluginsCommand {
+    /// Each plugin, whether it loaded (or why not), and its tools. Starts and stops MCP servers.
+    List {
         #[arg(long)]
         json: bool,
     },
@@ -715,6 +727,28 @@ fn run_session_command(
             Ok(ExitCode::SUCCESS)
         }
         Command::Permissions(command) => permissions(ws, command, out),
+        Command::Plugins(PluginsCommand::List { json }) => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()?;
+            let (_, statuses) = rt.block_on(crate::plugins::load_all(&ws.root));
+            if json {
+                writeln!(out, "{}", serde_json::to_string_pretty(&statuses)?)?;
+            } else if statuses.is_empty() {
+                writeln!(
+                    out,
+                    "no plugins (add one under .nop/plugins/<name>/config.yml)"
+                )?;
+            } else {
+                for s in &statuses {
+                    writeln!(out, "{:<16} {}", s.name, s.state)?;
+                    for t in &s.tools {
+                        writeln!(out, "  {t}")?;
+                    }
+                }
+            }
+            Ok(exit_code(statuses.iter().all(|s| s.state == "loaded")))
+        }
         Command::Agents(AgentsCommand::List { json }) => {
             let agents = ws.agents()?;
             let minute = {

@@ -27,7 +27,7 @@ pub(super) fn request_body(model: &str, max_tokens: u32, request: ChatRequest<'_
                         // The API takes only objects; keep what the model sent, visibly.
                         other => json!({"invalid_arguments": other}),
                     };
-                    blocks.push(json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input}));
+                    blocks.push(json!({"type": "tool_use", "id": call.id, "name": super::wire_name(&call.name), "input": input}));
                 }
                 ("assistant", blocks)
             }
@@ -68,7 +68,7 @@ pub(super) fn request_body(model: &str, max_tokens: u32, request: ChatRequest<'_
         body["tools"] = request
             .tools
             .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+            .map(|t| json!({"name": super::wire_name(&t.name), "description": t.description, "input_schema": t.parameters}))
             .collect();
     }
     body

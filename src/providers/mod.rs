@@ -18,6 +18,17 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{ProviderConfig, ProviderKind};
 use crate::protocol::{Message, ToolCall};
 
+/// The name a tool has on the wire: the model APIs accept `[A-Za-z0-9_-]` only, so a plugin
+/// tool `github.issue` is sent as `github__issue`.
+pub(crate) fn wire_name(name: &str) -> String {
+    name.replace('.', "__")
+}
+
+/// The name of a tool the model called, back from its wire form.
+pub(crate) fn local_name(name: &str) -> String {
+    name.replacen("__", ".", 1)
+}
+
 /// What a tool looks like to the model.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct ToolSpec {
@@ -429,7 +440,7 @@ impl PartialCall {
             } else {
                 self.id
             },
-            name: self.name,
+            name: local_name(&self.name),
             arguments,
             extra: Default::default(),
         }

@@ -45,7 +45,7 @@ pub(super) fn request_body(model: &str, request: ChatRequest<'_>) -> Value {
             .iter()
             .map(|t| {
                 json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.parameters,
+                    "name": super::wire_name(&t.name), "description": t.description, "parameters": t.parameters,
                 }})
             })
             .collect();
@@ -59,7 +59,7 @@ fn wire_call(call: &ToolCall) -> Value {
         Value::String(raw) => raw.clone(),
         other => other.to_string(),
     };
-    json!({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}})
+    json!({"id": call.id, "type": "function", "function": {"name": super::wire_name(&call.name), "arguments": arguments}})
 }
 
 #[derive(Debug, Default)]

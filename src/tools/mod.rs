@@ -13,7 +13,7 @@ pub mod paths;
 mod read_file;
 mod search_files;
 mod search_memory;
-mod shell;
+pub(crate) mod shell;
 mod snapshot;
 mod update_plan;
 mod write_file;
@@ -162,7 +162,8 @@ impl From<crate::session::SessionError> for ToolError {
 
 /// A tool as the orchestrator sees it.
 pub trait Tool: Send + Sync {
-    fn name(&self) -> &'static str;
+    /// The tool's name; plugin tools are `<plugin>.<tool>`.
+    fn name(&self) -> &str;
     fn spec(&self) -> ToolSpec;
     fn call<'a>(
         &'a self,
@@ -186,7 +187,7 @@ pub trait TypedTool: Send + Sync + 'static {
 }
 
 impl<T: TypedTool> Tool for T {
-    fn name(&self) -> &'static str {
+    fn name(&self) -> &str {
         T::NAME
     }
 
@@ -247,7 +248,7 @@ pub const NOT_YET_AVAILABLE: &[(&str, &str)] = &[];
 
 /// The tools of a run.
 pub struct Registry {
-    tools: Vec<Box<dyn Tool>>,
+    tools: Vec<std::sync::Arc<dyn Tool>>,
 }
 
 impl Registry {
@@ -255,21 +256,32 @@ impl Registry {
     pub fn builtin() -> Registry {
         Registry {
             tools: vec![
-                Box::new(shell::Shell),
-                Box::new(read_file::ReadFile),
-                Box::new(write_file::WriteFile),
-                Box::new(edit_file::EditFile),
-                Box::new(list_files::ListFiles),
-                Box::new(search_files::SearchFiles),
-                Box::new(update_plan::UpdatePlan),
-                Box::new(ask_user::AskUser),
-                Box::new(snapshot::Snapshot),
-                Box::new(load_skill::LoadSkill),
-                Box::new(call_agent::CallAgent),
-                Box::new(compact::Compact),
-                Box::new(search_memory::SearchMemory),
+                std::sync::Arc::new(shell::Shell),
+                std::sync::Arc::new(read_file::ReadFile),
+                std::sync::Arc::new(write_file::WriteFile),
+                std::sync::Arc::new(edit_file::EditFile),
+                std::sync::Arc::new(list_files::ListFiles),
+                std::sync::Arc::new(search_files::SearchFiles),
+                std::sync::Arc::new(update_plan::UpdatePlan),
+                std::sync::Arc::new(ask_user::AskUser),
+                std::sync::Arc::new(snapshot::Snapshot),
+                std::sync::Arc::new(load_skill::LoadSkill),
+                std::sync::Arc::new(call_agent::CallAgent),
+                std::sync::Arc::new(compact::Compact),
+                std::sync::Arc::new(search_memory::SearchMemory),
             ],
         }
+    }
+
+    /// The built-in tools and `extra` ones (plugins); a plugin tool never shadows a built-in.
+    pub fn with(extra: &[std::sync::Arc<dyn Tool>]) -> Registry {
+        let mut registry = Registry::builtin();
+        for tool in extra {
+            if registry.get(tool.name()).is_none() {
+                registry.tools.push(std::sync::Arc::clone(tool));
+            }
+        }
+        registry
     }
 
     pub fn specs(&self) -> Vec<ToolSpec> {
@@ -283,7 +295,7 @@ impl Registry {
             .map(|t| t.as_ref())
     }
 
-    pub fn names(&self) -> Vec<&'static str> {
+    pub fn names(&self) -> Vec<&str> {
         self.tools.iter().map(|t| t.name()).collect()
     }
 }

@@ -106,6 +106,82 @@ fn confined_command(
     Ok((c, note))
 }
 
+/// What a confined command did.
+pub(crate) struct Ran {
+    pub status: std::process::ExitStatus,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+    /// A warning for the model when confinement is partial (once per run).
+    pub note: Option<String>,
+}
+
+/// Runs `bash -c command` in `dir`, confined like every shell command of the agent, in its own
+/// process group (killed whole on timeout or cancellation), with `stdin` as its input.
+pub(crate) async fn run_confined(
+    ctx: &ToolContext,
+    command_line: &str,
+    dir: &std::path::Path,
+    stdin: Option<String>,
+    timeout: Duration,
+) -> Result<Ran, ToolError> {
+    let (mut command, note) = confined_command(ctx, command_line)?;
+    let mut child = command
+        .current_dir(dir)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| ToolError::model("SpawnFailed", format!("could not start bash: {e}")))?;
+    let _guard = GroupGuard(child.id().and_then(|id| i32::try_from(id).ok()));
+    if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
+        use tokio::io::AsyncWriteExt;
+        // A command that does not read its input is fine.
+        let _ = pipe.write_all(input.as_bytes()).await;
+    }
+    let mut stdout = child.stdout.take();
+    let mut stderr = child.stderr.take();
+    let collect = async {
+        let mut out = Vec::new();
+        let mut err = Vec::new();
+        let read_out = async {
+            if let Some(s) = stdout.as_mut() {
+                let _ = s.read_to_end(&mut out).await;
+            }
+        };
+        let read_err = async {
+            if let Some(s) = stderr.as_mut() {
+                let _ = s.read_to_end(&mut err).await;
+            }
+        };
+        tokio::join!(read_out, read_err);
+        let status = child.wait().await;
+        (status, out, err)
+    };
+    let (status, out, err) = tokio::select! {
+        r = collect => r,
+        () = tokio::time::sleep(timeout) => {
+            return Err(ToolError::model(
+                "Timeout",
+                format!("`{command_line}` did not finish within {:.1} s and was killed", timeout.as_secs_f64()),
+            ));
+        }
+        () = ctx.cancel.cancelled() => return Err(ToolError::Aborted),
+    };
+    let status = status.map_err(|e| ToolError::model("WaitFailed", e.to_string()))?;
+    Ok(Ran {
+        status,
+        stdout: out,
+        stderr: err,
+        note,
+    })
+}
+
 /// Kills the whole process group when dropped, so no path out of `run` leaves processes behind.
 struct GroupGuard(Option<i32>);
 
@@ -142,48 +218,9 @@ impl TypedTool for Shell {
             }
             None => ctx.timeout,
         };
-        let (mut command, note) = confined_command(ctx, &args.command)?;
-        let mut child = command
-            .current_dir(&dir)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| ToolError::model("SpawnFailed", format!("could not start bash: {e}")))?;
-        let _guard = GroupGuard(child.id().and_then(|id| i32::try_from(id).ok()));
-        let mut stdout = child.stdout.take();
-        let mut stderr = child.stderr.take();
         let started = Instant::now();
-        let collect = async {
-            let mut out = Vec::new();
-            let mut err = Vec::new();
-            let read_out = async {
-                if let Some(s) = stdout.as_mut() {
-                    let _ = s.read_to_end(&mut out).await;
-                }
-            };
-            let read_err = async {
-                if let Some(s) = stderr.as_mut() {
-                    let _ = s.read_to_end(&mut err).await;
-                }
-            };
-            tokio::join!(read_out, read_err);
-            let status = child.wait().await;
-            (status, out, err)
-        };
-        let (status, out, err) = tokio::select! {
-            r = collect => r,
-            () = tokio::time::sleep(timeout) => {
-                return Err(ToolError::model(
-                    "Timeout",
-                    format!("`{}` did not finish within {:.1} s and was killed", args.command, timeout.as_secs_f64()),
-                ));
-            }
-            () = ctx.cancel.cancelled() => return Err(ToolError::Aborted),
-        };
-        let status = status.map_err(|e| ToolError::model("WaitFailed", e.to_string()))?;
+        let ran = run_confined(ctx, &args.command, &dir, None, timeout).await?;
+        let (status, out, err, note) = (ran.status, ran.stdout, ran.stderr, ran.note);
         let code = status
             .code()
             .map_or_else(|| "killed by a signal".to_string(), |c| c.to_string());

@@ -9,6 +9,7 @@ mod memory_search;
 mod mock_server;
 mod permissions_paths;
 mod permissions_run;
+mod plugins;
 mod queue;
 mod queue_load;
 mod run;

@@ -1,0 +1,376 @@
+//! Plugins (seed 002 §12.2): `.nop/plugins/<name>/config.yml` adds tools, either the tools of an
+//! MCP server spoken to over stdio (the protocol Claude Code, Codex and goose speak; through the
+//! `rmcp` crate behind the `mcp` feature, kept behind [`McpSession`]) or plain command tools
+//! (arguments as JSON on standard input, the result on standard output).
+//!
+//! ```yaml
+//! description: GitHub helpers
+//! mcp:
+//!   command: npx
+//!   args: [-y, "@modelcontextprotocol/server-github"]
+//!   env: {GITHUB_TOKEN: "…"}
+//!   startup_timeout_s: 20
+//! tools:
+//!   - name: greet
+//!     description: Says hello
+//!     command: ./greet.sh           # bash -c, in the repository root, confined like `shell`
+//!     input_schema: {type: object, properties: {name: {type: string}}, required: [name]}
+//! ```
+//!
+//! Plugins are loaded in name order when a run starts; one that fails (bad YAML, missing
+//! command, crash at start, timeout) is reported once and start-up goes on without it. Their
+//! tools are named `<plugin>.<tool>` and go through the same orchestrator as built-ins:
+//! permissions (`tools.allowed`/`denied` may say `github.*`), time limit, error log, recording.
+
+#[cfg(feature = "mcp")]
+mod mcp;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::providers::ToolSpec;
+use crate::tools::{Tool, ToolContext, ToolError, ToolOutput};
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PluginFile {
+    #[serde(default)]
+    #[allow(dead_code)]
+    description: String,
+    #[serde(default)]
+    mcp: Option<McpConfig>,
+    #[serde(default)]
+    tools: Vec<CommandToolConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpConfig {
+    pub command: String,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default = "default_startup")]
+    pub startup_timeout_s: f64,
+}
+
+fn default_startup() -> f64 {
+    20.0
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CommandToolConfig {
+    name: String,
+    #[serde(default)]
+    description: String,
+    command: String,
+    #[serde(default = "object_schema")]
+    input_schema: Value,
+}
+
+fn object_schema() -> Value {
+    serde_json::json!({"type": "object", "properties": {}})
+}
+
+/// One plugin as `nop plugins list` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PluginStatus {
+    pub name: String,
+    /// `loaded`, or `failed: why`.
+    pub state: String,
+    pub tools: Vec<String>,
+}
+
+/// A connected MCP server, behind our own trait so the `rmcp` crate stays at arm's length.
+pub trait McpSession: Send + Sync {
+    /// Calls `tool`; `Ok((text, is_error))`.
+    fn call<'a>(
+        &'a self,
+        tool: &'a str,
+        arguments: Value,
+    ) -> BoxFuture<'a, Result<(String, bool), String>>;
+}
+
+/// A tool an MCP server offers.
+pub struct McpToolInfo {
+    pub name: String,
+    pub description: String,
+    pub schema: Value,
+}
+
+/// Every plugin's tools, and what happened to each plugin.
+pub async fn load_all(root: &Path) -> (Vec<Arc<dyn Tool>>, Vec<PluginStatus>) {
+    let dir = root.join(".nop/plugins");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().join("config.yml").is_file())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    names.sort();
+    let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+    let mut statuses = Vec::new();
+    for name in names {
+        match load_one(&dir.join(&name), &name).await {
+            Ok(loaded) => {
+                statuses.push(PluginStatus {
+                    name: name.clone(),
+                    state: "loaded".into(),
+                    tools: loaded.iter().map(|t| t.name().to_string()).collect(),
+                });
+                tools.extend(loaded);
+            }
+            Err(why) => {
+                tracing::warn!(op = "plugin", plugin = %name, result = "failed", "{why}");
+                statuses.push(PluginStatus {
+                    name,
+                    state: format!("failed: {why}"),
+                    tools: Vec::new(),
+                });
+            }
+        }
+    }
+    (tools, statuses)
+}
+
+async fn load_one(dir: &Path, name: &str) -> Result<Vec<Arc<dyn Tool>>, String> {
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(format!(
+            "plugin name `{name}` may only use letters, digits, - and _"
+        ));
+    }
+    let path = dir.join("config.yml");
+    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let file: PluginFile = serde_saphyr::from_str(&text).map_err(|e| {
+        let pos = e
+            .location()
+            .map(|l| format!(":{}:{}", l.line(), l.column()))
+            .unwrap_or_default();
+        format!(
+            "{}{pos}: {}",
+            path.display(),
+            crate::config::first_line(&e.to_string())
+        )
+    })?;
+    let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+    for t in file.tools {
+        tools.push(Arc::new(CommandTool {
+            full_name: format!("{name}.{}", t.name),
+            description: t.description,
+            command: t.command,
+            schema: t.input_schema,
+            plugin_dir: dir.to_path_buf(),
+        }));
+    }
+    if let Some(mcp) = file.mcp {
+        tools.extend(load_mcp(dir, name, &mcp).await?);
+    }
+    Ok(tools)
+}
+
+#[cfg(feature = "mcp")]
+async fn load_mcp(
+    dir: &Path,
+    name: &str,
+    config: &McpConfig,
+) -> Result<Vec<Arc<dyn Tool>>, String> {
+    let timeout = Duration::from_secs_f64(config.startup_timeout_s.clamp(0.1, 600.0));
+    let (session, infos) = tokio::time::timeout(timeout, mcp::connect(dir, config))
+        .await
+        .map_err(|_| {
+            format!(
+                "the MCP server did not start within {:.1} s",
+                timeout.as_secs_f64()
+            )
+        })??;
+    let session: Arc<dyn McpSession> = Arc::new(session);
+    Ok(infos
+        .into_iter()
+        .map(|info| {
+            Arc::new(McpTool {
+                full_name: format!("{name}.{}", info.name),
+                tool: info.name,
+                description: info.description,
+                schema: info.schema,
+                session: Arc::clone(&session),
+            }) as Arc<dyn Tool>
+        })
+        .collect())
+}
+
+#[cfg(not(feature = "mcp"))]
+async fn load_mcp(
+    _dir: &Path,
+    _name: &str,
+    _config: &McpConfig,
+) -> Result<Vec<Arc<dyn Tool>>, String> {
+    Err("this nop was built without the `mcp` feature, so MCP servers cannot be used".into())
+}
+
+/// Checks `arguments` against the parts of a JSON schema that matter for a call: an object,
+/// its required properties, and the basic types of the properties it gives.
+fn validate(schema: &Value, arguments: &Value) -> Result<(), ToolError> {
+    let invalid = |m: String| ToolError::model("InvalidArguments", m);
+    let Value::Object(args) = arguments else {
+        return Err(invalid(format!(
+            "the arguments must be a JSON object, not {arguments}"
+        )));
+    };
+    for key in schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        if !args.contains_key(key) {
+            return Err(invalid(format!("missing required argument `{key}`")));
+        }
+    }
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (key, value) in args {
+            let Some(kind) = props
+                .get(key)
+                .and_then(|p| p.get("type"))
+                .and_then(Value::as_str)
+            else {
+                continue;
+            };
+            let ok = match kind {
+                "string" => value.is_string(),
+                "number" => value.is_number(),
+                "integer" => value.is_i64() || value.is_u64(),
+                "boolean" => value.is_boolean(),
+                "array" => value.is_array(),
+                "object" => value.is_object(),
+                _ => true,
+            };
+            if !ok {
+                return Err(invalid(format!(
+                    "argument `{key}` must be of type {kind}, not {value}"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn schema_object(schema: &Value) -> Value {
+    match schema {
+        Value::Object(_) => schema.clone(),
+        _ => object_schema(),
+    }
+}
+
+/// A plain command tool: arguments as JSON on stdin, the result on stdout.
+struct CommandTool {
+    full_name: String,
+    description: String,
+    command: String,
+    schema: Value,
+    plugin_dir: PathBuf,
+}
+
+impl Tool for CommandTool {
+    fn name(&self) -> &str {
+        &self.full_name
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.full_name.clone(),
+            description: self.description.clone(),
+            parameters: schema_object(&self.schema),
+        }
+    }
+
+    fn call<'a>(
+        &'a self,
+        args: Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            validate(&self.schema, &args)?;
+            // Relative commands are the plugin's own files.
+            let command = match self.command.strip_prefix("./") {
+                Some(rest) => format!("{}/{rest}", self.plugin_dir.display()),
+                None => self.command.clone(),
+            };
+            let ran = crate::tools::shell::run_confined(
+                ctx,
+                &command,
+                &ctx.root,
+                Some(args.to_string()),
+                ctx.timeout,
+            )
+            .await?;
+            let out = String::from_utf8_lossy(&ran.stdout).into_owned();
+            if !ran.status.success() {
+                let err = String::from_utf8_lossy(&ran.stderr);
+                return Err(ToolError::model(
+                    "PluginToolFailed",
+                    format!(
+                        "`{}` exited with {}: {}",
+                        self.full_name,
+                        ran.status.code().unwrap_or(-1),
+                        err.trim()
+                    ),
+                ));
+            }
+            Ok(ToolOutput::text(out))
+        })
+    }
+}
+
+/// A tool of an MCP server.
+struct McpTool {
+    full_name: String,
+    tool: String,
+    description: String,
+    schema: Value,
+    session: Arc<dyn McpSession>,
+}
+
+impl Tool for McpTool {
+    fn name(&self) -> &str {
+        &self.full_name
+    }
+
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: self.full_name.clone(),
+            description: self.description.clone(),
+            parameters: schema_object(&self.schema),
+        }
+    }
+
+    fn call<'a>(
+        &'a self,
+        args: Value,
+        _ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
+        Box::pin(async move {
+            validate(&self.schema, &args)?;
+            match self.session.call(&self.tool, args).await {
+                Ok((text, false)) => Ok(ToolOutput::text(text)),
+                Ok((text, true)) => Err(ToolError::model("PluginToolFailed", text)),
+                Err(why) => Err(ToolError::model(
+                    "PluginError",
+                    format!("the MCP server of `{}` failed: {why}", self.full_name),
+                )),
+            }
+        })
+    }
+}

@@ -1,0 +1,194 @@
+//! Plugins end to end: a tiny MCP server written for the tests (tests/fixtures/mcp_server.py,
+//! stdio, JSON-RPC) and a plain command tool, through the real binary and the mock model.
+
+use std::fs;
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::support::Repo;
+use crate::support::mock::{MockServer, openai};
+
+/// A repository with plugin `demo`: the test MCP server and a command tool `greet`.
+fn repo_with_demo_plugin() -> Repo {
+    let repo = Repo::new();
+    let dir = repo.path().join(".nop/plugins/demo");
+    fs::create_dir_all(&dir).expect("mkdir");
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp_server.py");
+    fs::write(
+        dir.join("config.yml"),
+        format!(
+            "description: test plugin\nmcp:\n  command: python3\n  args: [\"{}\"]\n  startup_timeout_s: 20\ntools:\n  - name: greet\n    description: Greets someone\n    command: ./greet.sh\n    input_schema: {{type: object, properties: {{name: {{type: string}}}}, required: [name]}}\n",
+            server.display()
+        ),
+    )
+    .expect("write");
+    fs::write(
+        dir.join("greet.sh"),
+        "#!/usr/bin/env bash\nname=$(cat | python3 -c 'import json,sys; print(json.load(sys.stdin)[\"name\"])')\necho \"hello $name\"\n",
+    )
+    .expect("write");
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(dir.join("greet.sh"), fs::Permissions::from_mode(0o755)).expect("chmod");
+    repo
+}
+
+fn results(server: &MockServer, request: usize) -> Vec<String> {
+    server.requests()[request].body["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .filter_map(|m| m["content"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn mcp_and_command_tools_appear_and_round_trip() {
+    let repo = repo_with_demo_plugin();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[
+            ("p1", "demo__echo", json!({"text": "hi there"})),
+            ("p2", "demo__add", json!({"a": 2, "b": 3})),
+            ("p3", "demo__greet", json!({"name": "Ann"})),
+            ("p4", "demo__add", json!({"a": "two"})),
+        ]),
+        openai::reply_text("done"),
+    ]);
+    let out = repo
+        .nop_model(&server, "openai")
+        .args(["run", "use the plugin"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tools: Vec<String> = server.requests()[0].body["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+        .collect();
+    for name in ["demo__echo", "demo__add", "demo__crash", "demo__greet"] {
+        assert!(
+            tools.contains(&name.to_string()),
+            "{name} not offered: {tools:?}"
+        );
+    }
+    let r = results(&server, 1);
+    assert_eq!(r[0], "hi there");
+    assert_eq!(r[1], "5");
+    assert_eq!(r[2].trim(), "hello Ann");
+    assert!(
+        r[3].contains("InvalidArguments") && r[3].contains("missing required argument `b`"),
+        "{r:?}"
+    );
+    // Recorded under the plugin's name.
+    let list: Value =
+        serde_json::from_str(&repo.run(&["sessions", "list", "--json"])).expect("json");
+    let session = repo.session_json(list[0]["id"].as_str().expect("id"));
+    assert_eq!(session["messages"][3]["toolCall"]["name"], "demo.echo");
+    let plugins = repo.run(&["plugins", "list"]);
+    assert!(
+        plugins.contains("demo") && plugins.contains("loaded") && plugins.contains("demo.echo"),
+        "{plugins}"
+    );
+}
+
+#[test]
+fn a_denied_plugin_tool_is_refused() {
+    let repo = repo_with_demo_plugin();
+    fs::write(
+        repo.path().join(".nop/.permissions/agent-default.yml"),
+        "tools:\n  allowed: [\"*\"]\n  denied: [\"demo.*\"]\nfile-access:\n  - pattern: \"**\"\n    access: read\n",
+    )
+    .expect("write");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("p1", "demo__echo", json!({"text": "hi"}))]),
+        openai::reply_text("ok"),
+    ]);
+    let out = repo
+        .nop_model(&server, "openai")
+        .args(["run", "try"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0));
+    let r = results(&server, 1);
+    assert!(
+        r[0].contains("PermissionDenied") && r[0].contains("demo.echo"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn a_broken_plugin_does_not_stop_the_run() {
+    let repo = Repo::new();
+    for (name, config) in [
+        ("aaa-broken", "mcp: [unclosed\n"),
+        ("bbb-ghost", "mcp:\n  command: /no/such/program\n"),
+    ] {
+        let dir = repo.path().join(".nop/plugins").join(name);
+        fs::create_dir_all(&dir).expect("mkdir");
+        fs::write(dir.join("config.yml"), config).expect("write");
+    }
+    let server = MockServer::start(vec![openai::reply_text("fine")]);
+    let out = repo
+        .nop_model(&server, "openai")
+        .args(["run", "--output-format", "stream-json", "hi"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let warnings: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "warning")
+        .collect();
+    assert_eq!(warnings.len(), 2, "{stdout}");
+    assert!(
+        warnings[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("aaa-broken") && m.contains("config.yml:1")),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings[1]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("bbb-ghost") && m.contains("/no/such/program")),
+        "{warnings:?}"
+    );
+    let out = repo.nop().args(["plugins", "list"]).output().expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("failed"));
+}
+
+#[test]
+fn a_crashing_mcp_server_gives_the_model_an_error_and_the_run_goes_on() {
+    let repo = repo_with_demo_plugin();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[
+            ("p1", "demo__crash", json!({})),
+            ("p2", "demo__echo", json!({"text": "anyone?"})),
+        ]),
+        openai::reply_text("the plugin died; carrying on"),
+    ]);
+    let out = repo
+        .nop_model(&server, "openai")
+        .args(["run", "--output-format", "json", "crash it"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = results(&server, 1);
+    assert!(r[0].starts_with("error (PluginError)"), "{r:?}");
+    assert!(r[1].starts_with("error (PluginError)"), "{r:?}");
+    let result: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(result["final_message"], "the plugin died; carrying on");
+}
