@@ -1,6 +1,8 @@
 //! The command line: clap definitions, dispatch, and text/JSON renderers. The only module that
 //! prints; everything it does goes through the library.
 
+mod chat;
+mod memory;
 mod render;
 mod run;
 
@@ -398,7 +400,7 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
                     .agent
                     .clone()
                     .unwrap_or_else(|| resolved.config.agent.default.clone());
-                return run::batch(
+                return chat::batch(
                     &ws,
                     resolved.config,
                     outside.env,
@@ -477,7 +479,7 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
                 cli_settings,
             )?;
             let agent = agent.unwrap_or_else(|| resolved.config.agent.default.clone());
-            run::chat(
+            chat::chat(
                 &ws,
                 resolved.config,
                 outside.env,
@@ -533,7 +535,7 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             let ws = Workspace::discover(&cwd)?;
             let resolved = ws.config(None, None, outside.env.clone(), cli_settings)?;
             start_logging(&ws, &resolved);
-            run::memory(&ws, resolved.config, outside.env, &user, command)
+            memory::memory(&ws, resolved.config, outside.env, &user, command)
         }
         Command::Compact { id } => {
             let ws = Workspace::discover(&cwd)?;

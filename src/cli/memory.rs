@@ -1,0 +1,173 @@
+//! `nop memory …`: list, show, pop, restore, search and summarize long-term memory.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use tokio_util::sync::CancellationToken;
+
+use super::run::tokio_runtime;
+use crate::workspace::Workspace;
+
+/// `nop memory …`.
+pub fn memory(
+    ws: &Workspace,
+    config: crate::config::Config,
+    env: std::collections::BTreeMap<String, String>,
+    user: &str,
+    command: super::MemoryCommand,
+) -> Result<ExitCode> {
+    use super::MemoryCommand;
+    use crate::memory::MemoryStore;
+    let store = MemoryStore::new(&ws.nop_dir());
+    let default_agent = config.agent.default.clone();
+    let today = chrono::Local::now().date_naive();
+    let print = |value: &serde_json::Value| {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(value).unwrap_or_default()
+        )
+    };
+    match command {
+        MemoryCommand::List { agent, all, json } => {
+            let agent = agent.unwrap_or(default_agent);
+            let entries: Vec<crate::memory::Entry> = store
+                .load(&agent)?
+                .map(|m| {
+                    m.entries
+                        .into_iter()
+                        .filter(|e| all || !e.is_deleted())
+                        .collect()
+                })
+                .unwrap_or_default();
+            if json {
+                print(&serde_json::json!(entries));
+            } else if entries.is_empty() {
+                println!("no memory for {agent} yet (nop memory summarize --agent {agent})");
+            } else {
+                for e in &entries {
+                    let state = match (&e.deleted_at, &e.deleted_by) {
+                        (Some(at), by) => format!(
+                            "  [removed {} by {}]",
+                            at.format("%Y-%m-%d %H:%M"),
+                            by.as_deref().unwrap_or("?")
+                        ),
+                        _ => String::new(),
+                    };
+                    let summary: String = e.index.summary.chars().take(100).collect();
+                    println!("{}  {}  {summary}{state}", e.id, e.summary_date);
+                }
+            }
+        }
+        MemoryCommand::Show { agent, id, json } => {
+            let agent = agent.unwrap_or(default_agent);
+            let memory = store.load(&agent)?;
+            match id {
+                Some(id) => {
+                    let entry = memory
+                        .and_then(|m| m.entries.into_iter().find(|e| e.id.starts_with(&id)))
+                        .ok_or_else(|| anyhow::anyhow!("{agent} has no summary `{id}`"))?;
+                    if json {
+                        print(&serde_json::json!(entry));
+                    } else {
+                        println!(
+                            "{} · {} · {} messages ({} from the user)",
+                            entry.id,
+                            entry.summary_date,
+                            entry.index.message_count,
+                            entry.index.user_message_count
+                        );
+                        println!("{}", entry.index.summary);
+                        println!(
+                            "topics: {}\nkey points: {}\nkeywords: {}",
+                            entry.index.topics.join(", "),
+                            entry.index.key_points.join("; "),
+                            entry.index.keywords.join(", ")
+                        );
+                    }
+                }
+                None => {
+                    let initial = crate::agent::summarize::initial_prompt(ws, &agent);
+                    let prompt = memory
+                        .map(|m| m.current_prompt(&initial))
+                        .unwrap_or(initial);
+                    if json {
+                        print(&serde_json::json!({"agent": agent, "currentPrompt": prompt}));
+                    } else {
+                        println!("{prompt}");
+                    }
+                }
+            }
+        }
+        MemoryCommand::Pop { agent, id, json } => {
+            let agent = agent.unwrap_or(default_agent);
+            let entry = store.pop(&agent, id.as_deref(), user, chrono::Utc::now())?;
+            tracing::info!(agent = %agent, op = "memory", result = "removed", entry = %entry.id, by = user, "summary removed");
+            if json {
+                print(&serde_json::json!(entry));
+            } else {
+                println!(
+                    "removed {} ({}); `nop memory restore` brings it back",
+                    entry.id, entry.summary_date
+                );
+            }
+        }
+        MemoryCommand::Restore { agent, json } => {
+            let agent = agent.unwrap_or(default_agent);
+            let entry = store.restore(&agent)?;
+            tracing::info!(agent = %agent, op = "memory", result = "restored", entry = %entry.id, by = user, "summary restored");
+            if json {
+                print(&serde_json::json!(entry));
+            } else {
+                println!("restored {} ({})", entry.id, entry.summary_date);
+            }
+        }
+        MemoryCommand::Search { query, agent, json } => {
+            let hits = store.search(agent.as_deref(), &query, today)?;
+            if json {
+                print(&serde_json::json!(hits));
+            } else if hits.is_empty() {
+                println!("no matches");
+            } else {
+                for h in &hits {
+                    let summary: String = h.entry.summary.chars().take(120).collect();
+                    println!(
+                        "{}  {:<12} {:>6.2}  {summary}",
+                        h.entry.date, h.agent, h.score
+                    );
+                }
+            }
+        }
+        MemoryCommand::Summarize { agent, date, json } => {
+            let agent = agent.unwrap_or(default_agent);
+            let date = match date.as_deref() {
+                None => today - chrono::Duration::days(1),
+                Some(text) => match crate::memory::dates::parse(text, today).0.as_slice() {
+                    [range] if range.from == range.to => range.from,
+                    _ => anyhow::bail!(
+                        "--date {text}: give one day (an ISO date, \"yesterday\", \"昨天\"…)"
+                    ),
+                },
+            };
+            let provider = crate::providers::Provider::from_config(&config.provider, &env)?;
+            let rt = tokio_runtime()?;
+            let entry = rt.block_on(crate::agent::summarize::summarize_day(
+                ws,
+                &config,
+                &provider,
+                &agent,
+                date,
+                &CancellationToken::new(),
+            ))?;
+            match (entry, json) {
+                (Some(e), true) => print(&serde_json::json!(e)),
+                (Some(e), false) => println!(
+                    "summarised {date} for {agent} as {}: {}",
+                    e.id, e.index.summary
+                ),
+                (None, true) => print(&serde_json::json!(null)),
+                (None, false) => println!("{agent} had no sessions on {date}"),
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
