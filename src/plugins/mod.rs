@@ -166,13 +166,15 @@ async fn load_one(dir: &Path, name: &str) -> Result<Vec<Arc<dyn Tool>>, String> 
     })?;
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     for t in file.tools {
-        tools.push(Arc::new(CommandTool {
-            full_name: format!("{name}.{}", t.name),
-            description: t.description,
-            command: t.command,
-            schema: t.input_schema,
-            plugin_dir: dir.to_path_buf(),
-        }));
+        tools.push(Arc::new(PluginTool::new(
+            format!("{name}.{}", t.name),
+            t.description,
+            &t.input_schema,
+            Backend::Command {
+                command: t.command,
+                plugin_dir: dir.to_path_buf(),
+            },
+        )));
     }
     if let Some(mcp) = file.mcp {
         tools.extend(load_mcp(dir, name, &mcp).await?);
@@ -199,13 +201,15 @@ async fn load_mcp(
     Ok(infos
         .into_iter()
         .map(|info| {
-            Arc::new(McpTool {
-                full_name: format!("{name}.{}", info.name),
-                tool: info.name,
-                description: info.description,
-                schema: info.schema,
-                session: Arc::clone(&session),
-            }) as Arc<dyn Tool>
+            Arc::new(PluginTool::new(
+                format!("{name}.{}", info.name),
+                info.description,
+                &info.schema,
+                Backend::Mcp {
+                    tool: info.name,
+                    session: Arc::clone(&session),
+                },
+            )) as Arc<dyn Tool>
         })
         .collect())
 }
@@ -274,26 +278,83 @@ fn schema_object(schema: &Value) -> Value {
     }
 }
 
-/// A plain command tool: arguments as JSON on stdin, the result on stdout.
-struct CommandTool {
-    full_name: String,
-    description: String,
-    command: String,
-    schema: Value,
-    plugin_dir: PathBuf,
+/// A tool a plugin adds.
+struct PluginTool {
+    /// Name (`<plugin>.<tool>`), description and input schema.
+    spec: ToolSpec,
+    backend: Backend,
 }
 
-impl Tool for CommandTool {
+enum Backend {
+    /// A plain command: arguments as JSON on stdin, the result on stdout.
+    Command {
+        command: String,
+        plugin_dir: PathBuf,
+    },
+    /// A tool of an MCP server.
+    Mcp {
+        tool: String,
+        session: Arc<dyn McpSession>,
+    },
+}
+
+impl PluginTool {
+    fn new(full_name: String, description: String, schema: &Value, backend: Backend) -> PluginTool {
+        PluginTool {
+            spec: ToolSpec {
+                name: full_name,
+                description,
+                parameters: schema_object(schema),
+            },
+            backend,
+        }
+    }
+
+    async fn run_command(
+        &self,
+        command: &str,
+        plugin_dir: &Path,
+        args: Value,
+        ctx: &ToolContext,
+    ) -> Result<ToolOutput, ToolError> {
+        // Relative commands are the plugin's own files.
+        let command = match command.strip_prefix("./") {
+            Some(rest) => format!("{}/{rest}", plugin_dir.display()),
+            None => command.to_string(),
+        };
+        let ran = crate::tools::shell::run_confined(
+            ctx,
+            &command,
+            &ctx.root,
+            Some(args.to_string()),
+            ctx.timeout,
+        )
+        .await?;
+        if !ran.status.success() {
+            let err = String::from_utf8_lossy(&ran.stderr);
+            return Err(ToolError::model(
+                "PluginToolFailed",
+                format!(
+                    "`{}` exited with {}: {}",
+                    self.spec.name,
+                    ran.status.code().unwrap_or(-1),
+                    err.trim()
+                ),
+            ));
+        }
+        Ok(ToolOutput::text(
+            String::from_utf8_lossy(&ran.stdout).into_owned(),
+        ))
+    }
+}
+
+impl Tool for PluginTool {
     fn name(&self) -> &str {
-        &self.full_name
+        &self.spec.name
     }
 
     fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: self.full_name.clone(),
-            description: self.description.clone(),
-            parameters: schema_object(&self.schema),
-        }
+        self.spec.clone()
     }
 
     fn call<'a>(
@@ -302,74 +363,20 @@ impl Tool for CommandTool {
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
         Box::pin(async move {
-            validate(&self.schema, &args)?;
-            // Relative commands are the plugin's own files.
-            let command = match self.command.strip_prefix("./") {
-                Some(rest) => format!("{}/{rest}", self.plugin_dir.display()),
-                None => self.command.clone(),
-            };
-            let ran = crate::tools::shell::run_confined(
-                ctx,
-                &command,
-                &ctx.root,
-                Some(args.to_string()),
-                ctx.timeout,
-            )
-            .await?;
-            let out = String::from_utf8_lossy(&ran.stdout).into_owned();
-            if !ran.status.success() {
-                let err = String::from_utf8_lossy(&ran.stderr);
-                return Err(ToolError::model(
-                    "PluginToolFailed",
-                    format!(
-                        "`{}` exited with {}: {}",
-                        self.full_name,
-                        ran.status.code().unwrap_or(-1),
-                        err.trim()
-                    ),
-                ));
-            }
-            Ok(ToolOutput::text(out))
-        })
-    }
-}
-
-/// A tool of an MCP server.
-struct McpTool {
-    full_name: String,
-    tool: String,
-    description: String,
-    schema: Value,
-    session: Arc<dyn McpSession>,
-}
-
-impl Tool for McpTool {
-    fn name(&self) -> &str {
-        &self.full_name
-    }
-
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: self.full_name.clone(),
-            description: self.description.clone(),
-            parameters: schema_object(&self.schema),
-        }
-    }
-
-    fn call<'a>(
-        &'a self,
-        args: Value,
-        _ctx: &'a ToolContext,
-    ) -> BoxFuture<'a, Result<ToolOutput, ToolError>> {
-        Box::pin(async move {
-            validate(&self.schema, &args)?;
-            match self.session.call(&self.tool, args).await {
-                Ok((text, false)) => Ok(ToolOutput::text(text)),
-                Ok((text, true)) => Err(ToolError::model("PluginToolFailed", text)),
-                Err(why) => Err(ToolError::model(
-                    "PluginError",
-                    format!("the MCP server of `{}` failed: {why}", self.full_name),
-                )),
+            validate(&self.spec.parameters, &args)?;
+            match &self.backend {
+                Backend::Command {
+                    command,
+                    plugin_dir,
+                } => self.run_command(command, plugin_dir, args, ctx).await,
+                Backend::Mcp { tool, session } => match session.call(tool, args).await {
+                    Ok((text, false)) => Ok(ToolOutput::text(text)),
+                    Ok((text, true)) => Err(ToolError::model("PluginToolFailed", text)),
+                    Err(why) => Err(ToolError::model(
+                        "PluginError",
+                        format!("the MCP server of `{}` failed: {why}", self.spec.name),
+                    )),
+                },
             }
         })
     }

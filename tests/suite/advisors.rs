@@ -43,16 +43,6 @@ fn system_prompt(request: &RecordedRequest) -> String {
         .to_string()
 }
 
-fn tool_results(request: &RecordedRequest) -> Vec<String> {
-    request.body["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
-
 /// Every session of the repository as JSON.
 fn sessions(repo: &Repo) -> Vec<Value> {
     let list: Value =
@@ -88,7 +78,7 @@ fn retry_advisor_modified_params_succeed_on_the_second_try() {
             && question.contains("\"retryCount\": 0"),
         "{question}"
     );
-    let results = tool_results(&requests[2]);
+    let results = requests[2].tool_results();
     assert!(
         results[0].starts_with("[succeeded after 1 retry advised by retry-advisor with arguments"),
         "{results:?}"
@@ -366,7 +356,7 @@ fn a_subagent_that_runs_too_long_is_stopped() {
     let (code, result, stderr) = run(&repo, &server, &[], &["delegate"]);
     assert_eq!(code, 0, "{stderr} {result}");
     assert!(started.elapsed() < Duration::from_secs(15));
-    let results = tool_results(&server.requests()[3]);
+    let results = server.requests()[3].tool_results();
     assert!(
         results[0].starts_with("error (Timeout)") && results[0].contains("timed out"),
         "{results:?}"
@@ -419,7 +409,7 @@ fn a_subagent_cannot_exceed_its_callers_permissions() {
     );
     assert_eq!(code, 0, "{stderr}");
     assert!(!repo.path().join("x.txt").exists());
-    let helper_results = tool_results(&server.requests()[2]);
+    let helper_results = server.requests()[2].tool_results();
     assert!(
         helper_results[0].contains("PermissionDenied") && helper_results[0].contains("read-only"),
         "{helper_results:?}"
@@ -428,7 +418,7 @@ fn a_subagent_cannot_exceed_its_callers_permissions() {
         helper_results[1].contains("PermissionDenied") && helper_results[1].contains("shell"),
         "{helper_results:?}"
     );
-    let main_results = tool_results(&server.requests()[3]);
+    let main_results = server.requests()[3].tool_results();
     assert!(
         main_results[0].contains("agent helper (session")
             && main_results[0].contains("I could not write it"),
@@ -461,7 +451,7 @@ fn recursion_stops_at_the_depth_limit() {
     );
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(result["final_message"], "top done");
-    let inner = tool_results(&server.requests()[2]);
+    let inner = server.requests()[2].tool_results();
     assert!(
         inner[0].contains("DepthLimit") && inner[0].contains("subagents.max_depth"),
         "{inner:?}"

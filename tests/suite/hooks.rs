@@ -20,16 +20,6 @@ fn with_hooks(yaml: &str) -> Repo {
     repo
 }
 
-fn tool_results(server: &MockServer, request: usize) -> Vec<String> {
-    server.requests()[request].body["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .filter_map(|m| m["content"].as_str().map(str::to_string))
-        .collect()
-}
-
 #[test]
 fn a_before_tool_hook_blocks_rm_rf_and_lets_the_rest_run() {
     let repo = with_hooks(
@@ -54,7 +44,7 @@ fn a_before_tool_hook_blocks_rm_rf_and_lets_the_rest_run() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let results = tool_results(&server, 1);
+    let results = server.requests()[1].tool_results();
     assert!(
         results[0].starts_with("error (BlockedByHook): rm -rf is not allowed here"),
         "{results:?}"
@@ -82,7 +72,7 @@ fn a_slow_hook_times_out_and_the_run_goes_on() {
         "{:?}",
         started.elapsed()
     );
-    assert!(tool_results(&server, 1)[0].contains("ran"));
+    assert!(server.requests()[1].tool_results()[0].contains("ran"));
     let log = fs::read_to_string(repo.path().join(".nop/logs/system.log")).expect("log");
     assert!(
         log.contains("op=hook") && log.contains("still running after 0.5 s; killed"),

@@ -45,19 +45,6 @@ fn run(repo: &Repo, server: &MockServer, args: &[&str]) -> (i32, Value) {
     (output.status.code().unwrap_or(-1), result)
 }
 
-/// The content of the tool results of the last request, in order.
-fn results(server: &MockServer) -> Vec<String> {
-    let requests = server.requests();
-    let last = requests.last().expect("a request");
-    last.body["messages"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_string())
-        .collect()
-}
-
 #[test]
 fn a_denied_tool_is_refused_and_reported() {
     let repo = repo_with_rules("shell");
@@ -67,7 +54,7 @@ fn a_denied_tool_is_refused_and_reported() {
     ]);
     let (code, result) = run(&repo, &server, &["go"]);
     assert_eq!(code, 0);
-    let results = results(&server);
+    let results = server.requests().last().expect("a request").tool_results();
     assert!(
         results[0].starts_with("error (PermissionDenied): tool `shell` is denied"),
         "{results:?}"
@@ -132,7 +119,7 @@ fn protected_files_stay_unchanged_through_file_tools_and_through_the_shell() {
     ]);
     let (code, result) = run(&repo, &server, &["try everything"]);
     assert_eq!(code, 0, "{result}");
-    let results = results(&server);
+    let results = server.requests().last().expect("a request").tool_results();
     assert_eq!(
         fs::read_to_string(repo.path().join("protected/file")).expect("read"),
         "original\n"

@@ -33,16 +33,6 @@ fn repo_with_demo_plugin() -> Repo {
     repo
 }
 
-fn results(server: &MockServer, request: usize) -> Vec<String> {
-    server.requests()[request].body["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .filter_map(|m| m["content"].as_str().map(str::to_string))
-        .collect()
-}
-
 #[test]
 fn mcp_and_command_tools_appear_and_round_trip() {
     let repo = repo_with_demo_plugin();
@@ -78,7 +68,7 @@ fn mcp_and_command_tools_appear_and_round_trip() {
             "{name} not offered: {tools:?}"
         );
     }
-    let r = results(&server, 1);
+    let r = server.requests()[1].tool_results();
     assert_eq!(r[0], "hi there");
     assert_eq!(r[1], "5");
     assert_eq!(r[2].trim(), "hello Ann");
@@ -116,7 +106,7 @@ fn a_denied_plugin_tool_is_refused() {
         .output()
         .expect("run");
     assert_eq!(out.status.code(), Some(0));
-    let r = results(&server, 1);
+    let r = server.requests()[1].tool_results();
     assert!(
         r[0].contains("PermissionDenied") && r[0].contains("demo.echo"),
         "{r:?}"
@@ -186,7 +176,7 @@ fn a_crashing_mcp_server_gives_the_model_an_error_and_the_run_goes_on() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let r = results(&server, 1);
+    let r = server.requests()[1].tool_results();
     assert!(r[0].starts_with("error (PluginError)"), "{r:?}");
     assert!(r[1].starts_with("error (PluginError)"), "{r:?}");
     let result: Value = serde_json::from_slice(&out.stdout).expect("json");

@@ -78,6 +78,17 @@ pub struct RecordedRequest {
 
 impl RecordedRequest {
     /// The first header of that name (case-insensitive).
+    /// The contents of the tool results this (OpenAI-shaped) request carries, in order.
+    pub fn tool_results(&self) -> Vec<String> {
+        self.body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| m["content"].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();
         self.headers
