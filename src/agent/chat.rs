@@ -97,12 +97,8 @@ pub async fn answer_batch(
     let (replies, via): (Vec<Reply>, &'static str) = match parse_replies(&answer, max_delay) {
         Some(r) => (r, "json"),
         None => {
-            let agents = ws.agents()?;
-            let prompt = agents
-                .get("splitter")
-                .and_then(|d| d.prompt.as_ref())
-                .and_then(|p| std::fs::read_to_string(ws.nop_dir().join(p)).ok())
-                .unwrap_or_else(|| SPLITTER_PROMPT.to_string());
+            ws.agents()?; // a broken agents.yml is an error, not a silent fallback
+            let prompt = super::prompt::configured_prompt(ws, "splitter", SPLITTER_PROMPT);
             let split = [
                 Message::new(Role::System, prompt, now),
                 Message::new(Role::User, answer.clone(), now),

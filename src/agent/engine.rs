@@ -57,6 +57,8 @@ pub struct QueueSettings {
     pub user: String,
     pub coordinator: Option<crate::queue::priority::Coordinator>,
     pub stop_words: Vec<String>,
+    /// The agent's `interrupt_enabled` (agents.yml, read once when the run starts).
+    pub interrupt_enabled: bool,
 }
 
 /// What a checkpoint found.
@@ -133,13 +135,8 @@ impl Engine {
         crate::queue::Inbox::new(&self.0.store.dir(session_id))
     }
 
-    fn interrupts_enabled(&self, agent: &str) -> bool {
-        self.0
-            .ws
-            .agents()
-            .ok()
-            .and_then(|a| a.get(agent).map(|d| d.interrupt_enabled))
-            .unwrap_or(true)
+    fn interrupts_enabled(&self) -> bool {
+        self.0.queue.interrupt_enabled
     }
 
     /// Whether a message is waiting that should end the current batch of tool calls: a stop word,
@@ -149,7 +146,7 @@ impl Engine {
         if ctx.depth > 0 {
             return false;
         }
-        let interrupts = self.interrupts_enabled(&ctx.agent);
+        let interrupts = self.interrupts_enabled();
         let paused = self.is_paused(ctx);
         paused
             || self.inbox(&ctx.session_id).list().iter().any(|(_, m)| {
@@ -196,7 +193,7 @@ impl Engine {
             self.record_stop(ctx, name, stop)?;
             return Ok(Checkpoint::Stop(stop.text.clone()));
         }
-        if self.interrupts_enabled(&ctx.agent) {
+        if self.interrupts_enabled() {
             let urgent: Vec<(String, crate::queue::QueuedMessage)> = queued
                 .into_iter()
                 .filter(|(_, m)| m.priority != crate::queue::QueuePriority::Normal)
@@ -627,15 +624,17 @@ impl Engine {
 
     /// The compression check (seed 002 §3.4): the local pre-check, then compression-advisor, then
     /// compaction if it says so. Returns the snapshot id of a compaction that happened.
-    pub async fn maybe_compact(&self, ctx: &ToolContext) -> Result<Option<String>, ToolError> {
-        if !ctx.advisors {
+    /// `messages` are the session's as the turn loop just read them; the rest of the state is
+    /// read only when the pre-check fires.
+    pub async fn maybe_compact(
+        &self,
+        ctx: &ToolContext,
+        messages: &[Message],
+    ) -> Result<Option<String>, ToolError> {
+        if !ctx.advisors || !compaction::needs_check(messages, &self.0.config.compaction) {
             return Ok(None);
         }
         let state = self.0.store.read(&ctx.session_id)?;
-        let messages = &state.session.messages;
-        if !compaction::needs_check(messages, &self.0.config.compaction) {
-            return Ok(None);
-        }
         let recent: Vec<&Message> = messages.iter().rev().take(10).rev().collect();
         let arguments = json!({
             "sessionId": ctx.session_id,
@@ -671,7 +670,7 @@ impl Engine {
         };
         if !ctx.hooks.before_compact.is_empty() {
             let payload = json!({"session_id": ctx.session_id, "agent": ctx.agent, "reason": reason, "messages": messages.len()});
-            let timeout = Duration::from_secs_f64(ctx.hooks.timeout_s.clamp(0.001, 86_400.0));
+            let timeout = ctx.hooks.timeout();
             crate::hooks::run(
                 "before-compact",
                 &ctx.hooks.before_compact,

@@ -22,6 +22,16 @@ pub struct PromptError {
     source: std::io::Error,
 }
 
+/// The prompt file `agents.yml` names for `agent`, or `builtin` when there is none (or it cannot
+/// be read) — for the agents nop calls itself: summarizer, splitter, and a prompt history's base.
+pub fn configured_prompt(ws: &Workspace, agent: &str, builtin: &str) -> String {
+    ws.agents()
+        .ok()
+        .and_then(|a| a.get(agent).and_then(|d| d.prompt.clone()))
+        .and_then(|p| std::fs::read_to_string(ws.nop_dir().join(p)).ok())
+        .unwrap_or_else(|| builtin.to_string())
+}
+
 /// Builds the system prompt for `agent` in `ws`.
 pub fn system_prompt(
     ws: &Workspace,

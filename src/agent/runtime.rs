@@ -258,6 +258,7 @@ impl Runtime {
                 user: self.queue.user.clone(),
                 coordinator: coordinator.clone(),
                 stop_words: self.config.queue.stop_words.clone(),
+                interrupt_enabled: def.is_none_or(|d| d.interrupt_enabled),
             },
         );
         engine.load_plugins().await;
@@ -305,8 +306,7 @@ impl Runtime {
             model: engine.provider().model().to_string(),
             resumed,
         });
-        let hook_timeout =
-            std::time::Duration::from_secs_f64(self.config.hooks.timeout_s.clamp(0.001, 86_400.0));
+        let hook_timeout = self.config.hooks.timeout();
         if !self.config.hooks.session_start.is_empty() {
             let payload = serde_json::json!({"session_id": session_id, "agent": agent_name, "resumed": resumed, "input": request.input});
             crate::hooks::run(

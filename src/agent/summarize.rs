@@ -38,12 +38,7 @@ pub fn sessions_of_day(
 
 /// The agent's prompt as configured, the base of its prompt history.
 pub fn initial_prompt(ws: &Workspace, agent: &str) -> String {
-    let agents = ws.agents().unwrap_or_default();
-    agents
-        .get(agent)
-        .and_then(|d| d.prompt.as_ref())
-        .and_then(|p| std::fs::read_to_string(ws.nop_dir().join(p)).ok())
-        .unwrap_or_else(|| super::prompt::BUILTIN_CODER.to_string())
+    super::prompt::configured_prompt(ws, agent, super::prompt::BUILTIN_CODER)
 }
 
 fn render(sessions: &[SessionFile]) -> (String, usize, usize) {
@@ -122,12 +117,8 @@ pub async fn summarize_day(
         return Ok(None);
     }
     let (text, messages, user) = render(&sessions);
-    let agents = ws.agents()?;
-    let prompt = agents
-        .get("summarizer")
-        .and_then(|d| d.prompt.as_ref())
-        .and_then(|p| std::fs::read_to_string(ws.nop_dir().join(p)).ok())
-        .unwrap_or_else(|| SUMMARIZER_PROMPT.to_string());
+    ws.agents()?; // a broken agents.yml is an error, not a silent fallback
+    let prompt = super::prompt::configured_prompt(ws, "summarizer", SUMMARIZER_PROMPT);
     let request = [
         Message::new(Role::System, prompt, Utc::now()),
         Message::new(

@@ -52,13 +52,17 @@ impl ModelAgent {
             {
                 return Ok(Err(Interrupted));
             }
+            let mut messages = conversation.messages().await?;
             // After load and after every turn: the cheap pre-check, and only then the advisor.
-            if let Some(engine) = &self.engine
-                && let Err(e) = engine.maybe_compact(ctx).await
-            {
-                tracing::warn!(session = %ctx.session_id, op = "compact", result = "error", "{e}");
+            if let Some(engine) = &self.engine {
+                match engine.maybe_compact(ctx, &messages).await {
+                    Ok(Some(_)) => messages = conversation.messages().await?,
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::warn!(session = %ctx.session_id, op = "compact", result = "error", "{e}")
+                    }
+                }
             }
-            let messages = conversation.messages().await?;
             let _ = events.send(Event::TurnStarted { turn });
             stats.turns += 1;
             let mut on_event = |event: StreamEvent| {

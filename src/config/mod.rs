@@ -59,6 +59,13 @@ pub struct HooksConfig {
     pub timeout_s: f64,
 }
 
+impl HooksConfig {
+    /// How long a hook may run.
+    pub fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(self.timeout_s.clamp(0.001, 86_400.0))
+    }
+}
+
 impl Default for HooksConfig {
     fn default() -> Self {
         HooksConfig {

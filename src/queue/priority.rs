@@ -132,22 +132,34 @@ impl Coordinator {
             }
         }
         let path = self.dir.join("active.json");
-        let mut state: State = match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| SessionError::Corrupt {
-                path: path.clone(),
-                pos: None,
-                message: e.to_string(),
-            })?,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => State::default(),
-            Err(e) => return Err(io(&path)(e)),
-        };
-        self.clean(&mut state);
+        let mut state = self.read(&path)?;
         let value = change(&mut state, &self.user);
         let excess = state.events.len().saturating_sub(EVENTS_KEPT);
         state.events.drain(..excess);
         let bytes = serde_json::to_vec_pretty(&state).unwrap_or_default();
         write_atomic(&path, &bytes)?;
         Ok(value)
+    }
+
+    /// The stack as it stands, with dead entries dropped (in memory: only changes write the file).
+    /// The file is replaced atomically, so reading it needs no lock.
+    fn read(&self, path: &Path) -> Result<State, SessionError> {
+        let mut state: State = match std::fs::read(path) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(|e| SessionError::Corrupt {
+                path: path.to_path_buf(),
+                pos: None,
+                message: e.to_string(),
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => State::default(),
+            Err(e) => {
+                return Err(SessionError::Io {
+                    path: path.to_path_buf(),
+                    source: e,
+                });
+            }
+        };
+        self.clean(&mut state);
+        Ok(state)
     }
 
     /// Drops entries whose process died and waiting sessions past the idle timeout; the session
@@ -265,13 +277,13 @@ impl Coordinator {
 
     /// The state of `session_id` on the stack (`None`: not on it).
     pub fn state_of(&self, session_id: &str) -> Result<Option<EntryState>, SessionError> {
-        self.with_state(|state, user| {
-            state
-                .users
-                .get(user)
-                .and_then(|s| s.iter().find(|e| e.session_id == session_id))
-                .map(|e| e.state)
-        })
+        // Asked at every checkpoint: a read, never a write.
+        let state = self.read(&self.dir.join("active.json"))?;
+        Ok(state
+            .users
+            .get(&self.user)
+            .and_then(|s| s.iter().find(|e| e.session_id == session_id))
+            .map(|e| e.state))
     }
 
     /// The session waits for input: it stays active (without a process) until the idle timeout.

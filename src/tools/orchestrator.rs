@@ -50,7 +50,7 @@ pub async fn execute(registry: &Registry, call: &ToolCall, ctx: &ToolContext) ->
             &ctx.hooks.after_tool,
             &payload,
             &ctx.root,
-            hook_timeout(ctx),
+            ctx.hooks.timeout(),
         )
         .await;
     }
@@ -58,10 +58,6 @@ pub async fn execute(registry: &Registry, call: &ToolCall, ctx: &ToolContext) ->
         result,
         duration: started.elapsed(),
     }
-}
-
-fn hook_timeout(ctx: &ToolContext) -> Duration {
-    Duration::from_secs_f64(ctx.hooks.timeout_s.clamp(0.001, 86_400.0))
 }
 
 async fn run(
@@ -125,7 +121,7 @@ async fn run(
             &ctx.hooks.before_tool,
             &payload,
             &ctx.root,
-            hook_timeout(ctx),
+            ctx.hooks.timeout(),
         )
         .await
         {
