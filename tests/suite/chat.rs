@@ -60,13 +60,7 @@ fn a_batch_of_three_messages_is_one_request_and_replies_keep_their_delays() {
     );
     let requests = server.requests();
     assert_eq!(requests.len(), 1);
-    let sent: Vec<&str> = requests[0].body["messages"]
-        .as_array()
-        .expect("m")
-        .iter()
-        .filter(|m| m["role"] == "user")
-        .filter_map(|m| m["content"].as_str())
-        .collect();
+    let sent = requests[0].user_messages();
     assert_eq!(sent, vec!["hello", "which language?", "also tests?"]);
     assert!(requests[0].body.get("tools").is_none());
     // Stored: batch id and index on every message; delays and schedule on replies.
@@ -191,19 +185,11 @@ fn nop_chat_on_a_terminal_waits_counts_down_and_replies_in_several_messages() {
     // Both lines went to the model in one request.
     let requests = server.requests();
     assert_eq!(requests.len(), 1);
-    let sent: Vec<&str> = requests[0].body["messages"]
-        .as_array()
-        .expect("m")
-        .iter()
-        .filter(|m| m["role"] == "user")
-        .filter_map(|m| m["content"].as_str())
-        .collect();
+    let sent = requests[0].user_messages();
     assert_eq!(sent, vec!["hello", "are you there?"]);
     t.type_line("/exit");
     wait_for_screen(&t.0, "saved; continue with");
-    let list: Value =
-        serde_json::from_str(&repo.run(&["sessions", "list", "--json"])).expect("json");
-    let session = repo.session_json(list[0]["id"].as_str().expect("id"));
+    let session = repo.first_session();
     let replies: Vec<&Value> = session["messages"]
         .as_array()
         .expect("m")
@@ -299,9 +285,7 @@ fn typing_during_delivery_starts_the_next_batch_and_unshown_replies_are_not_sent
     t.type_line("/exit");
     let s = wait_for_screen(&t.0, "saved; continue with");
     assert!(!s.contains("coder › two"), "{s}");
-    let list: Value =
-        serde_json::from_str(&repo.run(&["sessions", "list", "--json"])).expect("json");
-    let session = repo.session_json(list[0]["id"].as_str().expect("id"));
+    let session = repo.first_session();
     let two = session["messages"]
         .as_array()
         .expect("m")

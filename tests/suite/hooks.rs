@@ -33,17 +33,7 @@ fn a_before_tool_hook_blocks_rm_rf_and_lets_the_rest_run() {
         ]),
         openai::reply_text("ok"),
     ]);
-    let out = repo
-        .nop_model(&server, "openai")
-        .args(["run", "clean up"])
-        .output()
-        .expect("run");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    repo.model_ok(&server, &["run", "clean up"]);
     let results = server.requests()[1].tool_results();
     assert!(
         results[0].starts_with("error (BlockedByHook): rm -rf is not allowed here"),

@@ -151,21 +151,14 @@ fn a_question_about_the_past_pulls_memory_into_the_request() {
         openai::reply_text("We fixed nested arrays in the parser."),
     ]);
     summarize(&repo, &server);
-    let out = repo
-        .nop_model(&server, "openai")
-        .args([
+    repo.model_ok(
+        &server,
+        &[
             "run",
             "--output-format",
             "json",
             "what did we change in the parser previously?",
-        ])
-        .output()
-        .expect("run");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
     let messages = server.requests()[1].body["messages"]
         .as_array()

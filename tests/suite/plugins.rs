@@ -45,17 +45,7 @@ fn mcp_and_command_tools_appear_and_round_trip() {
         ]),
         openai::reply_text("done"),
     ]);
-    let out = repo
-        .nop_model(&server, "openai")
-        .args(["run", "use the plugin"])
-        .output()
-        .expect("run");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    repo.model_ok(&server, &["run", "use the plugin"]);
     let tools: Vec<String> = server.requests()[0].body["tools"]
         .as_array()
         .expect("tools")
@@ -77,9 +67,7 @@ fn mcp_and_command_tools_appear_and_round_trip() {
         "{r:?}"
     );
     // Recorded under the plugin's name.
-    let list: Value =
-        serde_json::from_str(&repo.run(&["sessions", "list", "--json"])).expect("json");
-    let session = repo.session_json(list[0]["id"].as_str().expect("id"));
+    let session = repo.first_session();
     assert_eq!(session["messages"][3]["toolCall"]["name"], "demo.echo");
     let plugins = repo.run(&["plugins", "list"]);
     assert!(
@@ -165,17 +153,7 @@ fn a_crashing_mcp_server_gives_the_model_an_error_and_the_run_goes_on() {
         ]),
         openai::reply_text("the plugin died; carrying on"),
     ]);
-    let out = repo
-        .nop_model(&server, "openai")
-        .args(["run", "--output-format", "json", "crash it"])
-        .output()
-        .expect("run");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = repo.model_ok(&server, &["run", "--output-format", "json", "crash it"]);
     let r = server.requests()[1].tool_results();
     assert!(r[0].starts_with("error (PluginError)"), "{r:?}");
     assert!(r[1].starts_with("error (PluginError)"), "{r:?}");

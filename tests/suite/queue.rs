@@ -344,17 +344,7 @@ fn a_queued_message_survives_the_crash_of_the_runner() {
     );
     runner.child.kill().expect("SIGKILL");
     let _ = runner.child.wait();
-    let out = repo
-        .nop_model(&server, "openai")
-        .args(["run", "--session", &id, "next"])
-        .output()
-        .expect("run");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    repo.model_ok(&server, &["run", "--session", &id, "next"]);
     let messages = server.requests()[1].body["messages"]
         .as_array()
         .expect("m")

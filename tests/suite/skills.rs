@@ -26,17 +26,7 @@ fn skills_are_listed_loaded_and_unknown_ones_are_refused() {
         ]),
         openai::reply_text("ok"),
     ]);
-    let out = repo
-        .nop_model(&server, "openai")
-        .args(["run", "ship it"])
-        .output()
-        .expect("run");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    repo.model_ok(&server, &["run", "ship it"]);
     let requests = server.requests();
     let system = requests[0].body["messages"][0]["content"]
         .as_str()

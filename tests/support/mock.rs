@@ -78,6 +78,17 @@ pub struct RecordedRequest {
 
 impl RecordedRequest {
     /// The first header of that name (case-insensitive).
+    /// The contents of the user messages this request carries, in order.
+    pub fn user_messages(&self) -> Vec<String> {
+        self.body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["role"] == "user")
+            .filter_map(|m| m["content"].as_str().map(str::to_string))
+            .collect()
+    }
+
     /// The contents of the tool results this (OpenAI-shaped) request carries, in order.
     pub fn tool_results(&self) -> Vec<String> {
         self.body["messages"]

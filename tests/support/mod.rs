@@ -121,6 +121,30 @@ impl Repo {
         cmd
     }
 
+    /// Runs `nop args…` against `server` (OpenAI protocol) and asserts it exits 0, showing
+    /// stderr if not.
+    pub fn model_ok(&self, server: &mock::MockServer, args: &[&str]) -> std::process::Output {
+        let out = self
+            .nop_model(server, "openai")
+            .args(args)
+            .output()
+            .expect("run nop");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "nop {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    /// The session.json of the oldest (or only) session.
+    pub fn first_session(&self) -> serde_json::Value {
+        let list: serde_json::Value =
+            serde_json::from_str(&self.run(&["sessions", "list", "--json"])).expect("json");
+        self.session_json(list[0]["id"].as_str().expect("a session"))
+    }
+
     /// The session.json of `id` as JSON.
     pub fn session_json(&self, id: &str) -> serde_json::Value {
         let text = std::fs::read_to_string(self.session_dir(id).join("session.json"))
