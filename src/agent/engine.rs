@@ -335,10 +335,7 @@ impl Engine {
             agent: agent.to_string(),
             policy: crate::permissions::load_chain(&inner.ws.root, agent, &ancestors)?,
             approver: inner.approver.clone(),
-            sandbox: SandboxSettings {
-                mode: inner.config.sandbox,
-                network: inner.config.shell.network,
-            },
+            sandbox: SandboxSettings::from_config(&inner.config),
             ancestors,
             depth,
             agents: Some(Arc::new(self.clone())),

@@ -5,6 +5,7 @@ mod chat;
 mod memory;
 mod render;
 mod run;
+mod sandbox;
 
 pub use run::OutputFormat;
 
@@ -140,6 +141,10 @@ pub enum Command {
     /// Explain and validate the agents' permission files.
     #[command(subcommand)]
     Permissions(PermissionsCommand),
+    /// The shell's confinement: what it is on this machine (`check`), and a command run under it
+    /// (`run -- COMMAND`).
+    #[command(subcommand)]
+    Sandbox(sandbox::SandboxCommand),
     /// Print shell completions.
     Completions {
         #[arg(value_enum)]
@@ -607,12 +612,27 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             render::config(&mut out, &resolved, json)?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Sandbox(command) => {
+            let ws = Workspace::discover(&cwd)?;
+            let agent = match &command {
+                sandbox::SandboxCommand::Check { agent, .. }
+                | sandbox::SandboxCommand::Run { agent, .. } => agent.clone(),
+            };
+            if let Some(name) = &agent
+                && ws.agents()?.get(name).is_none()
+            {
+                bail!("no agent `{name}` in {}", ws.agents_path().display());
+            }
+            let resolved = ws.config(agent.as_deref(), None, outside.env, cli_settings)?;
+            start_logging(&ws, &resolved);
+            sandbox::sandbox(&ws, &resolved.config, &cwd, command, &mut out)
+        }
         command => {
             let ws = Workspace::discover(&cwd)?;
             let resolved = ws.config(None, None, outside.env, cli_settings)?;
             start_logging(&ws, &resolved);
             let store = ws.store(&resolved.config);
-            run_session_command(command, &ws, &store, &user, &mut out)
+            run_session_command(command, &ws, &resolved.config, &store, &user, &mut out)
         }
     }
 }
@@ -620,6 +640,7 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
 fn run_session_command(
     command: Command,
     ws: &Workspace,
+    config: &crate::config::Config,
     store: &Store,
     user: &str,
     out: &mut impl Write,
@@ -728,7 +749,7 @@ fn run_session_command(
             writeln!(out, "{}", child.session_id)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Permissions(command) => permissions(ws, command, out),
+        Command::Permissions(command) => permissions(ws, config, command, out),
         Command::Plugins(PluginsCommand::List { json }) => {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
@@ -780,12 +801,14 @@ fn run_session_command(
         | Command::Send { .. }
         | Command::Stop { .. }
         | Command::Memory(_)
+        | Command::Sandbox(_)
         | Command::Chat { .. } => Ok(ExitCode::from(exit::USAGE)),
     }
 }
 
 fn permissions(
     ws: &Workspace,
+    config: &crate::config::Config,
     command: PermissionsCommand,
     out: &mut impl Write,
 ) -> Result<ExitCode> {
@@ -838,10 +861,17 @@ fn permissions(
                 }
                 (None, None) => bail!("give --tool or --path"),
             };
+            let shell = match &resolved {
+                Some(path) => {
+                    let settings = crate::tools::SandboxSettings::from_config(config);
+                    Some(sandbox::shell_line(&policy, &settings, path)?)
+                }
+                None => None,
+            };
             if json {
                 let value = serde_json::json!({
                     "agent": agent, "within": within, "subject": subject,
-                    "resolved": resolved, "decision": decision,
+                    "resolved": resolved, "decision": decision, "shell": shell,
                 });
                 writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
             } else {
@@ -866,13 +896,16 @@ fn permissions(
                 if let Some(resolved) = resolved {
                     writeln!(out, "path: {}", resolved.display())?;
                 }
+                if let Some(shell) = shell {
+                    writeln!(out, "shell: {shell}")?;
+                }
             }
             Ok(exit_code(decision.is_allowed()))
         }
     }
 }
 
-fn exit_code(ok: bool) -> ExitCode {
+pub(crate) fn exit_code(ok: bool) -> ExitCode {
     if ok {
         ExitCode::SUCCESS
     } else {

@@ -229,11 +229,41 @@ pub enum SandboxMode {
     Off,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ShellConfig {
     /// Whether shell commands may open network connections (`allow` or `deny`).
     pub network: NetworkMode,
+    /// `auto`: confine with user, mount and PID namespaces under Landlock where the kernel
+    /// allows unprivileged user namespaces, else with Landlock alone; `off`: Landlock alone.
+    pub namespaces: NamespacesMode,
+    /// Environment variables removed from shell commands: globs over their names, any case.
+    pub env_exclude: Vec<String>,
+    /// Variables kept even when `env_exclude` matches them (the provider's key variable is
+    /// removed all the same).
+    pub env_keep: Vec<String>,
+}
+
+impl Default for ShellConfig {
+    fn default() -> Self {
+        ShellConfig {
+            network: NetworkMode::default(),
+            namespaces: NamespacesMode::default(),
+            env_exclude: ["*KEY*", "*SECRET*", "*TOKEN*", "*PASSWORD*"]
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
+            env_keep: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum NamespacesMode {
+    #[default]
+    Auto,
+    Off,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -459,6 +489,17 @@ impl Config {
                 "chat.max_delay_s",
                 format!("must be 0 to 600 seconds, not {}", c.max_delay_s),
             ));
+        }
+        for (key, globs) in [
+            ("shell.env_exclude", &self.shell.env_exclude),
+            ("shell.env_keep", &self.shell.env_keep),
+        ] {
+            if let Some(error) = globs
+                .iter()
+                .find_map(|g| globset::Glob::new(g).err().map(|e| format!("`{g}`: {e}")))
+            {
+                problems.push((key, error));
+            }
         }
         if self.agent.max_turns == 0 {
             problems.push(("agent.max_turns", "must be at least 1".to_string()));

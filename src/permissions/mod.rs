@@ -19,11 +19,12 @@
 //! tool call; a file that cannot be parsed fails closed with its path and line.
 
 pub mod approval;
+mod landlock_map;
 mod load;
 mod policy;
-mod sandbox_spec;
-pub use sandbox_spec::shell_spec;
+mod shell_view;
+pub use shell_view::{Effect, Protection, ShellOptions, ShellView, shell_view};
 
 pub use approval::{ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, Denial};
 pub use load::{PermissionError, load_chain, load_policy, validate_all};
-pub use policy::{Access, Decision, FileAccess, Policy, RuleSet, Source};
+pub use policy::{Access, Decision, FileAccess, Policy, RuleSet, Source, resolve};

@@ -138,11 +138,24 @@ pub struct FileRule {
 }
 
 impl FileRule {
+    /// A rule for `pattern`: relative to the repository root, absolute, or `~/…` (the home
+    /// directory, from `HOME`).
     pub fn new(pattern: &str, access: FileAccess, source: Source) -> Result<FileRule, String> {
         let trimmed = pattern.trim();
         if trimmed.is_empty() {
             return Err("the pattern is empty".into());
         }
+        let expanded;
+        let trimmed = match trimmed.strip_prefix("~/") {
+            Some(rest) => {
+                let home = std::env::var_os("HOME")
+                    .filter(|h| Path::new(h).is_absolute())
+                    .ok_or_else(|| format!("pattern `{pattern}`: HOME is not set"))?;
+                expanded = format!("{}/{rest}", Path::new(&home).display());
+                expanded.as_str()
+            }
+            None => trimmed,
+        };
         let normalised = trimmed.strip_prefix("./").unwrap_or(trimmed);
         let compile = |p: &str| {
             GlobBuilder::new(p)
@@ -157,7 +170,7 @@ impl FileRule {
             _ => None,
         };
         Ok(FileRule {
-            pattern: pattern.to_string(),
+            pattern: normalised.to_string(),
             access,
             source,
             matcher: compile(normalised)?,
@@ -166,7 +179,9 @@ impl FileRule {
         })
     }
 
-    fn matches(&self, relative: Option<&str>, absolute: &str) -> bool {
+    /// Whether the rule covers a canonical path (`relative`: the same path relative to the
+    /// repository root, when it is inside it).
+    pub fn matches(&self, relative: Option<&str>, absolute: &str) -> bool {
         let target = if self.absolute {
             Some(absolute)
         } else {
@@ -182,11 +197,7 @@ impl FileRule {
 
     /// The part before the first glob character, as a path (`src/**/*.rs` → `src`).
     pub fn literal_prefix(&self) -> &str {
-        let p = self
-            .pattern
-            .trim()
-            .strip_prefix("./")
-            .unwrap_or(self.pattern.trim());
+        let p = self.pattern.as_str();
         let end = p.find(['*', '?', '[', '{']).unwrap_or(p.len());
         let prefix = &p[..end];
         match prefix.rfind('/') {
@@ -198,18 +209,27 @@ impl FileRule {
 
     /// Whether the rule covers a whole subtree (`dir/**`, `**`) rather than a finer pattern.
     pub fn is_subtree(&self) -> bool {
-        let p = self
-            .pattern
-            .trim()
-            .strip_prefix("./")
-            .unwrap_or(self.pattern.trim());
-        p == "**" || (p.ends_with("/**") && !p[..p.len() - 3].contains(['*', '?', '[', '{']))
+        let p = self.pattern.as_str();
+        p == "**" || (p.ends_with("/**") && !p[..p.len() - 3].contains(GLOB_CHARS))
+    }
+
+    /// Whether the rule names one path exactly (no glob character).
+    pub fn is_literal(&self) -> bool {
+        !self.pattern.contains(GLOB_CHARS)
+    }
+
+    /// Whether the rule is a pattern that is neither one path nor one whole subtree
+    /// (`**/*.pem`, `src/*.rs`): what it covers depends on the names that exist.
+    pub fn is_glob(&self) -> bool {
+        !self.is_literal() && !self.is_subtree()
     }
 
     pub fn is_absolute(&self) -> bool {
         self.absolute
     }
 }
+
+const GLOB_CHARS: [char; 4] = ['*', '?', '[', '{'];
 
 /// One agent's rules: its tools and its file rules, in order.
 #[derive(Debug, Clone)]
@@ -260,10 +280,17 @@ impl RuleSet {
         }
     }
 
-    fn check_path(&self, relative: Option<&str>, absolute: &str, access: Access) -> Decision {
+    fn check_path(
+        &self,
+        relative: Option<&str>,
+        absolute: &str,
+        access: Access,
+        only: impl Fn(&FileRule) -> bool,
+    ) -> Decision {
         let rule = floor()
             .iter()
             .chain(self.rules.iter())
+            .filter(|r| only(r))
             .find(|r| r.matches(relative, absolute));
         let Some(rule) = rule else {
             let reason = match relative {
@@ -301,6 +328,14 @@ pub(super) fn floor() -> &'static [FileRule] {
             (".nop/.permissions/**", FileAccess::Deny),
             (".nop/.system/**", FileAccess::ReadOnly),
             (".nop/**", FileAccess::ReadOnly),
+            // Code git runs later, outside any sandbox, when the user commits or fetches: hooks
+            // and the configuration (core.fsmonitor, core.hooksPath, aliases, filters), of the
+            // repository and of its submodules. The rest of .git stays writable for git add
+            // and git commit.
+            (".git/hooks/**", FileAccess::ReadOnly),
+            (".git/config", FileAccess::ReadOnly),
+            (".git/modules/**/hooks/**", FileAccess::ReadOnly),
+            (".git/modules/**/config", FileAccess::ReadOnly),
         ]
         .into_iter()
         .filter_map(|(p, a)| FileRule::new(p, a, Source::Floor).ok())
@@ -372,12 +407,22 @@ impl Policy {
 
     /// Decides for a path that is already canonical.
     pub fn check_resolved(&self, resolved: &Path, access: Access) -> Decision {
+        self.check_resolved_by(resolved, access, |_| true)
+    }
+
+    /// Decides for a canonical path with only the rules `only` keeps (the floor included).
+    pub fn check_resolved_by(
+        &self,
+        resolved: &Path,
+        access: Access,
+        only: impl Fn(&FileRule) -> bool + Copy,
+    ) -> Decision {
         let relative = resolved
             .strip_prefix(&self.root)
             .ok()
             .map(|r| r.to_string_lossy().into_owned());
         let absolute = resolved.to_string_lossy();
-        self.strictest(|set| set.check_path(relative.as_deref(), &absolute, access))
+        self.strictest(|set| set.check_path(relative.as_deref(), &absolute, access, only))
     }
 }
 

@@ -1,32 +1,42 @@
-//! The shell sandbox: confines one command with Landlock and no_new_privs before it runs.
+//! The shell sandbox: confines one command before it runs, in a short-lived child of nop.
 //!
-//! Owns the [`Spec`] a confined command runs under, the probe of what this kernel can enforce
-//! ([`support`]), and the confinement itself ([`exec_confined`]). nop never confines its own
-//! process: the shell tool runs `nop __sandbox SPEC_FILE REQUIRED(0|1) -- PROGRAM ARGS…`
-//! ([`sandbox_main`]), a short-lived process that restricts itself and then becomes the command
-//! through `exec`. The restriction is inherited by everything the command starts and cannot be
-//! lifted.
+//! nop never confines its own process. The shell tool runs `nop __sandbox FD -- PROGRAM ARGS…`
+//! ([`sandbox_main`]) built by [`command`], which hands the [`Spec`] over in a sealed memfd at
+//! descriptor FD: the rules never pass through a path that anything else could write.
 //!
-//! Landlock is an allow-list: whatever no [`Grant`] covers is refused. What it cannot express,
-//! so callers should not promise it:
-//! - `network: false` refuses TCP `connect` and `bind` only (Landlock ABI 4, Linux 6.7). UDP,
-//!   ICMP and other non-TCP traffic, and abstract UNIX sockets, are not restricted.
+//! Two mechanisms ([`Mechanism`]):
+//! - **namespaces** (Codex CLI's design, [`namespace`]): a new user, mount and PID namespace (and a
+//!   network namespace for `network: false`). In it the view is built: protected paths are
+//!   bind-mounted read-only over themselves, denied paths are masked (an empty, unreadable tmpfs
+//!   over a directory, an empty unreadable file over a file), and the directories that hold them
+//!   are pinned (mount points cannot be renamed or removed). Then Landlock: read everywhere, write
+//!   only beneath the writable roots, TCP per `network`; no_new_privs; every capability dropped.
+//!   The command runs as the child of a small init (PID 1 of the namespace); when it ends, the
+//!   kernel kills everything else still running in the namespace, `setsid` or not.
+//! - **landlock** (the fallback where user namespaces are unavailable): Landlock alone, with
+//!   grants computed per directory by the permissions module. Landlock cannot take a right back
+//!   below a directory, so a directory with a protected path beneath it gets no rights to create
+//!   or remove entries (see [`crate::permissions::shell_view`]). A child subreaper kills what the
+//!   command leaves running.
+//!
+//! What Landlock cannot express, so callers should not promise it:
+//! - `network: false` refuses TCP `connect` and `bind` only (Landlock ABI 4, Linux 6.7); with the
+//!   namespace mechanism a network namespace refuses all traffic but loopback.
 //! - Connecting to a named UNIX socket (an ssh agent, a docker socket) is controlled only from
-//!   ABI 9 (Linux 7.1), and then only a [`Access::ReadWrite`] grant allows it. It is not counted
-//!   in [`Enforcement::Full`] for the filesystem, so before 7.1 it is an open hole.
-//! - Metadata is not covered: `stat`, `chmod`, `chown`, `utime` and extended attributes work
-//!   on any path the command can name, so a refused file's existence, size and mode still show.
-//! - A grant is resolved when the rules are built: a granted path that does not exist yet is
-//!   skipped, and creating it later does not make it reachable (grant its parent instead).
-//!   `sed -i` on a file granted on its own fails because it writes a new file in the directory.
+//!   ABI 9 (Linux 7.1), and then only a [`Access::ReadWrite`] grant allows it.
+//! - Metadata is not covered: `stat` works on any path the command can name.
 //! - File descriptors opened before confinement (the command's stdin, stdout and stderr) keep
 //!   working whatever they point to.
 
+mod launch;
+pub mod namespace;
+mod reap;
 mod rules;
 
 use std::ffi::{OsStr, OsString};
-use std::os::unix::process::CommandExt as _;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+
+pub use launch::command;
 
 /// Exit status of `nop __sandbox` when it could not run the command (as `env` and `docker` do).
 pub const EXIT_SANDBOX_FAILURE: i32 = 125;
@@ -34,15 +44,53 @@ pub const EXIT_SANDBOX_FAILURE: i32 = 125;
 /// What a confined command may do. Built by the permissions module from the agent's rules.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Spec {
-    /// Paths (files or directories, absolute) and what may be done at and beneath them.
-    /// Anything not granted here is refused by the kernel (Landlock is an allow-list).
+    pub mechanism: Mechanism,
+    /// Refuse to run the command unless everything here is enforced.
+    pub required: bool,
+    /// Landlock: paths (absolute) and what may be done at and beneath them. Anything not
+    /// granted here is refused by the kernel (Landlock is an allow-list).
     pub grants: Vec<Grant>,
-    /// Whether the command may open network connections. `false` refuses TCP only: Landlock
-    /// does not restrict UDP.
+    /// The namespace view, applied in order (shallow paths first); empty for
+    /// [`Mechanism::Landlock`].
+    #[serde(default)]
+    pub mounts: Vec<Mount>,
+    /// Whether the command may open network connections.
     pub network: bool,
 }
 
-/// One path and what may be done at and beneath it.
+/// How a command is confined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mechanism {
+    /// User, mount and PID namespaces with a view of the filesystem, under Landlock.
+    Namespaces,
+    /// Landlock alone.
+    Landlock,
+}
+
+/// One path of the namespace view.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Mount {
+    /// An absolute, canonical path that exists when the view is computed.
+    pub path: PathBuf,
+    pub kind: MountKind,
+}
+
+/// What the view does at a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MountKind {
+    /// Bind-mounted read-only over itself: nothing at or beneath it can be changed.
+    ReadOnly,
+    /// Bind-mounted writable over itself: writable again beneath a read-only path, or pinned (a
+    /// mount point cannot be renamed or removed, so what it holds cannot be swapped away).
+    Writable,
+    /// Hidden: an empty tmpfs no one may list over a directory, an empty file no one may read
+    /// over a file; both read-only.
+    Mask,
+}
+
+/// One path and what may be done at and beneath it (Landlock).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Grant {
     /// An absolute path; symbolic links are followed when the rules are built. A path that does
@@ -66,7 +114,7 @@ pub enum Access {
     ReadWriteExisting,
 }
 
-/// What this kernel can enforce.
+/// What this kernel can enforce with Landlock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Support {
     /// Filesystem rules: `Full` when every file right this build knows is enforced (reading,
@@ -93,23 +141,16 @@ pub enum Enforcement {
 /// Why a command could not be run confined.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
-    #[error("usage: nop __sandbox SPEC_FILE REQUIRED(0|1) -- PROGRAM [ARGS...]: {0}")]
+    #[error("usage: nop __sandbox FD -- PROGRAM [ARGS...]: {0}")]
     Usage(String),
-    #[error("cannot read the sandbox spec {}: {source}", path.display())]
-    ReadSpec {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("cannot delete the sandbox spec {}: {source}", path.display())]
-    RemoveSpec {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("invalid sandbox spec {}: {source}", path.display())]
-    ParseSpec {
-        path: PathBuf,
-        source: serde_json::Error,
-    },
+    #[error("cannot read the sandbox spec from descriptor {fd}: {source}")]
+    ReadSpec { fd: i32, source: std::io::Error },
+    #[error("descriptor {fd} is not a sealed memfd; the sandbox spec is accepted only that way")]
+    Unsealed { fd: i32 },
+    #[error("invalid sandbox spec: {0}")]
+    ParseSpec(#[from] serde_json::Error),
+    #[error("cannot pass the sandbox spec to the child: {0}")]
+    PassSpec(std::io::Error),
     /// `required` was set and the kernel cannot enforce everything the spec asks for.
     #[error("the sandbox is required but cannot be enforced here: {}", missing.join("; "))]
     NotEnforceable { missing: Vec<String> },
@@ -117,6 +158,11 @@ pub enum SandboxError {
     Landlock(#[from] landlock::RulesetError),
     #[error("cannot set no_new_privs on the sandboxed process")]
     NoNewPrivs,
+    /// A step of the namespace view failed; nothing ran.
+    #[error("cannot build the sandbox view: {0}")]
+    Namespace(String),
+    #[error("cannot start the sandboxed command: {0}")]
+    Fork(nix::Error),
     #[error("cannot execute {}: {source}{}", program.to_string_lossy(), exec_hint(source))]
     Exec {
         program: OsString,
@@ -137,45 +183,21 @@ pub fn support() -> Support {
     Support::from_status(rules::probe())
 }
 
-/// Applies `spec` to the current process (Landlock restrict_self + no_new_privs), then replaces
-/// it with `program args…` via exec (`program` is looked up in `PATH`). Only returns on failure.
+/// The hidden entry point used by the shell tool: `nop __sandbox FD -- PROGRAM ARGS...` (`args`
+/// starts at FD). Reads the JSON [`Spec`] from the sealed memfd FD, confines itself as the spec
+/// says and runs the command; exits with the command's status. Only returns when it could not
+/// run the command: prints the error to stderr prefixed "nop sandbox: " and returns
+/// [`EXIT_SANDBOX_FAILURE`] as the exit code to use.
 ///
-/// With `required`, nothing is restricted and nothing runs unless the kernel fully enforces the
-/// filesystem rules (and, for `network: false`, can refuse TCP); the error lists what it cannot.
-/// Without it, the kernel applies what it can, possibly nothing (check [`support`] to warn).
-///
-/// The program, its interpreter and its libraries must lie beneath `Read` grants (usually `/usr`,
-/// `/lib*`, `/etc`), or the exec itself is refused. Landlock confines the calling thread; exec
-/// ends every other thread, so the command runs wholly confined.
-pub fn exec_confined(
-    spec: &Spec,
-    required: bool,
-    program: &OsStr,
-    args: &[OsString],
-) -> SandboxError {
-    if let Err(e) = rules::confine(spec, required) {
-        return e;
-    }
-    let source = std::process::Command::new(program).args(args).exec();
-    SandboxError::Exec {
-        program: program.to_owned(),
-        source,
-    }
-}
-
-/// The hidden entry point used by the shell tool: `nop __sandbox SPEC_FILE REQUIRED(0|1) --
-/// PROGRAM ARGS...` (`args` starts at SPEC_FILE). Reads the JSON [`Spec`] from SPEC_FILE, deletes
-/// that file, and calls [`exec_confined`]. Only returns on failure: prints the error to stderr
-/// prefixed "nop sandbox: " and returns [`EXIT_SANDBOX_FAILURE`] as the exit code to use.
+/// `nop __sandbox --probe` instead reports whether this machine can build the namespace view
+/// (see [`namespace::probe`]).
 pub fn sandbox_main(args: &[OsString]) -> i32 {
+    if args.first().is_some_and(|a| a == "--probe") {
+        return namespace::probe_main();
+    }
     let error = match Invocation::parse(args) {
-        Ok(invocation) => match load_spec(&invocation.spec_file) {
-            Ok(spec) => exec_confined(
-                &spec,
-                invocation.required,
-                &invocation.program,
-                &invocation.args,
-            ),
+        Ok(invocation) => match launch::read_spec(invocation.fd) {
+            Ok(spec) => run(&spec, &invocation.program, &invocation.args),
             Err(e) => e,
         },
         Err(e) => e,
@@ -184,33 +206,65 @@ pub fn sandbox_main(args: &[OsString]) -> i32 {
     EXIT_SANDBOX_FAILURE
 }
 
+/// Confines this (single-threaded) process as `spec` says and runs `program`; only returns on
+/// failure, otherwise exits with the command's status.
+fn run(spec: &Spec, program: &OsStr, args: &[OsString]) -> SandboxError {
+    match spec.mechanism {
+        Mechanism::Namespaces => namespace::run(spec, program, args),
+        Mechanism::Landlock => reap::run(
+            || rules::confine(spec, spec.required, !spec.network),
+            program,
+            args,
+        ),
+    }
+}
+
+/// Replaces this process with `program args…` (looked up in `PATH`); returns only on failure.
+fn exec(program: &OsStr, args: &[OsString]) -> SandboxError {
+    use std::os::unix::process::CommandExt as _;
+    let source = std::process::Command::new(program).args(args).exec();
+    SandboxError::Exec {
+        program: program.to_owned(),
+        source,
+    }
+}
+
+/// The exit code a shell would report for a child's wait status.
+fn exit_code(status: nix::sys::wait::WaitStatus) -> Option<i32> {
+    use nix::sys::wait::WaitStatus;
+    match status {
+        WaitStatus::Exited(_, code) => Some(code),
+        WaitStatus::Signaled(_, signal, _) => Some(128 + signal as i32),
+        _ => None,
+    }
+}
+
 /// The arguments of `nop __sandbox`.
 #[derive(Debug, PartialEq)]
 struct Invocation {
-    spec_file: PathBuf,
-    required: bool,
+    fd: i32,
     program: OsString,
     args: Vec<OsString>,
 }
 
 impl Invocation {
     fn parse(args: &[OsString]) -> Result<Invocation, SandboxError> {
-        let [spec_file, required, separator, program, rest @ ..] = args else {
+        let [fd, separator, program, rest @ ..] = args else {
             return Err(SandboxError::Usage(format!(
-                "expected at least 4 arguments, got {}",
+                "expected at least 3 arguments, got {}",
                 args.len()
             )));
         };
-        let required = match required.to_str() {
-            Some("0") => false,
-            Some("1") => true,
-            _ => {
-                return Err(SandboxError::Usage(format!(
-                    "REQUIRED must be 0 or 1, not {}",
-                    required.to_string_lossy()
-                )));
-            }
-        };
+        let fd = fd
+            .to_str()
+            .and_then(|s| s.parse::<i32>().ok())
+            .filter(|fd| *fd > 2)
+            .ok_or_else(|| {
+                SandboxError::Usage(format!(
+                    "FD must be a descriptor number above 2, not {}",
+                    fd.to_string_lossy()
+                ))
+            })?;
         if separator != "--" {
             return Err(SandboxError::Usage(format!(
                 "expected -- before the program, not {}",
@@ -218,29 +272,11 @@ impl Invocation {
             )));
         }
         Ok(Invocation {
-            spec_file: PathBuf::from(spec_file),
-            required,
+            fd,
             program: program.clone(),
             args: rest.to_vec(),
         })
     }
-}
-
-/// Reads the spec and deletes its file, before any restriction could forbid that; a spec that
-/// does not parse is deleted too.
-fn load_spec(path: &Path) -> Result<Spec, SandboxError> {
-    let bytes = std::fs::read(path).map_err(|source| SandboxError::ReadSpec {
-        path: path.to_owned(),
-        source,
-    })?;
-    std::fs::remove_file(path).map_err(|source| SandboxError::RemoveSpec {
-        path: path.to_owned(),
-        source,
-    })?;
-    serde_json::from_slice(&bytes).map_err(|source| SandboxError::ParseSpec {
-        path: path.to_owned(),
-        source,
-    })
 }
 
 #[cfg(test)]

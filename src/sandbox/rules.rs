@@ -184,18 +184,19 @@ fn describe(right: AccessFs) -> String {
     }
 }
 
-/// Confines the current thread (and what it execs) to `spec`, setting no_new_privs. With
-/// `required`, refuses before touching anything if the kernel cannot enforce all of `spec`.
-pub(super) fn confine(spec: &Spec, required: bool) -> Result<(), SandboxError> {
+/// Confines the current thread (and what it execs) to `spec`'s grants, setting no_new_privs;
+/// refuses TCP connect and bind when `restrict_tcp`. With `required`, refuses before touching
+/// anything if the kernel cannot enforce all of it.
+pub(super) fn confine(spec: &Spec, required: bool, restrict_tcp: bool) -> Result<(), SandboxError> {
     if required {
-        let missing = shortfalls(spec.network, probe());
+        let missing = shortfalls(!restrict_tcp, probe());
         if !missing.is_empty() {
             return Err(SandboxError::NotEnforceable { missing });
         }
     }
 
     let mut ruleset = Ruleset::default().handle_access(handled_fs())?;
-    if !spec.network {
+    if restrict_tcp {
         // Handled with no rule at all: every TCP bind and connect is refused.
         ruleset = ruleset.handle_access(AccessNet::from_all(NET_ABI))?;
     }
@@ -215,7 +216,7 @@ pub(super) fn confine(spec: &Spec, required: bool) -> Result<(), SandboxError> {
         // Account again with the status of the ruleset actually applied. `PartiallyEnforced` is
         // expected on kernels without `ResolveUnix`; `shortfalls` says whether anything else is
         // missing.
-        let mut missing = shortfalls(spec.network, status.landlock);
+        let mut missing = shortfalls(!restrict_tcp, status.landlock);
         if status.ruleset == RulesetStatus::NotEnforced && missing.is_empty() {
             missing.push("the kernel enforced none of the rules".to_string());
         }

@@ -24,8 +24,10 @@ fn os(args: &[&str]) -> Vec<OsString> {
 }
 
 #[test]
-fn spec_json_uses_snake_case_access_names() {
+fn spec_json_uses_snake_case_names() {
     let spec = Spec {
+        mechanism: Mechanism::Namespaces,
+        required: true,
         grants: vec![
             Grant {
                 path: "/usr".into(),
@@ -40,16 +42,32 @@ fn spec_json_uses_snake_case_access_names() {
                 access: Access::ReadWriteExisting,
             },
         ],
+        mounts: vec![
+            Mount {
+                path: "/work/.nop".into(),
+                kind: MountKind::ReadOnly,
+            },
+            Mount {
+                path: "/work/.nop/.permissions".into(),
+                kind: MountKind::Mask,
+            },
+        ],
         network: false,
     };
     let value = serde_json::to_value(&spec).unwrap();
     assert_eq!(
         value,
         json!({
+            "mechanism": "namespaces",
+            "required": true,
             "grants": [
                 {"path": "/usr", "access": "read"},
                 {"path": "/work", "access": "read_write"},
                 {"path": "/dev/null", "access": "read_write_existing"},
+            ],
+            "mounts": [
+                {"path": "/work/.nop", "kind": "read_only"},
+                {"path": "/work/.nop/.permissions", "kind": "mask"},
             ],
             "network": false,
         })
@@ -171,34 +189,34 @@ fn support_leaves_this_process_alone() {
 }
 
 #[test]
-fn invocation_parses_spec_required_and_command() {
+fn invocation_parses_descriptor_and_command() {
     assert_eq!(
-        Invocation::parse(&os(&["/tmp/s.json", "1", "--", "bash", "-c", "true"])).unwrap(),
+        Invocation::parse(&os(&["3", "--", "bash", "-c", "true"])).unwrap(),
         Invocation {
-            spec_file: "/tmp/s.json".into(),
-            required: true,
+            fd: 3,
             program: "bash".into(),
             args: os(&["-c", "true"]),
         }
     );
-    let no_args = Invocation::parse(&os(&["/tmp/s.json", "0", "--", "true"])).unwrap();
-    assert!(!no_args.required);
+    let no_args = Invocation::parse(&os(&["7", "--", "true"])).unwrap();
+    assert_eq!(no_args.fd, 7);
     assert!(no_args.args.is_empty());
 }
 
 #[test]
 fn invocation_rejects_malformed_arguments() {
     for (args, expected) in [
+        (vec!["3", "--"], "expected at least 3 arguments, got 2"),
         (
-            vec!["/tmp/s.json", "1", "--"],
-            "expected at least 4 arguments, got 3",
+            vec!["/tmp/spec.json", "--", "true"],
+            "FD must be a descriptor number above 2, not /tmp/spec.json",
         ),
         (
-            vec!["/tmp/s.json", "yes", "--", "true"],
-            "REQUIRED must be 0 or 1, not yes",
+            vec!["1", "--", "true"],
+            "FD must be a descriptor number above 2, not 1",
         ),
         (
-            vec!["/tmp/s.json", "1", "bash", "true"],
+            vec!["3", "bash", "true"],
             "expected -- before the program, not bash",
         ),
     ] {
@@ -206,35 +224,4 @@ fn invocation_rejects_malformed_arguments() {
         assert!(matches!(error, SandboxError::Usage(_)), "{error:?}");
         assert!(error.to_string().ends_with(expected), "{error}");
     }
-}
-
-#[test]
-fn load_spec_reads_then_deletes_the_file() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("spec.json");
-    std::fs::write(
-        &path,
-        r#"{"grants":[{"path":"/usr","access":"read"}],"network":true}"#,
-    )
-    .unwrap();
-    let spec = load_spec(&path).unwrap();
-    assert_eq!(
-        spec,
-        Spec {
-            grants: vec![Grant {
-                path: "/usr".into(),
-                access: Access::Read,
-            }],
-            network: true,
-        }
-    );
-    assert!(!path.exists());
-
-    std::fs::write(&path, "{not json").unwrap();
-    let error = load_spec(&path).unwrap_err();
-    assert!(matches!(error, SandboxError::ParseSpec { .. }), "{error:?}");
-    assert!(!path.exists(), "an invalid spec is deleted too");
-
-    let error = load_spec(&path).unwrap_err();
-    assert!(matches!(error, SandboxError::ReadSpec { .. }), "{error:?}");
 }

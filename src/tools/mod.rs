@@ -4,6 +4,7 @@
 mod ask_user;
 mod call_agent;
 mod compact;
+pub mod confine;
 mod edit_file;
 mod list_files;
 mod load_skill;
@@ -83,11 +84,36 @@ impl std::fmt::Debug for dyn AgentCaller {
     }
 }
 
-/// How `shell` commands are confined.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// How `shell` commands are confined, and the environment they get.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SandboxSettings {
     pub mode: crate::config::SandboxMode,
     pub network: crate::config::NetworkMode,
+    pub namespaces: crate::config::NamespacesMode,
+    /// Variables removed from the environment (globs over names, any case)…
+    pub env_exclude: Vec<String>,
+    /// … except these.
+    pub env_keep: Vec<String>,
+    /// The variables the provider may read its key from: always removed.
+    pub key_vars: Vec<String>,
+}
+
+impl SandboxSettings {
+    pub fn from_config(config: &crate::config::Config) -> SandboxSettings {
+        let mut key_vars: Vec<String> = ["NOP_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        key_vars.extend(config.provider.api_key_env.iter().cloned());
+        SandboxSettings {
+            mode: config.sandbox,
+            network: config.shell.network,
+            namespaces: config.shell.namespaces,
+            env_exclude: config.shell.env_exclude.clone(),
+            env_keep: config.shell.env_keep.clone(),
+            key_vars,
+        }
+    }
 }
 
 impl ToolContext {

@@ -300,7 +300,7 @@ mod tests {
             approver: crate::permissions::Approver::headless(ApprovalMode::OnRequest, false),
             sandbox: crate::tools::SandboxSettings {
                 mode: crate::config::SandboxMode::Off,
-                network: crate::config::NetworkMode::Allow,
+                ..crate::tools::SandboxSettings::from_config(&Default::default())
             },
             ancestors: Vec::new(),
             depth: 0,

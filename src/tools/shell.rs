@@ -1,5 +1,6 @@
-//! `shell`: runs a command with `bash -c` in the repository, in its own process group so that a
-//! timeout or Ctrl-C kills everything it started.
+//! `shell`: runs a command with `bash -c` in the repository, confined to the agent's rules
+//! ([`confine`]), in its own process group so that a timeout or Ctrl-C kills everything it
+//! started; a refusal by the sandbox is explained in the result.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -8,11 +9,10 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::io::AsyncReadExt;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::ffi::{OsStr, OsString};
 
-use super::{ToolContext, ToolError, ToolOutput, TypedTool, paths};
-use crate::config::{NetworkMode, SandboxMode};
-use crate::sandbox::{self, Enforcement};
+use super::{ToolContext, ToolError, ToolOutput, TypedTool, confine, paths};
+use crate::permissions::ShellView;
 
 pub struct Shell;
 
@@ -30,82 +30,6 @@ pub struct ShellArgs {
     workdir: Option<String>,
 }
 
-static WARNED: AtomicBool = AtomicBool::new(false);
-
-/// `bash -c COMMAND`, confined by re-executing nop as `nop __sandbox SPEC REQUIRED -- bash -c
-/// COMMAND` when the sandbox is on; with a note for the model when confinement is partial or
-/// missing (once per run).
-fn confined_command(
-    ctx: &ToolContext,
-    command: &str,
-) -> Result<(tokio::process::Command, Option<String>), ToolError> {
-    let plain = || {
-        let mut c = tokio::process::Command::new("bash");
-        c.arg("-c").arg(command);
-        c
-    };
-    if ctx.sandbox.mode == SandboxMode::Off {
-        return Ok((plain(), None));
-    }
-    let required = ctx.sandbox.mode == SandboxMode::Required;
-    let network = ctx.sandbox.network == NetworkMode::Allow;
-    let support = sandbox::support();
-    let mut gaps = Vec::new();
-    if support.filesystem != Enforcement::Full {
-        gaps.push(format!(
-            "file rules ({:?} enforcement: Landlock {})",
-            support.filesystem,
-            support
-                .abi
-                .map_or("unavailable".to_string(), |a| format!("ABI {a}"))
-        ));
-    }
-    if !network && support.network != Enforcement::Full {
-        gaps.push("shell.network: deny (needs Landlock ABI 4)".to_string());
-    }
-    if required && !gaps.is_empty() {
-        return Err(ToolError::model(
-            "SandboxUnavailable",
-            format!(
-                "sandbox: required, but this kernel cannot enforce {}; shell commands are refused",
-                gaps.join(" and ")
-            ),
-        ));
-    }
-    let note = (!gaps.is_empty() && !WARNED.swap(true, Ordering::Relaxed)).then(|| {
-        let message = format!("warning: shell commands are not fully confined on this kernel: {} is not enforced (sandbox: best-effort)", gaps.join(" and "));
-        tracing::warn!(session = %ctx.session_id, op = "sandbox", result = "partial", "{message}");
-        message
-    });
-    if support.filesystem == Enforcement::None && (network || support.network == Enforcement::None)
-    {
-        return Ok((plain(), note));
-    }
-    let spec = crate::permissions::shell_spec(&ctx.policy, network);
-    let spec_file = tempfile::Builder::new()
-        .prefix("nop-sandbox-")
-        .suffix(".json")
-        .tempfile()
-        .map_err(|e| ToolError::Fatal(format!("cannot write the sandbox rules: {e}")))?;
-    serde_json::to_writer(spec_file.as_file(), &spec)
-        .map_err(|e| ToolError::Fatal(format!("cannot write the sandbox rules: {e}")))?;
-    // `nop __sandbox` deletes the file once it has read it.
-    let (_, spec_path) = spec_file
-        .keep()
-        .map_err(|e| ToolError::Fatal(e.to_string()))?;
-    let exe = std::env::current_exe()
-        .map_err(|e| ToolError::Fatal(format!("cannot find the nop executable: {e}")))?;
-    let mut c = tokio::process::Command::new(exe);
-    c.arg("__sandbox")
-        .arg(&spec_path)
-        .arg(if required { "1" } else { "0" })
-        .arg("--")
-        .arg("bash")
-        .arg("-c")
-        .arg(command);
-    Ok((c, note))
-}
-
 /// What a confined command did.
 pub(crate) struct Ran {
     pub status: std::process::ExitStatus,
@@ -113,10 +37,13 @@ pub(crate) struct Ran {
     pub stderr: Vec<u8>,
     /// A warning for the model when confinement is partial (once per run).
     pub note: Option<String>,
+    /// The view it ran under (`None`: unconfined).
+    pub view: Option<ShellView>,
 }
 
-/// Runs `bash -c command` in `dir`, confined like every shell command of the agent, in its own
-/// process group (killed whole on timeout or cancellation), with `stdin` as its input.
+/// Runs `bash -c command` in `dir`, confined like every shell command of the agent (with the
+/// filtered environment), in its own process group (killed whole on timeout or cancellation),
+/// with `stdin` as its input.
 pub(crate) async fn run_confined(
     ctx: &ToolContext,
     command_line: &str,
@@ -124,7 +51,27 @@ pub(crate) async fn run_confined(
     stdin: Option<String>,
     timeout: Duration,
 ) -> Result<Ran, ToolError> {
-    let (mut command, note) = confined_command(ctx, command_line)?;
+    if !ctx.nop_dir().is_dir() {
+        // The view protects .nop/ only if it exists: a command must not create it with rules
+        // of its own.
+        return Err(ToolError::Fatal(format!(
+            "{} is missing; shell commands need it to be confined",
+            ctx.nop_dir().display()
+        )));
+    }
+    let policy = ctx.policy.clone();
+    let settings = ctx.sandbox.clone();
+    let args = [OsString::from("-c"), OsString::from(command_line)];
+    let confined = tokio::task::spawn_blocking(move || {
+        confine::confine(&policy, &settings, OsStr::new("bash"), &args)
+    })
+    .await
+    .map_err(|e| ToolError::Fatal(format!("preparing the sandbox failed: {e}")))?
+    .map_err(|e| match e {
+        confine::ConfineError::Unavailable(m) => ToolError::model("SandboxUnavailable", m),
+        confine::ConfineError::Setup(m) => ToolError::Fatal(m),
+    })?;
+    let mut command = tokio::process::Command::from(confined.command);
     let mut child = command
         .current_dir(dir)
         .stdin(if stdin.is_some() {
@@ -178,7 +125,8 @@ pub(crate) async fn run_confined(
         status,
         stdout: out,
         stderr: err,
-        note,
+        note: confined.note,
+        view: confined.view,
     })
 }
 
@@ -221,6 +169,17 @@ impl TypedTool for Shell {
         let started = Instant::now();
         let ran = run_confined(ctx, &args.command, &dir, None, timeout).await?;
         let (status, out, err, note) = (ran.status, ran.stdout, ran.stderr, ran.note);
+        let refusals = match &ran.view {
+            Some(view) => {
+                let both = format!(
+                    "{}\n{}",
+                    String::from_utf8_lossy(&out),
+                    String::from_utf8_lossy(&err)
+                );
+                confine::refusal_notes(view, &ctx.root, &dir, &both)
+            }
+            None => Vec::new(),
+        };
         let code = status
             .code()
             .map_or_else(|| "killed by a signal".to_string(), |c| c.to_string());
@@ -244,6 +203,13 @@ impl TypedTool for Shell {
         if !err.is_empty() {
             content.push_str("stderr:\n");
             content.push_str(&err);
+            if !err.ends_with('\n') {
+                content.push('\n');
+            }
+        }
+        for note in refusals {
+            content.push_str(&note);
+            content.push('\n');
         }
         Ok(ToolOutput::text(content))
     }

@@ -1,26 +1,26 @@
-//! The shell sandbox as the shell tool uses it: `nop __sandbox SPEC_FILE REQUIRED -- bash -c …`
-//! run for real, checking what the confined command can and cannot do.
+//! The Landlock layer of the shell sandbox as the shell tool uses it: `nop __sandbox FD -- bash
+//! -c …` with a spec of grants alone (the Landlock-only mechanism), run for real, checking what
+//! the confined command can and cannot do. The namespace view and the default configuration are
+//! tested end to end in `shell_sandbox.rs`.
 //!
 //! Every confining test first asks `support()`. On a kernel that cannot enforce the spec, the same
 //! run must instead be refused with exit 125 and a message saying what is missing: a test never
 //! passes without checking something.
 
-use std::cell::Cell;
 use std::fs;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Command as StdCommand, Output};
 
 use assert_cmd::Command;
-use nop::sandbox::{Access, Enforcement, Grant, Spec, support};
+use nop::sandbox::{Access, Enforcement, Grant, Mechanism, Spec, support};
 use pretty_assertions::assert_eq;
 use tempfile::TempDir;
 
 /// A temp directory holding `rw/` (granted read-write), `ro/` (granted read-only, holds
-/// `file.txt`) and `secret/` (never granted, holds `key.txt`), plus the spec files.
+/// `file.txt`) and `secret/` (never granted, holds `key.txt`).
 struct Sandbox {
     root: TempDir,
-    specs: Cell<u32>,
 }
 
 impl Sandbox {
@@ -31,10 +31,7 @@ impl Sandbox {
         fs::write(root.path().join("ro/file.txt"), "original\n").unwrap();
         fs::create_dir(root.path().join("secret")).unwrap();
         fs::write(root.path().join("secret/key.txt"), "hidden\n").unwrap();
-        Sandbox {
-            root,
-            specs: Cell::new(0),
-        }
+        Sandbox { root }
     }
 
     fn path(&self, relative: &str) -> PathBuf {
@@ -61,27 +58,31 @@ impl Sandbox {
         grants.push(grant(self.path("rw"), Access::ReadWrite));
         grants.push(grant(self.path("ro"), Access::Read));
         grants.extend(extra);
-        Spec { grants, network }
+        Spec {
+            mechanism: Mechanism::Landlock,
+            required: false,
+            grants,
+            mounts: Vec::new(),
+            network,
+        }
     }
 
-    /// Runs `bash -c script` confined by `spec`, in `rw/`, and checks the spec file is gone.
+    /// Runs `bash -c script` confined by `spec`, in `rw/`, the spec passed as the shell tool
+    /// passes it (a sealed memfd).
     fn run(&self, spec: &Spec, required: bool, script: &str) -> Output {
-        let n = self.specs.get() + 1;
-        self.specs.set(n);
-        let spec_file = self.path(&format!("spec-{n}.json"));
-        fs::write(&spec_file, serde_json::to_vec(spec).unwrap()).unwrap();
-        let output = Command::cargo_bin("nop")
-            .unwrap()
+        let spec = Spec {
+            required,
+            ..spec.clone()
+        };
+        confined(&spec, "bash".as_ref(), &["-c".into(), script.into()])
             .current_dir(self.path("rw"))
-            .arg("__sandbox")
-            .arg(&spec_file)
-            .arg(if required { "1" } else { "0" })
-            .args(["--", "bash", "-c", script])
             .output()
-            .unwrap();
-        assert!(!spec_file.exists(), "the spec file must be deleted");
-        output
+            .unwrap()
     }
+}
+
+fn confined(spec: &Spec, program: &std::ffi::OsStr, args: &[std::ffi::OsString]) -> StdCommand {
+    nop::sandbox::command(&assert_cmd::cargo::cargo_bin("nop"), spec, program, args).unwrap()
 }
 
 fn grant(path: impl AsRef<Path>, access: Access) -> Grant {
@@ -341,20 +342,11 @@ fn a_program_outside_the_grants_cannot_be_executed() {
     let mut perms = fs::metadata(&tool).unwrap().permissions();
     std::os::unix::fs::PermissionsExt::set_mode(&mut perms, 0o755);
     fs::set_permissions(&tool, perms).unwrap();
-    let spec_file = sb.path("direct.json");
-    fs::write(
-        &spec_file,
-        serde_json::to_vec(&sb.spec(false, vec![])).unwrap(),
-    )
-    .unwrap();
-    let output = Command::cargo_bin("nop")
-        .unwrap()
-        .arg("__sandbox")
-        .arg(&spec_file)
-        .args(["1", "--"])
-        .arg(&tool)
-        .output()
-        .unwrap();
+    let spec = Spec {
+        required: true,
+        ..sb.spec(false, vec![])
+    };
+    let output = confined(&spec, tool.as_os_str(), &[]).output().unwrap();
     assert_eq!(
         output.status.code(),
         Some(125),
@@ -373,56 +365,48 @@ fn a_program_outside_the_grants_cannot_be_executed() {
 #[test]
 fn bad_invocations_exit_125_with_a_message() {
     let sb = Sandbox::new();
-    let missing = sb.path("missing.json");
-    let bad_json = sb.path("bad.json");
-    fs::write(&bad_json, "{\"grants\": 3}").unwrap();
-    let cases: [(Vec<&std::ffi::OsStr>, &str); 4] = [
+    let plain = sb.path("spec.json");
+    fs::write(&plain, serde_json::to_vec(&sb.spec(true, vec![])).unwrap()).unwrap();
+    let cases: [(&str, &str); 4] = [
         (
-            vec!["1".as_ref(), "--".as_ref(), "true".as_ref()],
-            "nop sandbox: usage: nop __sandbox SPEC_FILE REQUIRED(0|1) -- PROGRAM [ARGS...]: \
-             expected at least 4 arguments, got 3",
+            "exec nop __sandbox 3 --",
+            "nop sandbox: usage: nop __sandbox FD -- PROGRAM [ARGS...]: expected at least 3 \
+             arguments, got 2",
         ),
         (
-            vec![
-                missing.as_os_str(),
-                "2".as_ref(),
-                "--".as_ref(),
-                "true".as_ref(),
-            ],
-            "REQUIRED must be 0 or 1, not 2",
+            "exec nop __sandbox 9 -- true",
+            "nop sandbox: cannot read the sandbox spec from descriptor 9",
+        ),
+        // A spec in a file or a pipe (which something else could have written) is refused.
+        (
+            "exec 3<\"$SPEC\"; exec nop __sandbox 3 -- echo RAN",
+            "nop sandbox: descriptor 3 is not a sealed memfd",
         ),
         (
-            vec![
-                missing.as_os_str(),
-                "1".as_ref(),
-                "--".as_ref(),
-                "true".as_ref(),
-            ],
-            "nop sandbox: cannot read the sandbox spec",
-        ),
-        (
-            vec![
-                bad_json.as_os_str(),
-                "1".as_ref(),
-                "--".as_ref(),
-                "true".as_ref(),
-            ],
-            "nop sandbox: invalid sandbox spec",
+            "exec 3< <(cat \"$SPEC\"); exec nop __sandbox 3 -- echo RAN",
+            "nop sandbox: descriptor 3 is not a sealed memfd",
         ),
     ];
-    for (args, expected) in cases {
-        let output = Command::cargo_bin("nop")
-            .unwrap()
-            .arg("__sandbox")
-            .args(&args)
+    let nop = assert_cmd::cargo::cargo_bin("nop");
+    let path = format!("{}:/usr/bin:/bin", nop.parent().unwrap().display());
+    for (script, expected) in cases {
+        let output = Command::new("bash")
+            .args(["-c", script])
+            .env("PATH", &path)
+            .env("SPEC", &plain)
             .output()
             .unwrap();
-        assert_eq!(output.status.code(), Some(125), "{args:?}");
-        assert!(
-            stderr(&output).contains(expected),
-            "{args:?}: {}",
+        assert_eq!(
+            output.status.code(),
+            Some(125),
+            "{script}: {}",
             stderr(&output)
         );
+        assert!(
+            stderr(&output).contains(expected),
+            "{script}: {}",
+            stderr(&output)
+        );
+        assert_eq!(stdout(&output), "", "{script}: the command must not run");
     }
-    assert!(!bad_json.exists(), "an invalid spec file is deleted too");
 }

@@ -30,6 +30,17 @@ pub fn model_env(server: &mock::MockServer, kind: &str) -> Vec<(String, String)>
     ]
 }
 
+/// A fresh directory under `/var/tmp/nop-tests` (outside every writable root of the sandbox),
+/// removed when dropped.
+pub fn repo_dir() -> TempDir {
+    let base = Path::new("/var/tmp/nop-tests");
+    std::fs::create_dir_all(base).expect("/var/tmp/nop-tests");
+    tempfile::Builder::new()
+        .prefix("repo-")
+        .tempdir_in(base)
+        .expect("temp dir")
+}
+
 /// A temporary repository on which `nop init` has run.
 pub struct Repo {
     pub dir: TempDir,
@@ -42,10 +53,12 @@ impl Repo {
         repo
     }
 
-    /// A temporary directory without `.nop/`.
+    /// A temporary directory without `.nop/`, placed where users keep repositories: not under
+    /// `/tmp`, which the shipped rules and the shell sandbox treat specially (a repository there
+    /// would hide what happens in `~/src/project`).
     pub fn bare() -> Repo {
         Repo {
-            dir: tempfile::tempdir().expect("temp dir"),
+            dir: repo_dir(),
         }
     }
 

@@ -1,0 +1,241 @@
+//! `nop sandbox check` and `nop sandbox run`: the shell's confinement on this machine, and a
+//! command run under it.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Subcommand;
+
+use super::exit;
+use crate::config::{NetworkMode, SandboxMode};
+use crate::permissions::{Effect, Policy, ShellOptions, ShellView, load_policy};
+use crate::sandbox::Mechanism;
+use crate::tools::SandboxSettings;
+use crate::tools::confine::{self, Machine};
+use crate::workspace::Workspace;
+
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// How shell commands are confined on this machine, and what each rule becomes for them.
+    Check {
+        /// The agent whose rules apply (default: agent.default).
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a command confined exactly as the agent's shell commands are, in the current
+    /// directory: `nop sandbox run -- cargo test`.
+    Run {
+        /// The agent whose rules apply (default: agent.default).
+        #[arg(long)]
+        agent: Option<String>,
+        /// The program and its arguments.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<OsString>,
+    },
+}
+
+pub fn sandbox(
+    ws: &Workspace,
+    config: &crate::config::Config,
+    cwd: &Path,
+    command: SandboxCommand,
+    out: &mut impl Write,
+) -> Result<ExitCode> {
+    let settings = SandboxSettings::from_config(config);
+    match command {
+        SandboxCommand::Check { agent, json } => {
+            let agent = agent.unwrap_or_else(|| config.agent.default.clone());
+            let policy = load_policy(&ws.root, &agent)?;
+            check(&policy, &agent, &settings, json, out)
+        }
+        SandboxCommand::Run { agent, command } => {
+            let agent = agent.unwrap_or_else(|| config.agent.default.clone());
+            let policy = load_policy(&ws.root, &agent)?;
+            let Some((program, args)) = command.split_first() else {
+                return Ok(ExitCode::from(exit::USAGE));
+            };
+            let mut confined = match confine::confine(&policy, &settings, program, args) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return Ok(ExitCode::from(exit::ERROR));
+                }
+            };
+            if let Some(note) = &confined.note {
+                eprintln!("{note}");
+            }
+            let status = confined.command.current_dir(cwd).status()?;
+            let code = status.code().unwrap_or_else(|| {
+                use std::os::unix::process::ExitStatusExt as _;
+                128 + status.signal().unwrap_or(0)
+            });
+            Ok(ExitCode::from(u8::try_from(code).unwrap_or(u8::MAX)))
+        }
+    }
+}
+
+/// The view of `policy` on this machine, as the shell tool would compute it (`None`: the shell
+/// runs unconfined).
+pub fn view_here(
+    policy: &Policy,
+    settings: &SandboxSettings,
+) -> Result<(Machine, Option<ShellView>)> {
+    let machine = Machine::probe(settings)?;
+    if settings.mode == SandboxMode::Off {
+        return Ok((machine, None));
+    }
+    let view = machine.mechanism.map(|mechanism| {
+        crate::permissions::shell_view(
+            policy,
+            &ShellOptions {
+                mechanism,
+                required: settings.mode == SandboxMode::Required,
+                network: settings.network == NetworkMode::Allow,
+                temp_dirs: ShellOptions::temp_dirs(
+                    std::env::var_os("TMPDIR").as_deref().map(Path::new),
+                ),
+            },
+        )
+    });
+    Ok((machine, view))
+}
+
+fn check(
+    policy: &Policy,
+    agent: &str,
+    settings: &SandboxSettings,
+    json: bool,
+    out: &mut impl Write,
+) -> Result<ExitCode> {
+    let (machine, view) = view_here(policy, settings)?;
+    let (_, removed) = confine::filtered_env(settings, std::env::vars_os());
+    let mechanism = match settings.mode {
+        SandboxMode::Off => "off: shell commands run with your rights (sandbox: off)".to_string(),
+        _ => machine.describe(),
+    };
+    // What the shell tool would do with `sandbox: required`.
+    let refused = match confine::confine(policy, settings, "true".as_ref(), &[]) {
+        Err(confine::ConfineError::Unavailable(why)) => Some(why),
+        _ => None,
+    };
+    let network = match (settings.network, machine.mechanism) {
+        (NetworkMode::Allow, _) => "allowed",
+        (NetworkMode::Deny, Some(Mechanism::Namespaces)) => {
+            "denied: a network namespace with loopback only"
+        }
+        (NetworkMode::Deny, _) => "denied: TCP connect and bind refused by Landlock (UDP is not)",
+    };
+    let processes = match (settings.mode, machine.mechanism) {
+        (SandboxMode::Off, _) | (_, None) => "the command's process group is killed when it ends",
+        (_, Some(Mechanism::Namespaces)) => {
+            "a PID namespace: everything a command starts ends with it"
+        }
+        (_, Some(Mechanism::Landlock)) => {
+            "a subreaper: everything a command starts is killed when it ends"
+        }
+    };
+    if json {
+        let value = serde_json::json!({
+            "agent": agent,
+            "sandbox": settings.mode,
+            "mechanism": machine.mechanism,
+            "description": mechanism,
+            "landlock_abi": machine.landlock.abi,
+            "namespaces": machine.namespaces,
+            "network": network,
+            "processes": processes,
+            "removed_env": removed,
+            "writable_roots": view.as_ref().map(|v| &v.writable_roots),
+            "protections": view.as_ref().map(|v| &v.protections),
+            "limits": view.as_ref().map(|v| &v.limits),
+            "refused": refused,
+        });
+        writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
+        return Ok(super::exit_code(refused.is_none()));
+    }
+    writeln!(out, "agent:       {agent}")?;
+    writeln!(out, "mechanism:   {mechanism}")?;
+    if let Some(why) = &refused {
+        writeln!(out, "refused:     {why}")?;
+    }
+    let root = policy.root();
+    if let Some(view) = &view {
+        let roots: Vec<String> = view
+            .writable_roots
+            .iter()
+            .map(|r| r.display().to_string())
+            .collect();
+        writeln!(out, "writable:    {}", roots.join(", "))?;
+    }
+    writeln!(out, "network:     {network}")?;
+    writeln!(out, "processes:   {processes}")?;
+    writeln!(
+        out,
+        "environment: {}",
+        if removed.is_empty() {
+            "nothing removed here".to_string()
+        } else {
+            format!("removed {}", removed.join(", "))
+        }
+    )?;
+    if let Some(view) = &view {
+        if !view.protections.is_empty() {
+            writeln!(out, "protected:")?;
+            let width = view
+                .protections
+                .iter()
+                .map(|p| shown(root, &p.path).chars().count())
+                .max()
+                .unwrap_or(0);
+            for p in &view.protections {
+                writeln!(
+                    out,
+                    "  {:<9}  {:<width$}  {}",
+                    p.effect.as_str(),
+                    shown(root, &p.path),
+                    p.reason
+                )?;
+            }
+        }
+        if !view.limits.is_empty() {
+            writeln!(out, "limits:")?;
+            for limit in &view.limits {
+                writeln!(out, "  - {limit}")?;
+            }
+        }
+    }
+    Ok(super::exit_code(refused.is_none()))
+}
+
+/// What the shell may do at `path` (canonical) under `policy` here, for `permissions explain`.
+pub fn shell_line(policy: &Policy, settings: &SandboxSettings, path: &Path) -> Result<String> {
+    let (_, view) = view_here(policy, settings)?;
+    Ok(match view {
+        None => "unconfined (nothing is enforced for shell commands here)".to_string(),
+        Some(view) => {
+            let mut line = view.describe(path);
+            if view.spec.mechanism == Mechanism::Landlock
+                && view
+                    .protections
+                    .iter()
+                    .any(|p| p.effect != Effect::Pinned && p.path.starts_with(path))
+            {
+                line.push_str("; Landlock alone cannot add or remove entries here");
+            }
+            line
+        }
+    })
+}
+
+fn shown(root: &Path, path: &Path) -> String {
+    match path.strip_prefix(root) {
+        Ok(relative) if relative.as_os_str().is_empty() => ".".to_string(),
+        Ok(relative) => relative.display().to_string(),
+        Err(_) => path.display().to_string(),
+    }
+}

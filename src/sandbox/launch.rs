@@ -1,0 +1,120 @@
+//! Handing a [`Spec`] to `nop __sandbox`: a sealed memfd inherited as a descriptor.
+//!
+//! A spec written to a file could be rewritten between nop writing it and the child reading it
+//! by anything that can write the directory (a process a previous command left behind in `/tmp`
+//! did exactly that). A memfd has no path; sealed against writing, growing and shrinking, its
+//! contents are fixed before the child exists, and the child refuses a descriptor that is not.
+#![allow(unsafe_code)]
+
+use std::ffi::{OsStr, OsString};
+use std::fs::File;
+use std::io::Write as _;
+use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
+use std::os::unix::fs::FileExt as _;
+use std::os::unix::process::CommandExt as _;
+use std::path::Path;
+
+use nix::fcntl::{FcntlArg, SealFlag, fcntl};
+use nix::sys::memfd::{MFdFlags, memfd_create};
+
+use super::{SandboxError, Spec};
+
+/// The descriptor number the spec has in the child.
+const SPEC_FD: i32 = 3;
+
+/// `exe __sandbox 3 -- program args…` with `spec` readable at descriptor 3 of the child (and
+/// nowhere else: the memfd is close-on-exec in nop, and only the child gets a copy). `exe` is
+/// the nop binary (`std::env::current_exe()` in nop itself). Set the environment, directory and
+/// stdio on the returned command as for any other.
+pub fn command(
+    exe: &Path,
+    spec: &Spec,
+    program: &OsStr,
+    args: &[OsString],
+) -> Result<std::process::Command, SandboxError> {
+    let memfd = sealed_memfd(&serde_json::to_vec(spec)?).map_err(SandboxError::PassSpec)?;
+    let mut command = std::process::Command::new(exe);
+    command
+        .arg("__sandbox")
+        .arg(SPEC_FD.to_string())
+        .arg("--")
+        .arg(program)
+        .args(args);
+    // SAFETY: the closure runs in the forked child before exec and calls only dup2 and fcntl,
+    // which are async-signal-safe; it allocates nothing and takes no lock.
+    unsafe {
+        command.pre_exec(move || {
+            let raw = memfd.as_raw_fd();
+            if raw == SPEC_FD {
+                // dup2 onto itself keeps close-on-exec: clear it instead.
+                if nix::libc::fcntl(raw, nix::libc::F_SETFD, 0) == -1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            } else if nix::libc::dup2(raw, SPEC_FD) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    Ok(command)
+}
+
+/// A memfd holding `bytes`, sealed so that nothing can change it any more.
+fn sealed_memfd(bytes: &[u8]) -> std::io::Result<OwnedFd> {
+    let fd = memfd_create(
+        "nop-sandbox-spec",
+        MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
+    )?;
+    let mut file = File::from(fd);
+    file.write_all(bytes)?;
+    fcntl(
+        &file,
+        FcntlArg::F_ADD_SEALS(
+            SealFlag::F_SEAL_WRITE
+                | SealFlag::F_SEAL_GROW
+                | SealFlag::F_SEAL_SHRINK
+                | SealFlag::F_SEAL_SEAL,
+        ),
+    )?;
+    Ok(OwnedFd::from(file))
+}
+
+/// Reads the spec from descriptor `fd` (inherited from nop) and closes it. Refuses anything but
+/// a memfd sealed against writes.
+pub(super) fn read_spec(fd: i32) -> Result<Spec, SandboxError> {
+    // Check before taking ownership: a number that is not open must not be closed later.
+    let seals = fcntl(
+        // SAFETY: only used for this one fcntl call while `fd` is open (checked by the call).
+        unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) },
+        FcntlArg::F_GET_SEALS,
+    )
+    .map_err(|e| match e {
+        // Not a memfd (a file, a pipe): it cannot be sealed at all.
+        nix::errno::Errno::EINVAL => SandboxError::Unsealed { fd },
+        e => SandboxError::ReadSpec {
+            fd,
+            source: e.into(),
+        },
+    })?;
+    // SAFETY: `fd` is open (fcntl succeeded) and nothing else in this process owns it: it was
+    // inherited for this purpose alone. The `File` closes it when dropped.
+    let file = unsafe { File::from_raw_fd(fd) };
+    let needed = SealFlag::F_SEAL_WRITE | SealFlag::F_SEAL_GROW | SealFlag::F_SEAL_SHRINK;
+    if !SealFlag::from_bits_truncate(seals).contains(needed) {
+        return Err(SandboxError::Unsealed { fd });
+    }
+    let mut bytes = Vec::new();
+    let mut buf = [0u8; 16 * 1024];
+    loop {
+        // Positioned reads: the descriptor's offset is where nop's write left it.
+        let n = file
+            .read_at(&mut buf, bytes.len() as u64)
+            .map_err(|source| SandboxError::ReadSpec { fd, source })?;
+        if n == 0 {
+            break;
+        }
+        bytes.extend_from_slice(&buf[..n]);
+    }
+    drop(file);
+    Ok(serde_json::from_slice(&bytes)?)
+}
