@@ -523,7 +523,10 @@ mod tests {
             ]
         );
         // The default rules name /tmp.
-        assert_eq!(view.writable_roots, vec![PathBuf::from("/tmp"), root.clone()]);
+        assert_eq!(
+            view.writable_roots,
+            vec![PathBuf::from("/tmp"), root.clone()]
+        );
         assert_eq!(view.describe(&root.join("src/new.rs")), "writable");
         assert!(
             view.describe(&root.join(".nop/.permissions/agent-default.yml"))

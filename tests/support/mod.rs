@@ -57,9 +57,7 @@ impl Repo {
     /// `/tmp`, which the shipped rules and the shell sandbox treat specially (a repository there
     /// would hide what happens in `~/src/project`).
     pub fn bare() -> Repo {
-        Repo {
-            dir: repo_dir(),
-        }
+        Repo { dir: repo_dir() }
     }
 
     pub fn path(&self) -> &Path {
