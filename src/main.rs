@@ -12,6 +12,7 @@ fn main() -> ExitCode {
     if args.get(1).is_some_and(|a| a == "__sandbox") {
         std::process::exit(nop::sandbox::sandbox_main(&args[2..]));
     }
+    nop::sandbox::protect_this_process();
     let cli = Cli::parse();
     let outside = Outside {
         cwd: std::env::current_dir().unwrap_or_else(|_| ".".into()),

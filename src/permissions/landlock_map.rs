@@ -37,6 +37,7 @@ pub(super) fn landlock_view(policy: &Policy, options: &ShellOptions) -> ShellVie
         grants: Vec::new(),
         budget: BUDGET,
         mixed: Vec::new(),
+        unlistable: Vec::new(),
     };
     walker.read_grants(Path::new("/"));
     walker.walk(policy.root(), Access::Write);
@@ -79,24 +80,19 @@ pub(super) fn landlock_view(policy: &Policy, options: &ShellOptions) -> ShellVie
          cannot take a right back beneath a directory"
             .to_string(),
     ];
-    let shown: Vec<String> = walker
-        .mixed
-        .iter()
-        .take(SHOWN_MIXED)
-        .map(|p| p.display().to_string())
-        .collect();
-    if !shown.is_empty() {
-        let more = walker.mixed.len().saturating_sub(SHOWN_MIXED);
+    if !walker.mixed.is_empty() {
         limits.push(format!(
-            "no entry can be created, removed or renamed directly in {}{} (each holds a \
-             protected path): `mkdir` and new files there fail, and so does `git commit` when \
-             .git is one of them; write-file and edit-file still can",
-            shown.join(", "),
-            if more > 0 {
-                format!(" and {more} more")
-            } else {
-                String::new()
-            }
+            "no entry can be created, removed or renamed directly in {} (each holds a protected \
+             path): `mkdir`, new files and `sed -i` there fail, and so does `git commit` when .git \
+             is one of them; write-file and edit-file still can",
+            listed(&walker.mixed)
+        ));
+    }
+    if !walker.unlistable.is_empty() {
+        limits.push(format!(
+            "{} cannot be listed (`ls`, `find`, `git status` miss what is in them), though the \
+             files in them can be read",
+            listed(&walker.unlistable)
         ));
     }
     if walker.budget == 0 {
@@ -142,12 +138,29 @@ pub(super) fn landlock_view(policy: &Policy, options: &ShellOptions) -> ShellVie
     }
 }
 
+/// The first few of `paths`, and how many more.
+fn listed(paths: &[PathBuf]) -> String {
+    let shown: Vec<String> = paths
+        .iter()
+        .take(SHOWN_MIXED)
+        .map(|p| p.display().to_string())
+        .collect();
+    let more = paths.len().saturating_sub(SHOWN_MIXED);
+    if more > 0 {
+        format!("{} and {more} more", shown.join(", "))
+    } else {
+        shown.join(", ")
+    }
+}
+
 struct Walker<'a> {
     policy: &'a Policy,
     grants: Vec<Grant>,
     budget: usize,
     /// Directories the rules make writable in part only (no grant on the directory itself).
     mixed: Vec<PathBuf>,
+    /// Directories readable in part only: they cannot be listed.
+    unlistable: Vec<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,6 +191,7 @@ impl Walker<'_> {
         if blocked == Uniformity::All(false) {
             return;
         }
+        self.unlistable.push(dir.to_path_buf());
         let Ok(entries) = std::fs::read_dir(dir) else {
             return;
         };
@@ -213,8 +227,9 @@ impl Walker<'_> {
             }),
             Uniformity::All(false) => {}
             Uniformity::Mixed => {
-                if access == Access::Write {
-                    self.mixed.push(dir.to_path_buf());
+                match access {
+                    Access::Write => self.mixed.push(dir.to_path_buf()),
+                    Access::Read => self.unlistable.push(dir.to_path_buf()),
                 }
                 let Ok(entries) = std::fs::read_dir(dir) else {
                     return;

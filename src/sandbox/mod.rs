@@ -28,6 +28,7 @@
 //! - File descriptors opened before confinement (the command's stdin, stdout and stderr) keep
 //!   working whatever they point to.
 
+mod caps;
 mod launch;
 pub mod namespace;
 mod reap;
@@ -163,6 +164,8 @@ pub enum SandboxError {
     Namespace(String),
     #[error("cannot start the sandboxed command: {0}")]
     Fork(nix::Error),
+    #[error("cannot drop capabilities: {0}")]
+    Capabilities(std::io::Error),
     #[error("cannot execute {}: {source}{}", program.to_string_lossy(), exec_hint(source))]
     Exec {
         program: OsString,
@@ -175,6 +178,16 @@ fn exec_hint(error: &std::io::Error) -> &'static str {
         " (the sandbox allows executing only beneath granted paths)"
     } else {
         ""
+    }
+}
+
+/// Makes this process's memory and environment (which holds the provider's key) unreadable to
+/// other processes of the same user, such as a confined command reading `/proc/<pid>/environ`
+/// where it can see nop's processes (Landlock alone does not stop that). Its children get their
+/// own setting back when they exec.
+pub fn protect_this_process() {
+    if let Err(e) = nix::sys::prctl::set_dumpable(false) {
+        tracing::warn!(op = "sandbox", "cannot make nop non-dumpable: {e}");
     }
 }
 

@@ -91,8 +91,8 @@ fn init(spec: &Spec, program: &OsStr, args: &[OsString]) -> SandboxError {
     if let Err(e) = super::rules::confine(spec, spec.required, landlock_tcp) {
         return e;
     }
-    if let Err(e) = drop_capabilities() {
-        return fail("dropping capabilities", e);
+    if let Err(e) = super::caps::drop_all() {
+        return SandboxError::Capabilities(e);
     }
     // SAFETY: single-threaded, as above.
     match unsafe { fork() } {
@@ -432,71 +432,6 @@ fn mount_proc() -> nix::Result<()> {
         MsFlags::MS_NOSUID | MsFlags::MS_NODEV | MsFlags::MS_NOEXEC,
         None::<&str>,
     )
-}
-
-/// Drops every capability the user namespace gave: from the bounding set (so an exec cannot get
-/// them back, even as uid 0), the ambient set, and the effective, permitted and inheritable
-/// sets.
-fn drop_capabilities() -> std::io::Result<()> {
-    use nix::libc;
-    for cap in 0u32..64 {
-        // SAFETY: prctl with integer arguments only.
-        let r = unsafe {
-            libc::prctl(
-                libc::PR_CAPBSET_DROP,
-                cap as libc::c_ulong,
-                0u64,
-                0u64,
-                0u64,
-            )
-        };
-        if r == -1 {
-            let error = std::io::Error::last_os_error();
-            // EINVAL: past the last capability this kernel knows.
-            if error.raw_os_error() == Some(libc::EINVAL) {
-                break;
-            }
-            return Err(error);
-        }
-    }
-    // SAFETY: as above. Kernels before 4.3 have no ambient set: nothing to clear there.
-    unsafe {
-        libc::prctl(
-            libc::PR_CAP_AMBIENT,
-            libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong,
-            0u64,
-            0u64,
-            0u64,
-        )
-    };
-    #[repr(C)]
-    struct Header {
-        version: u32,
-        pid: i32,
-    }
-    #[repr(C)]
-    #[derive(Clone, Copy)]
-    struct Data {
-        effective: u32,
-        permitted: u32,
-        inheritable: u32,
-    }
-    const VERSION_3: u32 = 0x2008_0522;
-    let mut header = Header {
-        version: VERSION_3,
-        pid: 0,
-    };
-    let data = [Data {
-        effective: 0,
-        permitted: 0,
-        inheritable: 0,
-    }; 2];
-    // SAFETY: capset with a version-3 header and the two data words that version takes.
-    let r = unsafe { libc::syscall(libc::SYS_capset, &mut header as *mut Header, data.as_ptr()) };
-    if r == -1 {
-        return Err(std::io::Error::last_os_error());
-    }
-    Ok(())
 }
 
 /// Brings up `lo` in the new network namespace.

@@ -28,7 +28,10 @@ pub(super) fn run(
         Err(e) => SandboxError::Fork(e),
         Ok(ForkResult::Child) => {
             let error = match confine() {
-                Ok(()) => super::exec(program, args),
+                Ok(()) => match super::caps::drop_all() {
+                    Ok(()) => super::exec(program, args),
+                    Err(e) => SandboxError::Capabilities(e),
+                },
                 Err(e) => e,
             };
             eprintln!("nop sandbox: {error}");

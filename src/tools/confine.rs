@@ -345,23 +345,29 @@ pub fn refusal_notes(view: &ShellView, root: &Path, dir: &Path, output: &str) ->
 }
 
 fn note_for(view: &ShellView, root: &Path, path: &Path, busy: bool) -> Option<String> {
+    let shown_path = shown(root, path);
     let is_mount = view.spec.mounts.iter().any(|m| m.path == path);
     if busy && is_mount {
+        let why = view
+            .protections
+            .iter()
+            .find(|p| p.path == path)
+            .map_or_else(|| "it is protected".to_string(), |p| p.reason.clone());
         return Some(format!(
-            "sandbox: `{}` cannot be moved or removed by shell commands: {}",
-            shown(root, path),
-            view.describe(path)
+            "sandbox: `{shown_path}` cannot be moved or removed by shell commands: {why}"
         ));
     }
     match view.protection_of(path) {
-        Some(p) if matches!(p.effect, Effect::ReadOnly | Effect::Hidden) => Some(format!(
-            "sandbox: `{}` is {} to shell commands",
-            shown(root, path),
-            view.describe(path)
+        Some(p) if p.effect == Effect::ReadOnly => Some(format!(
+            "sandbox: `{shown_path}` is read-only to shell commands: {}",
+            p.reason
+        )),
+        Some(p) if p.effect == Effect::Hidden => Some(format!(
+            "sandbox: `{shown_path}` is hidden from shell commands: {}",
+            p.reason
         )),
         _ if !view.under_writable_root(path) => Some(format!(
-            "sandbox: `{}` is outside the places shell commands may write ({})",
-            shown(root, path),
+            "sandbox: `{shown_path}` is outside the places shell commands may write ({})",
             view.writable_roots
                 .iter()
                 .map(|r| shown(root, r))

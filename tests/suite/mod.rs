@@ -14,4 +14,5 @@ mod queue;
 mod queue_load;
 mod run;
 mod sandbox;
+mod shell_sandbox;
 mod skills;
