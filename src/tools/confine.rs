@@ -3,7 +3,6 @@
 //! name the rule behind a refusal. Used by the shell tool, command plugins and
 //! `nop sandbox run`.
 
-use std::collections::BTreeSet;
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -13,13 +12,23 @@ use crate::config::{NamespacesMode, NetworkMode, SandboxMode};
 use crate::permissions::{Effect, Policy, ShellOptions, ShellView};
 use crate::sandbox::{self, Enforcement, Mechanism};
 
-/// Messages of the errors a confined command meets when the sandbox refuses it something.
-const REFUSALS: [&str; 4] = [
-    "Permission denied",
-    "Read-only file system",
-    "Operation not permitted",
-    "Device or resource busy",
+/// Messages of the errors a confined command meets when the sandbox refuses it something, in
+/// lower case (as libc words them, and as Node and Python name them).
+const REFUSALS: [&str; 8] = [
+    "permission denied",
+    "read-only file system",
+    "operation not permitted",
+    "device or resource busy",
+    "eacces",
+    "erofs",
+    "eperm",
+    "ebusy",
 ];
+
+fn is_refusal(line: &str) -> bool {
+    let lower = line.to_lowercase();
+    REFUSALS.iter().any(|r| lower.contains(r))
+}
 
 /// Notes on refusals at most in one result.
 const MAX_NOTES: usize = 5;
@@ -290,36 +299,51 @@ fn protect_git_hooks(root: &Path) {
 }
 
 /// Notes that name the rule behind each refusal in `output` (a confined command's stdout and
-/// stderr, run in `dir`): for lines with "Permission denied", "Read-only file system" and the
-/// like, the paths they mention that the view protects or that lie outside the writable roots.
+/// stderr, run in `dir`): for lines with "Permission denied", "Read-only file system", EACCES and
+/// the like, the paths they mention that the view protects or that lie outside the writable
+/// roots. Where a refusal names no path on its line (npm prints it on another), the paths
+/// anywhere in the output are looked at.
 pub fn refusal_notes(view: &ShellView, root: &Path, dir: &Path, output: &str) -> Vec<String> {
-    let mut notes = Vec::new();
-    let mut seen = BTreeSet::new();
-    let mut unexplained = false;
-    for line in output
-        .lines()
-        .filter(|l| REFUSALS.iter().any(|r| l.contains(r)))
-    {
-        let busy = line.contains("Device or resource busy");
-        let explained = path_candidates(line).into_iter().find_map(|candidate| {
+    let mut notes: Vec<(PathBuf, String)> = Vec::new();
+    let mut add = |found: Option<(PathBuf, String)>| match found {
+        Some((key, note)) => {
+            if !notes.iter().any(|(k, _)| *k == key) {
+                notes.push((key, note));
+            }
+            true
+        }
+        None => false,
+    };
+    let explain = |candidates: Vec<String>, busy: bool| {
+        candidates.into_iter().find_map(|candidate| {
             let joined = if Path::new(&candidate).is_absolute() {
                 PathBuf::from(&candidate)
             } else {
                 dir.join(&candidate)
             };
             let resolved = crate::permissions::resolve(root, &joined.to_string_lossy()).ok()?;
-            let note = note_for(view, root, &resolved, busy)?;
-            Some((resolved, note))
-        });
-        match explained {
-            Some((path, note)) => {
-                if seen.insert(path) {
-                    notes.push(note);
-                }
-            }
-            None => unexplained = true,
+            note_for(view, root, &resolved, busy)
+        })
+    };
+    let mut unexplained = false;
+    for line in output.lines().filter(|l| is_refusal(l)) {
+        let busy = line.to_lowercase().contains("busy");
+        if !add(explain(path_candidates(line), busy)) {
+            unexplained = true;
         }
     }
+    if unexplained {
+        for line in output.lines() {
+            let absolute: Vec<String> = line
+                .split_whitespace()
+                .map(|t| t.trim_matches(|c: char| "'\"`‘’,;:()[]".contains(c)))
+                .filter(|t| t.starts_with('/') && t.len() > 1)
+                .map(str::to_string)
+                .collect();
+            add(explain(absolute, false));
+        }
+    }
+    let mut notes: Vec<String> = notes.into_iter().map(|(_, n)| n).collect();
     notes.truncate(MAX_NOTES);
     if notes.is_empty() && unexplained {
         let roots: Vec<String> = view.writable_roots.iter().map(|r| shown(root, r)).collect();
@@ -344,7 +368,9 @@ pub fn refusal_notes(view: &ShellView, root: &Path, dir: &Path, output: &str) ->
     notes
 }
 
-fn note_for(view: &ShellView, root: &Path, path: &Path, busy: bool) -> Option<String> {
+/// The note for a refused `path`, keyed by what refused it (so that one protection is named
+/// once however many of its paths were refused).
+fn note_for(view: &ShellView, root: &Path, path: &Path, busy: bool) -> Option<(PathBuf, String)> {
     let shown_path = shown(root, path);
     let is_mount = view.spec.mounts.iter().any(|m| m.path == path);
     if busy && is_mount {
@@ -353,27 +379,62 @@ fn note_for(view: &ShellView, root: &Path, path: &Path, busy: bool) -> Option<St
             .iter()
             .find(|p| p.path == path)
             .map_or_else(|| "it is protected".to_string(), |p| p.reason.clone());
-        return Some(format!(
-            "sandbox: `{shown_path}` cannot be moved or removed by shell commands: {why}"
+        return Some((
+            path.to_path_buf(),
+            format!("sandbox: `{shown_path}` cannot be moved or removed by shell commands: {why}"),
         ));
     }
     match view.protection_of(path) {
-        Some(p) if p.effect == Effect::ReadOnly => Some(format!(
-            "sandbox: `{shown_path}` is read-only to shell commands: {}",
-            p.reason
+        Some(p) if p.effect == Effect::ReadOnly => Some((
+            p.path.clone(),
+            format!(
+                "sandbox: `{shown_path}` is read-only to shell commands: {}",
+                p.reason
+            ),
         )),
-        Some(p) if p.effect == Effect::Hidden => Some(format!(
-            "sandbox: `{shown_path}` is hidden from shell commands: {}",
-            p.reason
+        Some(p) if p.effect == Effect::Hidden => Some((
+            p.path.clone(),
+            format!(
+                "sandbox: `{shown_path}` is hidden from shell commands: {}",
+                p.reason
+            ),
         )),
-        _ if !view.under_writable_root(path) => Some(format!(
-            "sandbox: `{shown_path}` is outside the places shell commands may write ({})",
-            view.writable_roots
+        _ if !view.under_writable_root(path) => {
+            let roots = view
+                .writable_roots
                 .iter()
                 .map(|r| shown(root, r))
                 .collect::<Vec<_>>()
-                .join(", ")
-        )),
+                .join(", ");
+            let home = std::env::var_os("HOME").map(PathBuf::from);
+            let in_home = home.as_deref().and_then(|h| {
+                let first = path.strip_prefix(h).ok()?.components().next()?;
+                Some(h.join(first))
+            });
+            Some(match in_home {
+                Some(area) => {
+                    let name = area
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    (
+                        area,
+                        format!(
+                            "sandbox: `{shown_path}` is outside the places shell commands may \
+                             write ({roots}); an absolute `read` rule for `~/{name}/**` in the \
+                             agent's permissions would make it writable"
+                        ),
+                    )
+                }
+                None => (
+                    path.to_path_buf(),
+                    format!(
+                        "sandbox: `{shown_path}` is outside the places shell commands may write \
+                         ({roots})"
+                    ),
+                ),
+            })
+        }
         _ => None,
     }
 }
@@ -406,7 +467,7 @@ fn path_candidates(line: &str) -> Vec<String> {
     for field in line.split(": ") {
         let field = field.trim().trim_matches(['\'', '"', '`', '‘', '’']);
         let plausible = !field.is_empty()
-            && !REFUSALS.iter().any(|r| field.contains(r))
+            && !is_refusal(field)
             && !field.contains(' ')
             && !out.iter().any(|o| o == field);
         if plausible {
@@ -434,6 +495,58 @@ mod tests {
             path_candidates("PermissionError: [Errno 13] Permission denied: '/etc/x'"),
             vec!["/etc/x", "PermissionError"]
         );
+    }
+
+    #[test]
+    fn refusals_are_explained_by_the_rule_or_the_writable_roots() {
+        std::fs::create_dir_all("/var/tmp/nop-tests").unwrap();
+        let dir = tempfile::tempdir_in("/var/tmp/nop-tests").unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        crate::workspace::init(&root, false, chrono::Utc::now()).unwrap();
+        let policy = crate::permissions::load_policy(&root, "coder").unwrap();
+        let view = crate::permissions::shell_view(
+            &policy,
+            &ShellOptions {
+                mechanism: Mechanism::Namespaces,
+                required: false,
+                network: true,
+                temp_dirs: Vec::new(),
+            },
+        );
+        let notes = refusal_notes(
+            &view,
+            &root,
+            &root,
+            "bash: line 1: .nop/config.yml: Read-only file system\n\
+             sed: couldn't open temporary file .nop/sedX1: Read-only file system\n",
+        );
+        assert_eq!(
+            notes,
+            vec![
+                "sandbox: `.nop/config.yml` is read-only to shell commands: `.nop/**` is \
+                 read-only (nop's built-in floor)"
+            ]
+        );
+        // npm names the path on another line than the error.
+        let home = std::env::var("HOME").unwrap_or_default();
+        if !home.is_empty() && !view.under_writable_root(Path::new(&home)) {
+            let npm = format!(
+                "npm error code EACCES\nnpm error syscall open\n\
+                 npm error path {home}/.npm/_cacache/tmp/1a2b\n\
+                 npm error Log files were not written to the directory: {home}/.npm/_logs\n"
+            );
+            let notes = refusal_notes(&view, &root, &root, &npm);
+            assert_eq!(notes.len(), 1, "{notes:?}");
+            assert!(
+                notes[0].contains("is outside the places shell commands may write")
+                    && notes[0].ends_with("an absolute `read` rule for `~/.npm/**` in the agent's permissions would make it writable"),
+                "{notes:?}"
+            );
+        }
+        // A refusal the sandbox did not cause gets the general reminder, once.
+        let notes = refusal_notes(&view, &root, &root, "ssh: Permission denied (publickey).\n");
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(notes[0].starts_with("sandbox: if that refusal came from the sandbox"));
     }
 
     #[test]
