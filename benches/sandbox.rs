@@ -65,11 +65,16 @@ fn measure(mut f: impl FnMut()) -> (Duration, Duration) {
     (percentile(&times, 0.5), percentile(&times, 0.95))
 }
 
-fn bench(name: &str, root: &Path, nop: &Path) -> Result<(), Box<dyn std::error::Error>> {
+fn bench(
+    name: &str,
+    root: &Path,
+    nop: &Path,
+    mechanism: Mechanism,
+) -> Result<(), Box<dyn std::error::Error>> {
     let root = std::fs::canonicalize(root)?;
     let policy = load_policy(&root, "coder")?;
     let options = ShellOptions {
-        mechanism: Mechanism::Namespaces,
+        mechanism,
         required: false,
         network: true,
         temp_dirs: ShellOptions::temp_dirs(None),
@@ -88,17 +93,19 @@ fn bench(name: &str, root: &Path, nop: &Path) -> Result<(), Box<dyn std::error::
     });
     let confined = measure(|| {
         let view = shell_view(&policy, &options);
-        let status = nop::sandbox::command(
+        let (mut command, spec_fd) = nop::sandbox::command(
             nop,
             &view.spec,
             "bash".as_ref(),
             &["-c".into(), "true".into()],
         )
-        .expect("command")
-        .current_dir(&root)
-        .stdin(Stdio::null())
-        .status()
-        .expect("nop __sandbox");
+        .expect("command");
+        let status = command
+            .current_dir(&root)
+            .stdin(Stdio::null())
+            .status()
+            .expect("nop __sandbox");
+        drop(spec_fd);
         assert!(status.success());
     });
     println!(
@@ -116,7 +123,8 @@ fn bench(name: &str, root: &Path, nop: &Path) -> Result<(), Box<dyn std::error::
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let nop = Path::new(env!("CARGO_BIN_EXE_nop"));
+    // What nop runs for each call: the small helper beside it.
+    let nop = Path::new(env!("CARGO_BIN_EXE_nop-sandbox"));
     let probe_started = Instant::now();
     let probe = nop::sandbox::namespace::probe(nop);
     println!(
@@ -132,9 +140,26 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("|---|---:|---:|---:|---:|");
     let small = make_repo(10)?;
-    bench("small (nop init, 10 files)", small.path(), nop)?;
+    bench(
+        "small (nop init, 10 files)",
+        small.path(),
+        nop,
+        Mechanism::Namespaces,
+    )?;
     let large = make_repo(100_000)?;
-    bench("100,000 files", large.path(), nop)?;
+    bench("100,000 files", large.path(), nop, Mechanism::Namespaces)?;
+    bench(
+        "small, Landlock alone (the fallback)",
+        small.path(),
+        nop,
+        Mechanism::Landlock,
+    )?;
+    bench(
+        "100,000 files, Landlock alone",
+        large.path(),
+        nop,
+        Mechanism::Landlock,
+    )?;
     let rules = large.path().join(".nop/.permissions/agent-default.yml");
     let shipped = std::fs::read_to_string(&rules)?;
     std::fs::write(
@@ -144,6 +169,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "file-access:\n  - pattern: \"**/*.pem\"\n    access: deny\n",
         ),
     )?;
-    bench("100,000 files, `**/*.pem: deny`", large.path(), nop)?;
+    bench(
+        "100,000 files, `**/*.pem: deny`",
+        large.path(),
+        nop,
+        Mechanism::Namespaces,
+    )?;
     Ok(())
 }

@@ -69,7 +69,9 @@ pub fn sandbox(
             if let Some(note) = &confined.note {
                 eprintln!("{note}");
             }
-            let status = confined.command.current_dir(cwd).status()?;
+            let status = confined.command.current_dir(cwd).status();
+            drop(confined.spec_fd);
+            let status = status?;
             let code = status.code().unwrap_or_else(|| {
                 use std::os::unix::process::ExitStatusExt as _;
                 128 + status.signal().unwrap_or(0)
@@ -146,6 +148,7 @@ fn check(
             "mechanism": machine.mechanism,
             "description": mechanism,
             "landlock_abi": machine.landlock.abi,
+            "helper": machine.helper,
             "namespaces": machine.namespaces,
             "network": network,
             "processes": processes,
@@ -160,6 +163,7 @@ fn check(
     }
     writeln!(out, "agent:       {agent}")?;
     writeln!(out, "mechanism:   {mechanism}")?;
+    writeln!(out, "helper:      {}", machine.helper.display())?;
     if let Some(why) = &refused {
         writeln!(out, "refused:     {why}")?;
     }

@@ -4,14 +4,13 @@
 //! by anything that can write the directory (a process a previous command left behind in `/tmp`
 //! did exactly that). A memfd has no path; sealed against writing, growing and shrinking, its
 //! contents are fixed before the child exists, and the child refuses a descriptor that is not.
-#![allow(unsafe_code)]
+#![allow(unsafe_code)] // reading the inherited descriptor
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io::Write as _;
 use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
 use std::os::unix::fs::FileExt as _;
-use std::os::unix::process::CommandExt as _;
 use std::path::Path;
 
 use nix::fcntl::{FcntlArg, SealFlag, fcntl};
@@ -19,52 +18,35 @@ use nix::sys::memfd::{MFdFlags, memfd_create};
 
 use super::{SandboxError, Spec};
 
-/// The descriptor number the spec has in the child.
-const SPEC_FD: i32 = 3;
-
-/// `exe __sandbox 3 -- program args…` with `spec` readable at descriptor 3 of the child (and
-/// nowhere else: the memfd is close-on-exec in nop, and only the child gets a copy). `exe` is
-/// the nop binary (`std::env::current_exe()` in nop itself). Set the environment, directory and
-/// stdio on the returned command as for any other.
+/// `exe __sandbox FD -- program args…` with `spec` readable at descriptor FD of the child. `exe`
+/// is the nop binary or the `nop-sandbox` helper (see [`super::namespace::helper`]). Set the environment, directory
+/// and stdio on the returned command as for any other; keep the returned descriptor open until
+/// the command has been spawned, and drop it then.
+///
+/// The memfd is inheritable (not close-on-exec) so that no code has to run between fork and exec
+/// to pass it on, which lets the standard library spawn with posix_spawn (much cheaper than fork
+/// in a large multi-threaded nop). Another process nop spawns in the meantime may inherit a copy
+/// too; it can only read the rules, which are no secret, never change them.
 pub fn command(
     exe: &Path,
     spec: &Spec,
     program: &OsStr,
     args: &[OsString],
-) -> Result<std::process::Command, SandboxError> {
+) -> Result<(std::process::Command, OwnedFd), SandboxError> {
     let memfd = sealed_memfd(&serde_json::to_vec(spec)?).map_err(SandboxError::PassSpec)?;
     let mut command = std::process::Command::new(exe);
     command
         .arg("__sandbox")
-        .arg(SPEC_FD.to_string())
+        .arg(memfd.as_raw_fd().to_string())
         .arg("--")
         .arg(program)
         .args(args);
-    // SAFETY: the closure runs in the forked child before exec and calls only dup2 and fcntl,
-    // which are async-signal-safe; it allocates nothing and takes no lock.
-    unsafe {
-        command.pre_exec(move || {
-            let raw = memfd.as_raw_fd();
-            if raw == SPEC_FD {
-                // dup2 onto itself keeps close-on-exec: clear it instead.
-                if nix::libc::fcntl(raw, nix::libc::F_SETFD, 0) == -1 {
-                    return Err(std::io::Error::last_os_error());
-                }
-            } else if nix::libc::dup2(raw, SPEC_FD) == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        });
-    }
-    Ok(command)
+    Ok((command, memfd))
 }
 
 /// A memfd holding `bytes`, sealed so that nothing can change it any more.
 fn sealed_memfd(bytes: &[u8]) -> std::io::Result<OwnedFd> {
-    let fd = memfd_create(
-        "nop-sandbox-spec",
-        MFdFlags::MFD_CLOEXEC | MFdFlags::MFD_ALLOW_SEALING,
-    )?;
+    let fd = memfd_create("nop-sandbox-spec", MFdFlags::MFD_ALLOW_SEALING)?;
     let mut file = File::from(fd);
     file.write_all(bytes)?;
     fcntl(

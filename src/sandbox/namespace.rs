@@ -469,6 +469,9 @@ pub struct Probe {
     pub available: bool,
     /// Why not, when they cannot.
     pub error: Option<String>,
+    /// The nop version of the binary that answered.
+    #[serde(default)]
+    pub version: Option<String>,
 }
 
 /// `nop __sandbox --probe`: tries step 1 and a tmpfs mount in a throwaway process, prints a
@@ -493,14 +496,17 @@ pub(super) fn probe_main() -> i32 {
         })
         .map_err(|e| fail("mounting a tmpfs", e))
     });
+    let version = Some(env!("CARGO_PKG_VERSION").to_string());
     let probe = match result {
         Ok(()) => Probe {
             available: true,
             error: None,
+            version,
         },
         Err(e) => Probe {
             available: false,
             error: Some(e.to_string()),
+            version,
         },
     };
     println!(
@@ -510,27 +516,54 @@ pub(super) fn probe_main() -> i32 {
     0
 }
 
-/// Whether the namespace mechanism works on this machine: runs `exe __sandbox --probe` once per
-/// process (about a millisecond) and remembers the answer.
+/// Runs `exe __sandbox --probe` (about a millisecond).
 pub fn probe(exe: &Path) -> Probe {
-    static PROBE: OnceLock<Probe> = OnceLock::new();
-    PROBE
+    let output = std::process::Command::new(exe)
+        .args(["__sandbox", "--probe"])
+        .env_clear()
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output();
+    match output {
+        Ok(out) => serde_json::from_slice(&out.stdout).unwrap_or_else(|e| Probe {
+            available: false,
+            error: Some(format!("the probe answered nothing readable: {e}")),
+            version: None,
+        }),
+        Err(e) => Probe {
+            available: false,
+            error: Some(format!("cannot run the probe: {e}")),
+            version: None,
+        },
+    }
+}
+
+/// The program that confines commands, and what it found this machine can do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Helper {
+    /// `nop-sandbox` beside the running nop when it is of the same version (it starts in a
+    /// third of the time), else nop itself; run as `PATH __sandbox …` either way.
+    pub path: PathBuf,
+    pub probe: Probe,
+}
+
+/// The [`Helper`] for this process, found once: `exe` is the running nop.
+pub fn helper(exe: &Path) -> Helper {
+    static HELPER: OnceLock<Helper> = OnceLock::new();
+    HELPER
         .get_or_init(|| {
-            let output = std::process::Command::new(exe)
-                .args(["__sandbox", "--probe"])
-                .env_clear()
-                .stdin(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .output();
-            match output {
-                Ok(out) => serde_json::from_slice(&out.stdout).unwrap_or_else(|e| Probe {
-                    available: false,
-                    error: Some(format!("the probe answered nothing readable: {e}")),
-                }),
-                Err(e) => Probe {
-                    available: false,
-                    error: Some(format!("cannot run the probe: {e}")),
-                },
+            let ours = Some(env!("CARGO_PKG_VERSION").to_string());
+            if let Some(small) = exe.parent().map(|d| d.join("nop-sandbox"))
+                && small.is_file()
+            {
+                let probe = probe(&small);
+                if probe.version == ours {
+                    return Helper { path: small, probe };
+                }
+            }
+            Helper {
+                path: exe.to_path_buf(),
+                probe: probe(exe),
             }
         })
         .clone()

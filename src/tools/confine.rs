@@ -45,6 +45,8 @@ pub struct Confined {
     pub note: Option<String>,
     /// The names of the variables removed from its environment.
     pub removed_env: Vec<String>,
+    /// The sandbox spec the command inherits: keep it open until the command is spawned.
+    pub spec_fd: Option<std::os::fd::OwnedFd>,
 }
 
 /// Why a command cannot be run.
@@ -65,15 +67,18 @@ pub struct Machine {
     pub landlock: sandbox::Support,
     /// Whether user namespaces work here, or why not (`None` when not asked: `namespaces: off`).
     pub namespaces: Option<sandbox::namespace::Probe>,
+    /// The program that confines commands.
+    pub helper: PathBuf,
 }
 
 impl Machine {
     /// Probes this machine (once per process for the namespaces) under `settings`.
     pub fn probe(settings: &SandboxSettings) -> Result<Machine, ConfineError> {
         let landlock = sandbox::support();
+        let helper = sandbox::namespace::helper(&exe()?);
         let namespaces = match settings.namespaces {
             NamespacesMode::Off => None,
-            NamespacesMode::Auto => Some(sandbox::namespace::probe(&exe()?)),
+            NamespacesMode::Auto => Some(helper.probe),
         };
         let mechanism = if namespaces.as_ref().is_some_and(|p| p.available) {
             Some(Mechanism::Namespaces)
@@ -86,6 +91,7 @@ impl Machine {
             mechanism,
             landlock,
             namespaces,
+            helper: helper.path,
         })
     }
 
@@ -210,6 +216,7 @@ pub fn confine(
             view: None,
             note: None,
             removed_env,
+            spec_fd: None,
         });
     }
     let required = settings.mode == SandboxMode::Required;
@@ -236,6 +243,7 @@ pub fn confine(
             view: None,
             note,
             removed_env,
+            spec_fd: None,
         });
     };
     protect_git_hooks(policy.root());
@@ -267,7 +275,7 @@ pub fn confine(
         }
         warn_once(message)
     });
-    let mut command = sandbox::command(&exe()?, &view.spec, program, args)
+    let (mut command, spec_fd) = sandbox::command(&machine.helper, &view.spec, program, args)
         .map_err(|e| ConfineError::Setup(e.to_string()))?;
     command.env_clear().envs(env);
     Ok(Confined {
@@ -275,6 +283,7 @@ pub fn confine(
         view: Some(view),
         note,
         removed_env,
+        spec_fd: Some(spec_fd),
     })
 }
 

@@ -71,8 +71,15 @@ pub(crate) async fn run_confined(
         confine::ConfineError::Unavailable(m) => ToolError::model("SandboxUnavailable", m),
         confine::ConfineError::Setup(m) => ToolError::Fatal(m),
     })?;
-    let mut command = tokio::process::Command::from(confined.command);
-    let mut child = command
+    let confine::Confined {
+        command,
+        view,
+        note,
+        spec_fd,
+        ..
+    } = confined;
+    let mut command = tokio::process::Command::from(command);
+    let spawned = command
         .current_dir(dir)
         .stdin(if stdin.is_some() {
             Stdio::piped()
@@ -83,7 +90,10 @@ pub(crate) async fn run_confined(
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true)
-        .spawn()
+        .spawn();
+    // The child has its copy of the spec now (or never will).
+    drop(spec_fd);
+    let mut child = spawned
         .map_err(|e| ToolError::model("SpawnFailed", format!("could not start bash: {e}")))?;
     let _guard = GroupGuard(child.id().and_then(|id| i32::try_from(id).ok()));
     if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
@@ -125,8 +135,8 @@ pub(crate) async fn run_confined(
         status,
         stdout: out,
         stderr: err,
-        note: confined.note,
-        view: confined.view,
+        note,
+        view,
     })
 }
 

@@ -10,7 +10,7 @@
 use std::fs;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Command as StdCommand, Output};
+use std::process::Output;
 
 use assert_cmd::Command;
 use nop::sandbox::{Access, Enforcement, Grant, Mechanism, Spec, support};
@@ -74,15 +74,25 @@ impl Sandbox {
             required,
             ..spec.clone()
         };
-        confined(&spec, "bash".as_ref(), &["-c".into(), script.into()])
-            .current_dir(self.path("rw"))
-            .output()
-            .unwrap()
+        run_confined(
+            &spec,
+            "bash".as_ref(),
+            &["-c".into(), script.into()],
+            &self.path("rw"),
+        )
     }
 }
 
-fn confined(spec: &Spec, program: &std::ffi::OsStr, args: &[std::ffi::OsString]) -> StdCommand {
-    nop::sandbox::command(&assert_cmd::cargo::cargo_bin("nop"), spec, program, args).unwrap()
+/// Runs `program args…` in `dir` under `spec`, passed as the shell tool passes it.
+fn run_confined(
+    spec: &Spec,
+    program: &std::ffi::OsStr,
+    args: &[std::ffi::OsString],
+    dir: &Path,
+) -> Output {
+    let (mut command, _spec_fd) =
+        nop::sandbox::command(&assert_cmd::cargo::cargo_bin("nop"), spec, program, args).unwrap();
+    command.current_dir(dir).output().unwrap()
 }
 
 fn grant(path: impl AsRef<Path>, access: Access) -> Grant {
@@ -346,7 +356,7 @@ fn a_program_outside_the_grants_cannot_be_executed() {
         required: true,
         ..sb.spec(false, vec![])
     };
-    let output = confined(&spec, tool.as_os_str(), &[]).output().unwrap();
+    let output = run_confined(&spec, tool.as_os_str(), &[], &sb.path("rw"));
     assert_eq!(
         output.status.code(),
         Some(125),

@@ -459,6 +459,15 @@ fn sandbox_check_and_explain_show_what_each_rule_becomes() {
     ] {
         assert!(text.contains(line), "{line:?} in:\n{text}");
     }
+    // The small helper beside nop does the confining (it starts faster than nop).
+    let json: serde_json::Value =
+        serde_json::from_str(&repo.run(&["sandbox", "check", "--json"])).unwrap();
+    assert_eq!(
+        json["helper"].as_str().map(|h| h.ends_with("/nop-sandbox")),
+        Some(true),
+        "{json}"
+    );
+    assert_eq!(json["mechanism"], "namespaces");
     let explained = repo.run(&[
         "permissions",
         "explain",
