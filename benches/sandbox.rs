@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use nop::permissions::{ShellOptions, load_policy, shell_view};
 use nop::sandbox::Mechanism;
 
-const RUNS: usize = 200;
+const RUNS: usize = 300;
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let i = ((sorted.len() - 1) as f64 * p).round() as usize;
@@ -49,20 +49,33 @@ fn make_repo(files: usize) -> Result<tempfile::TempDir, Box<dyn std::error::Erro
     Ok(dir)
 }
 
-/// Median and p95 of `RUNS` timings of `f` (after 5 unmeasured runs).
-fn measure(mut f: impl FnMut()) -> (Duration, Duration) {
+/// Median and p95 of `RUNS` timings of each of `f` and `g`, run alternately (after 5 unmeasured
+/// runs of each) so that the machine's drift affects both alike.
+fn measure(
+    mut f: impl FnMut(),
+    mut g: impl FnMut(),
+) -> ((Duration, Duration), (Duration, Duration)) {
     for _ in 0..5 {
         f();
+        g();
     }
-    let mut times: Vec<Duration> = (0..RUNS)
-        .map(|_| {
-            let started = Instant::now();
-            f();
-            started.elapsed()
-        })
-        .collect();
-    times.sort();
-    (percentile(&times, 0.5), percentile(&times, 0.95))
+    let time = |h: &mut dyn FnMut()| {
+        let started = Instant::now();
+        h();
+        started.elapsed()
+    };
+    let mut fs = Vec::with_capacity(RUNS);
+    let mut gs = Vec::with_capacity(RUNS);
+    for _ in 0..RUNS {
+        fs.push(time(&mut f));
+        gs.push(time(&mut g));
+    }
+    fs.sort();
+    gs.sort();
+    (
+        (percentile(&fs, 0.5), percentile(&fs, 0.95)),
+        (percentile(&gs, 0.5), percentile(&gs, 0.95)),
+    )
 }
 
 fn bench(
@@ -79,7 +92,7 @@ fn bench(
         network: true,
         temp_dirs: ShellOptions::temp_dirs(None),
     };
-    let plain = measure(|| {
+    let plain = || {
         let status = Command::new("bash")
             .args(["-c", "true"])
             .current_dir(&root)
@@ -87,11 +100,8 @@ fn bench(
             .status()
             .expect("bash");
         assert!(status.success());
-    });
-    let view_only = measure(|| {
-        std::hint::black_box(shell_view(&policy, &options));
-    });
-    let confined = measure(|| {
+    };
+    let confined = || {
         let view = shell_view(&policy, &options);
         let (mut command, spec_fd) = nop::sandbox::command(
             nop,
@@ -107,7 +117,14 @@ fn bench(
             .expect("nop __sandbox");
         drop(spec_fd);
         assert!(status.success());
-    });
+    };
+    let (plain, confined) = measure(plain, confined);
+    let (view_only, _) = measure(
+        || {
+            std::hint::black_box(shell_view(&policy, &options));
+        },
+        || {},
+    );
     println!(
         "| {name} | {} / {} | {} / {} | {} / {} | {} / {} |",
         ms(plain.0),

@@ -131,6 +131,7 @@ pub(super) fn landlock_view(policy: &Policy, options: &ShellOptions) -> ShellVie
             grants: walker.grants,
             mounts: Vec::new(),
             network: options.network,
+            parent: Some(std::process::id()),
         },
         writable_roots,
         protections,

@@ -331,6 +331,7 @@ fn namespace_view(policy: &Policy, options: &ShellOptions) -> ShellView {
             grants,
             mounts,
             network: options.network,
+            parent: Some(std::process::id()),
         },
         writable_roots: roots,
         protections,

@@ -57,6 +57,10 @@ pub struct Spec {
     pub mounts: Vec<Mount>,
     /// Whether the command may open network connections.
     pub network: bool,
+    /// The pid of the nop process that asked: if it is gone before the command starts (or goes
+    /// while it runs), the command is ended.
+    #[serde(default)]
+    pub parent: Option<u32>,
 }
 
 /// How a command is confined.
@@ -166,6 +170,8 @@ pub enum SandboxError {
     Fork(nix::Error),
     #[error("cannot drop capabilities: {0}")]
     Capabilities(std::io::Error),
+    #[error("nop exited before the command could start")]
+    ParentGone,
     #[error("cannot execute {}: {source}{}", program.to_string_lossy(), exec_hint(source))]
     Exec {
         program: OsString,
@@ -210,13 +216,30 @@ pub fn sandbox_main(args: &[OsString]) -> i32 {
     }
     let error = match Invocation::parse(args) {
         Ok(invocation) => match launch::read_spec(invocation.fd) {
-            Ok(spec) => run(&spec, &invocation.program, &invocation.args),
+            Ok(spec) => match follow_parent(&spec) {
+                Ok(()) => run(&spec, &invocation.program, &invocation.args),
+                Err(e) => e,
+            },
             Err(e) => e,
         },
         Err(e) => e,
     };
     eprintln!("nop sandbox: {error}");
     EXIT_SANDBOX_FAILURE
+}
+
+/// Asks for SIGTERM when nop exits (killed or crashed), so that the command ends with it: with
+/// namespaces this process dies and takes the namespace along; with Landlock alone it ends every
+/// process beneath it first. Fails if nop is already gone.
+fn follow_parent(spec: &Spec) -> Result<(), SandboxError> {
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM)
+        .map_err(SandboxError::Fork)?;
+    match spec.parent {
+        Some(parent) if nix::unistd::getppid().as_raw() != parent as i32 => {
+            Err(SandboxError::ParentGone)
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Confines this (single-threaded) process as `spec` says and runs `program`; only returns on

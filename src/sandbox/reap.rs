@@ -7,14 +7,15 @@
 use std::ffi::{OsStr, OsString};
 
 use nix::errno::Errno;
-use nix::sys::signal::{Signal, kill};
+use nix::sys::signal::{SigSet, SigmaskHow, Signal, kill};
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, fork};
 
 use super::SandboxError;
 
 /// Runs `program args…` as a child confined by `confine`; only returns on failure, otherwise
-/// exits with the command's status once everything it started is gone.
+/// exits with the command's status once everything it started is gone. SIGTERM, SIGINT or SIGHUP
+/// (nop stopping the call, or gone) end the command and everything beneath it the same way.
 pub(super) fn run(
     confine: impl FnOnce() -> Result<(), SandboxError>,
     program: &OsStr,
@@ -23,11 +24,29 @@ pub(super) fn run(
     if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
         return SandboxError::Fork(e);
     }
+    // Blocked before the fork so that none is lost; the child unblocks them before it execs.
+    let mut waited = SigSet::empty();
+    for signal in [
+        Signal::SIGCHLD,
+        Signal::SIGTERM,
+        Signal::SIGINT,
+        Signal::SIGHUP,
+    ] {
+        waited.add(signal);
+    }
+    let old = match waited.thread_swap_mask(SigmaskHow::SIG_BLOCK) {
+        Ok(old) => old,
+        Err(e) => return SandboxError::Fork(e),
+    };
     // SAFETY: `nop __sandbox` is single-threaded.
     match unsafe { fork() } {
         Err(e) => SandboxError::Fork(e),
         Ok(ForkResult::Child) => {
-            let error = match confine() {
+            let error = match old
+                .thread_set_mask()
+                .map_err(SandboxError::Fork)
+                .and_then(|()| confine())
+            {
                 Ok(()) => match super::caps::drop_all() {
                     Ok(()) => super::exec(program, args),
                     Err(e) => SandboxError::Capabilities(e),
@@ -38,19 +57,32 @@ pub(super) fn run(
             std::process::exit(super::EXIT_SANDBOX_FAILURE);
         }
         Ok(ForkResult::Parent { child }) => {
-            let code = loop {
-                match waitpid(child, None) {
-                    Ok(status) => {
-                        if let Some(code) = super::exit_code(status) {
-                            break code;
-                        }
-                    }
-                    Err(Errno::EINTR) => {}
-                    Err(_) => break super::EXIT_SANDBOX_FAILURE,
-                }
-            };
+            let code = wait_or_stop(child, &waited);
             kill_descendants();
             std::process::exit(code);
+        }
+    }
+}
+
+/// Waits for `child` (reaping orphans meanwhile) or a stop signal, whichever comes first; the exit
+/// code a shell would show.
+fn wait_or_stop(child: Pid, waited: &SigSet) -> i32 {
+    loop {
+        loop {
+            match waitpid(None::<Pid>, Some(WaitPidFlag::WNOHANG)) {
+                Ok(WaitStatus::StillAlive) | Err(_) => break,
+                Ok(status) if status.pid() == Some(child) => {
+                    if let Some(code) = super::exit_code(status) {
+                        return code;
+                    }
+                }
+                Ok(_) => {}
+            }
+        }
+        match waited.wait() {
+            Ok(Signal::SIGCHLD) => {}
+            Ok(signal) => return 128 + signal as i32,
+            Err(_) => return super::EXIT_SANDBOX_FAILURE,
         }
     }
 }

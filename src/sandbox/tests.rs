@@ -53,6 +53,7 @@ fn spec_json_uses_snake_case_names() {
             },
         ],
         network: false,
+        parent: Some(42),
     };
     let value = serde_json::to_value(&spec).unwrap();
     assert_eq!(
@@ -70,6 +71,7 @@ fn spec_json_uses_snake_case_names() {
                 {"path": "/work/.nop/.permissions", "kind": "mask"},
             ],
             "network": false,
+            "parent": 42,
         })
     );
     assert_eq!(serde_json::from_value::<Spec>(value).unwrap(), spec);

@@ -120,15 +120,20 @@ pub(crate) async fn run_confined(
         let status = child.wait().await;
         (status, out, err)
     };
-    let (status, out, err) = tokio::select! {
-        r = collect => r,
-        () = tokio::time::sleep(timeout) => {
-            return Err(ToolError::model(
-                "Timeout",
-                format!("`{command_line}` did not finish within {:.1} s and was killed", timeout.as_secs_f64()),
-            ));
+    let stopped = tokio::select! {
+        r = collect => Ok(r),
+        () = tokio::time::sleep(timeout) => Err(ToolError::model(
+            "Timeout",
+            format!("`{command_line}` did not finish within {:.1} s and was killed", timeout.as_secs_f64()),
+        )),
+        () = ctx.cancel.cancelled() => Err(ToolError::Aborted),
+    };
+    let (status, out, err) = match stopped {
+        Ok(r) => r,
+        Err(e) => {
+            _guard.stop(&mut child).await;
+            return Err(e);
         }
-        () = ctx.cancel.cancelled() => return Err(ToolError::Aborted),
     };
     let status = status.map_err(|e| ToolError::model("WaitFailed", e.to_string()))?;
     Ok(Ran {
@@ -142,6 +147,21 @@ pub(crate) async fn run_confined(
 
 /// Kills the whole process group when dropped, so no path out of `run` leaves processes behind.
 struct GroupGuard(Option<i32>);
+
+impl GroupGuard {
+    /// Asks the process group to end (SIGTERM) and waits a moment for its leader: the sandbox
+    /// helper then ends everything the command started, `setsid` or not, which a SIGKILL of the
+    /// group would not let it do. The drop that follows kills what is left.
+    async fn stop(&self, child: &mut tokio::process::Child) {
+        if let Some(pgid) = self.0 {
+            let _ = nix::sys::signal::killpg(
+                nix::unistd::Pid::from_raw(pgid),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            let _ = tokio::time::timeout(Duration::from_secs(2), child.wait()).await;
+        }
+    }
+}
 
 impl Drop for GroupGuard {
     fn drop(&mut self) {

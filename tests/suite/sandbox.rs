@@ -64,6 +64,7 @@ impl Sandbox {
             grants,
             mounts: Vec::new(),
             network,
+            parent: None,
         }
     }
 

@@ -651,3 +651,97 @@ fn rewriting_the_temp_directory_cannot_widen_the_rules() {
         "{results:?}"
     );
 }
+
+/// The command lines of the processes on this machine that hold `marker`.
+fn processes_with(marker: &str) -> Vec<String> {
+    fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(marker))
+        .collect()
+}
+
+/// Waits until no process holds `marker` (the kernel delivers parent-death signals and tears
+/// namespaces down as nop exits, not before); fails after 10 s.
+fn wait_until_gone(marker: &str) -> Vec<String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let left = processes_with(marker);
+        if left.is_empty() || std::time::Instant::now() > deadline {
+            return left;
+        }
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn a_command_ends_when_nop_is_killed_or_stops_it() {
+    for (n, mode) in [Mode::Namespaces, Mode::LandlockOnly]
+        .into_iter()
+        .enumerate()
+    {
+        // nop killed with SIGKILL while the command runs: nothing it started survives.
+        let repo = git_repo();
+        let marker = format!("{}.{}{n}", 400 + n, std::process::id());
+        let script = format!("setsid -f sleep {marker}; exec sleep {marker}");
+        let nop = assert_cmd::cargo::cargo_bin("nop");
+        let mut args: Vec<&str> = Vec::new();
+        if mode == Mode::LandlockOnly {
+            args.extend(["--set", "shell.namespaces=off"]);
+        }
+        args.extend(["sandbox", "run", "--", "bash", "-c", &script]);
+        let mut child = Command::new(&nop)
+            .args(&args)
+            .current_dir(repo.path())
+            .env_clear()
+            .env("HOME", repo.path())
+            .env("PATH", "/usr/bin:/bin")
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while processes_with(&marker).len() < 2 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{mode:?}: never started"
+            );
+            std::thread::yield_now();
+        }
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(wait_until_gone(&marker), Vec::<String>::new(), "{mode:?}");
+
+        // The shell tool's time limit: the call ends, and so does everything it started.
+        let marker = format!("{}.{}{n}", 500 + n, std::process::id());
+        let mut env = Vec::new();
+        if mode == Mode::LandlockOnly {
+            env.push(("NOP_SHELL_NAMESPACES", "off"));
+        }
+        let server = MockServer::start(vec![
+            openai::reply_tool_calls(&[(
+                "c1",
+                "shell",
+                json!({
+                    "command": format!("setsid -f sleep {marker}; trap '' TERM; sleep {marker}"),
+                    "timeout_s": 1.0,
+                }),
+            )]),
+            openai::reply_text("done"),
+        ]);
+        let out = repo
+            .nop_model(&server, "openai")
+            .envs(env)
+            .args(["run", "--output-format", "json", "go"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let results = server.requests().last().unwrap().tool_results();
+        assert!(
+            results[0].contains("did not finish within 1.0 s"),
+            "{results:?}"
+        );
+        assert_eq!(wait_until_gone(&marker), Vec::<String>::new(), "{mode:?}");
+    }
+}
