@@ -14,7 +14,7 @@ use crate::config::{NetworkMode, SandboxMode};
 use crate::permissions::{Effect, Policy, ShellOptions, ShellView, load_policy};
 use crate::sandbox::Mechanism;
 use crate::tools::SandboxSettings;
-use crate::tools::confine::{self, Machine};
+use crate::tools::confine::{self, Machine, shown};
 use crate::workspace::Workspace;
 
 #[derive(Debug, Subcommand)]
@@ -234,12 +234,4 @@ pub fn shell_line(policy: &Policy, settings: &SandboxSettings, path: &Path) -> R
             line
         }
     })
-}
-
-fn shown(root: &Path, path: &Path) -> String {
-    match path.strip_prefix(root) {
-        Ok(relative) if relative.as_os_str().is_empty() => ".".to_string(),
-        Ok(relative) => relative.display().to_string(),
-        Err(_) => path.display().to_string(),
-    }
 }

@@ -23,6 +23,8 @@ mod landlock_map;
 mod load;
 mod policy;
 mod shell_view;
+#[cfg(test)]
+pub(crate) use shell_view::test_support;
 pub use shell_view::{Effect, Protection, ShellOptions, ShellView, shell_view};
 
 pub use approval::{ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, Denial};

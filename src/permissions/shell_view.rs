@@ -468,11 +468,24 @@ fn level_of(
     }
 }
 
+/// A repository set up by `nop init` and the namespace view of an agent's rules in it, for unit
+/// tests.
 #[cfg(test)]
-mod tests {
+pub(crate) mod test_support {
     use super::*;
 
-    fn view_of(root: &Path, agent: &str) -> ShellView {
+    /// A fresh repository after `nop init`, under /var/tmp (not /tmp, which the shipped rules
+    /// make a writable root of its own); canonical root.
+    pub(crate) fn repo() -> (tempfile::TempDir, PathBuf) {
+        std::fs::create_dir_all("/var/tmp/nop-tests").unwrap();
+        let dir = tempfile::tempdir_in("/var/tmp/nop-tests").unwrap();
+        let root = std::fs::canonicalize(dir.path()).unwrap();
+        crate::workspace::init(&root, false, chrono::Utc::now()).unwrap();
+        (dir, root)
+    }
+
+    /// The namespace view of `agent`'s rules in `root`, with no temp directories.
+    pub(crate) fn view_of(root: &Path, agent: &str) -> ShellView {
         let policy = crate::permissions::load_policy(root, agent).unwrap();
         shell_view(
             &policy,
@@ -480,11 +493,16 @@ mod tests {
                 mechanism: Mechanism::Namespaces,
                 required: false,
                 network: true,
-                // The test repository may itself lie in the temp directory.
                 temp_dirs: Vec::new(),
             },
         )
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::test_support::view_of;
+    use super::*;
 
     fn mounts(view: &ShellView, root: &Path) -> Vec<(String, MountKind)> {
         view.spec
@@ -498,11 +516,7 @@ mod tests {
     }
 
     fn repo() -> (tempfile::TempDir, PathBuf) {
-        // Not under /tmp, which the default rules make a writable root of its own.
-        std::fs::create_dir_all("/var/tmp/nop-tests").unwrap();
-        let dir = tempfile::tempdir_in("/var/tmp/nop-tests").unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
-        crate::workspace::init(&root, false, chrono::Utc::now()).unwrap();
+        let (dir, root) = super::test_support::repo();
         std::fs::create_dir_all(root.join(".git/hooks")).unwrap();
         std::fs::write(root.join(".git/config"), "[core]\n").unwrap();
         std::fs::create_dir_all(root.join("src")).unwrap();

@@ -449,7 +449,7 @@ fn note_for(view: &ShellView, root: &Path, path: &Path, busy: bool) -> Option<(P
 }
 
 /// A path for a note: relative to the repository root when inside it.
-fn shown(root: &Path, path: &Path) -> String {
+pub fn shown(root: &Path, path: &Path) -> String {
     match path.strip_prefix(root) {
         Ok(relative) if relative.as_os_str().is_empty() => ".".to_string(),
         Ok(relative) => relative.display().to_string(),
@@ -508,20 +508,8 @@ mod tests {
 
     #[test]
     fn refusals_are_explained_by_the_rule_or_the_writable_roots() {
-        std::fs::create_dir_all("/var/tmp/nop-tests").unwrap();
-        let dir = tempfile::tempdir_in("/var/tmp/nop-tests").unwrap();
-        let root = std::fs::canonicalize(dir.path()).unwrap();
-        crate::workspace::init(&root, false, chrono::Utc::now()).unwrap();
-        let policy = crate::permissions::load_policy(&root, "coder").unwrap();
-        let view = crate::permissions::shell_view(
-            &policy,
-            &ShellOptions {
-                mechanism: Mechanism::Namespaces,
-                required: false,
-                network: true,
-                temp_dirs: Vec::new(),
-            },
-        );
+        let (_dir, root) = crate::permissions::test_support::repo();
+        let view = crate::permissions::test_support::view_of(&root, "coder");
         let notes = refusal_notes(
             &view,
             &root,
