@@ -480,3 +480,68 @@ pub fn resolve(root: &Path, path: &str) -> Result<PathBuf, String> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(pattern: &str) -> FileRule {
+        FileRule::new(pattern, FileAccess::Read, Source::Floor).unwrap()
+    }
+
+    #[test]
+    fn patterns_are_told_apart_and_home_is_expanded() {
+        assert!(rule("**").is_subtree() && !rule("**").is_glob());
+        assert!(rule("src/**").is_subtree());
+        assert!(rule("./Cargo.lock").is_literal());
+        assert_eq!(rule("./Cargo.lock").pattern, "Cargo.lock");
+        assert!(rule("**/*.pem").is_glob());
+        assert!(rule("src/*.rs").is_glob());
+        assert_eq!(rule("src/*.rs").literal_prefix(), "src");
+        if let Some(home) = std::env::var_os("HOME").filter(|h| Path::new(h).is_absolute()) {
+            let r = rule("~/.npm/**");
+            assert!(r.is_absolute() && r.is_subtree());
+            assert_eq!(
+                r.literal_prefix(),
+                format!("{}/.npm", Path::new(&home).display())
+            );
+        }
+    }
+
+    #[test]
+    fn the_floor_keeps_git_hooks_and_config_read_only() {
+        let set = RuleSet {
+            rules: vec![rule("**")],
+            ..RuleSet::empty("coder")
+        };
+        let policy = Policy::new(PathBuf::from("/repo"), vec![set]);
+        for path in [
+            "/repo/.git/hooks/pre-commit",
+            "/repo/.git/config",
+            "/repo/.git/modules/sub/hooks/post-checkout",
+            "/repo/.git/modules/sub/config",
+        ] {
+            let write = policy.check_resolved(Path::new(path), Access::Write);
+            assert!(
+                matches!(
+                    &write,
+                    Decision::Deny {
+                        source: Some(Source::Floor),
+                        ..
+                    }
+                ),
+                "{path}: {write:?}"
+            );
+            assert!(
+                policy
+                    .check_resolved(Path::new(path), Access::Read)
+                    .is_allowed()
+            );
+        }
+        assert!(
+            policy
+                .check_resolved(Path::new("/repo/.git/index"), Access::Write)
+                .is_allowed()
+        );
+    }
+}
