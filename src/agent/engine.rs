@@ -135,6 +135,18 @@ impl Engine {
         crate::queue::Inbox::new(&self.0.store.dir(session_id))
     }
 
+    /// The messages queued for the session of `ctx`, in order; a file that is not a message is
+    /// set aside (see [`crate::queue::Inbox::list`]) with a warning event.
+    pub fn queued(&self, ctx: &ToolContext) -> Vec<(String, crate::queue::QueuedMessage)> {
+        let listing = self.inbox(&ctx.session_id).list();
+        for bad in &listing.set_aside {
+            self.emit(Event::Warning {
+                message: bad.to_string(),
+            });
+        }
+        listing.messages
+    }
+
     fn interrupts_enabled(&self) -> bool {
         self.0.queue.interrupt_enabled
     }
@@ -149,7 +161,7 @@ impl Engine {
         let interrupts = self.interrupts_enabled();
         let paused = self.is_paused(ctx);
         paused
-            || self.inbox(&ctx.session_id).list().iter().any(|(_, m)| {
+            || self.queued(ctx).iter().any(|(_, m)| {
                 m.stop || (interrupts && m.priority != crate::queue::QueuePriority::Normal)
             })
     }
@@ -184,8 +196,7 @@ impl Engine {
                 session_id: ctx.session_id.clone(),
             });
         }
-        let inbox = self.inbox(&ctx.session_id);
-        let queued = inbox.list();
+        let queued = self.queued(ctx);
         if let Some((name, stop)) = queued
             .iter()
             .find(|(_, m)| m.stop || crate::queue::is_stop_word(&m.text, &self.0.queue.stop_words))
@@ -238,7 +249,7 @@ impl Engine {
             }
             Ok(added)
         })?;
-        self.inbox(&ctx.session_id).remove(&names);
+        self.inbox(&ctx.session_id).remove(&names)?;
         if count > 0 {
             let latency: Vec<i64> = messages
                 .iter()
@@ -253,9 +264,8 @@ impl Engine {
     /// The next queued message (any priority), for processing after the task: `None` when the
     /// queue is empty. A stop word found here is confirmed and dropped (nothing is running).
     pub fn take_next(&self, ctx: &ToolContext) -> Result<Option<()>, ToolError> {
-        let inbox = self.inbox(&ctx.session_id);
         loop {
-            let Some((name, next)) = inbox.list().into_iter().next() else {
+            let Some((name, next)) = self.queued(ctx).into_iter().next() else {
                 return Ok(None);
             };
             if next.stop || crate::queue::is_stop_word(&next.text, &self.0.queue.stop_words) {
@@ -295,7 +305,7 @@ impl Engine {
             );
             Ok(())
         })?;
-        self.inbox(&ctx.session_id).remove(&[name.to_string()]);
+        self.inbox(&ctx.session_id).remove(&[name.to_string()])?;
         if let Ok(mut s) = self.0.stopped_by.lock() {
             *s = Some(stop.text.clone());
         }

@@ -283,7 +283,7 @@ impl Runtime {
             }
             self.update_status(&session_id, SessionStatus::Running, before)
                 .await?;
-            let pending = crate::queue::Inbox::new(&self.store.dir(&session_id)).list();
+            let pending = engine.queued(&ctx);
             engine.inject(&ctx, pending)?;
             self.update_status(&session_id, SessionStatus::Running, after)
                 .await?;

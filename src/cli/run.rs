@@ -147,12 +147,30 @@ pub fn headless(
         match run_and_render(&runtime, request, format, cancel.clone()).await {
             Ok(mut outcome) => {
                 // A message queued just as this run ended, after its last look at the queue and
-                // before it let go of the session, would wait for the next run: look once more.
+                // before it let go of the session, would wait for the next run: look once more,
+                // as long as each look finds messages the last run did not already have.
+                let mut last_seen: Vec<String> = Vec::new();
                 loop {
                     let dir = runtime.store().dir(&outcome.session_id);
-                    if outcome.status != RunStatus::Completed || crate::queue::Inbox::new(&dir).is_empty() {
+                    if outcome.status != RunStatus::Completed {
                         break;
                     }
+                    let waiting: Vec<String> = crate::queue::Inbox::new(&dir)
+                        .list()
+                        .messages
+                        .into_iter()
+                        .map(|(_, m)| m.id)
+                        .collect();
+                    if waiting.is_empty() {
+                        break;
+                    }
+                    if waiting == last_seen {
+                        // The last run left them where they were: running again would only
+                        // repeat it (and pay for it).
+                        tracing::error!(session = %outcome.session_id, op = "queue", result = "stuck", "queued messages were not taken by the last run; not running again");
+                        break;
+                    }
+                    last_seen = waiting;
                     let Ok(Some(guard)) = crate::queue::RunGuard::try_acquire(&dir) else { break };
                     let again = RunRequest {
                         session: Some(outcome.session_id.clone()),

@@ -75,6 +75,40 @@ pub struct Inbox {
     dir: PathBuf,
 }
 
+/// What a look at the queue found.
+#[derive(Debug, Clone, Default)]
+pub struct Listing {
+    /// Every readable message in order, with its file name.
+    pub messages: Vec<(String, QueuedMessage)>,
+    /// Files that could not be read as a message: moved to `inbox/bad/` (or left where they are
+    /// if even that failed) and never counted as waiting.
+    pub set_aside: Vec<SetAside>,
+}
+
+/// A queue file that is not a message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetAside {
+    pub file: PathBuf,
+    pub reason: String,
+    /// Where it is now, if it could be moved.
+    pub moved_to: Option<PathBuf>,
+}
+
+impl std::fmt::Display for SetAside {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "queue file {} is not a message ({}); ",
+            self.file.display(),
+            self.reason
+        )?;
+        match &self.moved_to {
+            Some(to) => write!(f, "moved to {}", to.display()),
+            None => f.write_str("it could not be moved aside and is ignored"),
+        }
+    }
+}
+
 static SEQUENCE: AtomicU64 = AtomicU64::new(0);
 
 impl Inbox {
@@ -119,28 +153,58 @@ impl Inbox {
         names
     }
 
-    /// Every queued message in order, with its file name. Unreadable files are skipped (a
-    /// half-written one cannot exist: files appear by rename).
-    pub fn list(&self) -> Vec<(String, QueuedMessage)> {
-        self.names()
-            .into_iter()
-            .filter_map(|name| {
-                let text = std::fs::read(self.dir.join(&name)).ok()?;
-                let message = serde_json::from_slice(&text).ok()?;
-                Some((name, message))
-            })
-            .collect()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.names().is_empty()
-    }
-
-    /// Removes messages (after they are safely in session.json).
-    pub fn remove(&self, names: &[String]) {
-        for name in names {
-            let _ = std::fs::remove_file(self.dir.join(name));
+    /// Every queued message in order. A file that is not a message (a half-written one cannot
+    /// exist: files appear by rename, so this is damage or a hand-made file) is moved to
+    /// `inbox/bad/` and reported, once, in the listing and the log: it is never a message
+    /// waiting, which would make a run look at the queue again and again.
+    pub fn list(&self) -> Listing {
+        let mut listing = Listing::default();
+        for name in self.names() {
+            let file = self.dir.join(&name);
+            let parsed = std::fs::read(&file)
+                .map_err(|e| e.to_string())
+                .and_then(|bytes| {
+                    serde_json::from_slice::<QueuedMessage>(&bytes).map_err(|e| e.to_string())
+                });
+            match parsed {
+                Ok(message) => listing.messages.push((name, message)),
+                Err(reason) => {
+                    let bad = self.dir.join("bad");
+                    let moved_to = std::fs::create_dir_all(&bad)
+                        .and_then(|()| std::fs::rename(&file, bad.join(&name)))
+                        .map(|()| bad.join(&name))
+                        .ok();
+                    let set_aside = SetAside {
+                        file,
+                        reason,
+                        moved_to,
+                    };
+                    tracing::warn!(op = "queue", result = "set-aside", "{set_aside}");
+                    listing.set_aside.push(set_aside);
+                }
+            }
         }
+        listing
+    }
+
+    /// Whether no readable message waits.
+    pub fn is_empty(&self) -> bool {
+        self.list().messages.is_empty()
+    }
+
+    /// Removes messages (after they are safely in session.json). A message that is already gone
+    /// is fine; one that cannot be removed is an error (it would be taken again).
+    pub fn remove(&self, names: &[String]) -> Result<(), crate::session::SessionError> {
+        for name in names {
+            let path = self.dir.join(name);
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(crate::session::SessionError::Io { path, source: e });
+                }
+                _ => {}
+            }
+        }
+        Ok(())
     }
 }
 
@@ -168,12 +232,47 @@ mod tests {
         inbox.push(&message("n2", QueuePriority::Normal))?;
         assert_eq!(inbox.push(&message("h2", QueuePriority::High))?, 2);
         assert_eq!(inbox.push(&message("u1", QueuePriority::Urgent))?, 1);
-        let order: Vec<String> = inbox.list().into_iter().map(|(_, m)| m.text).collect();
-        assert_eq!(order, vec!["u1", "h1", "h2", "n1", "n2"]);
-        let names: Vec<String> = inbox.list().into_iter().take(2).map(|(n, _)| n).collect();
-        inbox.remove(&names);
-        let order: Vec<String> = inbox.list().into_iter().map(|(_, m)| m.text).collect();
-        assert_eq!(order, vec!["h2", "n1", "n2"]);
+        let texts = |inbox: &Inbox| -> Vec<String> {
+            inbox
+                .list()
+                .messages
+                .into_iter()
+                .map(|(_, m)| m.text)
+                .collect()
+        };
+        assert_eq!(texts(&inbox), vec!["u1", "h1", "h2", "n1", "n2"]);
+        let names: Vec<String> = inbox
+            .list()
+            .messages
+            .into_iter()
+            .take(2)
+            .map(|(n, _)| n)
+            .collect();
+        inbox.remove(&names)?;
+        assert_eq!(texts(&inbox), vec!["h2", "n1", "n2"]);
+        // Removing what is already gone is fine.
+        inbox.remove(&names)?;
+        Ok(())
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_message_is_set_aside_once_and_never_waits() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let inbox = Inbox::new(dir.path());
+        inbox.push(&message("real", QueuePriority::High))?;
+        std::fs::write(dir.path().join("inbox/0-garbage.json"), b"\xff{not json")?;
+        std::fs::write(dir.path().join("inbox/1-shape.json"), br#"{"text": 3}"#)?;
+        let listing = inbox.list();
+        assert_eq!(listing.messages.len(), 1);
+        assert_eq!(listing.messages[0].1.text, "real");
+        assert_eq!(listing.set_aside.len(), 2);
+        assert!(dir.path().join("inbox/bad/0-garbage.json").is_file());
+        assert!(dir.path().join("inbox/bad/1-shape.json").is_file());
+        assert!(!dir.path().join("inbox/0-garbage.json").exists());
+        // Reported once: the next look finds only the message.
+        assert!(inbox.list().set_aside.is_empty());
+        inbox.remove(&[listing.messages[0].0.clone()])?;
+        assert!(inbox.is_empty());
         Ok(())
     }
 }

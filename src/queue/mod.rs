@@ -13,7 +13,7 @@ pub mod priority;
 use std::fs::{File, OpenOptions};
 use std::path::Path;
 
-pub use inbox::{Inbox, QueuePriority, QueuedMessage};
+pub use inbox::{Inbox, Listing, QueuePriority, QueuedMessage, SetAside};
 
 /// Held while a process runs a session; dropping it (or the process dying) releases it.
 #[derive(Debug)]

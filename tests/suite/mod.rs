@@ -12,6 +12,7 @@ mod permissions_run;
 mod plugins;
 mod queue;
 mod queue_load;
+mod reliability;
 mod run;
 mod sandbox;
 mod shell_sandbox;

@@ -1,0 +1,75 @@
+//! Regression tests for what was found by trying to break nop (issue 13): each named after the
+//! defect it guards against.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::Value;
+
+use crate::support::Repo;
+use crate::support::mock::{MockResponse, MockServer, openai};
+
+#[test]
+fn an_unreadable_queue_file_is_set_aside_and_never_makes_nop_call_the_model_again() {
+    let repo = Repo::new();
+    let id = repo.new_session();
+    let inbox = repo.session_dir(&id).join("inbox");
+    std::fs::create_dir_all(&inbox).unwrap();
+    std::fs::write(
+        inbox.join("1-00000000000000000001-0000000001-000001.json"),
+        "{torn",
+    )
+    .unwrap();
+    // Any number of requests is answered; after the fourth they fail, so a loop ends.
+    let count = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&count);
+    let server = MockServer::start_with(Box::new(move |_| {
+        if seen.fetch_add(1, Ordering::SeqCst) < 4 {
+            openai::reply_text("answered")
+        } else {
+            MockResponse::status(400, "enough")
+        }
+    }));
+    let out = repo
+        .nop_model(&server, "openai")
+        .args([
+            "run",
+            "--session",
+            &id,
+            "--output-format",
+            "stream-json",
+            "hi",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        count.load(Ordering::SeqCst),
+        1,
+        "one request for one prompt"
+    );
+    let warnings: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "warning")
+        .filter_map(|e| e["message"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("is not a message") && w.contains("inbox/bad/")),
+        "{warnings:?}"
+    );
+    assert!(
+        inbox
+            .join("bad/1-00000000000000000001-0000000001-000001.json")
+            .is_file()
+    );
+    let log = std::fs::read_to_string(repo.path().join(".nop/logs/system.log")).unwrap();
+    assert!(log.contains("result=set-aside"), "{log}");
+}
