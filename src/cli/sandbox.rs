@@ -133,7 +133,9 @@ fn check(
         (NetworkMode::Deny, _) => "denied: TCP connect and bind refused by Landlock (UDP is not)",
     };
     let processes = match (settings.mode, machine.mechanism) {
-        (SandboxMode::Off, _) | (_, None) => "the command's process group is killed when it ends",
+        (SandboxMode::Off, _) | (_, None | Some(Mechanism::Unconfined)) => {
+            "a subreaper: everything a command starts is killed when it ends"
+        }
         (_, Some(Mechanism::Namespaces)) => {
             "a PID namespace: everything a command starts ends with it"
         }

@@ -173,6 +173,19 @@ pub fn shell_view(policy: &Policy, options: &ShellOptions) -> ShellView {
     match options.mechanism {
         Mechanism::Namespaces => namespace_view(policy, options),
         Mechanism::Landlock => super::landlock_map::landlock_view(policy, options),
+        Mechanism::Unconfined => ShellView {
+            spec: Spec {
+                mechanism: Mechanism::Unconfined,
+                required: options.required,
+                grants: Vec::new(),
+                mounts: Vec::new(),
+                network: true,
+                parent: Some(std::process::id()),
+            },
+            writable_roots: vec![PathBuf::from("/")],
+            protections: Vec::new(),
+            limits: vec!["nothing is confined: commands run with your rights".to_string()],
+        },
     }
 }
 

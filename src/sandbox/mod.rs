@@ -71,6 +71,9 @@ pub enum Mechanism {
     Namespaces,
     /// Landlock alone.
     Landlock,
+    /// Nothing confined (`sandbox: off`, or a machine that can confine nothing): the helper only
+    /// makes sure that everything the command starts ends with it, and with nop.
+    Unconfined,
 }
 
 /// One path of the namespace view.
@@ -248,10 +251,14 @@ fn run(spec: &Spec, program: &OsStr, args: &[OsString]) -> SandboxError {
     match spec.mechanism {
         Mechanism::Namespaces => namespace::run(spec, program, args),
         Mechanism::Landlock => reap::run(
-            || rules::confine(spec, spec.required, !spec.network),
+            || {
+                rules::confine(spec, spec.required, !spec.network)?;
+                caps::drop_all().map_err(SandboxError::Capabilities)
+            },
             program,
             args,
         ),
+        Mechanism::Unconfined => reap::run(|| Ok(()), program, args),
     }
 }
 

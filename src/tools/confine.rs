@@ -115,7 +115,9 @@ impl Machine {
             Some(Mechanism::Landlock) => {
                 format!("landlock: {abi} alone (no namespaces: {why_not})")
             }
-            None => format!("none: {abi}, and no namespaces ({why_not})"),
+            None | Some(Mechanism::Unconfined) => {
+                format!("none: {abi}, and no namespaces ({why_not})")
+            }
         }
     }
 
@@ -205,22 +207,33 @@ pub fn confine(
     args: &[OsString],
 ) -> Result<Confined, ConfineError> {
     let (env, removed_env) = filtered_env(settings, std::env::vars_os());
-    let plain = |env: Vec<(OsString, OsString)>| {
-        let mut c = std::process::Command::new(program);
-        c.args(args).env_clear().envs(env);
-        c
+    let machine = Machine::probe(settings)?;
+    // Unconfined, but through the helper all the same: what the command starts ends with it.
+    let plain = |env: Vec<(OsString, OsString)>| -> Result<_, ConfineError> {
+        let spec = sandbox::Spec {
+            mechanism: Mechanism::Unconfined,
+            required: false,
+            grants: Vec::new(),
+            mounts: Vec::new(),
+            network: true,
+            parent: Some(std::process::id()),
+        };
+        let (mut command, spec_fd) = sandbox::command(&machine.helper, &spec, program, args)
+            .map_err(|e| ConfineError::Setup(e.to_string()))?;
+        command.env_clear().envs(env);
+        Ok((command, spec_fd))
     };
     if settings.mode == SandboxMode::Off {
+        let (command, spec_fd) = plain(env)?;
         return Ok(Confined {
-            command: plain(env),
+            command,
             view: None,
             note: None,
             removed_env,
-            spec_fd: None,
+            spec_fd: Some(spec_fd),
         });
     }
     let required = settings.mode == SandboxMode::Required;
-    let machine = Machine::probe(settings)?;
     let gaps = machine.gaps(settings);
     // `required` never falls back; Landlock alone is accepted only when chosen (namespaces: off).
     if required && !gaps.is_empty() {
@@ -238,12 +251,13 @@ pub fn confine(
                 machine.describe()
             ))
         });
+        let (command, spec_fd) = plain(env)?;
         return Ok(Confined {
-            command: plain(env),
+            command,
             view: None,
             note,
             removed_env,
-            spec_fd: None,
+            spec_fd: Some(spec_fd),
         });
     };
     protect_git_hooks(policy.root());

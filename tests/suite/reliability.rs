@@ -73,3 +73,31 @@ fn an_unreadable_queue_file_is_set_aside_and_never_makes_nop_call_the_model_agai
     let log = std::fs::read_to_string(repo.path().join(".nop/logs/system.log")).unwrap();
     assert!(log.contains("result=set-aside"), "{log}");
 }
+
+#[test]
+fn a_tool_process_never_outlives_a_sigkilled_nop_even_with_the_sandbox_off() {
+    let repo = Repo::new();
+    let marker = format!("600.{}", std::process::id());
+    let script = format!("setsid -f sleep {marker}; exec sleep {marker}");
+    let mut nop = crate::support::start_until(
+        &repo,
+        &[
+            "--set",
+            "sandbox=off",
+            "sandbox",
+            "run",
+            "--",
+            "bash",
+            "-c",
+            &script,
+        ],
+        &marker,
+        2,
+    );
+    nop.kill().unwrap();
+    nop.wait().unwrap();
+    assert_eq!(
+        crate::support::wait_until_gone(&marker),
+        Vec::<String>::new()
+    );
+}

@@ -14,7 +14,7 @@ use std::process::{Command, Output};
 use serde_json::json;
 
 use crate::support::mock::{MockServer, openai};
-use crate::support::{Repo, repo_dir};
+use crate::support::{Repo, processes_with, repo_dir, wait_until_gone};
 
 /// How shell commands are confined in a test.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -345,14 +345,7 @@ fn nothing_a_command_starts_outlives_it() {
         );
         let out = sh(&repo, mode, &script, &[]);
         assert_eq!(stdout(&out), "STARTED\n", "{mode:?}: {}", stderr(&out));
-        let survivors: Vec<String> = fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter_map(|e| fs::read(e.path().join("cmdline")).ok())
-            .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
-            .filter(|c| c.contains(&marker))
-            .collect();
-        assert_eq!(survivors, Vec::<String>::new(), "{mode:?}");
+        assert_eq!(processes_with(&marker), Vec::<String>::new(), "{mode:?}");
     }
 }
 
@@ -650,30 +643,6 @@ fn rewriting_the_temp_directory_cannot_widen_the_rules() {
             .contains("sandbox:"),
         "{results:?}"
     );
-}
-
-/// The command lines of the processes on this machine that hold `marker`.
-fn processes_with(marker: &str) -> Vec<String> {
-    fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| fs::read(e.path().join("cmdline")).ok())
-        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
-        .filter(|c| c.contains(marker))
-        .collect()
-}
-
-/// Waits until no process holds `marker` (the kernel delivers parent-death signals and tears
-/// namespaces down as nop exits, not before); fails after 10 s.
-fn wait_until_gone(marker: &str) -> Vec<String> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let left = processes_with(marker);
-        if left.is_empty() || std::time::Instant::now() > deadline {
-            return left;
-        }
-        std::thread::yield_now();
-    }
 }
 
 #[test]

@@ -167,3 +167,49 @@ impl Repo {
         Store::new(self.sessions_dir(), Duration::from_secs(10))
     }
 }
+
+/// The command lines of the processes on this machine that hold `marker`.
+pub fn processes_with(marker: &str) -> Vec<String> {
+    std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.contains(marker))
+        .collect()
+}
+
+/// Waits until no process holds `marker` (the kernel delivers parent-death signals and tears
+/// namespaces down as nop exits, not before) and returns those left after 10 s.
+pub fn wait_until_gone(marker: &str) -> Vec<String> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let left = processes_with(marker);
+        if left.is_empty() || std::time::Instant::now() > deadline {
+            return left;
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// Starts `nop args…` in `repo` and waits until `count` processes hold `marker`.
+pub fn start_until(repo: &Repo, args: &[&str], marker: &str, count: usize) -> std::process::Child {
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("nop"))
+        .args(args)
+        .current_dir(repo.path())
+        .env_clear()
+        .env("HOME", repo.path())
+        .env("PATH", "/usr/bin:/bin")
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("nop");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while processes_with(marker).len() < count {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{marker} never started"
+        );
+        std::thread::yield_now();
+    }
+    child
+}
