@@ -165,7 +165,9 @@ fn check(
     }
     writeln!(out, "agent:       {agent}")?;
     writeln!(out, "mechanism:   {mechanism}")?;
-    writeln!(out, "helper:      {}", machine.helper.display())?;
+    if let Some(helper) = &machine.helper {
+        writeln!(out, "helper:      {}", helper.display())?;
+    }
     if let Some(why) = &refused {
         writeln!(out, "refused:     {why}")?;
     }

@@ -542,8 +542,10 @@ pub fn probe(exe: &Path) -> Probe {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Helper {
     /// `nop-sandbox` beside the running nop when it is of the same version (it starts in a
-    /// third of the time), else nop itself; run as `PATH __sandbox …` either way.
-    pub path: PathBuf,
+    /// third of the time), else nop itself; run as `PATH __sandbox …` either way. `None` when
+    /// neither answered as this version of nop (a test harness, a stale helper): nothing can be
+    /// confined or supervised then.
+    pub path: Option<PathBuf>,
     pub probe: Probe,
 }
 
@@ -553,17 +555,28 @@ pub fn helper(exe: &Path) -> Helper {
     HELPER
         .get_or_init(|| {
             let ours = Some(env!("CARGO_PKG_VERSION").to_string());
-            if let Some(small) = exe.parent().map(|d| d.join("nop-sandbox"))
-                && small.is_file()
-            {
-                let probe = probe(&small);
-                if probe.version == ours {
-                    return Helper { path: small, probe };
+            let small = exe.parent().map(|d| d.join("nop-sandbox"));
+            let mut last = None;
+            for candidate in small.into_iter().chain([exe.to_path_buf()]) {
+                if !candidate.is_file() {
+                    continue;
                 }
+                let probe = probe(&candidate);
+                if probe.version == ours {
+                    return Helper {
+                        path: Some(candidate),
+                        probe,
+                    };
+                }
+                last = Some(probe);
             }
             Helper {
-                path: exe.to_path_buf(),
-                probe: probe(exe),
+                path: None,
+                probe: last.unwrap_or(Probe {
+                    available: false,
+                    error: Some("no nop binary to confine commands with".into()),
+                    version: None,
+                }),
             }
         })
         .clone()

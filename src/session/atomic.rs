@@ -30,6 +30,53 @@ pub fn write_atomic(path: &Path, contents: &[u8]) -> Result<()> {
     sync_dir(dir)
 }
 
+/// Replaces `path` with `contents` atomically, as an editor saves a user's file: an existing
+/// file keeps its permission bits (an executable stays executable) and, where this process may
+/// set them, its owner and group; a new file gets `0666` less the umask, as `open(2)` would give
+/// it. The file is a new inode: a hard link to the old one keeps the old contents.
+pub fn replace_file(path: &Path, contents: &[u8]) -> Result<()> {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    let dir = parent_of(path);
+    let existing = std::fs::metadata(path).ok();
+    let temp = write_temp(dir, contents, None)?;
+    let temp_path = temp.path().to_path_buf();
+    let mode = match &existing {
+        Some(meta) => meta.mode() & 0o7777,
+        None => 0o666 & !umask(),
+    };
+    temp.as_file()
+        .set_permissions(std::fs::Permissions::from_mode(mode))
+        .map_err(SessionError::io(&temp_path))?;
+    if let Some(meta) = &existing {
+        // Only root or the owner with a group it belongs to may; otherwise the file becomes the
+        // writer's, as with any editor that saves by renaming.
+        let _ = std::os::unix::fs::fchown(temp.as_file(), Some(meta.uid()), Some(meta.gid()));
+        if meta.mode() & 0o6000 != 0 {
+            // chown clears set-user-ID and set-group-ID bits: set the mode again.
+            let _ = temp
+                .as_file()
+                .set_permissions(std::fs::Permissions::from_mode(mode));
+        }
+    }
+    temp.persist(path).map_err(|e| SessionError::Io {
+        path: path.to_path_buf(),
+        source: e.error,
+    })?;
+    sync_dir(dir)
+}
+
+/// This process's umask, read without changing it (`umask(2)` can only set it); 022 where
+/// /proc does not say.
+fn umask() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("Umask:"))?;
+            u32::from_str_radix(line.trim_start_matches("Umask:").trim(), 8).ok()
+        })
+        .unwrap_or(0o022)
+}
+
 /// Creates `path` with `contents`, failing if it exists (create-new semantics); with `read_only`
 /// the file is made read-only before it appears under its name.
 pub fn create_new_atomic(path: &Path, contents: &[u8], read_only: bool) -> Result<()> {

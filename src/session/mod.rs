@@ -22,7 +22,7 @@ mod lock;
 mod logs;
 mod store;
 
-pub use atomic::{commit_files, create_new_atomic, sync_dir, write_atomic};
+pub use atomic::{commit_files, create_new_atomic, replace_file, sync_dir, write_atomic};
 pub use error::{Result, SessionError};
 pub use lock::{LockKind, SessionLock};
 pub use logs::ErrorRecord;

@@ -67,8 +67,8 @@ pub struct Machine {
     pub landlock: sandbox::Support,
     /// Whether user namespaces work here, or why not (`None` when not asked: `namespaces: off`).
     pub namespaces: Option<sandbox::namespace::Probe>,
-    /// The program that confines commands.
-    pub helper: PathBuf,
+    /// The program that confines commands (`None`: none could be found).
+    pub helper: Option<PathBuf>,
 }
 
 impl Machine {
@@ -80,7 +80,9 @@ impl Machine {
             NamespacesMode::Off => None,
             NamespacesMode::Auto => Some(helper.probe),
         };
-        let mechanism = if namespaces.as_ref().is_some_and(|p| p.available) {
+        let mechanism = if helper.path.is_none() {
+            None
+        } else if namespaces.as_ref().is_some_and(|p| p.available) {
             Some(Mechanism::Namespaces)
         } else if landlock.filesystem != Enforcement::None {
             Some(Mechanism::Landlock)
@@ -210,6 +212,11 @@ pub fn confine(
     let machine = Machine::probe(settings)?;
     // Unconfined, but through the helper all the same: what the command starts ends with it.
     let plain = |env: Vec<(OsString, OsString)>| -> Result<_, ConfineError> {
+        let Some(helper) = &machine.helper else {
+            let mut command = std::process::Command::new(program);
+            command.args(args).env_clear().envs(env);
+            return Ok((command, None));
+        };
         let spec = sandbox::Spec {
             mechanism: Mechanism::Unconfined,
             required: false,
@@ -218,10 +225,10 @@ pub fn confine(
             network: true,
             parent: Some(std::process::id()),
         };
-        let (mut command, spec_fd) = sandbox::command(&machine.helper, &spec, program, args)
+        let (mut command, spec_fd) = sandbox::command(helper, &spec, program, args)
             .map_err(|e| ConfineError::Setup(e.to_string()))?;
         command.env_clear().envs(env);
-        Ok((command, spec_fd))
+        Ok((command, Some(spec_fd)))
     };
     if settings.mode == SandboxMode::Off {
         let (command, spec_fd) = plain(env)?;
@@ -230,7 +237,7 @@ pub fn confine(
             view: None,
             note: None,
             removed_env,
-            spec_fd: Some(spec_fd),
+            spec_fd,
         });
     }
     let required = settings.mode == SandboxMode::Required;
@@ -257,7 +264,7 @@ pub fn confine(
             view: None,
             note,
             removed_env,
-            spec_fd: Some(spec_fd),
+            spec_fd,
         });
     };
     protect_git_hooks(policy.root());
@@ -289,7 +296,10 @@ pub fn confine(
         }
         warn_once(message)
     });
-    let (mut command, spec_fd) = sandbox::command(&machine.helper, &view.spec, program, args)
+    let Some(helper) = &machine.helper else {
+        return Err(ConfineError::Setup("no sandbox helper".into()));
+    };
+    let (mut command, spec_fd) = sandbox::command(helper, &view.spec, program, args)
         .map_err(|e| ConfineError::Setup(e.to_string()))?;
     command.env_clear().envs(env);
     Ok(Confined {

@@ -68,13 +68,8 @@ impl TypedTool for EditFile {
                 ));
             }
         };
-        let target = path.clone();
-        tokio::task::spawn_blocking(move || {
-            crate::session::write_atomic(&target, updated.as_bytes())
-        })
-        .await
-        .map_err(|e| ToolError::Fatal(e.to_string()))?
-        .map_err(|e| ToolError::model("WriteFailed", e.to_string()))?;
+        // Through the directory's descriptor, re-checked, as write-file does.
+        paths::write_verified(ctx, &path, updated.as_bytes())?;
         Ok(ToolOutput::text(format!(
             "edited {}: {count} replacement{}",
             paths::display(&ctx.root, &path),

@@ -124,7 +124,7 @@ pub fn write_verified(ctx: &ToolContext, path: &Path, bytes: &[u8]) -> Result<()
     }
     use std::os::fd::AsRawFd;
     let via_fd = PathBuf::from(format!("/proc/self/fd/{}", dir_file.as_raw_fd())).join(name);
-    crate::session::write_atomic(&via_fd, bytes)
+    crate::session::replace_file(&via_fd, bytes)
         .map_err(|e| ToolError::model("WriteFailed", e.to_string()))
 }
 

@@ -101,3 +101,66 @@ fn a_tool_process_never_outlives_a_sigkilled_nop_even_with_the_sandbox_off() {
         Vec::<String>::new()
     );
 }
+
+#[test]
+fn write_file_and_edit_file_keep_a_files_mode_and_new_files_follow_the_umask() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let repo = Repo::new();
+    let script = repo.path().join("run.sh");
+    std::fs::write(&script, "#!/bin/sh\necho one\n").unwrap();
+    std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o750)).unwrap();
+    let linked = repo.path().join("linked.txt");
+    std::fs::write(&linked, "old\n").unwrap();
+    std::fs::hard_link(&linked, repo.path().join("other-name.txt")).unwrap();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[
+            (
+                "c1",
+                "edit-file",
+                serde_json::json!({"path": "run.sh", "old_string": "one", "new_string": "two"}),
+            ),
+            (
+                "c2",
+                "write-file",
+                serde_json::json!({"path": "new.txt", "content": "new\n"}),
+            ),
+            (
+                "c3",
+                "write-file",
+                serde_json::json!({"path": "linked.txt", "content": "new\n"}),
+            ),
+        ]),
+        openai::reply_text("done"),
+    ]);
+    repo.model_ok(&server, &["run", "edit"]);
+    let mode = |name: &str| {
+        std::fs::metadata(repo.path().join(name))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777
+    };
+    assert_eq!(
+        std::fs::read_to_string(&script).unwrap(),
+        "#!/bin/sh\necho two\n"
+    );
+    assert_eq!(mode("run.sh"), 0o750, "an edit keeps the mode");
+    // nop inherits this process's umask.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let umask = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Umask:"))
+        .map(|u| u32::from_str_radix(u.trim(), 8).unwrap())
+        .unwrap();
+    assert_eq!(
+        mode("new.txt"),
+        0o666 & !umask,
+        "a new file follows the umask"
+    );
+    // Documented: the file is replaced whole, so another hard link keeps the old contents.
+    assert_eq!(std::fs::read_to_string(&linked).unwrap(), "new\n");
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("other-name.txt")).unwrap(),
+        "old\n"
+    );
+}
