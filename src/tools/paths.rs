@@ -75,12 +75,42 @@ fn real_path(file: &std::fs::File) -> Option<PathBuf> {
     std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()
 }
 
+/// Opens a file that `resolve` allowed for reading, re-checking the file actually opened. Only
+/// regular files: a FIFO would block until something writes to it, a device may never end.
+pub fn open_verified(ctx: &ToolContext, path: &Path) -> Result<std::fs::File, ToolError> {
+    let failed = |e: std::io::Error| {
+        ToolError::model("ReadFailed", format!("{}: {e}", display(&ctx.root, path)))
+    };
+    // Non-blocking so that opening a FIFO does not wait for a writer; it is refused below.
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+        .open(path)
+        .map_err(failed)?;
+    verify(ctx, &file, path, Access::Read)?;
+    let kind = file.metadata().map_err(failed)?.file_type();
+    if !kind.is_file() {
+        use std::os::unix::fs::FileTypeExt as _;
+        let what = if kind.is_fifo() {
+            "a named pipe (FIFO)"
+        } else if kind.is_dir() {
+            "a directory (use list-files)"
+        } else if kind.is_socket() {
+            "a socket"
+        } else {
+            "a device"
+        };
+        return Err(ToolError::model(
+            "NotAFile",
+            format!("{} is {what}, not a regular file", display(&ctx.root, path)),
+        ));
+    }
+    Ok(file)
+}
+
 /// Reads a file that `resolve` allowed, re-checking the file actually opened.
 pub fn read_verified(ctx: &ToolContext, path: &Path) -> Result<Vec<u8>, ToolError> {
-    let mut file = std::fs::File::open(path).map_err(|e| {
-        ToolError::model("ReadFailed", format!("{}: {e}", display(&ctx.root, path)))
-    })?;
-    verify(ctx, &file, path, Access::Read)?;
+    let mut file = open_verified(ctx, path)?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes).map_err(|e| {
         ToolError::model("ReadFailed", format!("{}: {e}", display(&ctx.root, path)))

@@ -164,3 +164,127 @@ fn write_file_and_edit_file_keep_a_files_mode_and_new_files_follow_the_umask() {
         "old\n"
     );
 }
+
+/// Runs `command`, killing it if it has not finished within `seconds` (then the test fails
+/// instead of hanging).
+fn output_within(mut command: std::process::Command, seconds: u64) -> std::process::Output {
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(seconds);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("still running after {seconds} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn read_file_refuses_a_fifo_or_a_device_at_once() {
+    let repo = Repo::new();
+    let fifo = repo.path().join("pipe");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[
+            ("c1", "read-file", serde_json::json!({"path": "pipe"})),
+            (
+                "c2",
+                "read-file",
+                serde_json::json!({"path": "/dev/zero", "limit": 2}),
+            ),
+        ]),
+        openai::reply_text("done"),
+    ]);
+    let mut command = repo.nop_model_process(&server, "openai");
+    // /dev/zero is outside the repository: allow reading it so the refusal is the file type's.
+    std::fs::write(
+        repo.path().join(".nop/.permissions/agent-default.yml"),
+        "tools:\n  allowed: [\"*\"]\nfile-access:\n  - pattern: \"/dev/**\"\n    access: read-only\n  \
+         - pattern: \"**\"\n    access: read\n",
+    )
+    .unwrap();
+    command.args(["run", "read them"]);
+    let out = output_within(command, 20);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results = server.requests().last().unwrap().tool_results();
+    assert!(
+        results[0].contains("pipe is a named pipe (FIFO), not a regular file"),
+        "{results:?}"
+    );
+    assert!(
+        results[1].contains("/dev/zero is a device, not a regular file"),
+        "{results:?}"
+    );
+}
+
+#[test]
+fn reading_two_lines_of_a_large_file_streams_it() {
+    let repo = Repo::new();
+    let big = repo.path().join("big.log");
+    {
+        use std::io::Write as _;
+        let mut file = std::io::BufWriter::new(std::fs::File::create(&big).unwrap());
+        let line = format!("{}\n", "x".repeat(99));
+        for _ in 0..1_500_000 {
+            file.write_all(line.as_bytes()).unwrap();
+        }
+    }
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "read-file",
+            serde_json::json!({"path": "big.log", "offset": 3, "limit": 2}),
+        )]),
+        openai::reply_text("done"),
+    ]);
+    // Python runs nop as its only child, so its children's peak memory is nop's.
+    let nop = assert_cmd::cargo::cargo_bin("nop");
+    let mut command = std::process::Command::new("python3");
+    command
+        .args([
+            "-c",
+            "import resource, subprocess, sys; \
+             code = subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL).returncode; \
+             print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); sys.exit(code)",
+        ])
+        .arg(&nop)
+        .args(["run", "read two lines"])
+        .current_dir(repo.path())
+        .env_clear()
+        .env("HOME", repo.path())
+        .env("PATH", "/usr/bin:/bin")
+        .envs(crate::support::model_env(&server, "openai"));
+    let out = output_within(command, 60);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let peak_kib: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+    let results = server.requests().last().unwrap().tool_results();
+    let expected = format!(
+        "{0}\n{0}\n[lines 3-4 of 1500000; use offset/limit to read more]",
+        "x".repeat(99)
+    );
+    assert_eq!(results[0], expected);
+    // The file is 150 MB; nop itself needs a few.
+    assert!(peak_kib < 60 * 1024, "peak memory {peak_kib} KiB");
+}
