@@ -727,16 +727,33 @@ impl Engine {
             .into_iter()
             .collect(),
         };
-        store.update(&ctx.session_id, Utc::now(), |s| {
-            // Anything appended since the read stays after the compacted part.
-            let appended: Vec<Message> = s.session.messages.iter().skip(before).cloned().collect();
+        // Committed under the session's lock against the conversation it read: anything appended
+        // since stays after the compacted part; if the part it read has changed (another
+        // compaction finished first), nothing is replaced.
+        let applied = store.update(&ctx.session_id, Utc::now(), |s| {
+            let unchanged =
+                s.session.messages.len() >= before && s.session.messages[..before] == messages[..];
+            if !unchanged {
+                return Ok(false);
+            }
+            let appended: Vec<Message> = s.session.messages.split_off(before);
             s.session.messages = new_messages;
             s.session.messages.extend(appended);
             s.session.compressions.push(record);
             s.session.usage.input_tokens += reply.input_tokens;
             s.session.usage.output_tokens += reply.output_tokens;
-            Ok(())
+            Ok(true)
         })?;
+        if !applied {
+            tracing::warn!(session = %ctx.session_id, op = "compact", result = "conflict", snapshot = %snapshot, "the conversation changed during the compaction; nothing replaced");
+            return Err(ToolError::model(
+                "CompactionConflict",
+                format!(
+                    "the conversation changed while it was being compacted (another compaction \
+                     finished first); nothing was replaced or lost (snapshot {snapshot} is kept)"
+                ),
+            ));
+        }
         tracing::info!(session = %ctx.session_id, op = "compact", result = "ok", snapshot = %snapshot, before, after, "{reason}");
         self.emit(Event::Compacted {
             snapshot_id: snapshot.clone(),

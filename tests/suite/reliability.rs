@@ -288,3 +288,70 @@ fn reading_two_lines_of_a_large_file_streams_it() {
     // The file is 150 MB; nop itself needs a few.
     assert!(peak_kib < 60 * 1024, "peak memory {peak_kib} KiB");
 }
+
+#[test]
+fn two_compactions_at_once_lose_nothing_appended_meanwhile() {
+    let repo = Repo::new();
+    // The first compaction to reach its before-compact hook waits there until released.
+    let config = repo.path().join(".nop/config.yml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let base = text.split("\nhooks:").next().unwrap().to_string();
+    std::fs::write(
+        &config,
+        format!(
+            "{base}\nhooks:\n  before-compact:\n    - \"if mkdir gates/first 2>/dev/null; then \
+             while [ ! -e gates/go ]; do sleep 0.01; done; fi\"\n"
+        ),
+    )
+    .unwrap();
+    std::fs::create_dir_all(repo.path().join("gates")).unwrap();
+    let id = repo.new_session();
+    for i in 0..30 {
+        let role = if i % 2 == 0 { "user" } else { "assistant" };
+        repo.run(&["sessions", "append", &id, "--role", role, &format!("m{i}")]);
+    }
+    let server = MockServer::start(vec![
+        openai::reply_text("summary one"),
+        openai::reply_text("summary two"),
+    ]);
+    let first = repo
+        .nop_model_process(&server, "openai")
+        .args(["compact", &id])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !repo.path().join("gates/first").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the first compaction never started"
+        );
+        std::thread::yield_now();
+    }
+    // The second compaction runs to its end while the first waits, then messages arrive.
+    repo.model_ok(&server, &["compact", &id]);
+    for i in 0..5 {
+        repo.run(&["sessions", "append", &id, &format!("late{i}")]);
+    }
+    std::fs::create_dir(repo.path().join("gates/go")).unwrap();
+    let out = first.wait_with_output().unwrap();
+    let session = repo.session_json(&id);
+    let texts: Vec<&str> = session["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    for i in 0..5 {
+        let late = format!("late{i}");
+        assert!(texts.contains(&late.as_str()), "{late} lost: {texts:?}");
+    }
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("changed while it was being compacted"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(session["compressions"].as_array().unwrap().len(), 1);
+}
