@@ -177,21 +177,9 @@ impl Runtime {
         load_policy(&self.ws.root, &agent_name)?;
         let def = agents.get(&agent_name);
         if request.session.is_none() {
-            match def {
-                Some(d) if !d.enabled => {
-                    return Err(RunError::Agent(format!(
-                        "agent `{agent_name}` is disabled in {}",
-                        self.ws.agents_path().display()
-                    )));
-                }
-                None if agent_name != "coder" => {
-                    return Err(RunError::Agent(format!(
-                        "no agent `{agent_name}` in {}",
-                        self.ws.agents_path().display()
-                    )));
-                }
-                _ => {}
-            }
+            agents
+                .for_new_session(&agent_name, &self.ws.agents_path())
+                .map_err(RunError::Agent)?;
         }
         let now = Utc::now();
         let (session_id, resumed) = match &request.session {

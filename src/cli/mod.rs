@@ -677,15 +677,9 @@ fn run_session_command(
             Ok(exit_code(all_ok))
         }
         Command::Sessions(SessionsCommand::New { agent }) => {
-            let agents = ws.agents()?;
-            match agents.get(&agent) {
-                Some(def) if def.enabled => {}
-                Some(_) => bail!(
-                    "agent `{agent}` is disabled in {}",
-                    ws.agents_path().display()
-                ),
-                None => bail!("no agent `{agent}` in {}", ws.agents_path().display()),
-            }
+            ws.agents()?
+                .for_new_session(&agent, &ws.agents_path())
+                .map_err(|e| anyhow!(e))?;
             let session = store.create(&agent, Utc::now())?;
             tracing::info!(session = %session.session_id, agent = %agent, op = "create", result = "ok", "session created");
             writeln!(out, "{}", session.session_id)?;

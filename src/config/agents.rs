@@ -90,6 +90,9 @@ fn yes() -> bool {
     true
 }
 
+/// The agent that exists without being listed in agents.yml.
+pub const BUILT_IN_AGENT: &str = "coder";
+
 impl AgentsFile {
     /// Parses and validates agents.yml text; errors name the file and, where known, the line.
     pub fn parse(path: &Path, text: &str) -> Result<AgentsFile, ConfigError> {
@@ -151,6 +154,20 @@ impl AgentsFile {
 
     pub fn get(&self, name: &str) -> Option<&AgentDef> {
         self.agents.iter().find(|a| a.name == name)
+    }
+
+    /// The agent a new session may be created for: one defined and enabled here, or the built-in
+    /// `coder`, which exists even where agents.yml does not list it (one rule for `nop run` and
+    /// `nop sessions new`). The error says why not, naming `path`.
+    pub fn for_new_session(&self, name: &str, path: &Path) -> Result<Option<&AgentDef>, String> {
+        match self.get(name) {
+            Some(def) if !def.enabled => {
+                Err(format!("agent `{name}` is disabled in {}", path.display()))
+            }
+            Some(def) => Ok(Some(def)),
+            None if name == BUILT_IN_AGENT => Ok(None),
+            None => Err(format!("no agent `{name}` in {}", path.display())),
+        }
     }
 
     /// The priority of `agent` for `user` at local time `minute_of_day` (0–1439), with an

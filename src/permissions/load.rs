@@ -24,6 +24,13 @@ pub enum PermissionError {
     Missing { agent: String, path: PathBuf },
     #[error("permission files extend each other in a cycle: {}", chain.join(" → "))]
     Cycle { chain: Vec<String> },
+    #[error("{}:{line}: `extends: {name}` names {}, which does not exist", from.display(), path.display())]
+    ExtendsMissing {
+        from: PathBuf,
+        line: usize,
+        name: String,
+        path: PathBuf,
+    },
 }
 
 #[derive(Debug, Deserialize)]
@@ -32,7 +39,7 @@ struct File {
     #[serde(default)]
     agent: Option<String>,
     #[serde(default)]
-    extends: Option<String>,
+    extends: Option<Spanned<String>>,
     #[serde(default)]
     tools: Option<Tools>,
     #[serde(default, rename = "file-access")]
@@ -86,13 +93,25 @@ fn parse(path: &Path) -> Result<Option<File>, PermissionError> {
             message: "the file is empty (an empty permission file would grant nothing; say so with `tools: {allowed: []}`)".into(),
         });
     }
-    serde_saphyr::from_str(&text)
-        .map(Some)
-        .map_err(|e| PermissionError::Parse {
+    let file: File = serde_saphyr::from_str(&text).map_err(|e| PermissionError::Parse {
+        path: path.to_path_buf(),
+        pos: e.location().as_ref().and_then(pos),
+        message: crate::config::first_line(&e.to_string()),
+    })?;
+    let sets_nothing = file.agent.is_none()
+        && file.extends.is_none()
+        && file.tools.is_none()
+        && file.file_access.is_none();
+    if sets_nothing {
+        return Err(PermissionError::Parse {
             path: path.to_path_buf(),
-            pos: e.location().as_ref().and_then(pos),
-            message: crate::config::first_line(&e.to_string()),
-        })
+            pos: None,
+            message: "the file sets nothing (comments only): it would deny every tool and file; \
+                      say so with `tools: {allowed: []}` if that is meant"
+                .into(),
+        });
+    }
+    Ok(Some(file))
 }
 
 /// The rule set of one agent: its file (or agent-default.yml), then what it extends.
@@ -102,20 +121,27 @@ pub fn load_ruleset(root: &Path, agent: &str) -> Result<RuleSet, PermissionError
     let mut tools_allowed_done = false;
     let mut tools_denied_done = false;
     let mut next = Some(agent.to_string());
-    let mut explicit = false;
+    // The file and line of the `extends` that named `next`, if one did.
+    let mut named_by: Option<(PathBuf, usize)> = None;
+    let shown = |name: &str| format!("agent-{name}.yml");
     while let Some(name) = next.take() {
         if chain.contains(&name) {
             chain.push(name);
-            return Err(PermissionError::Cycle { chain });
+            return Err(PermissionError::Cycle {
+                chain: chain.iter().map(|n| shown(n)).collect(),
+            });
         }
         chain.push(name.clone());
         let path = file_of(root, &name);
         let (file, path, name) = match parse(&path)? {
             Some(file) => (file, path, name),
             // A file named by `extends` must exist: a typo never silently means "default".
-            None if explicit => {
-                return Err(PermissionError::Missing {
-                    agent: name.clone(),
+            None if named_by.is_some() => {
+                let (from, line) = named_by.take().unwrap_or_default();
+                return Err(PermissionError::ExtendsMissing {
+                    from,
+                    line,
+                    name: name.clone(),
                     path,
                 });
             }
@@ -179,9 +205,14 @@ pub fn load_ruleset(root: &Path, agent: &str) -> Result<RuleSet, PermissionError
                 .map_err(|m| parse_err(&path, &entry.pattern, m))?;
             set.rules.push(rule);
         }
-        explicit = file.extends.is_some();
-        next = match file.extends {
-            Some(parent) => Some(parent),
+        named_by = file.extends.as_ref().map(|e| {
+            (
+                path.clone(),
+                usize::try_from(e.referenced.line()).unwrap_or(0),
+            )
+        });
+        next = match &file.extends {
+            Some(parent) => Some(parent.value.clone()),
             None if name != "default" => Some("default".to_string()),
             None => None,
         };

@@ -21,6 +21,20 @@ pub struct TextPos {
     pub column: usize,
 }
 
+/// `bytes` as text, or where they stop being UTF-8: the position and a message naming the byte
+/// offset, for a person to find it in an editor.
+pub fn decode_utf8(bytes: Vec<u8>) -> Result<String, (TextPos, String)> {
+    String::from_utf8(bytes).map_err(|e| {
+        let at = e.utf8_error().valid_up_to();
+        let bytes = e.into_bytes();
+        let before = String::from_utf8_lossy(&bytes[..at]);
+        (
+            TextPos::of_offset(&before, before.len()),
+            format!("invalid UTF-8 at byte {at}"),
+        )
+    })
+}
+
 impl TextPos {
     /// The line and column of byte `offset` in `text` (columns count characters).
     pub fn of_offset(text: &str, offset: usize) -> TextPos {

@@ -34,7 +34,8 @@ pub struct SessionFile {
     /// For a subagent's session: what the call cost (seed 002 §4.2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<CallMetrics>,
-    #[serde(default)]
+    /// Required: a file without it is damaged, not an empty conversation (reading it as one would
+    /// rewrite it without its history on the next append).
     pub messages: Vec<Message>,
     /// Fields this version does not know, kept so that a rewrite never drops them.
     #[serde(flatten)]

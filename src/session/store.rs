@@ -523,12 +523,18 @@ fn read_session_file(dir: &Path, id: &str) -> Result<SessionFile> {
 
 fn read_plan_file(dir: &Path) -> Result<Plan> {
     let path = dir.join(PLAN_FILE);
-    let text = match fs::read_to_string(&path) {
-        Ok(text) => text,
+    let bytes = match fs::read(&path) {
+        Ok(bytes) => bytes,
         // A session made by hand without a plan simply has no tasks.
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Plan::default()),
         Err(e) => return Err(SessionError::io(path)(e)),
     };
+    let text =
+        crate::protocol::decode_utf8(bytes).map_err(|(pos, message)| SessionError::Corrupt {
+            path: path.clone(),
+            pos: Some(pos),
+            message,
+        })?;
     Plan::from_xml(&text).map_err(|e| SessionError::Corrupt {
         path,
         pos: Some(e.pos),

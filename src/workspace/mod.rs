@@ -40,6 +40,17 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> WorkspaceError + '_ {
     }
 }
 
+/// A configuration file's text, or an error naming the byte where it stops being UTF-8.
+fn text_of(path: &Path, bytes: Vec<u8>) -> Result<String, WorkspaceError> {
+    crate::protocol::decode_utf8(bytes).map_err(|(pos, message)| {
+        WorkspaceError::Config(ConfigError::Parse {
+            path: path.to_path_buf(),
+            pos: Some(pos),
+            message,
+        })
+    })
+}
+
 /// A repository that has a `.nop/` directory.
 #[derive(Debug, Clone)]
 pub struct Workspace {
@@ -89,8 +100,8 @@ impl Workspace {
     /// Reads and validates `.nop/agents.yml` (a missing file means no agents defined).
     pub fn agents(&self) -> Result<AgentsFile, WorkspaceError> {
         let path = self.agents_path();
-        match fs::read_to_string(&path) {
-            Ok(text) => Ok(AgentsFile::parse(&path, &text)?),
+        match fs::read(&path) {
+            Ok(bytes) => Ok(AgentsFile::parse(&path, &text_of(&path, bytes)?)?),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(AgentsFile::default()),
             Err(e) => Err(io(&path)(e)),
         }
@@ -106,7 +117,7 @@ impl Workspace {
         cli: Vec<(String, String, String)>,
     ) -> Result<Resolved, WorkspaceError> {
         let path = self.config_path();
-        let text = fs::read_to_string(&path).map_err(io(&path))?;
+        let text = text_of(&path, fs::read(&path).map_err(io(&path))?)?;
         let agents = self.agents()?;
         let agent_name = agent.or(session.map(|s| s.agent.as_str()));
         let agent_def = agent_name.and_then(|name| agents.get(name));

@@ -914,9 +914,15 @@ fn extends_cycles_are_errors() {
     write(&fx.permission_file("c"), "extends: a\n");
     match load_policy(&fx.root, "a") {
         Err(PermissionError::Cycle { chain }) => {
-            assert_eq!(chain, ["a", "b", "c", "a"]);
+            assert_eq!(
+                chain,
+                ["agent-a.yml", "agent-b.yml", "agent-c.yml", "agent-a.yml"]
+            );
             let shown = PermissionError::Cycle { chain }.to_string();
-            assert!(shown.contains("a → b → c → a"), "{shown}");
+            assert!(
+                shown.contains("agent-a.yml → agent-b.yml → agent-c.yml → agent-a.yml"),
+                "{shown}"
+            );
         }
         other => panic!("a: {other:?}"),
     }

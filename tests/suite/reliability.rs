@@ -355,3 +355,116 @@ fn two_compactions_at_once_lose_nothing_appended_meanwhile() {
     );
     assert_eq!(session["compressions"].as_array().unwrap().len(), 1);
 }
+
+#[test]
+fn a_session_json_without_messages_is_refused_with_file_and_field_and_left_alone() {
+    let repo = Repo::new();
+    let id = repo.new_session();
+    repo.run(&["sessions", "append", &id, "kept"]);
+    let file = repo.session_dir(&id).join("session.json");
+    let mut value: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    value.as_object_mut().unwrap().remove("messages");
+    let damaged = serde_json::to_string_pretty(&value).unwrap();
+    std::fs::write(&file, &damaged).unwrap();
+    for args in [
+        vec!["sessions", "show", id.as_str()],
+        vec!["sessions", "append", id.as_str(), "more"],
+    ] {
+        let err = repo.fail(&args);
+        assert!(
+            err.contains("session.json") && err.contains("missing field `messages`"),
+            "{args:?}: {err}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), damaged);
+}
+
+#[test]
+fn permission_file_problems_name_the_file_and_the_line() {
+    let repo = Repo::new();
+    let dir = repo.path().join(".nop/.permissions");
+    let write = |name: &str, text: &str| std::fs::write(dir.join(name), text).unwrap();
+    write(
+        "agent-a.yml",
+        "# a\nextends: typo\ntools:\n  allowed: [\"*\"]\n",
+    );
+    write("agent-x.yml", "extends: y\n");
+    write("agent-y.yml", "extends: x\n");
+    write("agent-c.yml", "# only a comment\n# and another\n");
+    let out = repo.nop().args(["permissions", "check"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let a = dir.join("agent-a.yml");
+    let typo = dir.join("agent-typo.yml");
+    assert!(
+        text.contains(&format!(
+            "{}:2: `extends: typo` names {}, which does not exist",
+            a.display(),
+            typo.display()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("a cycle: agent-x.yml → agent-y.yml → agent-x.yml"),
+        "{text}"
+    );
+    assert!(
+        text.contains("agent-c.yml: the file sets nothing (comments only)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("ok       .nop/.permissions/agent-default.yml"),
+        "{text}"
+    );
+}
+
+#[test]
+fn invalid_utf8_in_config_or_plan_names_the_byte() {
+    let repo = Repo::new();
+    let id = repo.new_session();
+    let plan = repo.session_dir(&id).join("plan.xml");
+    std::fs::write(
+        &plan,
+        b"<tasks>\n  <task id=\"1\" title=\"caf\xe9\"/>\n</tasks>\n",
+    )
+    .unwrap();
+    let err = repo.fail(&["plan", &id]);
+    assert!(
+        err.contains("plan.xml:2:26: invalid UTF-8 at byte 33"),
+        "{err}"
+    );
+    let config = repo.path().join(".nop/config.yml");
+    let mut bytes = std::fs::read(&config).unwrap();
+    let at = bytes.len();
+    bytes.extend_from_slice(b"# caf\xe9\n");
+    std::fs::write(&config, &bytes).unwrap();
+    let err = repo.fail(&["config", "show"]);
+    assert!(
+        err.contains("config.yml:") && err.contains(&format!("invalid UTF-8 at byte {}", at + 5)),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_empty_agents_yml_means_one_rule_for_run_and_sessions_new() {
+    let repo = Repo::new();
+    std::fs::write(repo.path().join(".nop/agents.yml"), "").unwrap();
+    // The built-in coder exists without agents.yml, for both.
+    let id = repo.new_session();
+    assert!(!id.is_empty());
+    let server = MockServer::start(vec![openai::reply_text("hi")]);
+    repo.model_ok(&server, &["run", "hello"]);
+    // Any other agent must be defined, for both, with the same words.
+    let new = repo.fail(&["sessions", "new", "--agent", "helper"]);
+    let run = String::from_utf8_lossy(
+        &repo
+            .nop_model(&server, "openai")
+            .args(["run", "--agent", "helper", "hello"])
+            .output()
+            .unwrap()
+            .stderr,
+    )
+    .into_owned();
+    assert!(new.contains("no agent `helper` in"), "{new}");
+    assert!(run.contains("no agent `helper` in"), "{run}");
+}
