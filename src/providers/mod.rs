@@ -333,24 +333,37 @@ impl Provider {
         if !status.is_success() {
             return Err(self.http_error(response).await);
         }
-        let mut stream = response.bytes_stream();
-        let mut parser = sse::SseParser::new();
         let mut decoder: Box<dyn StreamDecoder> = match self.kind {
             ProviderKind::Openai => Box::new(openai::Decoder::default()),
             ProviderKind::Anthropic => Box::new(anthropic::Decoder::default()),
         };
+        let is_json = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim_start().starts_with("application/json"));
+        if is_json {
+            return self.whole_reply(response, decoder, on_event).await;
+        }
+        let mut stream = response.bytes_stream();
+        let mut parser = sse::SseParser::new();
+        // Keep-alive comments are bytes but no progress: the idle time counts from the last
+        // event, so a stream of comments alone times out too.
+        let mut last_event = tokio::time::Instant::now();
         loop {
-            let chunk = tokio::time::timeout(self.idle_timeout, stream.next())
+            let deadline = last_event + self.idle_timeout;
+            let chunk = tokio::time::timeout_at(deadline, stream.next())
                 .await
                 .map_err(|_| {
                     ProviderError::Timeout(format!(
-                        "the stream was silent for {:?}",
+                        "the stream sent no event for {:?}",
                         self.idle_timeout
                     ))
                 })?;
             let Some(chunk) = chunk else { break };
             let chunk = chunk.map_err(|e| ProviderError::Truncated(self.scrub(&e.to_string())))?;
             for event in parser.push(&chunk) {
+                last_event = tokio::time::Instant::now();
                 decoder.event(&event, on_event)?;
                 if decoder.finished() {
                     return decoder.into_response();
@@ -358,6 +371,48 @@ impl Provider {
             }
         }
         decoder.end_of_stream()
+    }
+
+    /// A streaming request answered with one JSON document (some compatible servers do): an
+    /// OpenAI-shaped completion is taken as it is; anything else is named for what it was.
+    async fn whole_reply(
+        &self,
+        response: reqwest::Response,
+        mut decoder: Box<dyn StreamDecoder>,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<ModelResponse, ProviderError> {
+        let body = tokio::time::timeout(self.idle_timeout, response.bytes())
+            .await
+            .map_err(|_| {
+                ProviderError::Timeout(format!(
+                    "the JSON reply did not arrive within {:?}",
+                    self.idle_timeout
+                ))
+            })?
+            .map_err(|e| ProviderError::Truncated(self.scrub(&e.to_string())))?;
+        let text = String::from_utf8_lossy(&body).into_owned();
+        let start: String = text.chars().take(200).collect();
+        let what = || {
+            format!(
+                "the model API answered a streaming request with one JSON document, not an \
+                 event stream: {}",
+                self.scrub(&start)
+            )
+        };
+        if self.kind != ProviderKind::Openai {
+            return Err(ProviderError::Decode(what()));
+        }
+        let event = sse::SseEvent {
+            event: None,
+            data: text,
+        };
+        decoder.event(&event, on_event)?;
+        decoder.end_of_stream().map_err(|e| match e {
+            ProviderError::EmptyStream | ProviderError::Truncated(_) => {
+                ProviderError::Decode(what())
+            }
+            e => e,
+        })
     }
 
     fn scrub(&self, text: &str) -> String {
@@ -385,7 +440,12 @@ impl Provider {
             .and_then(|v| v.trim().parse::<f64>().ok())
             .filter(|s| s.is_finite() && *s >= 0.0)
             .map(Duration::from_secs_f64);
-        let body = response.text().await.unwrap_or_default();
+        // A body that stalls must not hold the request forever.
+        let body = tokio::time::timeout(self.idle_timeout, response.text())
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or_else(|| format!("(no body within {:?})", self.idle_timeout));
         let message = serde_json::from_str::<Value>(&body)
             .ok()
             .and_then(|v| {

@@ -468,3 +468,71 @@ fn an_empty_agents_yml_means_one_rule_for_run_and_sessions_new() {
     assert!(new.contains("no agent `helper` in"), "{new}");
     assert!(run.contains("no agent `helper` in"), "{run}");
 }
+
+#[test]
+fn a_whole_json_reply_to_a_streaming_request_is_taken_or_named() {
+    let repo = Repo::new();
+    let body = serde_json::json!({
+        "id": "c1", "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hello there"},
+                     "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 7, "completion_tokens": 2},
+    });
+    let server = MockServer::start(vec![MockResponse::status(200, body.to_string())]);
+    let out = repo.model_ok(&server, &["run", "--output-format", "json", "hi"]);
+    let result: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["final_message"], "hello there", "{result}");
+    assert_eq!(server.requests().len(), 1);
+
+    // Anthropic's whole message is not taken, but said for what it is, and not retried.
+    let message =
+        serde_json::json!({"type": "message", "content": [{"type": "text", "text": "hi"}]});
+    let server = MockServer::start(vec![MockResponse::status(200, message.to_string())]);
+    let out = repo
+        .nop_model(&server, "anthropic")
+        .args(["run", "hi"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("answered a streaming request with one JSON document"),
+        "{err}"
+    );
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
+fn keep_alive_comments_alone_and_a_stalled_error_body_time_out() {
+    let repo = Repo::new();
+    // Comments every 50 ms, for far longer than the test may take.
+    let server = MockServer::start(vec![
+        MockResponse::Sse {
+            chunks: vec![": keep-alive\n\n".to_string(); 100_000],
+            delay: std::time::Duration::from_millis(50),
+        },
+        MockResponse::StalledError {
+            code: 500,
+            hold: std::time::Duration::from_secs(600),
+        },
+    ]);
+    let run = |server: &MockServer| {
+        let mut command = repo.nop_model_process(server, "openai");
+        command
+            .env("NOP_PROVIDER_STREAM_IDLE_TIMEOUT_S", "1")
+            .env("NOP_PROVIDER_MAX_ATTEMPTS", "1")
+            .args(["run", "hi"]);
+        output_within(command, 30)
+    };
+    let out = run(&server);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("the stream sent no event for 1s"), "{err}");
+    let out = run(&server);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("500") && err.contains("no body within 1s"),
+        "{err}"
+    );
+}

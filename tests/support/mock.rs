@@ -42,6 +42,9 @@ pub enum MockResponse {
     /// without sending anything more for `hold` (to test stream idle timeouts), then close.
     /// Ends early if the client hangs up first.
     Stall { chunks: Vec<String>, hold: Duration },
+    /// An error status whose body never comes: headers promise 100 bytes, then nothing for
+    /// `hold`.
+    StalledError { code: u16, hold: Duration },
 }
 
 impl MockResponse {
@@ -407,6 +410,16 @@ fn respond(
             stream.write_all(head.as_bytes())?;
             stream.write_all(body.as_bytes())?;
             stream.flush()?;
+        }
+        MockResponse::StalledError { code, hold } => {
+            let head = format!(
+                "HTTP/1.1 {code} {}\r\ncontent-type: application/json\r\n\
+                 content-length: 100\r\nconnection: close\r\n\r\n{{\"error\":",
+                reason(code)
+            );
+            stream.write_all(head.as_bytes())?;
+            stream.flush()?;
+            hold_open(&mut reader, hold);
         }
         MockResponse::Stall { chunks, hold } => {
             stream.write_all(SSE_HEAD.as_bytes())?;
