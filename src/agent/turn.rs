@@ -326,7 +326,11 @@ impl ModelAgent {
                 _ => break,
             }
             orchestrator::log_failure(ctx, &attempt, error, executed.duration)?;
-            tokio::time::sleep(std::time::Duration::from_secs_f64(config.retry_delay_s)).await;
+            // Ctrl-C ends the pause at once; the failure stands.
+            tokio::select! {
+                () = ctx.cancel.cancelled() => break,
+                () = tokio::time::sleep(std::time::Duration::from_secs_f64(config.retry_delay_s)) => {}
+            }
             retries += 1;
             executed = orchestrator::execute(&self.registry, &attempt, ctx).await;
         }

@@ -157,13 +157,14 @@ async fn approve(ctx: &ToolContext, call: &ToolCall, reason: &str) -> Result<(),
         _ => call.arguments.to_string(),
     };
     let key = format!("{}:{detail}", call.name);
-    ctx.approver
-        .approve(&key, &call.name, &detail, reason)
-        .await
-        .map_err(|reason| {
+    // Ctrl-C ends the wait for an answer at once.
+    tokio::select! {
+        answer = ctx.approver.approve(&key, &call.name, &detail, reason) => answer.map_err(|reason| {
             ctx.approver.record_denial(&call.name, &reason);
             ToolError::model("PermissionDenied", reason)
-        })
+        }),
+        () = ctx.cancel.cancelled() => Err(ToolError::Aborted),
+    }
 }
 
 /// The tool message recording `executed`, with its logs written. `Ok(None)` for a question to

@@ -38,16 +38,13 @@ async fn decide(
         (Decision::Ask { source }, Some(resolved)) => {
             let reason = format!("{verb} `{path}` needs approval ({source})");
             let key = format!("{tool}:{verb}:{}", resolved.display());
-            match ctx
-                .approver
-                .approve(
-                    &key,
-                    tool,
-                    &format!("{verb} {}", display(&ctx.root, &resolved)),
-                    &reason,
-                )
-                .await
-            {
+            let detail = format!("{verb} {}", display(&ctx.root, &resolved));
+            // Ctrl-C ends the wait for an answer at once.
+            let answer = tokio::select! {
+                answer = ctx.approver.approve(&key, tool, &detail, &reason) => answer,
+                () = ctx.cancel.cancelled() => return Err(ToolError::Aborted),
+            };
+            match answer {
                 Ok(()) => Ok(resolved),
                 Err(reason) => Err(denied(ctx, tool, reason)),
             }

@@ -536,3 +536,44 @@ fn keep_alive_comments_alone_and_a_stalled_error_body_time_out() {
         "{err}"
     );
 }
+
+#[test]
+fn ctrl_c_ends_the_pause_before_an_advised_retry_at_once() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "read-file",
+            serde_json::json!({"path": "missing.txt"}),
+        )]),
+        // retry-advisor's answer: retry (after advisors.retry_delay_s, an hour here).
+        openai::reply_text(
+            r#"{"shouldRetry": true, "reason": "try again", "suggestedAction": "retry", "modifiedParams": {}}"#,
+        ),
+        openai::reply_text("done"),
+    ]);
+    let mut command = repo.nop_model_process(&server, "openai");
+    command
+        .env("NOP_ADVISORS_ENABLED", "true")
+        .env("NOP_ADVISORS_RETRY_DELAY_S", "3600")
+        .args(["run", "read it"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut child = command.spawn().unwrap();
+    // Once the advisor's request is in, the pause comes next (or has begun).
+    server.wait_for_requests(2, std::time::Duration::from_secs(20));
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("nop still waited for the retry after Ctrl-C");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130));
+}
