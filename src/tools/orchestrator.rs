@@ -285,6 +285,43 @@ mod tests {
     use serde_json::json;
     use tokio_util::sync::CancellationToken;
 
+    #[test]
+    fn a_directory_swapped_for_a_link_never_gets_directories_created_outside() -> anyhow::Result<()>
+    {
+        std::fs::create_dir_all("/var/tmp/nop-tests")?;
+        let repo = tempfile::tempdir_in("/var/tmp/nop-tests")?;
+        let outside = tempfile::tempdir_in("/var/tmp/nop-tests")?;
+        let ctx = context(repo.path())?;
+        let sub = ctx.root.join("sub");
+        let parked = ctx.root.join("parked");
+        std::fs::create_dir(&sub)?;
+        // A hostile process flips `sub` between a directory and a link pointing outside.
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flipper = {
+            let (stop, sub, parked) = (stop.clone(), sub.clone(), parked.clone());
+            let target = outside.path().to_path_buf();
+            std::thread::spawn(move || {
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let _ = std::fs::rename(&sub, &parked);
+                    let _ = std::os::unix::fs::symlink(&target, &sub);
+                    std::thread::yield_now();
+                    let _ = std::fs::remove_file(&sub);
+                    let _ = std::fs::rename(&parked, &sub);
+                }
+            })
+        };
+        for i in 0..300 {
+            let path = sub.join(format!("d{i}/deeper/file.txt"));
+            // Refusals and failures are expected; escapes are not.
+            let _ = crate::tools::paths::write_verified(&ctx, &path, b"x");
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let _ = flipper.join();
+        let created: Vec<_> = std::fs::read_dir(outside.path())?.flatten().collect();
+        assert!(created.is_empty(), "created outside: {created:?}");
+        Ok(())
+    }
+
     fn context(dir: &std::path::Path) -> anyhow::Result<ToolContext> {
         let root = std::fs::canonicalize(dir)?;
         let store = Store::new(root.join(".nop/sessions"), Duration::from_secs(5));

@@ -124,16 +124,7 @@ pub fn write_verified(ctx: &ToolContext, path: &Path, bytes: &[u8]) -> Result<()
             format!("{} has no file name", path.display()),
         ));
     };
-    std::fs::create_dir_all(dir).map_err(|e| {
-        ToolError::model("WriteFailed", format!("{}: {e}", display(&ctx.root, dir)))
-    })?;
-    let dir_file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::fcntl::OFlag::O_DIRECTORY.bits())
-        .open(dir)
-        .map_err(|e| {
-            ToolError::model("WriteFailed", format!("{}: {e}", display(&ctx.root, dir)))
-        })?;
+    let dir_file = open_creating_parents(ctx, dir)?;
     let real_dir =
         real_path(&dir_file).ok_or_else(|| ToolError::Fatal("cannot read /proc/self/fd".into()))?;
     let decision = ctx
@@ -153,6 +144,63 @@ pub fn write_verified(ctx: &ToolContext, path: &Path, bytes: &[u8]) -> Result<()
     let via_fd = PathBuf::from(format!("/proc/self/fd/{}", dir_file.as_raw_fd())).join(name);
     crate::session::replace_file(&via_fd, bytes)
         .map_err(|e| ToolError::model("WriteFailed", e.to_string()))
+}
+
+/// Opens directory `dir`, creating what is missing of it one component at a time, each relative
+/// to the descriptor of its parent and never through a symbolic link: a directory swapped for a
+/// link while this runs cannot make it create anything elsewhere. The deepest existing
+/// ancestor is opened by path and its real path re-checked.
+fn open_creating_parents(ctx: &ToolContext, dir: &Path) -> Result<std::fs::File, ToolError> {
+    use nix::fcntl::{OFlag, openat};
+    use nix::sys::stat::{Mode, mkdirat};
+    let failed = |at: &Path, e: &dyn std::fmt::Display| {
+        ToolError::model("WriteFailed", format!("{}: {e}", display(&ctx.root, at)))
+    };
+    let mut existing = dir.to_path_buf();
+    let mut missing = Vec::new();
+    while std::fs::symlink_metadata(&existing).is_err() {
+        let (Some(parent), Some(name)) = (existing.parent(), existing.file_name()) else {
+            return Err(failed(dir, &"no part of it exists"));
+        };
+        missing.push(name.to_os_string());
+        existing = parent.to_path_buf();
+    }
+    let mut current = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW).bits())
+        .open(&existing)
+        .map_err(|e| failed(&existing, &e))?;
+    if !missing.is_empty() {
+        let real = real_path(&current)
+            .ok_or_else(|| ToolError::Fatal("cannot read /proc/self/fd".into()))?;
+        if real != existing && !ctx.policy.check_resolved(&real, Access::Write).is_allowed() {
+            return Err(denied(
+                ctx,
+                "write",
+                format!(
+                    "{} changed while being checked; refused",
+                    display(&ctx.root, dir)
+                ),
+            ));
+        }
+    }
+    for name in missing.iter().rev() {
+        let at = existing.join(name);
+        match mkdirat(&current, name.as_os_str(), Mode::from_bits_truncate(0o777)) {
+            Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
+            Err(e) => return Err(failed(&at, &e)),
+        }
+        let next = openat(
+            &current,
+            name.as_os_str(),
+            OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| failed(&at, &e))?;
+        current = std::fs::File::from(next);
+        existing = at;
+    }
+    Ok(current)
 }
 
 fn verify(
