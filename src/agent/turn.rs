@@ -204,14 +204,17 @@ impl ModelAgent {
             tracing::info!(session = %ctx.session_id, op = "tool", tool = %call.name, result = if ok { "ok" } else { "error" }, duration_ms, "tool call");
             let message = orchestrator::record(ctx, call, executed, self.output_max_bytes)?;
             if let Some(message) = message {
+                // Recorded first, shown after: what the user saw is in session.json even if nop
+                // is killed right then.
+                let output: String = message.content.chars().take(2000).collect();
+                conversation.push(vec![message], None).await?;
                 let _ = events.send(Event::ToolResult {
                     id: call.id.clone(),
                     name: call.name.clone(),
                     ok,
                     duration_ms,
-                    output: message.content.chars().take(2000).collect(),
+                    output,
                 });
-                conversation.push(vec![message], None).await?;
             }
             if was_aborted {
                 conversation

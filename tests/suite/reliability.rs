@@ -577,3 +577,59 @@ fn ctrl_c_ends_the_pause_before_an_advised_retry_at_once() {
     };
     assert_eq!(status.code(), Some(130));
 }
+
+#[test]
+fn a_tool_result_shown_is_in_session_json_even_when_nop_is_killed_right_then() {
+    use std::io::BufRead as _;
+    for round in 0..5 {
+        let repo = Repo::new();
+        std::fs::write(repo.path().join("notes.txt"), format!("round {round}\n")).unwrap();
+        let server = MockServer::start(vec![
+            openai::reply_tool_calls(&[(
+                "c1",
+                "read-file",
+                serde_json::json!({"path": "notes.txt"}),
+            )]),
+            openai::reply_text("read"),
+        ]);
+        let mut child = repo
+            .nop_model_process(&server, "openai")
+            .args(["run", "--output-format", "stream-json", "read the notes"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut session = None;
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let event: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            if let Some(id) = event["session_id"].as_str() {
+                session = Some(id.to_string());
+            }
+            if event["type"] == "tool_result" {
+                // The user has seen it: kill nop at once.
+                child.kill().unwrap();
+                break;
+            }
+        }
+        let _ = child.wait();
+        let id = session.expect("a session id in the stream");
+        let json = repo.session_json(&id);
+        let results: Vec<&str> = json["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .filter_map(|m| m["content"].as_str())
+            .collect();
+        assert!(
+            results
+                .iter()
+                .any(|r| r.contains(&format!("round {round}"))),
+            "round {round}: {results:?}"
+        );
+    }
+}
