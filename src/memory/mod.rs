@@ -220,7 +220,7 @@ impl MemoryStore {
             entries: Vec::new(),
         });
         let value = f(&mut memory)?;
-        let bytes = serde_json::to_vec_pretty(&memory).unwrap_or_default();
+        let bytes = crate::session::to_json(&memory, "the prompt history")?;
         write_atomic(&self.path(agent), &bytes)?;
         Ok(value)
     }

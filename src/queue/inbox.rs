@@ -132,7 +132,7 @@ impl Inbox {
             std::process::id(),
             SEQUENCE.fetch_add(1, Ordering::Relaxed)
         );
-        let bytes = serde_json::to_vec_pretty(message).unwrap_or_default();
+        let bytes = crate::session::to_json(message, "a queued message")?;
         create_new_atomic(&self.dir.join(&name), &bytes, false)?;
         Ok(self
             .names()

@@ -136,7 +136,7 @@ impl Coordinator {
         let value = change(&mut state, &self.user);
         let excess = state.events.len().saturating_sub(EVENTS_KEPT);
         state.events.drain(..excess);
-        let bytes = serde_json::to_vec_pretty(&state).unwrap_or_default();
+        let bytes = crate::session::to_json(&state, "the priority stack")?;
         write_atomic(&path, &bytes)?;
         Ok(value)
     }

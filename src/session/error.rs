@@ -16,6 +16,10 @@ pub enum SessionError {
         candidates: Vec<String>,
     },
 
+    /// A value could not be turned into JSON: nothing was written (never an empty file).
+    #[error("cannot write {what} as JSON: {message}; nothing was written")]
+    Serialize { what: String, message: String },
+
     #[error("{}{}: {message}", path.display(), pos.map(|p| format!(":{}:{}", p.line, p.column)).unwrap_or_default())]
     Corrupt {
         path: PathBuf,

@@ -23,6 +23,11 @@ mod logs;
 mod store;
 
 pub use atomic::{commit_files, create_new_atomic, replace_file, sync_dir, write_atomic};
+
+/// `value` as indented JSON for a file, or an error naming `what` (never empty bytes to write).
+pub fn to_json(value: &impl serde::Serialize, what: &str) -> Result<Vec<u8>, SessionError> {
+    store::pretty_json(value, what)
+}
 pub use error::{Result, SessionError};
 pub use lock::{LockKind, SessionLock};
 pub use logs::ErrorRecord;
@@ -35,4 +40,23 @@ pub const SESSION_LOG: &str = "session.log";
 /// File name of snapshot `id` inside a session directory.
 pub fn snapshot_file_name(id: &str) -> String {
     format!("history-{id}.json")
+}
+
+#[cfg(test)]
+mod json_tests {
+    #[test]
+    fn a_value_that_cannot_be_json_is_an_error_never_empty_bytes() {
+        let mut map = std::collections::BTreeMap::new();
+        map.insert((1, 2), "tuple keys are not JSON");
+        let err = super::to_json(&map, "a test value").unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("cannot write a test value as JSON: "),
+            "{err}"
+        );
+        assert_eq!(
+            super::to_json(&"ok", "a string").unwrap(),
+            b"\"ok\"\n".to_vec()
+        );
+    }
 }

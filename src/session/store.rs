@@ -110,7 +110,7 @@ impl Store {
         for _ in 0..8 {
             let session = SessionFile::new(new_id(), agent.to_string(), now);
             let files = [
-                (SESSION_FILE, session_bytes(&session)),
+                (SESSION_FILE, session_bytes(&session)?),
                 (PLAN_FILE, plan.clone().into_bytes()),
             ];
             match self.publish_new_dir(&session.session_id, &files, None) {
@@ -150,7 +150,7 @@ impl Store {
         let plan_before = state.plan.clone();
         let value = change(&mut state)?;
         state.session.updated_at = now;
-        let session = session_bytes(&state.session);
+        let session = session_bytes(&state.session)?;
         if state.plan == plan_before {
             atomic::write_atomic(&dir.join(SESSION_FILE), &session)?;
         } else {
@@ -244,7 +244,7 @@ impl Store {
                 timestamp: now,
             });
             let files = [
-                (SESSION_FILE, session_bytes(&child)),
+                (SESSION_FILE, session_bytes(&child)?),
                 (PLAN_FILE, plan.clone().into_bytes()),
             ];
             let link = (snapshot_path.as_path(), snapshot.snapshot_id.as_str());
@@ -461,7 +461,7 @@ fn write_snapshot(dir: &Path, state: SessionState, now: DateTime<Utc>) -> Result
     for _ in 0..8 {
         snapshot.snapshot_id = new_id();
         let path = dir.join(snapshot_file_name(&snapshot.snapshot_id));
-        match atomic::create_new_atomic(&path, &pretty_json(&snapshot), true) {
+        match atomic::create_new_atomic(&path, &pretty_json(&snapshot, "a snapshot")?, true) {
             Ok(()) => return Ok(snapshot),
             Err(e) => last_err = Some(e),
         }
@@ -484,17 +484,20 @@ fn snapshot_ids(dir: &Path) -> Result<Vec<String>> {
     Ok(ids)
 }
 
-fn session_bytes(session: &SessionFile) -> Vec<u8> {
-    pretty_json(session)
+fn session_bytes(session: &SessionFile) -> Result<Vec<u8>> {
+    pretty_json(session, SESSION_FILE)
 }
 
 /// Indented JSON with a final newline, as every JSON file of a session is written (readable and
-/// diffable by hand).
-pub(crate) fn pretty_json(value: &impl Serialize) -> Vec<u8> {
-    // Serialising plain data (string keys only) into a Vec cannot fail.
-    let mut bytes = serde_json::to_vec_pretty(value).unwrap_or_default();
+/// diffable by hand). A value that cannot be written (it should never happen with plain data)
+/// is an error naming `what`, never an empty file.
+pub(crate) fn pretty_json(value: &impl Serialize, what: &str) -> Result<Vec<u8>> {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(|e| SessionError::Serialize {
+        what: what.to_string(),
+        message: e.to_string(),
+    })?;
     bytes.extend_from_slice(b"\n");
-    bytes
+    Ok(bytes)
 }
 
 fn read_state(dir: &Path, id: &str) -> Result<SessionState> {
