@@ -39,6 +39,17 @@ pub fn system_prompt(
     agent: Option<&AgentDef>,
     now: DateTime<Utc>,
 ) -> Result<String, PromptError> {
+    system_prompt_noting(ws, agent_name, agent, now).map(|(prompt, _)| prompt)
+}
+
+/// [`system_prompt`], and a warning when the agent's long-term memory could not be read (the
+/// prompt then goes without it; the warning says so, it is never silent).
+pub fn system_prompt_noting(
+    ws: &Workspace,
+    agent_name: &str,
+    agent: Option<&AgentDef>,
+    now: DateTime<Utc>,
+) -> Result<(String, Option<String>), PromptError> {
     let base = match agent.and_then(|a| a.prompt.as_deref()) {
         Some(relative) => {
             let path = ws.nop_dir().join(relative);
@@ -51,10 +62,17 @@ pub fn system_prompt(
         None => BUILTIN_CODER.to_string(),
     };
     // The agent's long-term memory: its prompt history's summaries follow the prompt (seed 001).
-    let memory = crate::memory::MemoryStore::new(&ws.nop_dir())
-        .load(agent_name)
-        .ok()
-        .flatten();
+    let (memory, warning) = match crate::memory::MemoryStore::new(&ws.nop_dir()).load(agent_name) {
+        Ok(memory) => (memory, None),
+        Err(e) => {
+            let warning = format!(
+                "the long-term memory of `{agent_name}` could not be read, so this session \
+                 starts without it: {e}"
+            );
+            tracing::warn!(agent = %agent_name, op = "memory", result = "unreadable", "{warning}");
+            (None, Some(warning))
+        }
+    };
     let mut prompt = match memory {
         Some(m) => m.current_prompt(&base),
         None => base.trim_end().to_string(),
@@ -83,7 +101,7 @@ pub fn system_prompt(
             prompt.push_str(&format!("- … and {} more\n", skills.len() - MAX_SKILLS));
         }
     }
-    Ok(prompt)
+    Ok((prompt, warning))
 }
 
 fn read_agents_md(root: &Path) -> Option<String> {

@@ -276,7 +276,10 @@ impl Runtime {
             self.update_status(&session_id, SessionStatus::Running, after)
                 .await?;
         } else {
-            let system = prompt::system_prompt(&self.ws, &agent_name, def, now)?;
+            let (system, warning) = prompt::system_prompt_noting(&self.ws, &agent_name, def, now)?;
+            if let Some(message) = warning {
+                let _ = events.send(Event::Warning { message });
+            }
             let mut first = vec![Message::new(Role::System, system, now)];
             if let Some(recall) = self.recall(&agent_name, request.input.as_deref()) {
                 first.push(recall);

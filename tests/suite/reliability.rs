@@ -633,3 +633,28 @@ fn a_tool_result_shown_is_in_session_json_even_when_nop_is_killed_right_then() {
         );
     }
 }
+
+#[test]
+fn corrupt_memory_is_a_warning_not_silently_left_out_of_the_prompt() {
+    let repo = Repo::new();
+    std::fs::create_dir_all(repo.path().join(".nop/memory")).unwrap();
+    let memory = repo.path().join(".nop/memory/coder.json");
+    std::fs::write(&memory, "{ torn").unwrap();
+    let server = MockServer::start(vec![openai::reply_text("hi")]);
+    let out = repo.model_ok(&server, &["run", "--output-format", "stream-json", "hello"]);
+    let warnings: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "warning")
+        .filter_map(|e| e["message"].as_str().map(str::to_string))
+        .collect();
+    assert!(
+        warnings.iter().any(
+            |w| w.contains("long-term memory of `coder` could not be read")
+                && w.contains("coder.json")
+        ),
+        "{warnings:?}"
+    );
+    // Left as it was, for the user to repair.
+    assert_eq!(std::fs::read_to_string(&memory).unwrap(), "{ torn");
+}
