@@ -150,7 +150,7 @@ fn check(
             "mechanism": machine.mechanism,
             "description": mechanism,
             "landlock_abi": machine.landlock.abi,
-            "helper": machine.helper,
+            "helper": machine.helper_origin,
             "namespaces": machine.namespaces,
             "network": network,
             "processes": processes,
@@ -165,8 +165,12 @@ fn check(
     }
     writeln!(out, "agent:       {agent}")?;
     writeln!(out, "mechanism:   {mechanism}")?;
-    if let Some(helper) = &machine.helper {
-        writeln!(out, "helper:      {}", helper.display())?;
+    if let Some(helper) = &machine.helper_origin {
+        writeln!(
+            out,
+            "helper:      {} (run from a sealed copy)",
+            helper.display()
+        )?;
     }
     if let Some(why) = &refused {
         writeln!(out, "refused:     {why}")?;

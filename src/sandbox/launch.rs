@@ -11,7 +11,7 @@ use std::fs::File;
 use std::io::Write as _;
 use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
 use std::os::unix::fs::FileExt as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use nix::fcntl::{FcntlArg, SealFlag, fcntl};
 use nix::sys::memfd::{MFdFlags, memfd_create};
@@ -42,6 +42,18 @@ pub fn command(
         .arg(program)
         .args(args);
     Ok((command, memfd))
+}
+
+/// A sealed in-memory copy of the executable at `path`, to run as `/proc/self/fd/N` (the returned
+/// path) for the rest of this process. Left open and inheritable on purpose: every child must
+/// be able to exec it. What was copied, and then checked, is what runs: replacing or rewriting
+/// the file afterwards (a confined command can, where nop lives in a writable place) changes
+/// nothing.
+pub(super) fn sealed_copy(path: &Path) -> std::io::Result<PathBuf> {
+    use std::os::fd::IntoRawFd as _;
+    let bytes = std::fs::read(path)?;
+    let fd = sealed_memfd(&bytes)?.into_raw_fd();
+    Ok(PathBuf::from(format!("/proc/self/fd/{fd}")))
 }
 
 /// A memfd holding `bytes`, sealed so that nothing can change it any more.

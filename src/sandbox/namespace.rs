@@ -541,11 +541,16 @@ pub fn probe(exe: &Path) -> Probe {
 /// The program that confines commands, and what it found this machine can do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Helper {
-    /// `nop-sandbox` beside the running nop when it is of the same version (it starts in a
-    /// third of the time), else nop itself; run as `PATH __sandbox …` either way. `None` when
-    /// neither answered as this version of nop (a test harness, a stale helper): nothing can be
-    /// confined or supervised then.
+    /// What to execute: a sealed in-memory copy of the binary below, taken once per process,
+    /// so that a confined command that replaces that file (nop may live in a writable place,
+    /// such as a build directory inside the repository) cannot get its own program run
+    /// unconfined by the next call. `None` when no binary answered as this version of nop (a
+    /// test harness, a stale helper): nothing can be confined or supervised then.
     pub path: Option<PathBuf>,
+    /// The file it was copied from: `nop-sandbox` beside the running nop when it is of the same
+    /// version (it starts in a third of the time), else nop itself; run as `__sandbox …` either
+    /// way.
+    pub origin: Option<PathBuf>,
     pub probe: Probe,
 }
 
@@ -561,17 +566,32 @@ pub fn helper(exe: &Path) -> Helper {
                 if !candidate.is_file() {
                     continue;
                 }
-                let probe = probe(&candidate);
-                if probe.version == ours {
-                    return Helper {
-                        path: Some(candidate),
-                        probe,
-                    };
+                // The copy is what is checked and what runs.
+                let probe = match super::launch::sealed_copy(&candidate) {
+                    Ok(copy) => (probe(&copy), Some(copy)),
+                    Err(e) => (
+                        Probe {
+                            available: false,
+                            error: Some(format!("cannot copy {}: {e}", candidate.display())),
+                            version: None,
+                        },
+                        None,
+                    ),
+                };
+                match probe {
+                    (probe, Some(copy)) if probe.version == ours => {
+                        return Helper {
+                            path: Some(copy),
+                            origin: Some(candidate),
+                            probe,
+                        };
+                    }
+                    (probe, _) => last = Some(probe),
                 }
-                last = Some(probe);
             }
             Helper {
                 path: None,
+                origin: None,
                 probe: last.unwrap_or(Probe {
                     available: false,
                     error: Some("no nop binary to confine commands with".into()),

@@ -69,6 +69,8 @@ pub struct Machine {
     pub namespaces: Option<sandbox::namespace::Probe>,
     /// The program that confines commands (`None`: none could be found).
     pub helper: Option<PathBuf>,
+    /// Where that program was copied from.
+    pub helper_origin: Option<PathBuf>,
 }
 
 impl Machine {
@@ -94,6 +96,7 @@ impl Machine {
             landlock,
             namespaces,
             helper: helper.path,
+            helper_origin: helper.origin,
         })
     }
 

@@ -714,3 +714,47 @@ fn a_command_ends_when_nop_is_killed_or_stops_it() {
         assert_eq!(wait_until_gone(&marker), Vec::<String>::new(), "{mode:?}");
     }
 }
+
+#[test]
+fn replacing_the_sandbox_helper_during_a_run_changes_nothing() {
+    // nop run from a build directory inside the repository it works on: its helper lies where
+    // shell commands may write.
+    let repo = git_repo();
+    let bin = repo.path().join("target/bin");
+    fs::create_dir_all(&bin).unwrap();
+    let built = assert_cmd::cargo::cargo_bin("nop");
+    for name in ["nop", "nop-sandbox"] {
+        fs::copy(built.with_file_name(name), bin.join(name)).unwrap();
+    }
+    let outside = repo_dir();
+    let marker = outside.path().join("helper-ran");
+    let pwned = outside.path().join("pwned");
+    let fake = format!(
+        "printf '#!/bin/sh\\necho RAN > {}\\nexec bash -c \"$5\"\\n' > target/bin/fake && \
+         chmod +x target/bin/fake && mv -f target/bin/fake target/bin/nop-sandbox && echo REPLACED",
+        marker.display()
+    );
+    let mut script: Vec<_> = [fake, format!("echo x > {}", pwned.display())]
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            openai::reply_tool_calls(&[(&format!("c{i}"), "shell", json!({ "command": c }))])
+        })
+        .collect();
+    script.push(openai::reply_text("done"));
+    let server = MockServer::start(script);
+    let out = Command::new(bin.join("nop"))
+        .args(["run", "--output-format", "json", "go"])
+        .current_dir(repo.path())
+        .env_clear()
+        .env("HOME", repo.path())
+        .env("PATH", "/usr/bin:/bin")
+        .envs(crate::support::model_env(&server, "openai"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let results = server.requests().last().unwrap().tool_results();
+    assert!(results[0].contains("REPLACED"), "{results:?}");
+    assert!(!marker.exists(), "the replaced helper ran: {results:?}");
+    assert!(!pwned.exists(), "{results:?}");
+}
