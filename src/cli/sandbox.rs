@@ -11,7 +11,7 @@ use clap::Subcommand;
 
 use super::exit;
 use crate::config::{NetworkMode, SandboxMode};
-use crate::permissions::{Effect, Policy, ShellOptions, ShellView, load_policy};
+use crate::permissions::{Effect, Policy, ShellView, load_policy};
 use crate::sandbox::Mechanism;
 use crate::tools::SandboxSettings;
 use crate::tools::confine::{self, Machine, shown};
@@ -92,17 +92,7 @@ pub fn view_here(
         return Ok((machine, None));
     }
     let view = machine.mechanism.map(|mechanism| {
-        crate::permissions::shell_view(
-            policy,
-            &ShellOptions {
-                mechanism,
-                required: settings.mode == SandboxMode::Required,
-                network: settings.network == NetworkMode::Allow,
-                temp_dirs: ShellOptions::temp_dirs(
-                    std::env::var_os("TMPDIR").as_deref().map(Path::new),
-                ),
-            },
-        )
+        crate::permissions::shell_view(policy, &confine::shell_options(mechanism, settings))
     });
     Ok((machine, view))
 }
@@ -120,11 +110,7 @@ fn check(
         SandboxMode::Off => "off: shell commands run with your rights (sandbox: off)".to_string(),
         _ => machine.describe(),
     };
-    // What the shell tool would do with `sandbox: required`.
-    let refused = match confine::confine(policy, settings, "true".as_ref(), &[]) {
-        Err(confine::ConfineError::Unavailable(why)) => Some(why),
-        _ => None,
-    };
+    let refused = machine.refusal(settings);
     let network = match (settings.network, machine.mechanism) {
         (NetworkMode::Allow, _) => "allowed",
         (NetworkMode::Deny, Some(Mechanism::Namespaces)) => {

@@ -126,6 +126,19 @@ impl Machine {
         }
     }
 
+    /// Why shell commands are refused here: `sandbox: required` never falls back (Landlock alone
+    /// is accepted only when chosen with `shell.namespaces: off`).
+    pub fn refusal(&self, settings: &SandboxSettings) -> Option<String> {
+        let gaps = self.gaps(settings);
+        (settings.mode == SandboxMode::Required && !gaps.is_empty()).then(|| {
+            format!(
+                "sandbox: required, but this machine cannot enforce {}; shell commands are \
+                 refused (`nop sandbox check` shows why)",
+                gaps.join(" and ")
+            )
+        })
+    }
+
     /// What this machine cannot enforce that `settings` ask for, one phrase each.
     fn gaps(&self, settings: &SandboxSettings) -> Vec<String> {
         let mut gaps = Vec::new();
@@ -243,16 +256,10 @@ pub fn confine(
             spec_fd,
         });
     }
-    let required = settings.mode == SandboxMode::Required;
-    let gaps = machine.gaps(settings);
-    // `required` never falls back; Landlock alone is accepted only when chosen (namespaces: off).
-    if required && !gaps.is_empty() {
-        return Err(ConfineError::Unavailable(format!(
-            "sandbox: required, but this machine cannot enforce {}; shell commands are refused \
-             (`nop sandbox check` shows why)",
-            gaps.join(" and ")
-        )));
+    if let Some(why) = machine.refusal(settings) {
+        return Err(ConfineError::Unavailable(why));
     }
+    let gaps = machine.gaps(settings);
     let Some(mechanism) = machine.mechanism else {
         let note = (!WARNED.swap(true, Ordering::Relaxed)).then(|| {
             warn_once(format!(
@@ -271,17 +278,7 @@ pub fn confine(
         });
     };
     protect_git_hooks(policy.root());
-    let view = crate::permissions::shell_view(
-        policy,
-        &ShellOptions {
-            mechanism,
-            required,
-            network: settings.network == NetworkMode::Allow,
-            temp_dirs: ShellOptions::temp_dirs(
-                std::env::var_os("TMPDIR").as_deref().map(Path::new),
-            ),
-        },
-    );
+    let view = crate::permissions::shell_view(policy, &shell_options(mechanism, settings));
     let partial = !gaps.is_empty() || mechanism == Mechanism::Landlock;
     let note = (partial && !WARNED.swap(true, Ordering::Relaxed)).then(|| {
         let mut message = if gaps.is_empty() {
@@ -312,6 +309,16 @@ pub fn confine(
         removed_env,
         spec_fd: Some(spec_fd),
     })
+}
+
+/// The options of the view of shell commands confined with `mechanism` under `settings`.
+pub fn shell_options(mechanism: Mechanism, settings: &SandboxSettings) -> ShellOptions {
+    ShellOptions {
+        mechanism,
+        required: settings.mode == SandboxMode::Required,
+        network: settings.network == NetworkMode::Allow,
+        temp_dirs: ShellOptions::temp_dirs(std::env::var_os("TMPDIR").as_deref().map(Path::new)),
+    }
 }
 
 fn warn_once(message: String) -> String {

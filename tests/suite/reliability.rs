@@ -9,6 +9,16 @@ use serde_json::Value;
 use crate::support::Repo;
 use crate::support::mock::{MockResponse, MockServer, openai};
 
+/// The messages of the warning events in a stream-json output.
+fn warnings(stdout: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "warning")
+        .filter_map(|e| e["message"].as_str().map(str::to_string))
+        .collect()
+}
+
 #[test]
 fn an_unreadable_queue_file_is_set_aside_and_never_makes_nop_call_the_model_again() {
     let repo = Repo::new();
@@ -53,12 +63,7 @@ fn an_unreadable_queue_file_is_set_aside_and_never_makes_nop_call_the_model_agai
         1,
         "one request for one prompt"
     );
-    let warnings: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|e| e["type"] == "warning")
-        .filter_map(|e| e["message"].as_str().map(str::to_string))
-        .collect();
+    let warnings = warnings(&out.stdout);
     assert!(
         warnings
             .iter()
@@ -642,12 +647,7 @@ fn corrupt_memory_is_a_warning_not_silently_left_out_of_the_prompt() {
     std::fs::write(&memory, "{ torn").unwrap();
     let server = MockServer::start(vec![openai::reply_text("hi")]);
     let out = repo.model_ok(&server, &["run", "--output-format", "stream-json", "hello"]);
-    let warnings: Vec<String> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|e| e["type"] == "warning")
-        .filter_map(|e| e["message"].as_str().map(str::to_string))
-        .collect();
+    let warnings = warnings(&out.stdout);
     assert!(
         warnings.iter().any(
             |w| w.contains("long-term memory of `coder` could not be read")

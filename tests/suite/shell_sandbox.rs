@@ -655,29 +655,12 @@ fn a_command_ends_when_nop_is_killed_or_stops_it() {
         let repo = git_repo();
         let marker = format!("{}.{}{n}", 400 + n, std::process::id());
         let script = format!("setsid -f sleep {marker}; exec sleep {marker}");
-        let nop = assert_cmd::cargo::cargo_bin("nop");
         let mut args: Vec<&str> = Vec::new();
         if mode == Mode::LandlockOnly {
             args.extend(["--set", "shell.namespaces=off"]);
         }
         args.extend(["sandbox", "run", "--", "bash", "-c", &script]);
-        let mut child = Command::new(&nop)
-            .args(&args)
-            .current_dir(repo.path())
-            .env_clear()
-            .env("HOME", repo.path())
-            .env("PATH", "/usr/bin:/bin")
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while processes_with(&marker).len() < 2 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{mode:?}: never started"
-            );
-            std::thread::yield_now();
-        }
+        let mut child = crate::support::start_until(&repo, &args, &marker, 2);
         child.kill().unwrap();
         child.wait().unwrap();
         assert_eq!(wait_until_gone(&marker), Vec::<String>::new(), "{mode:?}");
