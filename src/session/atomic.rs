@@ -13,8 +13,9 @@ use tempfile::{Builder, NamedTempFile, TempPath};
 
 use super::error::{Result, SessionError};
 
-/// Prefix of every temporary file the store makes; leftovers of killed processes are removed
-/// under the session's write lock.
+/// Prefix of every temporary file and directory the store makes. Its builder holds an exclusive
+/// `flock` on it while it lives ([`claim`]), so one that nobody holds was left by a killed
+/// process and is removed by the next write ([`remove_abandoned`]), whatever its age.
 pub(crate) const TEMP_PREFIX: &str = ".tmp-";
 /// The journal of a multi-file commit in progress.
 pub(crate) const JOURNAL: &str = "commit.json";
@@ -146,7 +147,7 @@ pub fn recover(dir: &Path) -> Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => return Err(SessionError::io(journal_path)(e)),
     }
-    remove_stale_temps(dir)
+    remove_abandoned(dir)
 }
 
 pub fn has_pending_commit(dir: &Path) -> bool {
@@ -169,21 +170,68 @@ fn roll_forward(dir: &Path, journal: &Journal) -> Result<()> {
     sync_dir(dir)
 }
 
-fn remove_stale_temps(dir: &Path) -> Result<()> {
+/// Removes the temporary files and directories in `dir` that no live process holds: what a
+/// killed writer left. One still being built is held by its builder and stays.
+pub(crate) fn remove_abandoned(dir: &Path) -> Result<()> {
+    use std::os::unix::fs::OpenOptionsExt as _;
     let entries = fs::read_dir(dir).map_err(SessionError::io(dir))?;
     for entry in entries.flatten() {
-        if entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX) {
-            let _ = fs::remove_file(entry.path());
+        if !entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX) {
+            continue;
+        }
+        let path = entry.path();
+        let Ok(file) = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+            .open(&path)
+        else {
+            // A symlink or something else no builder of ours made.
+            let _ = fs::remove_file(&path);
+            continue;
+        };
+        if file.try_lock().is_err() || !still_named(&path, &file) {
+            continue;
+        }
+        let is_dir = file.metadata().is_ok_and(|m| m.is_dir());
+        let removed = if is_dir {
+            fs::remove_dir_all(&path)
+        } else {
+            fs::remove_file(&path)
+        };
+        if let Err(e) = removed {
+            tracing::warn!(path = %path.display(), error = %e, "could not remove a temporary entry a killed process left");
         }
     }
     Ok(())
 }
 
+/// Takes the builder's hold on a temporary entry just created at `path` through `file`. `false`
+/// when a cleaner removed the entry between its creation and the lock (it looked abandoned for
+/// that instant); the caller makes another.
+pub(crate) fn claim(path: &Path, file: &File) -> std::io::Result<bool> {
+    file.lock()?;
+    Ok(still_named(path, file))
+}
+
+/// Whether `path` still names the inode open as `file`.
+fn still_named(path: &Path, file: &File) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    match (fs::symlink_metadata(path), file.metadata()) {
+        (Ok(named), Ok(open)) => named.dev() == open.dev() && named.ino() == open.ino(),
+        _ => false,
+    }
+}
+
 fn write_temp(dir: &Path, contents: &[u8], read_only: Option<()>) -> Result<NamedTempFile> {
-    let mut temp = Builder::new()
-        .prefix(TEMP_PREFIX)
-        .tempfile_in(dir)
-        .map_err(SessionError::io(dir))?;
+    let mut temp = loop {
+        let temp = Builder::new()
+            .prefix(TEMP_PREFIX)
+            .tempfile_in(dir)
+            .map_err(SessionError::io(dir))?;
+        if claim(temp.path(), temp.as_file()).map_err(SessionError::io(temp.path()))? {
+            break temp;
+        }
+    };
     let path = temp.path().to_path_buf();
     temp.write_all(contents).map_err(SessionError::io(&path))?;
     if read_only.is_some() {

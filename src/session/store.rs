@@ -2,6 +2,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -49,6 +50,9 @@ pub struct Problem {
 pub struct Store {
     sessions_dir: PathBuf,
     lock_timeout: Duration,
+    /// Set once this store (and its clones) swept the temporary directories of killed creates
+    /// and forks: the first write of a process does it.
+    swept: Arc<std::sync::Once>,
 }
 
 impl Store {
@@ -56,6 +60,7 @@ impl Store {
         Store {
             sessions_dir: sessions_dir.into(),
             lock_timeout,
+            swept: Arc::new(std::sync::Once::new()),
         }
     }
 
@@ -104,7 +109,6 @@ impl Store {
     /// Creates a new, empty session for `agent`.
     pub fn create(&self, agent: &str, now: DateTime<Utc>) -> Result<SessionFile> {
         fs::create_dir_all(&self.sessions_dir).map_err(SessionError::io(&self.sessions_dir))?;
-        self.remove_stale_temp_dirs();
         let plan = Plan::default().to_xml();
         let mut last_err = None;
         for _ in 0..8 {
@@ -144,6 +148,7 @@ impl Store {
         change: impl FnOnce(&mut SessionState) -> Result<T>,
     ) -> Result<T> {
         let dir = self.existing_dir(id)?;
+        self.sweep();
         let _lock = SessionLock::acquire(&dir, id, LockKind::Exclusive, self.lock_timeout)?;
         atomic::recover(&dir)?;
         let mut state = read_state(&dir, id)?;
@@ -366,6 +371,16 @@ impl Store {
         })
     }
 
+    /// Removes what a killed create or fork left in the sessions directory, once per process:
+    /// the first write does it. A failure is logged; the write goes on.
+    fn sweep(&self) {
+        self.swept.call_once(|| {
+            if let Err(e) = atomic::remove_abandoned(&self.sessions_dir) {
+                tracing::warn!(error = %e, "could not sweep the sessions directory");
+            }
+        });
+    }
+
     /// Builds a session directory under a temporary name and renames it into place, so that a
     /// session appears whole or not at all. Fails if `id` exists (a non-empty directory is never
     /// replaced by rename).
@@ -375,10 +390,17 @@ impl Store {
         files: &[(&str, Vec<u8>)],
         snapshot: Option<(&Path, &str)>,
     ) -> Result<()> {
-        let temp = tempfile::Builder::new()
-            .prefix(TEMP_PREFIX)
-            .tempdir_in(&self.sessions_dir)
-            .map_err(SessionError::io(&self.sessions_dir))?;
+        self.sweep();
+        let (temp, _hold) = loop {
+            let temp = tempfile::Builder::new()
+                .prefix(TEMP_PREFIX)
+                .tempdir_in(&self.sessions_dir)
+                .map_err(SessionError::io(&self.sessions_dir))?;
+            let hold = fs::File::open(temp.path()).map_err(SessionError::io(temp.path()))?;
+            if atomic::claim(temp.path(), &hold).map_err(SessionError::io(temp.path()))? {
+                break (temp, hold);
+            }
+        };
         for (name, contents) in files {
             let path = temp.path().join(name);
             fs::write(&path, contents)
@@ -406,24 +428,6 @@ impl Store {
             SessionError::io(&target)(e)
         })?;
         atomic::sync_dir(&self.sessions_dir)
-    }
-
-    /// Removes temporary session directories that a killed `create`/`fork` left, if old.
-    fn remove_stale_temp_dirs(&self) {
-        let Ok(entries) = fs::read_dir(&self.sessions_dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let old = entry
-                .metadata()
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.elapsed().ok())
-                .is_some_and(|age| age > Duration::from_secs(3600));
-            if old && entry.file_name().to_string_lossy().starts_with(TEMP_PREFIX) {
-                let _ = fs::remove_dir_all(entry.path());
-            }
-        }
     }
 }
 

@@ -11,7 +11,13 @@ use nop::session::Store;
 
 use crate::support::Repo;
 
+/// At least this many kills, and on until the kills tore enough writes to prove something.
 const KILLS: usize = 25;
+/// Kills that must have left a write half done (a temporary file or a journal)…
+const MIN_TORN: usize = 5;
+/// …of which at least this many in the middle of a two-file commit (a journal left).
+const MIN_JOURNALS: usize = 1;
+const MAX_KILLS: usize = 400;
 const WRITER_ENV: &str = "NOP_TEST_CRASH_WRITER";
 
 /// The writer, run in a child process by the test below: appends `m<n>` with n counting on
@@ -82,7 +88,12 @@ fn crash_safety_under_sigkill() {
     let exe = std::env::current_exe().expect("test binary");
     let mut last_len = 0;
     let mut interrupted = 0;
-    for round in 0..KILLS {
+    let mut journals = 0;
+    let mut round = 0;
+    while round < KILLS
+        || (round < MAX_KILLS && (interrupted < MIN_TORN || journals < MIN_JOURNALS))
+    {
+        round += 1;
         let mut child = Command::new(&exe)
             .args([
                 "--ignored",
@@ -100,14 +111,14 @@ fn crash_safety_under_sigkill() {
         child.kill().expect("SIGKILL");
         let _ = child.wait();
 
-        let leftover = std::fs::read_dir(repo.session_dir(&id))
+        let left: Vec<String> = std::fs::read_dir(repo.session_dir(&id))
             .expect("dir")
             .filter_map(Result::ok)
-            .any(|e| {
-                let n = e.file_name();
-                n.to_string_lossy().starts_with(".tmp-") || n == "commit.json"
-            });
-        interrupted += usize::from(leftover);
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with(".tmp-") || n == "commit.json")
+            .collect();
+        interrupted += usize::from(!left.is_empty());
+        journals += usize::from(left.iter().any(|n| n == "commit.json"));
         // The reader sees a whole session; a half-done multi-file commit is completed.
         let state = store
             .read(&id)
@@ -144,7 +155,15 @@ fn crash_safety_under_sigkill() {
         }
     }
     assert!(last_len > 0, "the writer never wrote anything");
-    eprintln!("{KILLS} kills, {last_len} messages, {interrupted} kills left a write half done");
+    eprintln!(
+        "{round} kills, {last_len} messages, {interrupted} kills left a write half done, \
+         {journals} in a two-file commit"
+    );
+    // The test proves something only if the kills did tear writes.
+    assert!(
+        interrupted >= MIN_TORN && journals >= MIN_JOURNALS,
+        "{round} kills tore only {interrupted} writes ({journals} commits) (seed {seed})"
+    );
     let problems = store.check(&id).expect("check");
     assert!(problems.is_empty(), "{problems:?}");
     // No temporary files survive the next write.
