@@ -49,6 +49,8 @@ struct Inner {
     plugin_tools: Mutex<Vec<Arc<dyn crate::tools::Tool>>>,
     /// Set when a stop word ended the task: the message that did it.
     stopped_by: Mutex<Option<String>>,
+    /// Set once the priority stack could not be read at a checkpoint (warned about once).
+    priority_unreadable: std::sync::atomic::AtomicBool,
 }
 
 /// Who runs (the user), their session stack, and the stop words (seeds 000, 004).
@@ -99,6 +101,7 @@ impl Engine {
             queue,
             plugin_tools: Mutex::new(Vec::new()),
             stopped_by: Mutex::new(None),
+            priority_unreadable: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -166,11 +169,30 @@ impl Engine {
             })
     }
 
+    /// Whether a higher-priority session paused this one. A priority stack that cannot be read
+    /// cannot pause anything: the run goes on, and says so once (a warning event and the log).
     fn is_paused(&self, ctx: &ToolContext) -> bool {
-        self.0.queue.coordinator.as_ref().is_some_and(|c| {
-            c.state_of(&ctx.session_id).ok().flatten()
-                == Some(crate::queue::priority::EntryState::Paused)
-        })
+        let Some(coordinator) = self.0.queue.coordinator.as_ref() else {
+            return false;
+        };
+        match coordinator.state_of(&ctx.session_id) {
+            Ok(state) => state == Some(crate::queue::priority::EntryState::Paused),
+            Err(e) => {
+                if !self
+                    .0
+                    .priority_unreadable
+                    .swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    tracing::warn!(session = %ctx.session_id, op = "priority", error = %e, "the priority stack cannot be read; this run is not paused by it");
+                    self.emit(Event::Warning {
+                        message: format!(
+                            "the priority stack cannot be read, so no session can pause this one: {e}"
+                        ),
+                    });
+                }
+                false
+            }
+        }
     }
 
     /// A checkpoint (between tool calls and before each model request; never inside a tool):
@@ -319,6 +341,11 @@ impl Engine {
 
     pub fn provider(&self) -> &Provider {
         &self.0.provider
+    }
+
+    /// A warning event for whoever watches this run (the log line is the caller's).
+    pub fn warn(&self, message: String) {
+        self.emit(Event::Warning { message });
     }
 
     fn emit(&self, event: Event) {
@@ -496,7 +523,7 @@ impl Engine {
         };
         let store = inner.store.clone();
         let id = child.clone();
-        let _ = tokio::task::spawn_blocking(move || {
+        let recorded = tokio::task::spawn_blocking(move || {
             store.update(&id, Utc::now(), |state| {
                 state.session.status = status;
                 state.session.metrics = Some(metrics);
@@ -505,7 +532,18 @@ impl Engine {
                 Ok(())
             })
         })
-        .await;
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r.map_err(|e| e.to_string()));
+        if let Err(e) = recorded {
+            tracing::error!(session = %child, agent = %target, op = "subagent", error = %e, "the subagent's final status could not be recorded");
+            self.emit(Event::Warning {
+                message: format!(
+                    "subagent session {child} ended {} but its session.json could not record it: {e}",
+                    status.as_str()
+                ),
+            });
+        }
         tracing::info!(session = %child, agent = %target, op = "subagent", result = status.as_str(), duration_ms = metrics.duration_ms, tool_calls = metrics.tool_calls, output_tokens = metrics.output_tokens, "subagent ended");
         self.emit(Event::SubagentFinished {
             session_id: child.clone(),

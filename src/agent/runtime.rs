@@ -451,7 +451,13 @@ impl Runtime {
             cancel,
         );
         match tokio::time::timeout(limit, work).await {
-            Ok(Ok(_)) => {}
+            Ok(Ok(summary)) => {
+                for line in summary.left_out {
+                    engine.warn(format!(
+                        "the automatic summary of {day} left out a session: {line}"
+                    ));
+                }
+            }
             Ok(Err(e)) => {
                 tracing::warn!(agent, op = "memory", result = "error", date = %day, "automatic summary failed: {e}")
             }

@@ -19,21 +19,46 @@ pub fn local_day(session: &SessionFile) -> NaiveDate {
     session.created_at.with_timezone(&Local).date_naive()
 }
 
-/// The top-level sessions of `agent` created on `date` (local time), oldest first.
+/// A summary, and the sessions that could not be read and so are not in it.
+#[derive(Debug)]
+pub struct Summary {
+    /// `None` when the agent had no (readable) sessions that day.
+    pub entry: Option<Entry>,
+    /// One line per session left out: its id and why.
+    pub left_out: Vec<String>,
+}
+
+/// Every session of the store that reads, and one line (id and error) per one that does not.
+fn readable_sessions(
+    ws: &Workspace,
+    config: &crate::config::Config,
+) -> Result<(Vec<SessionFile>, Vec<String>), RunError> {
+    let store = ws.store(config);
+    let mut sessions = Vec::new();
+    let mut unreadable = Vec::new();
+    for id in store.ids()? {
+        match store.read_session(&id) {
+            Ok(s) => sessions.push(s),
+            Err(e) => unreadable.push(format!("session {id} could not be read: {e}")),
+        }
+    }
+    Ok((sessions, unreadable))
+}
+
+/// The top-level sessions of `agent` created on `date` (local time), oldest first, and the
+/// sessions that could not be read (which may have been of that day).
 pub fn sessions_of_day(
     ws: &Workspace,
     config: &crate::config::Config,
     agent: &str,
     date: NaiveDate,
-) -> Vec<SessionFile> {
-    let store = ws.store(config);
-    store
-        .ids()
-        .unwrap_or_default()
+) -> Result<(Vec<SessionFile>, Vec<String>), RunError> {
+    let (sessions, unreadable) = readable_sessions(ws, config)?;
+    let of_day = sessions
         .into_iter()
-        .filter_map(|id| store.read_session(&id).ok())
         .filter(|s| s.agent == agent && s.caller.is_none() && local_day(s) == date)
-        .collect()
+        .collect();
+    Ok((of_day, unreadable))
 }
 
 /// The agent's prompt as configured, the base of its prompt history.
@@ -83,7 +108,8 @@ fn render(sessions: &[SessionFile]) -> (String, usize, usize) {
     (out, messages, user)
 }
 
-/// Summarises `date` for `agent`; `Ok(None)` when it had no sessions that day.
+/// Summarises `date` for `agent` (no entry when it had no sessions that day). Sessions that
+/// cannot be read are left out, logged, and listed in the result for the caller to show.
 pub async fn summarize_day(
     ws: &Workspace,
     config: &crate::config::Config,
@@ -91,7 +117,7 @@ pub async fn summarize_day(
     agent: &str,
     date: NaiveDate,
     cancel: &CancellationToken,
-) -> Result<Option<Entry>, RunError> {
+) -> Result<Summary, RunError> {
     let store = MemoryStore::new(&ws.nop_dir());
     // Refuse before paying for a model call.
     if let Some(existing) = store
@@ -112,9 +138,15 @@ pub async fn summarize_day(
             .to_string(),
         ));
     }
-    let sessions = sessions_of_day(ws, config, agent, date);
+    let (sessions, left_out) = sessions_of_day(ws, config, agent, date)?;
+    for line in &left_out {
+        tracing::warn!(agent, op = "memory", date = %date, "left out of the summary: {line}");
+    }
     if sessions.is_empty() {
-        return Ok(None);
+        return Ok(Summary {
+            entry: None,
+            left_out,
+        });
     }
     let (text, messages, user) = render(&sessions);
     ws.agents()?; // a broken agents.yml is an error, not a silent fallback
@@ -154,7 +186,10 @@ pub async fn summarize_day(
         )
         .map_err(|e| RunError::Agent(e.to_string()))?;
     tracing::info!(agent, op = "memory", result = "summarized", date = %date, entry = %entry.id, "day summarised");
-    Ok(Some(entry))
+    Ok(Summary {
+        entry: Some(entry),
+        left_out,
+    })
 }
 
 /// The most recent earlier day with sessions of `agent` and no summary (removed ones count as
@@ -165,16 +200,14 @@ pub fn pending_day(
     agent: &str,
     today: NaiveDate,
 ) -> Option<NaiveDate> {
-    let store = ws.store(config);
     let memory = MemoryStore::new(&ws.nop_dir()).load(agent).ok().flatten();
     let done: Vec<NaiveDate> = memory
         .map(|m| m.entries.iter().map(|e| e.summary_date).collect())
         .unwrap_or_default();
-    let mut days: Vec<NaiveDate> = store
-        .ids()
-        .unwrap_or_default()
+    // Unreadable sessions are reported by the summary itself.
+    let (sessions, _) = readable_sessions(ws, config).ok()?;
+    let mut days: Vec<NaiveDate> = sessions
         .into_iter()
-        .filter_map(|id| store.read_session(&id).ok())
         .filter(|s| s.agent == agent && s.caller.is_none())
         .map(|s| local_day(&s))
         .filter(|d| *d < today && !done.contains(d))

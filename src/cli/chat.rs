@@ -169,19 +169,33 @@ pub fn chat(
                     shown_countdown = false;
                 }
                 println!("{agent} › {}", reply.content);
-                let _ = crate::agent::chat::record_delivery(
-                    &store,
-                    &session,
-                    &reply.id,
-                    Some(chrono::Utc::now()),
-                );
+                record_delivery(&store, &session, &reply.id, Some(chrono::Utc::now()));
             }
         }
         // Replies not shown before leaving are recorded as not sent.
         for (_, reply) in due {
-            let _ = crate::agent::chat::record_delivery(&store, &session, &reply.id, None);
+            record_delivery(&store, &session, &reply.id, None);
         }
     });
     eprintln!("\nsession {session} saved; continue with: nop chat --session {session}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// Records in the session whether (and when) a reply was shown; a record that cannot be written
+/// is said on stderr and in the log, since the session will not know.
+fn record_delivery(
+    store: &crate::session::Store,
+    session: &str,
+    reply_id: &str,
+    at: Option<chrono::DateTime<chrono::Utc>>,
+) {
+    if let Err(e) = crate::agent::chat::record_delivery(store, session, reply_id, at) {
+        let what = if at.is_some() {
+            "was shown"
+        } else {
+            "was not sent"
+        };
+        tracing::warn!(session, reply = reply_id, error = %e, "reply delivery not recorded");
+        eprintln!("warning: session {session} could not record that reply {reply_id} {what}: {e}");
+    }
 }

@@ -150,7 +150,7 @@ pub fn memory(
             };
             let provider = crate::providers::Provider::from_config(&config.provider, &env)?;
             let rt = tokio_runtime()?;
-            let entry = rt.block_on(crate::agent::summarize::summarize_day(
+            let summary = rt.block_on(crate::agent::summarize::summarize_day(
                 ws,
                 &config,
                 &provider,
@@ -158,7 +158,10 @@ pub fn memory(
                 date,
                 &CancellationToken::new(),
             ))?;
-            match (entry, json) {
+            for line in &summary.left_out {
+                eprintln!("warning: left out of the summary: {line}");
+            }
+            match (summary.entry, json) {
                 (Some(e), true) => print(&serde_json::json!(e)),
                 (Some(e), false) => println!(
                     "summarised {date} for {agent} as {}: {}",

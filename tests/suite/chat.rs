@@ -299,3 +299,36 @@ fn typing_during_delivery_starts_the_next_batch_and_unshown_replies_are_not_sent
     );
     assert_eq!(two["sendDelaySeconds"], 10.0);
 }
+
+#[test]
+fn a_reply_whose_delivery_cannot_be_recorded_is_said_not_swallowed() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![openai::reply_text(&replies_json(&[
+        ("one", 0),
+        ("two", 2),
+    ]))]);
+    let t = Terminal::start(&repo, &server, "unrecorded", 1);
+    t.type_line("a");
+    wait_for_screen(&t.0, "coder › one");
+    // Between the two replies the session file breaks: "two" is shown, its record cannot be.
+    let id = repo.first_session()["sessionId"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let file = repo.session_dir(&id).join("session.json");
+    std::fs::write(&file, "{\"broken\":").expect("write");
+    let s = wait_for_screen(&t.0, "coder › two");
+    let s = if s.contains("could not record") {
+        s
+    } else {
+        wait_for_screen(&t.0, "could not record")
+    };
+    assert!(
+        s.contains(&format!("session {id} could not record that reply")),
+        "{s}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&file).expect("read"),
+        "{\"broken\":"
+    );
+}

@@ -658,3 +658,173 @@ fn corrupt_memory_is_a_warning_not_silently_left_out_of_the_prompt() {
     // Left as it was, for the user to repair.
     assert_eq!(std::fs::read_to_string(&memory).unwrap(), "{ torn");
 }
+
+#[test]
+fn temporary_directories_of_killed_runs_are_cleaned_by_the_next_write_not_after_an_hour() {
+    let repo = Repo::new();
+    let id = repo.new_session();
+    let sessions = repo.sessions_dir();
+    // What a create or fork killed half way leaves: a temporary session directory, just now.
+    let left = sessions.join(".tmp-killed");
+    std::fs::create_dir(&left).unwrap();
+    std::fs::write(left.join("session.json"), "{\"half\":").unwrap();
+    // One that a live nop is still building: its builder holds it.
+    let building = sessions.join(".tmp-building");
+    std::fs::create_dir(&building).unwrap();
+    let hold = std::fs::File::open(&building).unwrap();
+    hold.lock().unwrap();
+    // And a temporary file a killed write left in the session itself.
+    let torn = repo.session_dir(&id).join(".tmp-torn");
+    std::fs::write(&torn, "{\"half\":").unwrap();
+
+    // The next write to that session, by another process.
+    repo.run(&["sessions", "append", &id, "next"]);
+    assert!(!left.exists(), "a killed run's temporary directory stayed");
+    assert!(!torn.exists(), "a killed write's temporary file stayed");
+    assert!(
+        building.exists(),
+        "a directory still being built was removed"
+    );
+
+    // Once its builder is gone, the next create removes it too.
+    drop(hold);
+    repo.run(&["sessions", "new"]);
+    assert!(!building.exists());
+}
+
+/// The session directories of a repository whose session.json mentions `needle`.
+fn sessions_mentioning(repo: &Repo, needle: &str) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(repo.sessions_dir())
+        .unwrap()
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            std::fs::read_to_string(p.join("session.json")).is_ok_and(|s| s.contains(needle))
+        })
+        .collect()
+}
+
+#[test]
+fn a_subagent_whose_final_status_cannot_be_recorded_is_a_warning_not_silence() {
+    let repo = Repo::new();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (seen, root) = (calls.clone(), repo.path().to_path_buf());
+    let server = MockServer::start_with(Box::new(move |_| {
+        match seen.fetch_add(1, Ordering::SeqCst) {
+            0 => openai::reply_tool_calls(&[(
+                "c1",
+                "call-agent",
+                serde_json::json!({"agent": "coder", "arguments": "investigate"}),
+            )]),
+            1 => {
+                // While the subagent works, its session.json is broken (a disk error, a person).
+                let sessions = root.join(".nop/sessions");
+                for entry in std::fs::read_dir(&sessions).unwrap().filter_map(Result::ok) {
+                    let file = entry.path().join("session.json");
+                    if std::fs::read_to_string(&file).is_ok_and(|s| s.contains("\"caller\"")) {
+                        std::fs::write(&file, "{\"broken\":").unwrap();
+                    }
+                }
+                openai::reply_text("found it")
+            }
+            _ => openai::reply_text("handled"),
+        }
+    }));
+    let out = repo
+        .nop_model(&server, "openai")
+        .args(["run", "--output-format", "stream-json", "delegate"])
+        .output()
+        .unwrap();
+    assert!(calls.load(Ordering::SeqCst) >= 2, "the subagent never ran");
+    let warnings = warnings(&out.stdout);
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("subagent session") && w.contains("could not record")),
+        "{warnings:?}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The broken file is left as it was for a person to look at.
+    assert_eq!(sessions_mentioning(&repo, "{\"broken\":").len(), 1);
+}
+
+#[test]
+fn an_unreadable_priority_stack_is_a_warning_once_not_silently_not_paused() {
+    let repo = Repo::new();
+    std::fs::write(
+        repo.path().join(".nop/agents.yml"),
+        "agents:\n  - name: coder\n    description: codes\n    priority: 50\n    interruptible: true\n",
+    )
+    .unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let (seen, stack) = (calls.clone(), repo.path().join(".nop/state/active.json"));
+    let server = MockServer::start_with(Box::new(move |_| {
+        match seen.fetch_add(1, Ordering::SeqCst) {
+            0 => {
+                assert!(stack.exists(), "the run did not enter the priority stack");
+                std::fs::write(&stack, "{\"users\": [not json").unwrap();
+                openai::reply_tool_calls(&[
+                    ("c1", "list-files", serde_json::json!({})),
+                    ("c2", "list-files", serde_json::json!({})),
+                ])
+            }
+            _ => openai::reply_text("done"),
+        }
+    }));
+    let out = repo
+        .nop_model(&server, "openai")
+        .args(["run", "--output-format", "stream-json", "work"])
+        .output()
+        .unwrap();
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    let about_stack: Vec<String> = warnings(&out.stdout)
+        .into_iter()
+        .filter(|w| w.contains("priority stack cannot be read"))
+        .collect();
+    // Three checkpoints read it (two between tools, one before the request): one warning.
+    assert_eq!(about_stack.len(), 1, "{about_stack:?}");
+    assert!(about_stack[0].contains("active.json"), "{about_stack:?}");
+    // The stack is not overwritten: the run's end says it cannot update it.
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join(".nop/state/active.json")).unwrap(),
+        "{\"users\": [not json"
+    );
+}
+
+#[test]
+fn a_session_that_cannot_be_read_is_named_when_left_out_of_a_summary() {
+    let repo = Repo::new();
+    let id = repo.new_session();
+    repo.run(&["sessions", "append", &id, "the parser chokes"]);
+    let path = repo.session_dir(&id).join("session.json");
+    let mut session: Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    session["createdAt"] = serde_json::json!("2026-01-15T10:00:00Z");
+    std::fs::write(&path, serde_json::to_string_pretty(&session).unwrap()).unwrap();
+    let broken = repo.new_session();
+    std::fs::write(
+        repo.session_dir(&broken).join("session.json"),
+        "{\"broken\":",
+    )
+    .unwrap();
+    let server = MockServer::start(vec![openai::reply_text(
+        &serde_json::json!({
+            "summary": "Parser work.",
+            "topics": ["parser"],
+            "keyPoints": ["it chokes"],
+            "keywords": ["parser"]
+        })
+        .to_string(),
+    )]);
+    let out = repo
+        .nop_model(&server, "openai")
+        .args(["memory", "summarize", "--date", "2026-01-15"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("left out of the summary") && stderr.contains(&broken),
+        "{stderr}"
+    );
+}
