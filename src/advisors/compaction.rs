@@ -81,13 +81,46 @@ pub fn plan_summary(plan: &Plan) -> String {
     out
 }
 
+/// What the consistency check before a compaction found (seed 002 §2.2), for the summary: the
+/// plan status it keeps is the checked one.
+pub fn consistency_note(decision: &super::ConsistencyDecision, repairs: &[String]) -> String {
+    if decision.consistent {
+        return "Consistency check: the plan agrees with the conversation.".to_string();
+    }
+    let mut out = String::new();
+    if !repairs.is_empty() {
+        out.push_str(&format!(
+            "Consistency check: the plan above was repaired to match the conversation ({}).",
+            repairs.join("; ")
+        ));
+    } else {
+        out.push_str(
+            "Consistency check: the plan above is out of step with the conversation; where they \
+             differ, the conversation is right:",
+        );
+        for i in &decision.inconsistencies {
+            let expected = i
+                .expected_status
+                .map(|s| format!(" (the conversation shows {s})"))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "\n- task {}: {}{expected}",
+                i.task_id,
+                i.description.trim()
+            ));
+        }
+    }
+    out
+}
+
 /// The compacted conversation: first system message, first user prompt, summary with the plan's
-/// status, then the kept tail.
+/// status (and the consistency check's note on it), then the kept tail.
 pub fn compacted(
     messages: &[Message],
     range: (usize, usize),
     summary: &str,
     plan: &Plan,
+    consistency: Option<&str>,
 ) -> Vec<Message> {
     let (from, to) = range;
     let mut out = Vec::new();
@@ -100,10 +133,11 @@ pub fn compacted(
     let mut note = Message::new(
         Role::User,
         format!(
-            "[Summary of {} earlier messages, compacted by nop; the full history is in the session's snapshots]\n{}\n\n{}",
+            "[Summary of {} earlier messages, compacted by nop; the full history is in the session's snapshots]\n{}\n\n{}{}",
             to - from,
             summary.trim(),
-            plan_summary(plan)
+            plan_summary(plan),
+            consistency.map(|c| format!("\n{c}")).unwrap_or_default()
         ),
         Utc::now(),
     );
@@ -146,7 +180,7 @@ mod tests {
         let range = replaceable(&messages, 2).expect("range");
         assert_eq!(messages[range.1].content, "calling");
         let plan = Plan::default();
-        let out = compacted(&messages, range, "S", &plan);
+        let out = compacted(&messages, range, "S", &plan, None);
         let texts: Vec<&str> = out.iter().map(|m| m.content.as_str()).collect();
         assert_eq!(texts[0], "sys");
         assert_eq!(texts[1], "task");

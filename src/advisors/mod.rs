@@ -51,6 +51,63 @@ pub struct Inconsistency {
     pub severity: Severity,
     #[serde(default)]
     pub suggestion: String,
+    /// The status the conversation shows for the task (for `status_mismatch` and
+    /// `missing_in_plan`): what an automatic repair sets.
+    #[serde(default)]
+    pub expected_status: Option<crate::protocol::TaskStatus>,
+    /// The task's title as the conversation names it (for `missing_in_plan`).
+    #[serde(default)]
+    pub title: Option<String>,
+}
+
+/// Applies consistency-checker's findings to `plan` (seed 002 §3.3, `consistency.auto_repair`):
+/// a status the conversation contradicts is set to what it shows, a task the conversation works
+/// on that the plan lacks is added. A task the plan has and the conversation never mentions
+/// (`missing_in_chat`) is left: only a person knows whether it is still wanted. Returns one line
+/// per change.
+pub fn repair(plan: &mut crate::protocol::Plan, decision: &ConsistencyDecision) -> Vec<String> {
+    let mut changes = Vec::new();
+    for finding in &decision.inconsistencies {
+        let Some(status) = finding.expected_status else {
+            continue;
+        };
+        match finding.kind {
+            InconsistencyKind::StatusMismatch => {
+                if let Some(task) = plan.tasks.iter_mut().find(|t| t.id == finding.task_id)
+                    && task.status != status
+                {
+                    changes.push(format!(
+                        "task {}: status {} -> {}",
+                        task.id, task.status, status
+                    ));
+                    task.status = status;
+                }
+            }
+            InconsistencyKind::MissingInPlan => {
+                let Some(title) = finding.title.as_deref().filter(|t| !t.trim().is_empty()) else {
+                    continue;
+                };
+                if finding.task_id.trim().is_empty()
+                    || plan.tasks.iter().any(|t| t.id == finding.task_id)
+                {
+                    continue;
+                }
+                changes.push(format!(
+                    "task {}: added \"{}\" ({status})",
+                    finding.task_id,
+                    title.trim()
+                ));
+                plan.tasks.push(crate::protocol::Task {
+                    id: finding.task_id.clone(),
+                    title: title.trim().to_string(),
+                    description: None,
+                    status,
+                });
+            }
+            InconsistencyKind::MissingInChat => {}
+        }
+    }
+    changes
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
@@ -123,6 +180,57 @@ pub enum Priority {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repair_sets_contradicted_statuses_adds_missing_tasks_and_leaves_the_rest() {
+        use crate::protocol::{Plan, Task, TaskStatus};
+        let task = |id: &str, status| Task {
+            id: id.into(),
+            title: format!("t{id}"),
+            description: None,
+            status,
+        };
+        let mut plan = Plan {
+            tasks: vec![
+                task("1", TaskStatus::Pending),
+                task("2", TaskStatus::Completed),
+            ],
+        };
+        let decision: ConsistencyDecision = parse_decision(
+            r#"{"consistent": false, "summary": "x", "inconsistencies": [
+              {"type": "status_mismatch", "taskId": "1", "description": "done in chat", "severity": "high", "expectedStatus": "completed"},
+              {"type": "status_mismatch", "taskId": "9", "description": "no such task", "severity": "low", "expectedStatus": "failed"},
+              {"type": "missing_in_chat", "taskId": "2", "description": "never done", "severity": "high", "expectedStatus": "pending"},
+              {"type": "missing_in_plan", "taskId": "3", "description": "tests written", "severity": "medium", "expectedStatus": "in_progress", "title": "Write tests"},
+              {"type": "missing_in_plan", "taskId": "4", "description": "no title", "severity": "low", "expectedStatus": "pending"},
+              {"type": "status_mismatch", "taskId": "2", "description": "no status given", "severity": "low"}
+            ]}"#,
+        )
+        .expect("decision");
+        let changes = repair(&mut plan, &decision);
+        assert_eq!(
+            changes,
+            vec![
+                "task 1: status pending -> completed",
+                "task 3: added \"Write tests\" (in_progress)"
+            ]
+        );
+        let statuses: Vec<(&str, TaskStatus)> = plan
+            .tasks
+            .iter()
+            .map(|t| (t.id.as_str(), t.status))
+            .collect();
+        assert_eq!(
+            statuses,
+            vec![
+                ("1", TaskStatus::Completed),
+                ("2", TaskStatus::Completed),
+                ("3", TaskStatus::InProgress)
+            ]
+        );
+        // Applying the same findings again changes nothing.
+        assert!(repair(&mut plan, &decision).is_empty());
+    }
 
     #[test]
     fn json_is_found_in_prose_and_fences() {

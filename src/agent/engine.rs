@@ -71,6 +71,14 @@ pub enum Checkpoint {
     Stop(String),
 }
 
+/// What a consistency check found, and what an automatic repair changed.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    pub decision: ConsistencyDecision,
+    /// One line per change made to plan.xml (`consistency.auto_repair`); empty otherwise.
+    pub repairs: Vec<String>,
+}
+
 /// How one subagent call went.
 #[derive(Debug)]
 pub struct SubagentOutcome {
@@ -573,6 +581,17 @@ impl Engine {
         if !ctx.advisors {
             return Err("advisors are off here".into());
         }
+        // An advisor is consulted through `call-agent` (seed 002 §2.1): the caller's permissions
+        // decide, as for the tool, and a refusal is recorded like the tool's.
+        if let Err(reason) = self.may_call(ctx, advisor) {
+            ctx.approver.record_denial("call-agent", &reason);
+            let why = format!("{advisor} was not consulted: {reason}");
+            tracing::warn!(session = %ctx.session_id, op = "advisor", advisor, result = "denied", "{why}; using the safe default");
+            self.emit(Event::Warning {
+                message: format!("{why}; using the safe default"),
+            });
+            return Err(why);
+        }
         let key = format!("{}\u{0}{advisor}\u{0}{arguments}", ctx.session_id);
         let cached = self.0.cache.lock().ok().and_then(|c| c.get(&key).cloned());
         let result = match cached {
@@ -615,6 +634,27 @@ impl Engine {
         result
     }
 
+    /// Whether the agent of `ctx` may call `target` with `call-agent`: the tool itself and
+    /// `call-agent:<target>`, under its permission files as they are now. A rule that asks a
+    /// person counts as a refusal here: nobody is asked about an advisor.
+    fn may_call(&self, ctx: &ToolContext, target: &str) -> Result<(), String> {
+        let policy = crate::permissions::load_chain(&ctx.root, &ctx.agent, &ctx.ancestors)
+            .map_err(|e| format!("the permission files cannot be read: {e}"))?;
+        for tool in ["call-agent".to_string(), format!("call-agent:{target}")] {
+            match policy.check_tool(&tool) {
+                crate::permissions::Decision::Allow { .. } => {}
+                crate::permissions::Decision::Deny { reason, source } => {
+                    let rule = source.map(|s| format!(" ({s})")).unwrap_or_default();
+                    return Err(format!("{reason}{rule}"));
+                }
+                crate::permissions::Decision::Ask { source } => {
+                    return Err(format!("calling `{tool}` needs approval ({source})"));
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Asks retry-advisor about a failed call (seed 002 §4.3); the default is not to retry.
     pub async fn advise_retry(
         &self,
@@ -639,8 +679,10 @@ impl Engine {
     }
 
     /// Asks consistency-checker whether plan.xml and the messages agree (seed 002 §3.3); `None`
-    /// when the plan is empty (nothing to check) or the advisor gave no valid answer.
-    pub async fn check_consistency(&self, ctx: &ToolContext) -> Option<ConsistencyDecision> {
+    /// when the plan is empty (nothing to check) or the advisor gave no valid answer. Each
+    /// finding is a warning; with `consistency.auto_repair` the findings are applied to plan.xml
+    /// after a snapshot, and session.json records what changed (`consistencyRepairs`).
+    pub async fn check_consistency(&self, ctx: &ToolContext) -> Option<Checked> {
         let state = self.0.store.read(&ctx.session_id).ok()?;
         if state.plan.tasks.is_empty() {
             return None;
@@ -654,17 +696,89 @@ impl Engine {
             .consult(ctx, CONSISTENCY_CHECKER, arguments)
             .await
             .ok()?;
-        if !decision.consistent {
-            for i in &decision.inconsistencies {
-                let message = format!(
-                    "plan and conversation disagree on task {} ({:?}, {:?}): {} — {}",
-                    i.task_id, i.kind, i.severity, i.description, i.suggestion
-                );
-                tracing::warn!(session = %ctx.session_id, op = "consistency", result = "inconsistent", "{message}");
-                self.emit(Event::Warning { message });
+        let mut checked = Checked {
+            decision,
+            repairs: Vec::new(),
+        };
+        if checked.decision.consistent {
+            return Some(checked);
+        }
+        for i in &checked.decision.inconsistencies {
+            let message = format!(
+                "plan and conversation disagree on task {} ({:?}, {:?}): {} — {}",
+                i.task_id, i.kind, i.severity, i.description, i.suggestion
+            );
+            tracing::warn!(session = %ctx.session_id, op = "consistency", result = "inconsistent", "{message}");
+            self.emit(Event::Warning { message });
+        }
+        if self.0.config.consistency.auto_repair {
+            match self.repair_plan(ctx, &checked.decision).await {
+                Ok(repairs) => checked.repairs = repairs,
+                Err(e) => {
+                    let message = format!("the plan could not be repaired: {e}");
+                    tracing::warn!(session = %ctx.session_id, op = "consistency", result = "error", "{message}");
+                    self.emit(Event::Warning { message });
+                }
             }
         }
-        Some(decision)
+        Some(checked)
+    }
+
+    /// Applies `decision` to plan.xml under the session lock, after a snapshot of the session as
+    /// it was; records the changes in session.json. Returns them (none: nothing written).
+    async fn repair_plan(
+        &self,
+        ctx: &ToolContext,
+        decision: &ConsistencyDecision,
+    ) -> Result<Vec<String>, crate::session::SessionError> {
+        let store = self.0.store.clone();
+        let id = ctx.session_id.clone();
+        let decision = decision.clone();
+        let repaired = tokio::task::spawn_blocking(move || {
+            let mut probe = store.read(&id)?.plan;
+            if advisors::repair(&mut probe, &decision).is_empty() {
+                return Ok((Vec::new(), None));
+            }
+            let snapshot = store.snapshot(&id, Utc::now())?;
+            let changes = store.update(&id, Utc::now(), |state| {
+                let changes = advisors::repair(&mut state.plan, &decision);
+                if !changes.is_empty() {
+                    let record = json!({
+                        "timestamp": Utc::now().to_rfc3339(),
+                        "snapshotId": snapshot,
+                        "changes": changes,
+                    });
+                    match state.session.extra.get_mut("consistencyRepairs") {
+                        Some(Value::Array(records)) => records.push(record),
+                        _ => {
+                            state
+                                .session
+                                .extra
+                                .insert("consistencyRepairs".into(), json!([record]));
+                        }
+                    }
+                }
+                Ok(changes)
+            })?;
+            Ok((changes, Some(snapshot)))
+        })
+        .await
+        .map_err(|e| crate::session::SessionError::Io {
+            path: self.0.store.dir(&ctx.session_id),
+            source: std::io::Error::other(e.to_string()),
+        })??;
+        let (changes, snapshot) = repaired;
+        if !changes.is_empty() {
+            let snapshot = snapshot.unwrap_or_default();
+            tracing::info!(session = %ctx.session_id, op = "consistency", result = "repaired", snapshot = %snapshot, "plan repaired: {}", changes.join("; "));
+            self.emit(Event::Warning {
+                message: format!(
+                    "plan.xml repaired from the consistency check (snapshot {snapshot} holds it as it was): {}",
+                    changes.join("; ")
+                ),
+            });
+        }
+        Ok(changes)
     }
 
     /// The compression check (seed 002 §3.4): the local pre-check, then compression-advisor, then
@@ -713,6 +827,16 @@ impl Engine {
         else {
             return Ok(None);
         };
+        // Seed 002 §2.2: the consistency check runs before compression, and the summary keeps
+        // the plan as checked (repaired, with `consistency.auto_repair`).
+        let checked = self.check_consistency(ctx).await;
+        let plan = match &checked {
+            Some(c) if !c.repairs.is_empty() => store.read(&ctx.session_id)?.plan,
+            _ => state.plan.clone(),
+        };
+        let consistency = checked
+            .as_ref()
+            .map(|c| compaction::consistency_note(&c.decision, &c.repairs));
         if !ctx.hooks.before_compact.is_empty() {
             let payload = json!({"session_id": ctx.session_id, "agent": ctx.agent, "reason": reason, "messages": messages.len()});
             let timeout = ctx.hooks.timeout();
@@ -752,7 +876,8 @@ impl Engine {
                 ToolError::model("CompactionFailed", format!("the CompactAgent failed: {e}"))
             })?;
         let before = messages.len();
-        let new_messages = compaction::compacted(&messages, range, &reply.text, &state.plan);
+        let new_messages =
+            compaction::compacted(&messages, range, &reply.text, &plan, consistency.as_deref());
         let after = new_messages.len();
         let record = CompressionRecord {
             snapshot_id: snapshot.clone(),

@@ -45,7 +45,19 @@ impl ModelAgent {
         events: &EventSink,
         stats: &mut TurnStats,
     ) -> Result<Result<AgentResponse, Interrupted>, ToolError> {
-        let specs: Vec<ToolSpec> = self.registry.specs();
+        // Only the tools this agent may call are offered (an advisor's permission file names
+        // few or none): a denied tool costs tokens and invites a refused call.
+        let specs: Vec<ToolSpec> = self
+            .registry
+            .specs()
+            .into_iter()
+            .filter(|spec| {
+                !matches!(
+                    ctx.policy.check_tool(&spec.name),
+                    crate::permissions::Decision::Deny { .. }
+                )
+            })
+            .collect();
         for turn in 1..=self.max_turns {
             if let Some(engine) = &self.engine
                 && let super::engine::Checkpoint::Stop(_) = engine.checkpoint(ctx).await?

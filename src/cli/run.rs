@@ -564,7 +564,7 @@ pub fn compact(
 ) -> Result<ExitCode> {
     let provider = crate::providers::Provider::from_config(&config.provider, &env)?;
     let store = ws.store(&config);
-    let (events, _) = mpsc::unbounded_channel();
+    let (events, mut warnings) = mpsc::unbounded_channel();
     let engine = crate::agent::engine::Engine::new(
         ws.clone(),
         config,
@@ -576,15 +576,23 @@ pub fn compact(
     );
     let rt = tokio_runtime()?;
     rt.block_on(async {
+        // Advisors on: the consistency check runs before the compaction (seed 002 §2.2); the
+        // compression advisor is not asked, since the compaction is forced.
         let ctx = engine.tool_context(
             &session.session_id,
             &session.agent,
             Vec::new(),
             0,
             CancellationToken::new(),
-            false,
+            true,
         )?;
-        match engine.compact(&ctx, "requested with nop compact").await? {
+        let compacted = engine.compact(&ctx, "requested with nop compact").await;
+        while let Ok(event) = warnings.try_recv() {
+            if let crate::protocol::events::Event::Warning { message } = event {
+                eprintln!("warning: {message}");
+            }
+        }
+        match compacted? {
             Some(snapshot) => {
                 let after = ctx.store.read_session(&session.session_id)?.messages.len();
                 println!(

@@ -32,6 +32,7 @@ pub struct Config {
     pub shell: ShellConfig,
     pub subagents: SubagentsConfig,
     pub advisors: AdvisorsConfig,
+    pub consistency: ConsistencyConfig,
     pub compaction: CompactionConfig,
     pub queue: QueueConfig,
     pub memory: MemoryConfig,
@@ -190,6 +191,16 @@ impl Default for AdvisorsConfig {
             retry_delay_s: 1.0,
         }
     }
+}
+
+/// What follows a consistency check (seed 002 §3.3).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ConsistencyConfig {
+    /// Apply consistency-checker's findings to plan.xml (a status the conversation contradicts,
+    /// a task the plan lacks), after a snapshot, and record what changed. Off by default: the
+    /// findings are warnings.
+    pub auto_repair: bool,
 }
 
 /// Context compaction (seed 002 §3.4).

@@ -215,10 +215,12 @@ fn compaction_keeps_the_four_parts_snapshots_the_full_history_and_the_session_go
         )]),
         openai::reply_tool_calls(&[("c2", "shell", json!({"command": "echo step two"}))]),
         openai::reply_tool_calls(&[("c3", "shell", json!({"command": "echo step three"}))]),
-        // Before turn 4 the pre-check fires (8 messages): the advisor, then the CompactAgent.
+        // Before turn 4 the pre-check fires (8 messages): the advisor, the consistency check
+        // (seed 002 §2.2), then the CompactAgent.
         reply(
             json!({"shouldCompress": true, "reason": "long enough", "priority": "medium", "suggestions": []}),
         ),
+        reply(json!({"consistent": true, "inconsistencies": [], "summary": "agrees"})),
         openai::reply_text("SUMMARY: built, tests half done."),
         openai::reply_text("finished"),
     ]);
@@ -229,22 +231,24 @@ fn compaction_keeps_the_four_parts_snapshots_the_full_history_and_the_session_go
     let (code, result, stderr) = run(&repo, &server, &env, &["build and test"]);
     assert_eq!(code, 0, "{stderr}");
     let requests = server.requests();
-    assert_eq!(requests.len(), 6);
+    assert_eq!(requests.len(), 7);
     assert!(system_prompt(&requests[3]).contains("context-management advisor"));
-    assert!(system_prompt(&requests[4]).contains("You compress the earlier part"));
+    assert!(system_prompt(&requests[4]).contains("consistency checker"));
+    assert!(system_prompt(&requests[5]).contains("You compress the earlier part"));
     assert!(
-        requests[4].body.get("tools").is_none(),
+        requests[5].body.get("tools").is_none(),
         "the CompactAgent has no tools, so it cannot compact"
     );
     // The compacted conversation the model saw next.
-    let messages = requests[5].body["messages"].as_array().expect("messages");
+    let messages = requests[6].body["messages"].as_array().expect("messages");
     assert_eq!(messages[0]["role"], "system");
     assert_eq!(messages[1]["content"], "build and test");
     let summary = messages[2]["content"].as_str().expect("summary");
     assert!(
         summary.contains("SUMMARY: built")
             && summary.contains("[completed] 1: Build")
-            && summary.contains("[in_progress] 2: Test"),
+            && summary.contains("[in_progress] 2: Test")
+            && summary.contains("Consistency check: the plan agrees"),
         "{summary}"
     );
     assert_eq!(
@@ -560,5 +564,235 @@ fn the_compact_tool_compacts_mid_run_and_the_call_keeps_its_result() {
         last[n - 1]["content"]
             .as_str()
             .is_some_and(|c| c.starts_with("compacted; the full history is in snapshot"))
+    );
+}
+
+/// A permission file for coder: every tool but those in `denied`, every file of the repository.
+fn coder_permissions(repo: &Repo, denied: &[&str]) {
+    let denied: Vec<String> = denied.iter().map(|d| format!("\"{d}\"")).collect();
+    fs::write(
+        repo.path().join(".nop/.permissions/agent-coder.yml"),
+        format!(
+            "agent: coder\ntools:\n  allowed: [\"*\"]\n  denied: [{}]\nfile-access:\n  - pattern: \"**\"\n    access: read\n",
+            denied.join(", ")
+        ),
+    )
+    .expect("write");
+}
+
+fn tool_names(request: &RecordedRequest) -> Vec<String> {
+    request.body["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn an_advisor_the_agent_may_not_call_is_not_consulted_and_the_refusal_is_recorded() {
+    for denied in ["call-agent", "call-agent:retry-advisor"] {
+        let repo = Repo::new();
+        coder_permissions(&repo, &[denied]);
+        let server = MockServer::start(vec![
+            openai::reply_tool_calls(&[("c1", "read-file", json!({"path": "nope.txt"}))]),
+            openai::reply_text("gave up"),
+        ]);
+        let (code, result, stderr) = run(&repo, &server, &[], &["read it"]);
+        assert_eq!(code, 0, "{stderr}");
+        // No request went to retry-advisor: the safe default (no retry) was taken.
+        let requests = server.requests();
+        assert_eq!(requests.len(), 2, "{denied}");
+        assert!(
+            requests
+                .iter()
+                .all(|r| !system_prompt(r).contains("retry advisor"))
+        );
+        let id = result["session_id"].as_str().expect("id");
+        let log = repo.run(&["log", id]);
+        assert!(
+            log.contains("op=advisor") && log.contains("result=denied") && log.contains(denied),
+            "{log}"
+        );
+        let denials = result["permission_denials"].as_array().expect("denials");
+        assert!(
+            denials.iter().any(|d| d["tool"] == "call-agent"),
+            "{denials:?}"
+        );
+        assert!(
+            sessions(&repo)
+                .iter()
+                .all(|s| s["agent"] != "retry-advisor")
+        );
+    }
+}
+
+#[test]
+fn requests_offer_only_the_tools_the_agent_may_call_and_advisors_only_their_own() {
+    let repo = Repo::new();
+    coder_permissions(&repo, &["shell", "write-file"]);
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("c1", "read-file", json!({"path": "nope.txt"}))]),
+        reply(
+            json!({"shouldRetry": false, "reason": "the file does not exist", "suggestedAction": "skip"}),
+        ),
+        openai::reply_text("gave up"),
+    ]);
+    let (code, _, stderr) = run(&repo, &server, &[], &["read it"]);
+    assert_eq!(code, 0, "{stderr}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    let coder = tool_names(&requests[0]);
+    assert!(coder.contains(&"read-file".to_string()), "{coder:?}");
+    assert!(
+        !coder.contains(&"shell".to_string()) && !coder.contains(&"write-file".to_string()),
+        "{coder:?}"
+    );
+    // retry-advisor's permission file (seed 002 §2.5) allows read-file alone.
+    assert!(system_prompt(&requests[1]).contains("retry advisor"));
+    assert_eq!(tool_names(&requests[1]), vec!["read-file"]);
+    let size = |r: &RecordedRequest| serde_json::to_string(&r.body).map_or(0, |b| b.len());
+    let tools = |r: &RecordedRequest| r.body["tools"].to_string().len();
+    eprintln!(
+        "advisor request: {} bytes, of which tools {} bytes; coder request: tools {} bytes",
+        size(&requests[1]),
+        tools(&requests[1]),
+        tools(&requests[0])
+    );
+}
+
+/// A session of 12 messages whose plan.xml says task 1 is pending while the chat finished it.
+fn session_with_stale_plan(repo: &Repo) -> String {
+    let id = repo.new_session();
+    for i in 0..12 {
+        let text = if i == 5 {
+            "Docs written (task 1 done).".to_string()
+        } else {
+            format!("message {i}")
+        };
+        let role = if i % 2 == 0 { "user" } else { "assistant" };
+        repo.run(&["sessions", "append", &id, "--role", role, &text]);
+    }
+    fs::write(
+        repo.session_dir(&id).join("plan.xml"),
+        "<tasks>\n  <task id=\"1\" title=\"Write docs\" status=\"pending\"/>\n</tasks>\n",
+    )
+    .expect("plan");
+    id
+}
+
+fn stale_plan_finding() -> MockResponse {
+    reply(json!({
+        "consistent": false,
+        "summary": "task 1 is done in the chat",
+        "inconsistencies": [
+            {"type": "status_mismatch", "taskId": "1", "description": "the docs were written",
+             "severity": "high", "suggestion": "mark task 1 completed", "expectedStatus": "completed"},
+            {"type": "missing_in_plan", "taskId": "2", "description": "tests were started",
+             "severity": "medium", "suggestion": "add it", "expectedStatus": "in_progress", "title": "Write tests"}
+        ]
+    }))
+}
+
+fn compact(repo: &Repo, server: &MockServer, id: &str, env: &[(&str, &str)]) {
+    let mut cmd = repo.nop_model(server, "openai");
+    cmd.env("NOP_COMPACTION_KEEP_LAST", "4")
+        .env("NOP_ADVISORS_ENABLED", "true");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let output = cmd.args(["compact", id]).output().expect("run");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+fn compaction_summary(session: &Value) -> String {
+    session["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .find(|m| m["compactionSummary"] == true)
+        .and_then(|m| m["content"].as_str())
+        .expect("a compaction summary")
+        .to_string()
+}
+
+#[test]
+fn the_consistency_check_runs_before_compression_and_the_summary_keeps_the_checked_plan() {
+    let repo = Repo::new();
+    let id = session_with_stale_plan(&repo);
+    let server = MockServer::start(vec![stale_plan_finding(), openai::reply_text("the gist")]);
+    compact(&repo, &server, &id, &[]);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(system_prompt(&requests[0]).contains("consistency checker"));
+    assert!(!system_prompt(&requests[1]).contains("consistency checker"));
+    let session = repo.session_json(&id);
+    let summary = compaction_summary(&session);
+    assert!(summary.contains("the gist"), "{summary}");
+    assert!(
+        summary.contains("out of step with the conversation")
+            && summary.contains("task 1: the docs were written (the conversation shows completed)"),
+        "{summary}"
+    );
+    // Off by default: plan.xml is not changed by the check.
+    let plan = fs::read_to_string(repo.session_dir(&id).join("plan.xml")).expect("plan");
+    assert!(
+        plan.contains("status=\"pending\"") && !plan.contains("Write tests"),
+        "{plan}"
+    );
+    assert!(session.get("consistencyRepairs").is_none());
+}
+
+#[test]
+fn auto_repair_applies_the_checkers_findings_to_the_plan_after_a_snapshot_and_records_them() {
+    let repo = Repo::new();
+    let id = session_with_stale_plan(&repo);
+    let server = MockServer::start(vec![stale_plan_finding(), openai::reply_text("the gist")]);
+    compact(
+        &repo,
+        &server,
+        &id,
+        &[("NOP_CONSISTENCY_AUTO_REPAIR", "true")],
+    );
+    let plan = fs::read_to_string(repo.session_dir(&id).join("plan.xml")).expect("plan");
+    assert!(
+        plan.contains("id=\"1\" title=\"Write docs\" status=\"completed\"")
+            && plan.contains("id=\"2\" title=\"Write tests\" status=\"in_progress\""),
+        "{plan}"
+    );
+    let session = repo.session_json(&id);
+    let repairs = session["consistencyRepairs"].as_array().expect("recorded");
+    assert_eq!(repairs.len(), 1);
+    assert_eq!(
+        repairs[0]["changes"],
+        json!([
+            "task 1: status pending -> completed",
+            "task 2: added \"Write tests\" (in_progress)"
+        ])
+    );
+    // The snapshot taken first holds the plan as it was.
+    let snapshot = repairs[0]["snapshotId"].as_str().expect("snapshot");
+    let before: Value = serde_json::from_str(
+        &fs::read_to_string(
+            repo.session_dir(&id)
+                .join(format!("history-{snapshot}.json")),
+        )
+        .expect("snapshot file"),
+    )
+    .expect("json");
+    assert_eq!(before["plan"]["tasks"][0]["status"], "pending");
+    // The compaction's summary keeps the repaired plan.
+    let summary = compaction_summary(&session);
+    assert!(
+        summary.contains("[completed] 1: Write docs") && summary.contains("was repaired"),
+        "{summary}"
     );
 }
