@@ -467,6 +467,12 @@ impl Engine {
             agent: parent.agent.clone(),
             depth,
         };
+        let mut ancestors = vec![parent.agent.clone()];
+        ancestors.extend(parent.ancestors.iter().cloned());
+        // Seed 002 §5.4: the session records where its permissions come from.
+        let policy = crate::permissions::load_chain(&inner.ws.root, target, &ancestors)
+            .map_err(|e| ToolError::model("PermissionDenied", e.to_string()))?;
+        let source = permission_source(&policy, &inner.ws.root, &parent.session_id);
         let store = inner.store.clone();
         let name = target.to_string();
         let child =
@@ -474,6 +480,7 @@ impl Engine {
                 let session = store.create(&name, now)?;
                 store.update(&session.session_id, now, |state| {
                     state.session.caller = Some(caller);
+                    state.session.extra.insert("permissions".into(), source);
                     state.session.status = SessionStatus::Running;
                     state.session.messages = vec![
                         Message::new(Role::System, system, now),
@@ -485,8 +492,6 @@ impl Engine {
             })
             .await
             .map_err(|e| ToolError::Fatal(e.to_string()))??;
-        let mut ancestors = vec![parent.agent.clone()];
-        ancestors.extend(parent.ancestors.iter().cloned());
         let cancel = parent.cancel.child_token();
         let ctx = self
             .tool_context(&child, target, ancestors, depth, cancel.clone(), !advisor)
@@ -925,6 +930,39 @@ impl Engine {
         });
         Ok(Some(snapshot))
     }
+}
+
+/// Where a subagent's permissions come from (seed 002 §5.4), for its session.json: its own
+/// files, and each caller whose rules narrow them (nearest first; the first is the session in
+/// `caller`). Paths are relative to the repository.
+fn permission_source(
+    policy: &crate::permissions::Policy,
+    root: &std::path::Path,
+    caller_session: &str,
+) -> Value {
+    let files = |set: &crate::permissions::RuleSet| -> Vec<String> {
+        set.files
+            .iter()
+            .map(|f| f.strip_prefix(root).unwrap_or(f).display().to_string())
+            .collect()
+    };
+    let mut sets = policy.sets().iter();
+    let own = sets.next();
+    let narrowed: Vec<Value> = sets
+        .enumerate()
+        .map(|(i, set)| {
+            let mut entry = json!({"agent": set.agent, "files": files(set)});
+            if i == 0 {
+                entry["sessionId"] = json!(caller_session);
+            }
+            entry
+        })
+        .collect();
+    json!({
+        "agent": own.map(|s| s.agent.clone()),
+        "files": own.map(files).unwrap_or_default(),
+        "narrowedBy": narrowed,
+    })
 }
 
 /// A queued message as it enters the conversation (seed 004: marked as an interrupt).

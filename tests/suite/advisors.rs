@@ -428,6 +428,60 @@ fn a_subagent_cannot_exceed_its_callers_permissions() {
             && main_results[0].contains("I could not write it"),
         "{main_results:?}"
     );
+    // Only the tools both may call were offered to the helper.
+    let offered = tool_names(&server.requests()[1]);
+    assert!(
+        offered.contains(&"write-file".to_string()) && !offered.contains(&"shell".to_string()),
+        "{offered:?}"
+    );
+}
+
+#[test]
+fn a_subagents_session_records_where_its_permissions_come_from() {
+    let repo = Repo::new();
+    let agents = fs::read_to_string(repo.path().join(".nop/agents.yml")).expect("agents");
+    fs::write(
+        repo.path().join(".nop/agents.yml"),
+        format!(
+            "{agents}
+  - name: helper
+    description: writes
+"
+        ),
+    )
+    .expect("write");
+    fs::write(
+        repo.path().join(".nop/.permissions/agent-helper.yml"),
+        "tools:\n  allowed: [\"*\"]\nfile-access:\n  - pattern: \"**\"\n    access: read\n",
+    )
+    .expect("write");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "call-agent",
+            json!({"agent": "helper", "arguments": "go"}),
+        )]),
+        openai::reply_text("done below"),
+        openai::reply_text("done above"),
+    ]);
+    let (code, result, stderr) = run(&repo, &server, &[], &["delegate"]);
+    assert_eq!(code, 0, "{stderr}");
+    let helper = sessions(&repo)
+        .into_iter()
+        .find(|s| s["agent"] == "helper")
+        .expect("helper session");
+    assert_eq!(
+        helper["permissions"],
+        json!({
+            "agent": "helper",
+            "files": [".nop/.permissions/agent-helper.yml", ".nop/.permissions/agent-default.yml"],
+            "narrowedBy": [{
+                "agent": "coder",
+                "sessionId": result["session_id"],
+                "files": [".nop/.permissions/agent-default.yml"]
+            }]
+        })
+    );
 }
 
 #[test]
