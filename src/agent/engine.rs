@@ -177,6 +177,26 @@ impl Engine {
             })
     }
 
+    /// Writes the session's status (paused while a higher-priority session runs, running again
+    /// after).
+    async fn record_status(
+        &self,
+        ctx: &ToolContext,
+        status: SessionStatus,
+    ) -> Result<(), ToolError> {
+        let store = self.0.store.clone();
+        let id = ctx.session_id.clone();
+        tokio::task::spawn_blocking(move || {
+            store.update(&id, Utc::now(), |state| {
+                state.session.status = status;
+                Ok(())
+            })
+        })
+        .await
+        .map_err(|e| ToolError::Fatal(e.to_string()))??;
+        Ok(())
+    }
+
     /// Whether a higher-priority session paused this one. A priority stack that cannot be read
     /// cannot pause anything: the run goes on, and says so once (a warning event and the log).
     fn is_paused(&self, ctx: &ToolContext) -> bool {
@@ -212,6 +232,7 @@ impl Engine {
         }
         if self.is_paused(ctx) {
             tracing::info!(session = %ctx.session_id, op = "priority", result = "paused", "paused by a higher-priority session");
+            self.record_status(ctx, SessionStatus::Paused).await?;
             self.emit(Event::Paused {
                 session_id: ctx.session_id.clone(),
             });
@@ -222,6 +243,7 @@ impl Engine {
                 }
             }
             tracing::info!(session = %ctx.session_id, op = "priority", result = "resumed", "resumed");
+            self.record_status(ctx, SessionStatus::Running).await?;
             self.emit(Event::Resumed {
                 session_id: ctx.session_id.clone(),
             });

@@ -212,8 +212,24 @@ impl Runtime {
             let interruptible = def.is_none_or(|d| d.interruptible);
             match coordinator.admit(&session_id, &agent_name, priority, interruptible)? {
                 crate::queue::priority::Admission::Admitted { paused } => {
+                    // Seed 000 §3: the session stores the priority it runs with.
+                    self.record(&session_id, move |s| {
+                        s.extra
+                            .insert("priority".into(), serde_json::json!(priority));
+                        s.extra
+                            .insert("interruptible".into(), serde_json::json!(interruptible));
+                    })
+                    .await?;
                     if let Some(p) = paused {
                         tracing::info!(session = %p.session_id, agent = %p.agent, op = "priority", result = "paused", by = %agent_name, "paused for a higher-priority session");
+                        // The paused session says so at once (its own run also records it at
+                        // its next checkpoint, and `running` when it resumes).
+                        if let Err(e) = self
+                            .record(&p.session_id, |s| s.status = SessionStatus::Paused)
+                            .await
+                        {
+                            tracing::warn!(session = %p.session_id, op = "priority", error = %e, "could not record the pause in its session.json");
+                        }
                     }
                 }
                 crate::queue::priority::Admission::Refused { reason } => {
@@ -473,6 +489,25 @@ impl Runtime {
         Ok(tokio::task::spawn_blocking(move || store.read_session(&id))
             .await
             .map_err(|e| RunError::Agent(e.to_string()))??)
+    }
+
+    /// Changes session.json of `id` (not its messages) under its lock.
+    async fn record(
+        &self,
+        id: &str,
+        change: impl FnOnce(&mut SessionFile) + Send + 'static,
+    ) -> Result<(), RunError> {
+        let store = self.store.clone();
+        let id = id.to_string();
+        tokio::task::spawn_blocking(move || {
+            store.update(&id, Utc::now(), |state| {
+                change(&mut state.session);
+                Ok(())
+            })
+        })
+        .await
+        .map_err(|e| RunError::Agent(e.to_string()))??;
+        Ok(())
     }
 
     async fn update_status(

@@ -410,11 +410,32 @@ fn pauses_and_resumes(low: &str, high: &str) {
     let low_id = first.session_id();
     first.wait_for("tool_call");
     let mut second = Runner::start(&repo, &server, &["--agent", high, "urgent"]);
-    second.session_id();
+    let high_id = second.session_id();
+    // The newcomer marks the session it pauses at once, though that one is inside a tool call;
+    // each stores the priority it runs with.
+    let low_session = repo.session_json(&low_id);
+    assert_eq!(low_session["status"], "paused");
+    let high_session = repo.session_json(&high_id);
+    assert!(
+        low_session["priority"].as_u64() < high_session["priority"].as_u64(),
+        "{low_session} {high_session}"
+    );
+    assert_eq!(low_session["interruptible"], true);
+    let listed: Value =
+        serde_json::from_str(&repo.run(&["sessions", "list", "--json"])).expect("json");
+    assert!(
+        listed
+            .as_array()
+            .expect("list")
+            .iter()
+            .any(|s| s["id"] == low_id.as_str() && s["status"] == "paused"),
+        "{listed}"
+    );
     second.wait_for("tool_call");
     // The low one reaches its next checkpoint and waits there.
     open(&g_low);
     assert_eq!(first.wait_for("paused")["session_id"], low_id.as_str());
+    assert_eq!(repo.session_json(&low_id)["status"], "paused");
     let stack: Value =
         serde_json::from_str(&repo.run(&["sessions", "stack", "--json"])).expect("json");
     let states: Vec<(&str, &str)> = stack["stack"]
@@ -433,6 +454,9 @@ fn pauses_and_resumes(low: &str, high: &str) {
     let (code, _) = second.finish();
     assert_eq!(code, 0);
     first.wait_for("resumed");
+    // `running` again (or already `completed`: it goes on at once).
+    let status = repo.session_json(&low_id)["status"].clone();
+    assert!(status == "running" || status == "completed", "{status}");
     let (code, result) = first.finish();
     assert_eq!(code, 0);
     assert_eq!(result["final_message"], "low done");
