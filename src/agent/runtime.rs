@@ -325,6 +325,10 @@ impl Runtime {
             )
             .await;
         }
+        if resumed {
+            // Seed 002 §3.3 step 2: on load, follow the parent reference of a fork.
+            self.check_parent(&session_id, &events).await;
+        }
         if resumed && ctx.advisors {
             // Seed 002 §3.3: on load, check plan.xml against the messages (warnings only).
             engine.check_consistency(&ctx).await;
@@ -489,6 +493,36 @@ impl Runtime {
         Ok(tokio::task::spawn_blocking(move || store.read_session(&id))
             .await
             .map_err(|e| RunError::Agent(e.to_string()))??)
+    }
+
+    /// Follows a forked session's `parentSession` reference to the snapshot it came from (its
+    /// own copy first, then the parent's directory). A snapshot that is gone, or that is not of
+    /// the session it names, is a warning: the session's own conversation is what runs.
+    async fn check_parent(&self, session_id: &str, events: &EventSink) {
+        let store = self.store.clone();
+        let id = session_id.to_string();
+        let checked = tokio::task::spawn_blocking(move || {
+            let session = store.read_session(&id)?;
+            let found = store.parent_snapshot(&session)?;
+            Ok::<_, crate::session::SessionError>(session.parent_session.zip(found))
+        })
+        .await;
+        let problem = match checked {
+            Ok(Ok(Some((parent, snapshot)))) if snapshot.session_id != parent.id => Some(format!(
+                "snapshot {} that session {session_id} was forked from belongs to session {}, not to its parent {}",
+                parent.snapshot_id, snapshot.session_id, parent.id
+            )),
+            Ok(Ok(_)) => None,
+            Ok(Err(e)) => Some(format!(
+                "session {session_id}'s parent reference cannot be followed: {e}"
+            )),
+            Err(e) => Some(e.to_string()),
+        };
+        if let Some(problem) = problem {
+            let message = format!("{problem}; the session's own copy of the conversation runs");
+            tracing::warn!(session = %session_id, op = "load", result = "parent-missing", "{message}");
+            let _ = events.send(Event::Warning { message });
+        }
     }
 
     /// Changes session.json of `id` (not its messages) under its lock.

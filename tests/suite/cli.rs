@@ -496,3 +496,48 @@ fn append_reads_stdin_and_rejects_unknown_roles() {
     let err = repo.fail(&["sessions", "new", "--agent", "nobody"]);
     assert!(err.contains("no agent `nobody`"), "{err}");
 }
+
+#[test]
+fn running_a_fork_follows_its_parent_reference_and_warns_when_the_snapshot_is_gone() {
+    use crate::support::mock::{MockServer, openai};
+    let repo = Repo::new();
+    let parent = repo.new_session();
+    repo.run(&["sessions", "append", &parent, "the parent's work"]);
+    let child = repo.run(&["fork", &parent]).trim().to_string();
+    let server = MockServer::start(vec![
+        openai::reply_text("first"),
+        openai::reply_text("second"),
+    ]);
+    // Intact: no warning.
+    let out = repo.model_ok(&server, &["run", "--session", &child, "go on"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("parent reference"), "{stderr}");
+    // The snapshot is gone from both places (a person cleaned up by hand).
+    let snap = json(&repo.run(&["sessions", "show", &child, "--json"]))["session"]["parentSession"]
+        ["snapshotId"]
+        .as_str()
+        .expect("snapshot")
+        .to_string();
+    fs::remove_file(
+        repo.session_dir(&child)
+            .join(format!("history-{snap}.json")),
+    )
+    .expect("remove the child's copy");
+    fs::remove_dir_all(repo.session_dir(&parent)).expect("remove the parent");
+    let out = repo.model_ok(&server, &["run", "--session", &child, "and now?"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "session {child}'s parent reference cannot be followed"
+        )) && stderr.contains(&snap)
+            && stderr.contains("own copy of the conversation runs"),
+        "{stderr}"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "second",
+        "the child's own conversation runs"
+    );
+    let log = repo.run(&["log", &child]);
+    assert!(log.contains("result=parent-missing"), "{log}");
+}
