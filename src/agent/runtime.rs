@@ -199,8 +199,18 @@ impl Runtime {
             let local = chrono::Local::now();
             local.hour() * 60 + local.minute()
         };
+        // Seed 000's dynamic priority: `--emergency`, or a prompt with one of the agent's
+        // emergency keywords.
+        let emergency = if request.emergency {
+            Some("--emergency".to_string())
+        } else {
+            def.zip(request.input.as_deref())
+                .and_then(|(d, input)| d.emergency_keyword(input))
+                .map(|k| format!("keyword \"{k}\""))
+        };
         let priority =
-            agents.effective_priority(&agent_name, &self.queue.user, minute, request.emergency);
+            agents.effective_priority(&agent_name, &self.queue.user, minute, emergency.is_some());
+        let emergency = emergency.filter(|_| priority.is_some());
         let coordinator = priority.map(|_| {
             crate::queue::priority::Coordinator::new(
                 &self.ws.nop_dir(),
@@ -213,11 +223,16 @@ impl Runtime {
             match coordinator.admit(&session_id, &agent_name, priority, interruptible)? {
                 crate::queue::priority::Admission::Admitted { paused } => {
                     // Seed 000 §3: the session stores the priority it runs with.
+                    let why = emergency.clone();
                     self.record(&session_id, move |s| {
                         s.extra
                             .insert("priority".into(), serde_json::json!(priority));
                         s.extra
                             .insert("interruptible".into(), serde_json::json!(interruptible));
+                        match why {
+                            Some(why) => s.extra.insert("emergency".into(), serde_json::json!(why)),
+                            None => s.extra.remove("emergency"),
+                        };
                     })
                     .await?;
                     if let Some(p) = paused {
@@ -312,6 +327,8 @@ impl Runtime {
             agent: agent_name.clone(),
             model: engine.provider().model().to_string(),
             resumed,
+            priority,
+            emergency: emergency.clone(),
         });
         let hook_timeout = self.config.hooks.timeout();
         if !self.config.hooks.session_start.is_empty() {

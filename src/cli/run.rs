@@ -279,10 +279,17 @@ impl Renderer {
                 agent,
                 model,
                 resumed,
+                priority,
+                emergency,
             } => {
                 self.session = Some(session_id.clone());
                 let verb = if *resumed { "continuing" } else { "session" };
-                eprintln!("{verb} {session_id} · {agent} · {model}");
+                let priority = match (priority, emergency) {
+                    (Some(p), Some(why)) => format!(" · priority {p} (emergency: {why})"),
+                    (Some(p), None) => format!(" · priority {p}"),
+                    _ => String::new(),
+                };
+                eprintln!("{verb} {session_id} · {agent} · {model}{priority}");
             }
             Event::TurnStarted { .. } => {}
             Event::Text { delta } => {

@@ -84,6 +84,21 @@ pub struct AgentDef {
     /// (seed 004's `_interrupt_enabled`); off, they wait until the task is done.
     #[serde(default = "yes")]
     pub interrupt_enabled: bool,
+    /// Words that make a prompt an emergency (seed 000's `is_emergency_situation`): a prompt
+    /// containing one (case-insensitively) runs with the emergency boost, as `--emergency` does.
+    #[serde(default)]
+    pub emergency_keywords: Vec<String>,
+}
+
+impl AgentDef {
+    /// The first of this agent's emergency keywords that `prompt` contains, ignoring case.
+    pub fn emergency_keyword(&self, prompt: &str) -> Option<&str> {
+        let prompt = prompt.to_lowercase();
+        self.emergency_keywords
+            .iter()
+            .map(|k| k.trim())
+            .find(|k| !k.is_empty() && prompt.contains(&k.to_lowercase()))
+    }
 }
 
 fn yes() -> bool {
@@ -224,6 +239,21 @@ fn line_of(text: &str, name: &str) -> Option<TextPos> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn emergency_keywords_match_anywhere_in_any_case() -> anyhow::Result<()> {
+        let def: AgentDef =
+            serde_saphyr::from_str("name: car\nemergency_keywords: [紧急, Emergency, \" \"]\n")?;
+        assert_eq!(def.emergency_keyword("这是紧急情况"), Some("紧急"));
+        assert_eq!(
+            def.emergency_keyword("an EMERGENCY stop"),
+            Some("Emergency")
+        );
+        assert_eq!(def.emergency_keyword("all calm here"), None);
+        let plain: AgentDef = serde_saphyr::from_str("name: plain\n")?;
+        assert_eq!(plain.emergency_keyword("emergency"), None);
+        Ok(())
+    }
 
     #[test]
     fn parses_the_shipped_file() -> anyhow::Result<()> {

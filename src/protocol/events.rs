@@ -14,6 +14,13 @@ pub enum Event {
         agent: String,
         model: String,
         resumed: bool,
+        /// The priority the session runs with (agents with a priority only).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        priority: Option<u8>,
+        /// Why the run has the emergency boost: `--emergency`, or the keyword its prompt
+        /// matched. Absent without the boost.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        emergency: Option<String>,
     },
     /// A model request is about to be sent (1-based).
     TurnStarted { turn: u32 },

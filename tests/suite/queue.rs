@@ -586,3 +586,58 @@ fn agents_list_shows_priorities_with_overrides() {
         "{text}"
     );
 }
+
+#[test]
+fn an_emergency_keyword_in_the_prompt_gives_the_boost_and_session_started_says_so() {
+    let repo = seed_000_repo();
+    let g = gates(&repo).join("g");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("a1", "shell", gated(&g))]),
+        openai::reply_text("windows closed"),
+        openai::reply_text("planner done"),
+    ]);
+    let mut planner = Runner::start(&repo, &server, &["--agent", "planner_agent", "plan my day"]);
+    let planner_id = planner.session_id();
+    planner.wait_for("tool_call");
+    // Scenario 3 refuses vehicle control (50 < 60); "紧急" makes it 70.
+    let mut vehicle = Runner::start(
+        &repo,
+        &server,
+        &[
+            "--agent",
+            "vehicle_control_agent",
+            "紧急：快关上车窗，下雨了",
+        ],
+    );
+    let started = vehicle.wait_for("session_started");
+    assert_eq!(started["priority"], 70, "{started}");
+    assert_eq!(started["emergency"], "keyword \"紧急\"", "{started}");
+    let vehicle_id = started["session_id"].as_str().expect("id").to_string();
+    assert_eq!(
+        repo.session_json(&vehicle_id)["emergency"],
+        "keyword \"紧急\""
+    );
+    assert_eq!(repo.session_json(&planner_id)["status"], "paused");
+    let (code, result) = vehicle.finish();
+    assert_eq!(code, 0);
+    assert_eq!(result["final_message"], "windows closed");
+    open(&g);
+    let (code, result) = planner.finish();
+    assert_eq!(code, 0);
+    assert_eq!(result["final_message"], "planner done");
+    // Without a keyword there is no boost, and session_started says nothing of an emergency.
+    let server = MockServer::start(vec![openai::reply_text("closed")]);
+    let mut calm = Runner::start(
+        &repo,
+        &server,
+        &[
+            "--agent",
+            "vehicle_control_agent",
+            "close the windows please",
+        ],
+    );
+    let started = calm.wait_for("session_started");
+    assert_eq!(started["priority"], 50, "{started}");
+    assert!(started.get("emergency").is_none(), "{started}");
+    assert_eq!(calm.finish().0, 0);
+}
