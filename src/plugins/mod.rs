@@ -357,6 +357,12 @@ impl Tool for PluginTool {
         self.spec.clone()
     }
 
+    /// A plugin's tool runs a program (or an MCP server's tool, whose effects nop cannot know):
+    /// it is asked about under `--approval always`, like `shell`.
+    fn is_mutating(&self) -> bool {
+        true
+    }
+
     fn call<'a>(
         &'a self,
         args: Value,

@@ -18,6 +18,7 @@ pub struct AskUserArgs {
 impl TypedTool for AskUser {
     type Args = AskUserArgs;
     const NAME: &'static str = "ask-user";
+    const MUTATING: bool = false;
     const DESCRIPTION: &'static str = "Ask the user a question when you need a decision or information only they have. The run pauses until they answer; the answer comes back as this tool's result.";
 
     async fn run(&self, args: AskUserArgs, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

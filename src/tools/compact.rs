@@ -15,6 +15,7 @@ pub struct CompactArgs {}
 impl TypedTool for Compact {
     type Args = CompactArgs;
     const NAME: &'static str = "compact";
+    const MUTATING: bool = false;
     const DESCRIPTION: &'static str = "Compact this conversation now: the full history is kept in a snapshot, and the context keeps the first system message, the first prompt, a summary with the plan's status, and the latest messages.";
 
     async fn run(&self, _args: CompactArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

@@ -26,6 +26,7 @@ pub struct EditFileArgs {
 impl TypedTool for EditFile {
     type Args = EditFileArgs;
     const NAME: &'static str = "edit-file";
+    const MUTATING: bool = true;
     const DESCRIPTION: &'static str = "Edit a file in place by replacing an exact string with another. Fails if the string is not found, or is found more than once (give more context to make it unique, or set replace_all).";
 
     async fn run(&self, args: EditFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

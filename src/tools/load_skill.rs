@@ -69,6 +69,7 @@ fn front_matter(text: &str, key: &str) -> Option<String> {
 impl TypedTool for LoadSkill {
     type Args = LoadSkillArgs;
     const NAME: &'static str = "load-skill";
+    const MUTATING: bool = false;
     const DESCRIPTION: &'static str =
         "Load a skill's full instructions by name (skills are listed in the system prompt).";
 

@@ -191,6 +191,9 @@ pub trait Tool: Send + Sync {
     /// The tool's name; plugin tools are `<plugin>.<tool>`.
     fn name(&self) -> &str;
     fn spec(&self) -> ToolSpec;
+    /// Whether a call can change the user's files or run programs: such calls are asked about
+    /// under `--approval always`.
+    fn is_mutating(&self) -> bool;
     fn call<'a>(
         &'a self,
         args: Value,
@@ -204,6 +207,8 @@ pub trait TypedTool: Send + Sync + 'static {
     type Args: DeserializeOwned + JsonSchema + Send;
     const NAME: &'static str;
     const DESCRIPTION: &'static str;
+    /// See [`Tool::is_mutating`].
+    const MUTATING: bool;
 
     fn run(
         &self,
@@ -215,6 +220,10 @@ pub trait TypedTool: Send + Sync + 'static {
 impl<T: TypedTool> Tool for T {
     fn name(&self) -> &str {
         T::NAME
+    }
+
+    fn is_mutating(&self) -> bool {
+        T::MUTATING
     }
 
     fn spec(&self) -> ToolSpec {

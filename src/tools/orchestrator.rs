@@ -109,7 +109,7 @@ async fn run(
             approve(ctx, call, &reason).await?;
         }
     }
-    if ctx.approver.mode() == ApprovalMode::Always && CHANGES_THINGS.contains(&call.name.as_str()) {
+    if ctx.approver.mode() == ApprovalMode::Always && tool.is_mutating() {
         approve(ctx, call, "--approval always").await?;
     }
     if !ctx.hooks.before_tool.is_empty() {
@@ -143,9 +143,6 @@ async fn run(
         () = ctx.cancel.cancelled() => Err(ToolError::Aborted),
     }
 }
-
-/// Tools whose calls can change files or run programs (asked about under `--approval always`).
-const CHANGES_THINGS: &[&str] = &["shell", "write-file", "edit-file"];
 
 async fn approve(ctx: &ToolContext, call: &ToolCall, reason: &str) -> Result<(), ToolError> {
     let detail = match call

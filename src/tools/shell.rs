@@ -177,6 +177,7 @@ impl Drop for GroupGuard {
 impl TypedTool for Shell {
     type Args = ShellArgs;
     const NAME: &'static str = "shell";
+    const MUTATING: bool = true;
     const DESCRIPTION: &'static str = "Run a shell command (bash -c) in the repository and get its exit code, standard output and standard error. Use it to build, test, run git and other programs. Long output is cut in the middle; the whole is kept in the session's out-<ts>.log.";
 
     async fn run(&self, args: ShellArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

@@ -15,6 +15,7 @@ pub struct SnapshotArgs {}
 impl TypedTool for Snapshot {
     type Args = SnapshotArgs;
     const NAME: &'static str = "snapshot";
+    const MUTATING: bool = false;
     const DESCRIPTION: &'static str = "Save an immutable snapshot of this session (messages and plan) that the user can fork from later, e.g. before a risky change.";
 
     async fn run(&self, _args: SnapshotArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

@@ -33,6 +33,7 @@ pub struct PlanTask {
 impl TypedTool for UpdatePlan {
     type Args = UpdatePlanArgs;
     const NAME: &'static str = "update-plan";
+    const MUTATING: bool = false;
     const DESCRIPTION: &'static str = "Set the session's plan: the full list of tasks with their status (pending, in_progress, completed, failed). Keep it current as you work; the user sees it with `nop plan`.";
 
     async fn run(&self, args: UpdatePlanArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

@@ -20,6 +20,7 @@ pub struct WriteFileArgs {
 impl TypedTool for WriteFile {
     type Args = WriteFileArgs;
     const NAME: &'static str = "write-file";
+    const MUTATING: bool = true;
     const DESCRIPTION: &'static str = "Create a file or replace its whole contents. For a change to part of an existing file use edit-file instead.";
 
     async fn run(&self, args: WriteFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

@@ -160,3 +160,52 @@ fn a_crashing_mcp_server_gives_the_model_an_error_and_the_run_goes_on() {
     let result: Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(result["final_message"], "the plugin died; carrying on");
 }
+
+#[test]
+fn a_plugin_command_tool_is_asked_about_under_approval_always_like_shell() {
+    let repo = repo_with_demo_plugin();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[
+            ("p1", "demo__greet", json!({"name": "Ann"})),
+            (
+                "p2",
+                "read-file",
+                json!({"path": ".nop/plugins/demo/config.yml"}),
+            ),
+        ]),
+        openai::reply_text("done"),
+    ]);
+    // Headless, nobody can answer: a call that needs asking is refused and says so.
+    let out = repo
+        .nop_model(&server, "openai")
+        .args([
+            "run",
+            "--approval",
+            "always",
+            "--output-format",
+            "json",
+            "greet Ann",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let denials = result["permission_denials"].as_array().expect("denials");
+    assert_eq!(denials.len(), 1, "{denials:?}");
+    assert_eq!(denials[0]["tool"], "demo.greet");
+    let results = server.requests()[1].tool_results();
+    assert!(
+        results[0].contains("PermissionDenied") && !results[0].contains("hello Ann"),
+        "{results:?}"
+    );
+    // Reading is never asked about.
+    assert!(
+        results[1].contains("description: test plugin"),
+        "{results:?}"
+    );
+}
