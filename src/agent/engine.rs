@@ -761,39 +761,40 @@ impl Engine {
         let store = self.0.store.clone();
         let id = ctx.session_id.clone();
         let decision = decision.clone();
-        let repaired = tokio::task::spawn_blocking(move || {
-            let mut probe = store.read(&id)?.plan;
-            if advisors::repair(&mut probe, &decision).is_empty() {
-                return Ok((Vec::new(), None));
-            }
-            let snapshot = store.snapshot(&id, Utc::now())?;
-            let changes = store.update(&id, Utc::now(), |state| {
-                let changes = advisors::repair(&mut state.plan, &decision);
-                if !changes.is_empty() {
-                    let record = json!({
-                        "timestamp": Utc::now().to_rfc3339(),
-                        "snapshotId": snapshot,
-                        "changes": changes,
-                    });
-                    match state.session.extra.get_mut("consistencyRepairs") {
-                        Some(Value::Array(records)) => records.push(record),
-                        _ => {
-                            state
-                                .session
-                                .extra
-                                .insert("consistencyRepairs".into(), json!([record]));
+        let repaired =
+            tokio::task::spawn_blocking(move || -> Result<_, crate::session::SessionError> {
+                let mut probe = store.read(&id)?.plan;
+                if advisors::repair(&mut probe, &decision).is_empty() {
+                    return Ok((Vec::new(), None));
+                }
+                let snapshot = store.snapshot(&id, Utc::now())?;
+                let changes = store.update(&id, Utc::now(), |state| {
+                    let changes = advisors::repair(&mut state.plan, &decision);
+                    if !changes.is_empty() {
+                        let record = json!({
+                            "timestamp": Utc::now().to_rfc3339(),
+                            "snapshotId": snapshot,
+                            "changes": changes,
+                        });
+                        match state.session.extra.get_mut("consistencyRepairs") {
+                            Some(Value::Array(records)) => records.push(record),
+                            _ => {
+                                state
+                                    .session
+                                    .extra
+                                    .insert("consistencyRepairs".into(), json!([record]));
+                            }
                         }
                     }
-                }
-                Ok(changes)
-            })?;
-            Ok((changes, Some(snapshot)))
-        })
-        .await
-        .map_err(|e| crate::session::SessionError::Io {
-            path: self.0.store.dir(&ctx.session_id),
-            source: std::io::Error::other(e.to_string()),
-        })??;
+                    Ok(changes)
+                })?;
+                Ok((changes, Some(snapshot)))
+            })
+            .await
+            .map_err(|e| crate::session::SessionError::Io {
+                path: self.0.store.dir(&ctx.session_id),
+                source: std::io::Error::other(e.to_string()),
+            })??;
         let (changes, snapshot) = repaired;
         if !changes.is_empty() {
             let snapshot = snapshot.unwrap_or_default();

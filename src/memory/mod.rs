@@ -8,9 +8,8 @@
 pub mod dates;
 pub mod search;
 
-use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, NaiveDate, Utc};
 use serde::{Deserialize, Serialize};
@@ -191,28 +190,14 @@ impl MemoryStore {
             path: self.dir.clone(),
             source: e,
         })?;
-        let lock_path = self.dir.join(format!("{agent}.lock"));
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| SessionError::Io {
-                path: lock_path.clone(),
-                source: e,
-            })?;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while let Err(std::fs::TryLockError::WouldBlock) = lock.try_lock() {
-            if Instant::now() > deadline {
-                return Err(SessionError::LockTimeout {
-                    session: format!("memory of {agent}"),
-                    waited: Duration::from_secs(10),
-                    holder: None,
-                }
-                .into());
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        // Held until the end of this function.
+        let _lock = crate::session::lock_file(
+            &self.dir.join(format!("{agent}.lock")),
+            crate::session::LockKind::Exclusive,
+            Duration::from_secs(10),
+            &format!("memory of {agent}"),
+        )
+        .map_err(SessionError::from)?;
         let mut memory = self.load(agent)?.unwrap_or_else(|| AgentMemory {
             version: MEMORY_VERSION,
             agent: agent.to_string(),

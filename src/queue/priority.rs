@@ -9,9 +9,8 @@
 //! active after the idle timeout.
 
 use std::collections::BTreeMap;
-use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
@@ -107,30 +106,13 @@ impl Coordinator {
             move |source| SessionError::Io { path, source }
         };
         std::fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
-        let lock_path = self.dir.join("active.lock");
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(io(&lock_path))?;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            match lock.try_lock() {
-                Ok(()) => break,
-                Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                Err(std::fs::TryLockError::WouldBlock) => {
-                    return Err(SessionError::LockTimeout {
-                        session: "active-session stack".into(),
-                        waited: Duration::from_secs(10),
-                        holder: None,
-                    });
-                }
-                Err(std::fs::TryLockError::Error(e)) => return Err(io(&lock_path)(e)),
-            }
-        }
+        // Held until the end of this function.
+        let _lock = crate::session::lock_file(
+            &self.dir.join("active.lock"),
+            crate::session::LockKind::Exclusive,
+            Duration::from_secs(10),
+            "active-session stack",
+        )?;
         let path = self.dir.join("active.json");
         let mut state = self.read(&path)?;
         let value = change(&mut state, &self.user);

@@ -50,38 +50,21 @@ impl SessionLock {
                 requested: session.to_string(),
             });
         }
-        let path = dir.join(LOCK_FILE);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(SessionError::io(&path))?;
-        let started = Instant::now();
-        let mut pause = Duration::from_millis(1);
-        loop {
-            let attempt = match kind {
-                LockKind::Shared => file.try_lock_shared(),
-                LockKind::Exclusive => file.try_lock(),
-            };
-            match attempt {
-                Ok(()) => break,
-                Err(TryLockError::WouldBlock) => {
-                    let waited = started.elapsed();
-                    if waited >= timeout {
-                        return Err(SessionError::LockTimeout {
-                            session: session.to_string(),
-                            waited,
-                            holder: read_holder(&mut file),
-                        });
-                    }
-                    std::thread::sleep(pause.min(timeout - waited));
-                    pause = (pause * 2).min(Duration::from_millis(25));
-                }
-                Err(TryLockError::Error(e)) => return Err(SessionError::io(&path)(e)),
+        let mut file = match lock_file(&dir.join(LOCK_FILE), kind, timeout, session) {
+            Ok(file) => file,
+            Err(Waited::TimedOut {
+                what,
+                waited,
+                mut file,
+            }) => {
+                return Err(SessionError::LockTimeout {
+                    session: what,
+                    waited,
+                    holder: read_holder(&mut file),
+                });
             }
-        }
+            Err(Waited::Failed(e)) => return Err(e),
+        };
         if kind == LockKind::Exclusive {
             // Best effort: only used to name the holder in another process's timeout error.
             let _ = file
@@ -95,6 +78,74 @@ impl SessionLock {
             session: session.to_string(),
             kind,
         })
+    }
+}
+
+/// Why [`lock_file`] returned without the lock.
+#[derive(Debug)]
+pub enum Waited {
+    /// Someone else held it for all of the timeout; `file` is open, for naming the holder.
+    TimedOut {
+        what: String,
+        waited: Duration,
+        file: File,
+    },
+    Failed(SessionError),
+}
+
+impl From<Waited> for SessionError {
+    fn from(w: Waited) -> SessionError {
+        match w {
+            Waited::TimedOut { what, waited, .. } => SessionError::LockTimeout {
+                session: what,
+                waited,
+                holder: None,
+            },
+            Waited::Failed(e) => e,
+        }
+    }
+}
+
+/// The one way nop takes a cross-process lock: opens (creating) the sidecar file `path` and
+/// takes an advisory `flock` on it, waiting at most `timeout` with a short backoff (1 ms
+/// doubling to 25 ms). `what` names the locked thing in a timeout error. The lock is released
+/// when the returned file is closed.
+pub fn lock_file(
+    path: &Path,
+    kind: LockKind,
+    timeout: Duration,
+    what: &str,
+) -> Result<File, Waited> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| Waited::Failed(SessionError::io(path)(e)))?;
+    let started = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        let attempt = match kind {
+            LockKind::Shared => file.try_lock_shared(),
+            LockKind::Exclusive => file.try_lock(),
+        };
+        match attempt {
+            Ok(()) => return Ok(file),
+            Err(TryLockError::WouldBlock) => {
+                let waited = started.elapsed();
+                if waited >= timeout {
+                    return Err(Waited::TimedOut {
+                        what: what.to_string(),
+                        waited,
+                        file,
+                    });
+                }
+                std::thread::sleep(pause.min(timeout - waited));
+                pause = (pause * 2).min(Duration::from_millis(25));
+            }
+            Err(TryLockError::Error(e)) => return Err(Waited::Failed(SessionError::io(path)(e))),
+        }
     }
 }
 

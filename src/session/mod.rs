@@ -29,7 +29,7 @@ pub fn to_json(value: &impl serde::Serialize, what: &str) -> Result<Vec<u8>, Ses
     store::pretty_json(value, what)
 }
 pub use error::{Result, SessionError};
-pub use lock::{LockKind, SessionLock};
+pub use lock::{LockKind, SessionLock, Waited, lock_file};
 pub use logs::ErrorRecord;
 pub use store::{Problem, SessionState, SessionSummary, Store};
 
