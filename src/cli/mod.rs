@@ -38,6 +38,48 @@ pub mod exit {
     pub const CANCELLED: u8 = 130;
 }
 
+/// When to ask the person, as `--approval` spells it (the engine's [`ApprovalMode`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ApprovalArg {
+    /// Never ask: what needs approval is refused.
+    Never,
+    /// Ask where a rule says `ask`.
+    OnRequest,
+    /// Also ask before every call that can change something (shell, edits, plugin tools).
+    Always,
+}
+
+impl From<ApprovalArg> for ApprovalMode {
+    fn from(a: ApprovalArg) -> ApprovalMode {
+        match a {
+            ApprovalArg::Never => ApprovalMode::Never,
+            ApprovalArg::OnRequest => ApprovalMode::OnRequest,
+            ApprovalArg::Always => ApprovalMode::Always,
+        }
+    }
+}
+
+/// A queued message's priority, as `--priority` spells it (the engine's `QueuePriority`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PriorityArg {
+    /// Waits until the current task is done.
+    Normal,
+    /// Put into the conversation at the next checkpoint (between tool calls).
+    High,
+    /// Like high, ahead of it.
+    Urgent,
+}
+
+impl From<PriorityArg> for crate::queue::QueuePriority {
+    fn from(p: PriorityArg) -> crate::queue::QueuePriority {
+        match p {
+            PriorityArg::Normal => crate::queue::QueuePriority::Normal,
+            PriorityArg::High => crate::queue::QueuePriority::High,
+            PriorityArg::Urgent => crate::queue::QueuePriority::Urgent,
+        }
+    }
+}
+
 #[derive(Debug, Parser)]
 #[command(
     name = "nop",
@@ -115,7 +157,7 @@ pub enum Command {
         /// urgent and high go into the conversation at the next checkpoint; normal waits until
         /// the current task is done (default: queue.default_priority, high).
         #[arg(long, value_enum)]
-        priority: Option<crate::queue::QueuePriority>,
+        priority: Option<PriorityArg>,
         #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
         output_format: OutputFormat,
         /// The message; `-` reads it from standard input.
@@ -200,8 +242,8 @@ pub struct RunArgs {
     output_format: OutputFormat,
     /// When to ask you before a tool call: never (what needs approval is refused), on-request
     /// (where a permission rule says `ask`), always (also before every shell command and edit).
-    #[arg(long, value_enum, default_value_t = ApprovalMode::OnRequest)]
-    approval: ApprovalMode,
+    #[arg(long, value_enum, default_value_t = ApprovalArg::OnRequest)]
+    approval: ApprovalArg,
     /// Approve what permission rules mark `ask` without asking (for CI; denials still apply).
     #[arg(long)]
     yes: bool,
@@ -423,7 +465,7 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
                 }
             };
             let on_terminal = std::io::stdin().is_terminal();
-            let (approver, prompts) = run::approver(args.approval, args.yes, on_terminal);
+            let (approver, prompts) = run::approver(args.approval.into(), args.yes, on_terminal);
             let priority = resolved.config.queue.default_priority;
             let runtime = crate::agent::Runtime::new(
                 ws.clone(),
@@ -508,7 +550,7 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
                 Some(m) => m,
                 None => bail!("the message is empty"),
             };
-            let priority = priority.unwrap_or(resolved.config.queue.default_priority);
+            let priority = priority.map_or(resolved.config.queue.default_priority, Into::into);
             let (approver, prompts) = run::approver(ApprovalMode::OnRequest, false, false);
             let runtime = crate::agent::Runtime::new(
                 ws.clone(),

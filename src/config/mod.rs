@@ -131,7 +131,7 @@ pub struct QueueConfig {
     /// Whole messages (case-insensitive) that stop the current task at its next checkpoint.
     pub stop_words: Vec<String>,
     /// Priority of `nop send` without `--priority`.
-    pub default_priority: crate::queue::QueuePriority,
+    pub default_priority: crate::protocol::QueuePriority,
     /// A session waiting for input stops counting as active after this long.
     pub idle_timeout_s: f64,
 }
@@ -143,7 +143,7 @@ impl Default for QueueConfig {
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
-            default_priority: crate::queue::QueuePriority::High,
+            default_priority: crate::protocol::QueuePriority::High,
             idle_timeout_s: 1800.0,
         }
     }

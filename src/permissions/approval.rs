@@ -5,11 +5,10 @@
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
-use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
 /// When to ask the person.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ApprovalMode {
     /// Never ask: what needs approval is denied.
     Never,
@@ -40,12 +39,7 @@ pub struct ApprovalRequest {
     pub respond: oneshot::Sender<ApprovalAnswer>,
 }
 
-/// A refusal, for the json output's `permission_denials`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Denial {
-    pub tool: String,
-    pub reason: String,
-}
+pub use crate::protocol::events::Denial;
 
 #[derive(Debug, Clone, Default)]
 pub struct Approver {

@@ -96,7 +96,7 @@ pub struct RunOutcome {
     pub turns: u32,
     pub tool_calls: u32,
     /// Tool calls and file operations refused by permissions (the reason the model was given).
-    pub permission_denials: Vec<crate::permissions::Denial>,
+    pub permission_denials: Vec<Denial>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -112,4 +112,11 @@ pub enum RunStatus {
 pub struct RunUsage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+}
+
+/// A refusal, for the json output's `permission_denials`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Denial {
+    pub tool: String,
+    pub reason: String,
 }

@@ -3,11 +3,13 @@
 pub mod events;
 pub mod ids;
 pub mod plan;
+pub mod queue;
 pub mod session;
 pub mod snapshot;
 
 pub use ids::{new_id, timestamp_for_file};
 pub use plan::{Plan, PlanParseError, Task, TaskStatus};
+pub use queue::QueuePriority;
 pub use session::{
     CallMetrics, Caller, CompressionRecord, Message, ParentSession, Role, SESSION_VERSION,
     SessionFile, SessionStatus, ToolCall, Usage,

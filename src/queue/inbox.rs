@@ -12,47 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::session::create_new_atomic;
 
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Serialize,
-    Deserialize,
-    Default,
-    clap::ValueEnum,
-)]
-#[serde(rename_all = "lowercase")]
-pub enum QueuePriority {
-    /// Waits until the current task is done.
-    Normal,
-    /// Put into the conversation at the next checkpoint (between tool calls).
-    #[default]
-    High,
-    /// Like high, ahead of it.
-    Urgent,
-}
-
-impl QueuePriority {
-    fn rank(self) -> u8 {
-        match self {
-            QueuePriority::Urgent => 0,
-            QueuePriority::High => 1,
-            QueuePriority::Normal => 2,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            QueuePriority::Urgent => "urgent",
-            QueuePriority::High => "high",
-            QueuePriority::Normal => "normal",
-        }
-    }
-}
+pub use crate::protocol::QueuePriority;
 
 /// One queued message.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
