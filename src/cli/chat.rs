@@ -145,10 +145,11 @@ pub fn chat(
                 .await
                 {
                     Ok(result) => {
-                        let mut at = Instant::now();
+                        // Each reply is due at its stored `scheduledSendAt` (delays count from the
+                        // first reply).
+                        let (instant, now) = (Instant::now(), chrono::Utc::now());
                         for r in result.replies {
-                            at += Duration::from_secs_f64(r.send_delay_seconds);
-                            due.push_back((at, r));
+                            due.push_back((instant + crate::chat::due_in(&r, now), r));
                         }
                         // Shown when due: a later batch's first reply can come before an earlier
                         // batch's long-delayed one.

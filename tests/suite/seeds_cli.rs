@@ -102,3 +102,80 @@ fn memory_pop_reports_remaining_count_and_current_prompt_preview() {
     assert!(text.trim_end().ends_with(&initial_end), "{text}");
     assert!(!text.contains("[Memory of"), "{text}");
 }
+
+/// `scheduledSendAt` of each reply stored in session `id`, in seconds after the first reply's,
+/// with its `sendDelaySeconds`.
+fn stored_schedule(repo: &Repo, id: &str) -> Vec<(f64, f64)> {
+    let session = repo.session_json(id);
+    let replies: Vec<&Value> = session["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .collect();
+    let at = |m: &Value| {
+        chrono::DateTime::parse_from_rfc3339(m["scheduledSendAt"].as_str().expect("scheduled"))
+            .expect("time")
+    };
+    let first = at(replies[0]);
+    replies
+        .iter()
+        .map(|m| {
+            (
+                (at(m) - first).num_milliseconds() as f64 / 1000.0,
+                m["sendDelaySeconds"].as_f64().expect("delay"),
+            )
+        })
+        .collect()
+}
+
+/// Seed 001 §2.2.2/§2.2.5: `send_delay_seconds` counts from the first reply (从第一条回复开始计算):
+/// delays 0, 2 and 3 put the replies 0, 2 and 3 s after the first, not 0, 2 and 5. A smaller delay
+/// after a larger one keeps the replies in order.
+#[test]
+fn reply_delays_count_from_the_first_reply() {
+    let repo = Repo::new();
+    let replies = json!({"replies": [
+        {"content": "Hi!", "send_delay_seconds": 0},
+        {"content": "Rust it is.", "send_delay_seconds": 2},
+        {"content": "And tests too.", "send_delay_seconds": 3},
+        {"content": "One more thing.", "send_delay_seconds": 1},
+    ]});
+    let server = MockServer::start(vec![openai::reply_text(&replies.to_string())]);
+    let out = repo.model_ok(
+        &server,
+        &[
+            "run",
+            "--output-format",
+            "json",
+            "--message",
+            "hello",
+            "--message",
+            "which language?",
+        ],
+    );
+    let result: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let id = result["session_id"].as_str().expect("id");
+    assert_eq!(
+        stored_schedule(&repo, id),
+        vec![(0.0, 0.0), (2.0, 2.0), (3.0, 3.0), (3.0, 3.0)]
+    );
+    let delays: Vec<f64> = result["replies"]
+        .as_array()
+        .expect("replies")
+        .iter()
+        .map(|r| r["send_delay_seconds"].as_f64().expect("delay"))
+        .collect();
+    assert_eq!(delays, vec![0.0, 2.0, 3.0, 3.0]);
+    // The model is told how the delays count.
+    let instruction = server.requests()[0].body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        instruction.contains("after the first reply"),
+        "{instruction}"
+    );
+}
