@@ -28,11 +28,11 @@ pub fn batch(
     let rt = tokio_runtime()?;
     let result = rt.block_on(crate::agent::chat::answer_batch(
         ws,
+        &config,
         &store,
         &provider,
         &session,
         messages,
-        config.chat.max_delay_s,
         &CancellationToken::new(),
     ))?;
     match format {
@@ -134,13 +134,7 @@ pub fn chat(
                     shown_countdown = false;
                 }
                 match crate::agent::chat::answer_batch(
-                    ws,
-                    &store,
-                    &provider,
-                    &session,
-                    batch,
-                    config.chat.max_delay_s,
-                    &cancel,
+                    ws, &config, &store, &provider, &session, batch, &cancel,
                 )
                 .await
                 {

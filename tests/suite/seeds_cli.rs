@@ -179,3 +179,90 @@ fn reply_delays_count_from_the_first_reply() {
         "{instruction}"
     );
 }
+
+/// Seed 001 §2.3.5 in chat mode: a history question in a batch ("昨天我们聊了什么？") pulls the
+/// matching memory into the request, as `nop run` does, and the session records it; a batch
+/// without one does not.
+#[test]
+fn a_history_question_in_a_chat_batch_recalls_memory() {
+    let repo = Repo::new();
+    // A session exactly a day ago: yesterday wherever the clock's time zone is.
+    let yesterday = chrono::Utc::now() - chrono::Duration::days(1);
+    let id = repo.new_session();
+    repo.run(&[
+        "sessions",
+        "append",
+        &id,
+        "the parser chokes on nested arrays",
+    ]);
+    let path = repo.session_dir(&id).join("session.json");
+    let mut session: Value =
+        serde_json::from_str(&fs::read_to_string(&path).expect("read")).expect("json");
+    session["createdAt"] = json!(yesterday.to_rfc3339());
+    fs::write(&path, serde_json::to_string_pretty(&session).expect("json")).expect("write");
+    let replies = |text: &str| json!({"replies": [{"content": text, "send_delay_seconds": 0}]});
+    let server = MockServer::start(vec![
+        openai::reply_text(&summary_reply(
+            "Fixed nested arrays in the parser.",
+            &["parser"],
+        )),
+        openai::reply_text(&replies("我们修了解析器的嵌套数组。").to_string()),
+        openai::reply_text(&replies("好的").to_string()),
+    ]);
+    let entry = summarize(&repo, &server, "yesterday");
+
+    let batch = |args: &[&str]| -> Value {
+        let mut all = vec!["run", "--output-format", "json"];
+        all.extend_from_slice(args);
+        serde_json::from_slice(&repo.model_ok(&server, &all).stdout).expect("json")
+    };
+    let result = batch(&["--message", "在吗", "--message", "昨天我们聊了什么？"]);
+    let messages = server.requests()[1].body["messages"]
+        .as_array()
+        .expect("messages")
+        .clone();
+    // The recalled entry comes just before the batch, with what only the index holds (its key
+    // points): the system prompt's "[Memory of …]" line alone is not recall.
+    let recalled = messages
+        .iter()
+        .position(|m| {
+            m["role"] == "system"
+                && m["content"].as_str().is_some_and(|c| {
+                    c.starts_with("[Relevant memory")
+                        && c.contains("Fixed nested arrays in the parser. (key point)")
+                })
+        })
+        .unwrap_or_else(|| panic!("no memory recalled: {messages:#?}"));
+    assert_eq!(messages[recalled + 1]["content"], "在吗");
+    assert_eq!(messages[recalled + 2]["content"], "昨天我们聊了什么？");
+    // Recorded in the session with the entry ids and the batch.
+    let chat = result["session_id"].as_str().expect("id").to_string();
+    let stored = repo.session_json(&chat);
+    let recall: Vec<&Value> = stored["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m.get("memoryRecall").is_some())
+        .collect();
+    assert_eq!(recall.len(), 1);
+    assert_eq!(recall[0]["memoryRecall"], json!([entry["id"]]));
+    assert_eq!(recall[0]["batchId"], result["batch_id"]);
+
+    // The next batch asks nothing about the past: nothing more is recalled.
+    batch(&["--session", &chat, "--message", "谢谢"]);
+    let last = &server.requests()[2].body["messages"];
+    let recalls = last
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| {
+            m["content"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("[Relevant memory"))
+        })
+        .count();
+    assert_eq!(
+        recalls, 1,
+        "only the first batch's recall, from its history"
+    );
+}
