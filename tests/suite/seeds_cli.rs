@@ -266,3 +266,210 @@ fn a_history_question_in_a_chat_batch_recalls_memory() {
         "only the first batch's recall, from its history"
     );
 }
+
+/// Entries of the sessions directory whose name starts with `.tmp-`.
+fn temporaries(repo: &Repo) -> Vec<String> {
+    fs::read_dir(repo.sessions_dir())
+        .expect("sessions dir")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".tmp-"))
+        .collect()
+}
+
+/// Makes session `id` a subagent called by `caller` (as `call-agent` records it).
+fn make_subagent_of(repo: &Repo, id: &str, caller: &str) {
+    let path = repo.session_dir(id).join("session.json");
+    let mut session: Value =
+        serde_json::from_str(&fs::read_to_string(&path).expect("read")).expect("json");
+    session["caller"] = json!({"sessionId": caller, "agent": "coder", "depth": 1});
+    fs::write(&path, serde_json::to_string_pretty(&session).expect("json")).expect("write");
+}
+
+/// Seed 002 §8.1 (删除操作需要先检查引用关系) and §7.2–7.3: `nop sessions delete` refuses a session
+/// that forks or subagents refer to, listing them; `--force` deletes it anyway and its forks stay
+/// whole (they still load, check clean and fork again from their snapshot); ids are prefixes.
+#[test]
+fn sessions_delete_checks_references_and_force_keeps_forks_whole() {
+    let repo = Repo::new();
+    let parent = repo.new_session();
+    repo.run(&[
+        "sessions",
+        "append",
+        &parent,
+        "the parser chokes on nested arrays",
+    ]);
+    let fork = repo.run(&["fork", &parent]).trim().to_string();
+    // A fork made before forks kept their own snapshot copy: nothing but the parent holds it.
+    let old_fork = repo.run(&["fork", &parent]).trim().to_string();
+    let snapshot = repo.session_json(&old_fork)["parentSession"]["snapshotId"]
+        .as_str()
+        .expect("snapshot")
+        .to_string();
+    let own_copy = repo
+        .session_dir(&old_fork)
+        .join(format!("history-{snapshot}.json"));
+    fs::remove_file(&own_copy).expect("remove the fork's copy");
+    let subagent = repo.new_session();
+    make_subagent_of(&repo, &subagent, &parent);
+    let lonely = repo.new_session();
+
+    // Referred to: refused (exit 1), naming every referring session and how it refers.
+    let prefix = &parent[..parent.len() - 2];
+    let out = repo
+        .nop()
+        .args(["sessions", "delete", prefix, "--json"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for id in [&fork, &old_fork, &subagent] {
+        assert!(stderr.contains(id.as_str()), "{stderr}");
+    }
+    assert!(stderr.contains("--force"), "{stderr}");
+    assert!(stderr.contains("a subagent it called"), "{stderr}");
+    let refused: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(refused["deleted"], false);
+    let mut kinds: Vec<(String, String)> = refused["referencedBy"]
+        .as_array()
+        .expect("references")
+        .iter()
+        .map(|r| {
+            (
+                r["id"].as_str().unwrap_or_default().to_string(),
+                r["kind"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    kinds.sort();
+    let mut expected = vec![
+        (fork.clone(), "fork".to_string()),
+        (old_fork.clone(), "fork".to_string()),
+        (subagent.clone(), "subagent".to_string()),
+    ];
+    expected.sort();
+    assert_eq!(kinds, expected);
+    assert!(repo.session_dir(&parent).join("session.json").is_file());
+
+    // Nothing refers to it: deleted.
+    let gone: Value =
+        serde_json::from_str(&repo.run(&["sessions", "delete", &lonely, "--json"])).expect("json");
+    assert_eq!(
+        gone,
+        json!({"id": lonely, "deleted": true, "referencedBy": []})
+    );
+    assert!(!repo.session_dir(&lonely).exists());
+
+    // Forced: deleted, the referring sessions said, and nothing broken.
+    let text = repo.run(&["sessions", "delete", &parent, "--force"]);
+    assert!(text.starts_with(&format!("deleted {parent}")), "{text}");
+    assert!(
+        text.contains(&format!("{old_fork} (forked from it")),
+        "{text}"
+    );
+    assert!(!repo.session_dir(&parent).exists());
+    assert_eq!(temporaries(&repo), Vec::<String>::new());
+    let list: Value =
+        serde_json::from_str(&repo.run(&["sessions", "list", "--json"])).expect("json");
+    let mut ids: Vec<&str> = list
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|s| s["id"].as_str())
+        .collect();
+    ids.sort();
+    let mut left = vec![fork.as_str(), old_fork.as_str(), subagent.as_str()];
+    left.sort();
+    assert_eq!(ids, left);
+    let check = repo.run(&["sessions", "check"]);
+    assert!(!check.contains("problem"), "{check}");
+    // The old fork got its own copy of its snapshot before the parent went.
+    assert!(own_copy.is_file());
+    for child in [&fork, &old_fork] {
+        let shown = repo.run(&["sessions", "show", child]);
+        assert!(shown.contains("nested arrays"), "{shown}");
+        let from = repo.session_json(child)["parentSession"]["snapshotId"].clone();
+        repo.run(&[
+            "fork",
+            child,
+            "--snapshot",
+            from.as_str().expect("snapshot"),
+        ]);
+    }
+    // An unknown id is an error naming it.
+    let err = repo.fail(&["sessions", "delete", &parent]);
+    assert!(
+        err.contains(&format!("no session matches `{parent}`")),
+        "{err}"
+    );
+}
+
+/// Deleting takes the session's write lock: a holder in another process makes it fail with the
+/// holder's pid, and a session a process is running is refused. Either way nothing is lost.
+#[test]
+fn sessions_delete_refuses_a_session_held_or_running_elsewhere() {
+    use std::sync::mpsc;
+    let repo = Repo::new();
+    let id = repo.new_session();
+    let store = repo.store();
+    let (held_tx, held_rx) = mpsc::channel();
+    let (release_tx, release_rx) = mpsc::channel::<()>();
+    let holder = {
+        let id = id.clone();
+        std::thread::spawn(move || {
+            store
+                .update(&id, chrono::Utc::now(), |_| {
+                    held_tx.send(()).expect("send");
+                    release_rx.recv().expect("release");
+                    Ok(())
+                })
+                .expect("update")
+        })
+    };
+    held_rx.recv().expect("the lock is held");
+    let err = repo.fail(&[
+        "--set",
+        "session.lock_timeout_s=0.3",
+        "sessions",
+        "delete",
+        &id,
+    ]);
+    assert!(
+        err.contains(&format!("held by pid {}", std::process::id())),
+        "{err}"
+    );
+    release_tx.send(()).expect("release");
+    holder.join().expect("holder");
+    assert!(repo.session_dir(&id).join("session.json").is_file());
+
+    // A process runs it (it holds the session's run lock): refused, even with --force.
+    let guard = nop::queue::RunGuard::try_acquire(&repo.session_dir(&id))
+        .expect("run lock")
+        .expect("free");
+    let err = repo.fail(&["sessions", "delete", &id, "--force"]);
+    assert!(err.contains("is being run by another process"), "{err}");
+    drop(guard);
+    assert!(repo.session_dir(&id).join("session.json").is_file());
+    repo.run(&["sessions", "delete", &id]);
+    assert!(!repo.session_dir(&id).exists());
+}
+
+/// A delete cut short after its rename (the process killed while removing the directory)
+/// leaves a `.tmp-*` entry, never a half session: `sessions list` and `check` are clean, and
+/// the next write of any nop process removes it.
+#[test]
+fn a_delete_cut_short_leaves_no_half_session() {
+    let repo = Repo::new();
+    let id = repo.new_session();
+    repo.run(&["sessions", "append", &id, "hello"]);
+    // As `Store::delete` leaves it when killed between the rename and the end of the removal.
+    let renamed = repo.sessions_dir().join(format!(".tmp-deleted-{id}-x"));
+    fs::rename(repo.session_dir(&id), &renamed).expect("rename");
+    fs::remove_file(renamed.join("plan.xml")).expect("half removed");
+    let list = repo.nop().args(["sessions", "list"]).output().expect("run");
+    assert_eq!(list.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&list.stderr).is_empty());
+    repo.run(&["sessions", "check"]);
+    repo.new_session();
+    assert_eq!(temporaries(&repo), Vec::<String>::new());
+}
