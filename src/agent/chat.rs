@@ -1,7 +1,8 @@
 //! Answering a batch of chat messages at once (seed 001 §2.2.4–2.2.6): one model request with
 //! every waiting message; replies as JSON with delays; if the answer is not that JSON, the
 //! `splitter` agent splits the text (tried twice); if that fails too, the whole answer is one
-//! reply. Every message and reply is stored with its batch fields.
+//! reply. Every message and reply is stored with its batch fields. A question about the past
+//! brings the matching memory in first, as in `nop run`.
 
 use chrono::{DateTime, Utc};
 use serde_json::{Value, json};
@@ -9,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::RunError;
 use crate::chat::{Reply, ScheduledReply, batch_instruction, parse_replies, schedule};
+use crate::config::Config;
 use crate::protocol::{Message, Role};
 use crate::providers::{ChatRequest, Provider};
 use crate::session::Store;
@@ -61,27 +63,37 @@ async fn ask(
     Ok((reply.text, reply.input_tokens, reply.output_tokens))
 }
 
-/// Answers `messages` as one batch of session `session_id`.
+/// Answers `messages` as one batch of session `session_id`. A history question among them
+/// brings the matching memory in first (seed 001 §2.3.5), as `nop run` does: a system message
+/// just before the batch, stored with the entry ids.
 pub async fn answer_batch(
     ws: &Workspace,
+    config: &Config,
     store: &Store,
     provider: &Provider,
     session_id: &str,
     messages: Vec<String>,
-    max_delay: f64,
     cancel: &CancellationToken,
 ) -> Result<BatchResult, RunError> {
+    let max_delay = config.chat.max_delay_s;
     let batch_id = crate::protocol::new_id();
     let now = Utc::now();
-    let incoming: Vec<Message> = messages
-        .iter()
-        .enumerate()
-        .map(|(i, text)| {
+    let agent = store.read_session(session_id)?.agent;
+    let questions: Vec<&str> = messages.iter().map(String::as_str).collect();
+    let today = chrono::Local::now().date_naive();
+    let recall =
+        super::recall::recall_message(ws, config, &agent, &questions, today).map(|mut m| {
+            m.extra.insert("batchId".into(), json!(batch_id));
+            m
+        });
+    let incoming: Vec<Message> = recall
+        .into_iter()
+        .chain(messages.iter().enumerate().map(|(i, text)| {
             let mut m = Message::new(Role::User, text.clone(), now);
             m.extra.insert("batchId".into(), json!(batch_id));
             m.extra.insert("batchIndex".into(), json!(i));
             m
-        })
+        }))
         .collect();
     let history = store.update(session_id, now, |state| {
         state.session.messages.extend(incoming);

@@ -8,6 +8,7 @@
 pub mod chat;
 pub mod engine;
 pub mod prompt;
+pub mod recall;
 pub mod runtime;
 pub mod summarize;
 mod turn;

@@ -445,30 +445,8 @@ impl Runtime {
     /// Seed 001 §2.3.5: a question about the past brings the matching memory into the
     /// conversation, as a system message just before it.
     fn recall(&self, agent: &str, input: Option<&str>) -> Option<Message> {
-        let input = input?;
         let today = chrono::Local::now().date_naive();
-        if !self.config.memory.recall || !crate::memory::is_history_question(input, today) {
-            return None;
-        }
-        let store = crate::memory::MemoryStore::new(&self.ws.nop_dir());
-        let hits = store.search(Some(agent), input, today).ok()?;
-        if hits.is_empty() {
-            return None;
-        }
-        let hits: Vec<_> = hits.into_iter().take(5).collect();
-        tracing::info!(
-            agent,
-            op = "memory",
-            result = "recalled",
-            entries = hits.len(),
-            "memory pulled into the context"
-        );
-        let mut message = Message::new(Role::System, crate::memory::context(&hits), Utc::now());
-        message.extra.insert(
-            "memoryRecall".into(),
-            serde_json::json!(hits.iter().map(|h| h.id.clone()).collect::<Vec<_>>()),
-        );
-        Some(message)
+        super::recall::recall_message(&self.ws, &self.config, agent, &[input?], today)
     }
 
     /// `memory.auto_summarize`: the most recent earlier day without a summary, at most one per

@@ -98,7 +98,7 @@ pub fn parse_replies(text: &str, max_delay: f64) -> Option<Vec<Reply>> {
 /// The instruction that asks the model for several replies (seed 001 §2.2.5).
 pub fn batch_instruction(max_delay: f64) -> String {
     format!(
-        "The person may have sent several messages in a row. Answer like a person chatting: one or several short replies, each about one message or topic, with a natural pause before each (send_delay_seconds, 0 to {max_delay}, counted from the previous reply). Answer with one JSON object and nothing else:\n{{\"replies\": [{{\"content\": \"first reply\", \"send_delay_seconds\": 0}}, {{\"content\": \"second reply\", \"send_delay_seconds\": 2}}]}}"
+        "The person may have sent several messages in a row. Answer like a person chatting: one or several short replies, each about one message or topic, each sent send_delay_seconds after the first reply (0 for the first, then growing: a natural pause for typing and thinking, at most {max_delay}). Answer with one JSON object and nothing else:\n{{\"replies\": [{{\"content\": \"first reply\", \"send_delay_seconds\": 0}}, {{\"content\": \"second reply\", \"send_delay_seconds\": 2}}, {{\"content\": \"third reply\", \"send_delay_seconds\": 5}}]}}"
     )
 }
 
@@ -112,23 +112,33 @@ pub struct ScheduledReply {
     pub scheduled_send_at: DateTime<Utc>,
 }
 
-/// The times each reply is due, delays counting from the previous reply.
+/// The times each reply is due. Delays count from the first reply (seed 001 §2.2.2
+/// `send_delay_seconds`, "从第一条回复开始计算"), whose moment is `start`, the time the batch was
+/// answered: delays 0, 2 and 3 put the replies at `start`, `start` + 2 s and `start` + 3 s. Replies
+/// keep their order (seed 001 §2.2.1 "按顺序发送"): a delay smaller than the one before it is
+/// raised to it, and stored so.
 pub fn schedule(replies: &[Reply], start: DateTime<Utc>) -> Vec<ScheduledReply> {
-    let mut at = start;
+    let mut delay: f64 = 0.0;
     replies
         .iter()
         .enumerate()
         .map(|(order, r)| {
-            at += chrono::Duration::milliseconds((r.send_delay_seconds * 1000.0) as i64);
+            delay = delay.max(r.send_delay_seconds);
             ScheduledReply {
                 id: crate::protocol::new_id(),
                 content: r.content.clone(),
-                send_delay_seconds: r.send_delay_seconds,
+                send_delay_seconds: delay,
                 order,
-                scheduled_send_at: at,
+                scheduled_send_at: start
+                    + chrono::Duration::milliseconds((delay * 1000.0).round() as i64),
             }
         })
         .collect()
+}
+
+/// How long from `now` until `reply` is due (zero if it is due already).
+pub fn due_in(reply: &ScheduledReply, now: DateTime<Utc>) -> Duration {
+    (reply.scheduled_send_at - now).to_std().unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -176,5 +186,48 @@ mod tests {
         let s = schedule(&r, at);
         assert_eq!(s[1].scheduled_send_at, at + chrono::Duration::seconds(10));
         assert_eq!((s[0].order, s[1].order), (0, 1));
+    }
+
+    fn replies(delays: &[f64]) -> Vec<Reply> {
+        delays
+            .iter()
+            .enumerate()
+            .map(|(i, d)| Reply {
+                content: format!("reply {i}"),
+                send_delay_seconds: *d,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn delays_count_from_the_first_reply() {
+        let at = chrono::DateTime::parse_from_rfc3339("2026-11-22T10:00:00Z")
+            .expect("t")
+            .with_timezone(&Utc);
+        let s = schedule(&replies(&[0.0, 2.0, 3.0]), at);
+        let offsets: Vec<i64> = s
+            .iter()
+            .map(|r| (r.scheduled_send_at - at).num_milliseconds())
+            .collect();
+        assert_eq!(offsets, vec![0, 2000, 3000], "not 0, 2 and 5 s");
+        // What `nop chat` waits before showing each, from the moment the batch was answered…
+        let waits: Vec<Duration> = s.iter().map(|r| due_in(r, at)).collect();
+        assert_eq!(waits, vec![S(0), S(2), S(3)]);
+        // …and a second later: one second less, never negative.
+        let later = at + chrono::Duration::seconds(1);
+        let waits: Vec<Duration> = s.iter().map(|r| due_in(r, later)).collect();
+        assert_eq!(waits, vec![S(0), S(1), S(2)]);
+    }
+
+    #[test]
+    fn a_delay_smaller_than_the_one_before_keeps_the_order() {
+        let at = Utc::now();
+        let s = schedule(&replies(&[1.0, 4.0, 2.5, 6.0]), at);
+        let delays: Vec<f64> = s.iter().map(|r| r.send_delay_seconds).collect();
+        assert_eq!(delays, vec![1.0, 4.0, 4.0, 6.0]);
+        assert!(
+            s.windows(2)
+                .all(|w| w[0].scheduled_send_at <= w[1].scheduled_send_at)
+        );
     }
 }

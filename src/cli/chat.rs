@@ -28,11 +28,11 @@ pub fn batch(
     let rt = tokio_runtime()?;
     let result = rt.block_on(crate::agent::chat::answer_batch(
         ws,
+        &config,
         &store,
         &provider,
         &session,
         messages,
-        config.chat.max_delay_s,
         &CancellationToken::new(),
     ))?;
     match format {
@@ -134,21 +134,16 @@ pub fn chat(
                     shown_countdown = false;
                 }
                 match crate::agent::chat::answer_batch(
-                    ws,
-                    &store,
-                    &provider,
-                    &session,
-                    batch,
-                    config.chat.max_delay_s,
-                    &cancel,
+                    ws, &config, &store, &provider, &session, batch, &cancel,
                 )
                 .await
                 {
                     Ok(result) => {
-                        let mut at = Instant::now();
+                        // Each reply is due at its stored `scheduledSendAt` (delays count from the
+                        // first reply).
+                        let (instant, now) = (Instant::now(), chrono::Utc::now());
                         for r in result.replies {
-                            at += Duration::from_secs_f64(r.send_delay_seconds);
-                            due.push_back((at, r));
+                            due.push_back((instant + crate::chat::due_in(&r, now), r));
                         }
                         // Shown when due: a later batch's first reply can come before an earlier
                         // batch's long-delayed one.

@@ -100,13 +100,36 @@ pub fn memory(
         }
         MemoryCommand::Pop { agent, id, json } => {
             let agent = agent.unwrap_or(default_agent);
-            let entry = store.pop(&agent, id.as_deref(), user, chrono::Utc::now())?;
+            let popped = store.pop(&agent, id.as_deref(), user, chrono::Utc::now())?;
+            let entry = &popped.entry;
             tracing::info!(agent = %agent, op = "memory", result = "removed", entry = %entry.id, by = user, "summary removed");
+            let remaining = popped.remaining_count();
+            let initial = crate::agent::summarize::initial_prompt(ws, &agent);
+            let preview = crate::memory::prompt_preview(
+                &popped.after.current_prompt(&initial),
+                crate::memory::PROMPT_PREVIEW_CHARS,
+            );
             if json {
-                print(&serde_json::json!(entry));
+                // The entry as `memory list` shows it, with the seed's result fields (§3.1).
+                let mut value = serde_json::json!(entry);
+                if let Some(object) = value.as_object_mut() {
+                    object.insert("success".into(), serde_json::json!(true));
+                    object.insert(
+                        "deleted_summary_date".into(),
+                        serde_json::json!(entry.summary_date),
+                    );
+                    object.insert("remaining_count".into(), serde_json::json!(remaining));
+                    object.insert("current_prompt_preview".into(), serde_json::json!(preview));
+                }
+                print(&value);
             } else {
+                let left = match remaining {
+                    0 => "no summary remains: the prompt is the initial prompt".to_string(),
+                    1 => "1 summary remains".to_string(),
+                    n => format!("{n} summaries remain"),
+                };
                 println!(
-                    "removed {} ({}); `nop memory restore` brings it back",
+                    "removed {} ({}); `nop memory restore` brings it back\n{left}; the current prompt ends:\n{preview}",
                     entry.id, entry.summary_date
                 );
             }

@@ -220,6 +220,17 @@ pub enum SessionsCommand {
     },
     /// Append one message to a session (for scripts); prints the new message count.
     Append(AppendArgs),
+    /// Delete a session, once no other session refers to it (its forks, the subagents it
+    /// called); refused while a process runs it or holds its lock.
+    Delete {
+        id: String,
+        /// Delete it even though other sessions refer to it (forks keep their own copy of the
+        /// snapshot they came from, so they still load).
+        #[arg(long)]
+        force: bool,
+        #[arg(long)]
+        json: bool,
+    },
     /// Your active and paused sessions (priority-based sessions) and recent pause/resume/refuse events.
     Stack {
         #[arg(long)]
@@ -747,6 +758,54 @@ fn run_session_command(
             let count = store.append(&id, vec![Message::new(role, text, now)], now)?;
             tracing::debug!(session = %id, op = "append", result = "ok", messages = count, "message appended");
             writeln!(out, "{count}")?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Sessions(SessionsCommand::Delete { id, force, json }) => {
+            let id = store.resolve(&id)?;
+            let deleted = match store.delete(&id, force) {
+                Ok(deleted) => deleted,
+                Err(e) => {
+                    if let crate::session::SessionError::Referenced { references, .. } = &e {
+                        tracing::info!(session = %id, op = "delete", result = "refused", referenced_by = references.len(), "session not deleted: other sessions refer to it");
+                        if json {
+                            render::print_json(
+                                out,
+                                &serde_json::json!({"id": id, "deleted": false, "referencedBy": references}),
+                            )?;
+                        }
+                    }
+                    return Err(e.into());
+                }
+            };
+            tracing::info!(session = %id, op = "delete", result = "ok", forced = force, referenced_by = deleted.referenced_by.len(), "session deleted");
+            let coordinator = crate::queue::priority::Coordinator::new(
+                &ws.nop_dir(),
+                user,
+                std::time::Duration::from_secs_f64(config.queue.idle_timeout_s),
+            );
+            if let Err(e) = coordinator.forget(&id) {
+                tracing::warn!(session = %id, error = %e, "deleted session left in the priority stack");
+                eprintln!(
+                    "warning: session {id} was deleted but may still count as active in the priority stack: {e}"
+                );
+            }
+            if let Some((path, e)) = &deleted.leftover {
+                eprintln!(
+                    "warning: session {id} is deleted, but {} could not be removed ({e}); the next write of any nop process removes it",
+                    path.display()
+                );
+            }
+            if json {
+                render::print_json(
+                    out,
+                    &serde_json::json!({"id": id, "deleted": true, "referencedBy": deleted.referenced_by}),
+                )?;
+            } else {
+                writeln!(out, "deleted {id}")?;
+                for r in &deleted.referenced_by {
+                    writeln!(out, "  still referring to it: {r}")?;
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Plan { id, json } => {

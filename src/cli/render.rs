@@ -16,7 +16,7 @@ fn time(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%d %H:%M:%SZ").to_string()
 }
 
-fn print_json(out: Out<'_>, value: &impl serde::Serialize) -> std::io::Result<()> {
+pub(super) fn print_json(out: Out<'_>, value: &impl serde::Serialize) -> std::io::Result<()> {
     serde_json::to_writer_pretty(&mut *out, value)?;
     writeln!(out)
 }

@@ -122,6 +122,36 @@ pub enum MemoryError {
     Session(#[from] SessionError),
 }
 
+/// What [`MemoryStore::pop`] removed, and the memory it left.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Popped {
+    pub entry: Entry,
+    pub after: AgentMemory,
+}
+
+impl Popped {
+    /// Summaries that remain (seed 001 §3.1 `remaining_count`).
+    pub fn remaining_count(&self) -> usize {
+        self.after.remaining().count()
+    }
+}
+
+/// How many characters of the current prompt `nop memory pop` shows.
+pub const PROMPT_PREVIEW_CHARS: usize = 200;
+
+/// A preview of a current prompt (seed 001 §3.1 `current_prompt_preview`): its end, where the
+/// latest remaining summary is (its start is the initial prompt, the same after every removal).
+/// The whole prompt when it is at most `chars` characters, otherwise `…` and its last `chars`.
+pub fn prompt_preview(prompt: &str, chars: usize) -> String {
+    let prompt = prompt.trim_end();
+    let count = prompt.chars().count();
+    if count <= chars {
+        return prompt.to_string();
+    }
+    let tail: String = prompt.chars().skip(count - chars).collect();
+    format!("…{tail}")
+}
+
 /// A search result.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Hit {
@@ -256,14 +286,15 @@ impl MemoryStore {
     }
 
     /// Removes the latest remaining summary (soft delete, with who and when); `id`, if given,
-    /// must be that one.
+    /// must be that one. Returns it with the memory as the removal left it (seed 001 §3.1 reports
+    /// the remaining count and the current prompt from that).
     pub fn pop(
         &self,
         agent: &str,
         id: Option<&str>,
         by: &str,
         now: DateTime<Utc>,
-    ) -> Result<Entry, MemoryError> {
+    ) -> Result<Popped, MemoryError> {
         self.change(agent, "", |memory| {
             let latest = memory
                 .entries
@@ -283,7 +314,11 @@ impl MemoryStore {
             latest.deleted_at = Some(now);
             latest.deleted_by = Some(by.to_string());
             latest.index.deleted = true;
-            Ok(latest.clone())
+            let entry = latest.clone();
+            Ok(Popped {
+                entry,
+                after: memory.clone(),
+            })
         })
     }
 
@@ -432,6 +467,17 @@ mod tests {
     }
 
     #[test]
+    fn a_prompt_preview_is_its_end() {
+        assert_eq!(prompt_preview("short\n", 10), "short");
+        assert_eq!(prompt_preview("0123456789abc", 3), "…abc");
+        // Characters, not bytes: a Chinese summary is never cut inside a character.
+        assert_eq!(
+            prompt_preview("初始提示词。昨天修了解析器", 5),
+            "…修了解析器"
+        );
+    }
+
+    #[test]
     fn ordered_removal_restore_and_the_current_prompt() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
         let store = MemoryStore::new(dir.path());
@@ -487,13 +533,16 @@ mod tests {
         );
         let popped = store.pop("coder", None, "tester", now)?;
         assert_eq!(
-            (popped.id.as_str(), popped.deleted_by.as_deref()),
+            (popped.entry.id.as_str(), popped.entry.deleted_by.as_deref()),
             (c.id.as_str(), Some("tester"))
         );
         assert_eq!(
             prompt(&store)?,
             format!("BASE\n\n{}\n\n{}", a.added_prompt, b.added_prompt)
         );
+        // What the removal left: two summaries, and the prompt they make.
+        assert_eq!(popped.remaining_count(), 2);
+        assert_eq!(popped.after.current_prompt("BASE"), prompt(&store)?);
         store.pop(
             "coder",
             Some(&b.id),

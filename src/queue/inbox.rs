@@ -80,10 +80,27 @@ impl Inbox {
 
     /// Queues `message`; returns its position (1 = next).
     pub fn push(&self, message: &QueuedMessage) -> Result<usize, crate::session::SessionError> {
-        std::fs::create_dir_all(&self.dir).map_err(|e| crate::session::SessionError::Io {
-            path: self.dir.clone(),
-            source: e,
-        })?;
+        // Not `create_dir_all`: a session deleted meanwhile must not come back as a directory
+        // holding only an inbox (`sessions list` would show it as broken).
+        match std::fs::create_dir(&self.dir) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let session = self
+                    .dir
+                    .parent()
+                    .and_then(|p| p.file_name())
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default();
+                return Err(crate::session::SessionError::NotFound(session));
+            }
+            Err(e) => {
+                return Err(crate::session::SessionError::Io {
+                    path: self.dir.clone(),
+                    source: e,
+                });
+            }
+        }
         // rank-nanos-pid-sequence: sorts by priority, then arrival; unique across processes.
         let nanos = message.queued_at.timestamp_nanos_opt().unwrap_or_default();
         let name = format!(
@@ -212,6 +229,23 @@ mod tests {
         assert_eq!(texts(&inbox), vec!["h2", "n1", "n2"]);
         // Removing what is already gone is fine.
         inbox.remove(&names)?;
+        Ok(())
+    }
+
+    #[test]
+    fn a_deleted_session_is_not_brought_back_by_a_message() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let session = dir.path().join("01m80av2t5-e1m9");
+        let err = Inbox::new(&session)
+            .push(&message("hello", QueuePriority::High))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            err.contains("no session matches `01m80av2t5-e1m9`"),
+            "{err}"
+        );
+        assert!(!session.exists());
         Ok(())
     }
 

@@ -311,6 +311,40 @@ impl Coordinator {
         })
     }
 
+    /// A deleted session leaves every user's stack (one waiting for input would otherwise count
+    /// as active until the idle timeout), and the session it paused resumes. `true` if it was in
+    /// a stack; the file is only rewritten then.
+    pub fn forget(&self, session_id: &str) -> Result<bool, SessionError> {
+        let listed = |state: &State| {
+            state
+                .users
+                .values()
+                .any(|stack| stack.iter().any(|e| e.session_id == session_id))
+        };
+        if !listed(&self.read(&self.dir.join("active.json"))?) {
+            return Ok(false);
+        }
+        self.with_state(|state, _| {
+            let State { users, events } = state;
+            for (user, stack) in users.iter_mut() {
+                if let Some(i) = stack.iter().position(|e| e.session_id == session_id) {
+                    let gone = stack.remove(i);
+                    events.push(StackEvent {
+                        at: Utc::now(),
+                        user: user.clone(),
+                        kind: "ended".into(),
+                        session_id: Some(gone.session_id.clone()),
+                        agent: gone.agent.clone(),
+                        detail: "the session was deleted".into(),
+                    });
+                    resume_top(stack, events, user, &format!("{} was deleted", gone.agent));
+                }
+            }
+            users.retain(|_, stack| !stack.is_empty());
+            true
+        })
+    }
+
     /// The user's stack (bottom first) and recent events (oldest first).
     pub fn stack(&self) -> Result<(Vec<Entry>, Vec<StackEvent>), SessionError> {
         self.with_state(|state, user| {
@@ -375,6 +409,27 @@ mod tests {
             vec![
                 "started", "paused", "started", "refused", "ended", "resumed"
             ]
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_deleted_session_leaves_the_stack_and_what_it_paused_resumes() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let c = Coordinator::new(dir.path(), "u", Duration::from_secs(3600));
+        c.admit("music", "music_agent", 20, true)?;
+        c.admit("phone", "phone_agent", 90, false)?;
+        // Waiting for input, it would stay active for the idle timeout.
+        c.set_waiting("phone")?;
+        assert!(!c.forget("unknown")?);
+        assert!(c.forget("phone")?);
+        assert_eq!(c.state_of("phone")?, None);
+        assert_eq!(c.state_of("music")?, Some(EntryState::Running));
+        let (_, events) = c.stack()?;
+        assert!(
+            events
+                .iter()
+                .any(|e| e.kind == "ended" && e.detail == "the session was deleted")
         );
         Ok(())
     }

@@ -46,6 +46,23 @@ pub enum SessionError {
     )]
     NestedLock { held: String, requested: String },
 
+    #[error(
+        "session {0} is being run by another process (its run lock is held); stop it with `nop stop --session {0}` or wait until it ends"
+    )]
+    Running(String),
+
+    /// Seed 002 §8.1: a session other sessions refer to is not deleted unless forced.
+    #[error(
+        "session {session} is referred to by {}: {}; delete {} first, or pass --force to delete it anyway (forks keep their own copy of the snapshot they came from)",
+        if references.len() == 1 { "another session".to_string() } else { format!("{} sessions", references.len()) },
+        references.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "),
+        if references.len() == 1 { "that one" } else { "those" }
+    )]
+    Referenced {
+        session: String,
+        references: Vec<super::delete::Reference>,
+    },
+
     #[error("session {session} has no snapshot `{snapshot}`")]
     SnapshotNotFound { session: String, snapshot: String },
 

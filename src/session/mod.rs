@@ -14,9 +14,11 @@
 //!
 //! Snapshots survive the deletion of their session: a fork hard-links the snapshot it was made
 //! from into the child's own directory (copying where links are impossible), so the child never
-//! depends on the parent's directory.
+//! depends on the parent's directory. Deleting a session (`delete.rs`) checks first that no other
+//! session refers to it.
 
 mod atomic;
+mod delete;
 mod error;
 mod lock;
 mod logs;
@@ -28,6 +30,7 @@ pub use atomic::{commit_files, create_new_atomic, replace_file, sync_dir, write_
 pub fn to_json(value: &impl serde::Serialize, what: &str) -> Result<Vec<u8>, SessionError> {
     store::pretty_json(value, what)
 }
+pub use delete::{Deleted, Reference, ReferenceKind};
 pub use error::{Result, SessionError};
 pub use lock::{LockKind, SessionLock, Waited, lock_file};
 pub use logs::ErrorRecord;

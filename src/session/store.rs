@@ -68,6 +68,11 @@ impl Store {
         &self.sessions_dir
     }
 
+    /// How long a lock is waited for (`session.lock_timeout_s`).
+    pub fn lock_timeout(&self) -> Duration {
+        self.lock_timeout
+    }
+
     /// The directory of session `id` (which need not exist).
     pub fn dir(&self, id: &str) -> PathBuf {
         self.sessions_dir.join(id)
@@ -336,7 +341,7 @@ impl Store {
         Ok(problems)
     }
 
-    fn existing_dir(&self, id: &str) -> Result<PathBuf> {
+    pub(super) fn existing_dir(&self, id: &str) -> Result<PathBuf> {
         let dir = self.dir(id);
         if looks_like_id(id) && dir.join(SESSION_FILE).exists() {
             Ok(dir)
@@ -373,7 +378,7 @@ impl Store {
 
     /// Removes what a killed create or fork left in the sessions directory, once per process:
     /// the first write does it. A failure is logged; the write goes on.
-    fn sweep(&self) {
+    pub(super) fn sweep(&self) {
         self.swept.call_once(|| {
             if let Err(e) = atomic::remove_abandoned(&self.sessions_dir) {
                 tracing::warn!(error = %e, "could not sweep the sessions directory");
@@ -511,7 +516,7 @@ fn read_state(dir: &Path, id: &str) -> Result<SessionState> {
     })
 }
 
-fn read_session_file(dir: &Path, id: &str) -> Result<SessionFile> {
+pub(super) fn read_session_file(dir: &Path, id: &str) -> Result<SessionFile> {
     let path = dir.join(SESSION_FILE);
     let bytes = fs::read(&path).map_err(SessionError::io(&path))?;
     let session: SessionFile = parse_versioned_json(&path, &bytes, SESSION_VERSION)?;

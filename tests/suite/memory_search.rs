@@ -705,7 +705,10 @@ fn removed_entries_are_never_returned() {
         sorted(labels(&before)),
         strings(&["coder 2026-11-20", "reviewer 2026-11-20"])
     );
-    let popped = store.pop("coder", None, "tester", now()).expect("pop");
+    let popped = store
+        .pop("coder", None, "tester", now())
+        .expect("pop")
+        .entry;
     assert_eq!(popped.summary_date, d("2026-11-20"));
     // The reviewer's entry of the same day stays; the coder's is gone from every kind of query.
     assert_eq!(

@@ -15,5 +15,6 @@ mod queue_load;
 mod reliability;
 mod run;
 mod sandbox;
+mod seeds_cli;
 mod shell_sandbox;
 mod skills;
