@@ -563,8 +563,14 @@ fn ctrl_c_ends_the_pause_before_an_advised_retry_at_once() {
         .env("NOP_ADVISORS_RETRY_DELAY_S", "3600")
         .args(["run", "read it"])
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
+        .stderr(std::process::Stdio::piped());
     let mut child = command.spawn().unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut text);
+        text
+    });
     // Once the advisor's request is in, the pause comes next (or has begun).
     server.wait_for_requests(2, std::time::Duration::from_secs(20));
     let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
@@ -580,7 +586,8 @@ fn ctrl_c_ends_the_pause_before_an_advised_retry_at_once() {
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     };
-    assert_eq!(status.code(), Some(130));
+    let stderr = reader.join().unwrap_or_default();
+    assert_eq!(status.code(), Some(130), "{stderr}");
 }
 
 #[test]
