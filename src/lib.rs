@@ -1,12 +1,11 @@
 //! nop: a terminal coding agent whose sessions are plain files.
 //!
-//! The engine lives here; `main.rs` is a thin front end. Arrows point inward: `cli` renders and
-//! calls the engine, the engine never prints.
+//! The engine lives here. The front end (`src/cli/`, the binary's own module) renders and calls
+//! the engine; the engine never prints and cannot see the front end.
 
 pub mod advisors;
 pub mod agent;
 pub mod chat;
-pub mod cli;
 pub mod config;
 pub mod hooks;
 pub mod logging;

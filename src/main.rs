@@ -3,7 +3,9 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use nop::cli::{Cli, Outside, exit};
+mod cli;
+
+use cli::{Cli, Outside, exit};
 
 fn main() -> ExitCode {
     // The shell tool's sandbox re-executes nop to confine one command; it must not touch clap,
@@ -22,7 +24,7 @@ fn main() -> ExitCode {
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
             .collect(),
     };
-    match nop::cli::run(cli, outside) {
+    match cli::run(cli, outside) {
         Ok(code) => code,
         Err(e) => {
             tracing::error!(result = "error", "{e:#}");

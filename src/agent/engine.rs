@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::prompt;
-use super::turn::{EventSink, ModelAgent, TurnStats};
+use super::turn::{Checkpoint, EventSink, ModelAgent, RunServices, TurnStats};
 use super::{AgentResponse, AgentStatus, Interrupted};
 use crate::advisors::{self, CompressionDecision, ConsistencyDecision, RetryDecision, compaction};
 use crate::config::Config;
@@ -61,14 +61,6 @@ pub struct QueueSettings {
     pub stop_words: Vec<String>,
     /// The agent's `interrupt_enabled` (agents.yml, read once when the run starts).
     pub interrupt_enabled: bool,
-}
-
-/// What a checkpoint found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Checkpoint {
-    Continue,
-    /// A stop word arrived: the task ends here.
-    Stop(String),
 }
 
 /// What a consistency check found, and what an automatic repair changed.
@@ -426,10 +418,12 @@ impl Engine {
                 registry: self.registry(),
                 max_turns: max_turns.max(1),
                 output_max_bytes: self.0.config.tools.output_max_bytes,
-                engine: Some(self.clone()),
+                run: std::sync::Arc::new(self.clone()),
             };
-            let conversation =
-                super::runtime::Conversation::new(self.0.store.clone(), ctx.session_id.clone());
+            let conversation = super::conversation::Conversation::new(
+                self.0.store.clone(),
+                ctx.session_id.clone(),
+            );
             agent.respond(&conversation, ctx, events, stats).await
         })
     }
@@ -999,6 +993,45 @@ fn queued_message(q: &crate::queue::QueuedMessage, now: chrono::DateTime<Utc>) -
         .insert("queuedAt".into(), json!(q.queued_at.to_rfc3339()));
     m.extra.insert("sessionKey".into(), json!(q.session_key));
     m
+}
+
+impl RunServices for Engine {
+    fn checkpoint<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<Checkpoint, ToolError>> {
+        Box::pin(Engine::checkpoint(self, ctx))
+    }
+
+    fn wants_checkpoint(&self, ctx: &ToolContext) -> bool {
+        Engine::wants_checkpoint(self, ctx)
+    }
+
+    fn maybe_compact<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        messages: &'a [Message],
+    ) -> BoxFuture<'a, Result<Option<String>, ToolError>> {
+        Box::pin(Engine::maybe_compact(self, ctx, messages))
+    }
+
+    fn advise_retry<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        call: &'a ToolCall,
+        error: &'a ToolError,
+        retries: u32,
+    ) -> BoxFuture<'a, RetryDecision> {
+        Box::pin(Engine::advise_retry(self, ctx, call, error, retries))
+    }
+
+    fn retry_limits(&self) -> (u32, Duration) {
+        let advisors = &self.0.config.advisors;
+        (
+            advisors.max_retries,
+            Duration::from_secs_f64(advisors.retry_delay_s),
+        )
+    }
 }
 
 impl AgentCaller for Engine {

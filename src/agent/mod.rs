@@ -6,6 +6,7 @@
 //! session through its lifecycle; the agent never sees a session id.
 
 pub mod chat;
+mod conversation;
 pub mod engine;
 pub mod prompt;
 pub mod recall;
@@ -13,6 +14,7 @@ pub mod runtime;
 pub mod summarize;
 mod turn;
 
+pub use conversation::Conversation;
 pub use runtime::{RunError, RunRequest, Runtime};
 pub use turn::ModelAgent;
 

@@ -3,12 +3,14 @@
 //! (COMPLETED), asks the user (WAITING_INPUT), fails (ERROR) or runs out of turns.
 
 use chrono::Utc;
+use futures_util::future::BoxFuture;
 use serde_json::Value;
 use tracing::Instrument;
 
-use super::runtime::Conversation;
+use super::conversation::Conversation;
 use super::{AgentResponse, AgentStatus, Interrupted};
-use crate::advisors::RetryAction;
+
+use crate::advisors::{RetryAction, RetryDecision};
 use crate::protocol::events::Event;
 use crate::protocol::{Message, Role, ToolCall};
 use crate::providers::{ChatRequest, Provider, ProviderError, StreamEvent, ToolSpec};
@@ -29,8 +31,45 @@ pub struct ModelAgent {
     pub registry: Registry,
     pub max_turns: u32,
     pub output_max_bytes: usize,
-    /// Consulted for retries and compaction when the context allows advisors.
-    pub engine: Option<super::engine::Engine>,
+    /// The run around the loop: checkpoints, compaction, retry advice.
+    pub run: std::sync::Arc<dyn RunServices>,
+}
+
+/// What a checkpoint found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Checkpoint {
+    Continue,
+    /// A stop word arrived: the task ends here.
+    Stop(String),
+}
+
+/// All the turn loop needs from the run around it (the engine implements it): the loop sees
+/// no session bookkeeping, queue or advisor beyond these calls.
+pub trait RunServices: Send + Sync {
+    /// Between tool calls and before each model request: wait out a pause, then stop on a stop
+    /// word or put urgent messages into the conversation.
+    fn checkpoint<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Result<Checkpoint, ToolError>>;
+    /// Whether something waits that should end the current batch of tool calls.
+    fn wants_checkpoint(&self, ctx: &ToolContext) -> bool;
+    /// Compacts the conversation if it needs it; the snapshot id of a compaction that happened.
+    fn maybe_compact<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        messages: &'a [Message],
+    ) -> BoxFuture<'a, Result<Option<String>, ToolError>>;
+    /// retry-advisor's decision on a failed call (its safe default when it cannot be asked).
+    fn advise_retry<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        call: &'a ToolCall,
+        error: &'a ToolError,
+        retries: u32,
+    ) -> BoxFuture<'a, RetryDecision>;
+    /// How many retries retry-advisor may ask for, and the pause before each.
+    fn retry_limits(&self) -> (u32, std::time::Duration);
 }
 
 /// Where events go; a closed receiver is not an error (the front end may have gone).
@@ -59,20 +98,16 @@ impl ModelAgent {
             })
             .collect();
         for turn in 1..=self.max_turns {
-            if let Some(engine) = &self.engine
-                && let super::engine::Checkpoint::Stop(_) = engine.checkpoint(ctx).await?
-            {
+            if let Checkpoint::Stop(_) = self.run.checkpoint(ctx).await? {
                 return Ok(Err(Interrupted));
             }
             let mut messages = conversation.messages().await?;
             // After load and after every turn: the cheap pre-check, and only then the advisor.
-            if let Some(engine) = &self.engine {
-                match engine.maybe_compact(ctx, &messages).await {
-                    Ok(Some(_)) => messages = conversation.messages().await?,
-                    Ok(None) => {}
-                    Err(e) => {
-                        tracing::warn!(session = %ctx.session_id, op = "compact", result = "error", "{e}")
-                    }
+            match self.run.maybe_compact(ctx, &messages).await {
+                Ok(Some(_)) => messages = conversation.messages().await?,
+                Ok(None) => {}
+                Err(e) => {
+                    tracing::warn!(session = %ctx.session_id, op = "compact", result = "error", "{e}")
                 }
             }
             let _ = events.send(Event::TurnStarted { turn });
@@ -240,10 +275,7 @@ impl ModelAgent {
             // A checkpoint between tool calls: a stop word, a high-priority message or a pause
             // ends this batch; the calls not yet run are closed so the transcript stays whole, and
             // the next turn's checkpoint acts on it.
-            if i + 1 < calls.len()
-                && let Some(engine) = &self.engine
-                && engine.wants_checkpoint(ctx)
-            {
+            if i + 1 < calls.len() && self.run.wants_checkpoint(ctx) {
                 let rest = aborted(
                     &calls[i + 1..],
                     "not run: interrupted by a user message; call it again if still needed",
@@ -317,17 +349,17 @@ impl ModelAgent {
         mut executed: Executed,
         ctx: &ToolContext,
     ) -> Result<(Executed, Option<String>), ToolError> {
-        let Some(engine) = self.engine.as_ref().filter(|_| ctx.advisors) else {
+        if !ctx.advisors {
             return Ok((executed, None));
-        };
-        let config = &engine.config().advisors;
+        }
+        let (max_retries, delay) = self.run.retry_limits();
         let mut attempt = call.clone();
         let mut retries = 0;
         while let Err(error) = &executed.result {
-            if !worth_asking(error) || retries >= config.max_retries || ctx.cancel.is_cancelled() {
+            if !worth_asking(error) || retries >= max_retries || ctx.cancel.is_cancelled() {
                 break;
             }
-            let decision = engine.advise_retry(ctx, &attempt, error, retries).await;
+            let decision = self.run.advise_retry(ctx, &attempt, error, retries).await;
             tracing::info!(session = %ctx.session_id, op = "retry", tool = %call.name, action = ?decision.suggested_action, "{}", decision.reason);
             match decision.suggested_action {
                 RetryAction::Retry if decision.should_retry => {}
@@ -344,7 +376,7 @@ impl ModelAgent {
             // Ctrl-C ends the pause at once; the failure stands.
             tokio::select! {
                 () = ctx.cancel.cancelled() => break,
-                () = tokio::time::sleep(std::time::Duration::from_secs_f64(config.retry_delay_s)) => {}
+                () = tokio::time::sleep(delay) => {}
             }
             retries += 1;
             executed = orchestrator::execute(&self.registry, &attempt, ctx).await;

@@ -7,26 +7,26 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::run::{OutputFormat, tokio_runtime};
-use crate::workspace::Workspace;
+use nop::workspace::Workspace;
 
 /// `nop run --message a --message b`: one batch answered at once (seed 001 §3.2 "方案A").
 pub fn batch(
     ws: &Workspace,
-    config: crate::config::Config,
+    config: nop::config::Config,
     env: std::collections::BTreeMap<String, String>,
     session: Option<String>,
     agent: &str,
     messages: Vec<String>,
     format: OutputFormat,
 ) -> Result<ExitCode> {
-    let provider = crate::providers::Provider::from_config(&config.provider, &env)?;
+    let provider = nop::providers::Provider::from_config(&config.provider, &env)?;
     let store = ws.store(&config);
     let session = match session {
         Some(id) => id,
-        None => crate::agent::chat::open_session(ws, &store, agent)?,
+        None => nop::agent::chat::open_session(ws, &store, agent)?,
     };
     let rt = tokio_runtime()?;
-    let result = rt.block_on(crate::agent::chat::answer_batch(
+    let result = rt.block_on(nop::agent::chat::answer_batch(
         ws,
         &config,
         &store,
@@ -60,7 +60,7 @@ pub fn batch(
 /// delays. Lines typed while replies are still coming start the next batch.
 pub fn chat(
     ws: &Workspace,
-    config: crate::config::Config,
+    config: nop::config::Config,
     env: std::collections::BTreeMap<String, String>,
     session: Option<String>,
     agent: &str,
@@ -68,11 +68,11 @@ pub fn chat(
     use std::collections::VecDeque;
     use std::time::{Duration, Instant};
 
-    let provider = crate::providers::Provider::from_config(&config.provider, &env)?;
+    let provider = nop::providers::Provider::from_config(&config.provider, &env)?;
     let store = ws.store(&config);
     let session = match session {
         Some(id) => id,
-        None => crate::agent::chat::open_session(ws, &store, agent)?,
+        None => nop::agent::chat::open_session(ws, &store, agent)?,
     };
     let (min, max) = if config.chat.batching {
         (
@@ -102,8 +102,8 @@ pub fn chat(
     let rt = tokio_runtime()?;
     rt.block_on(async {
         let start = Instant::now();
-        let mut batcher = crate::chat::Batcher::new(min, max);
-        let mut due: VecDeque<(Instant, crate::chat::ScheduledReply)> = VecDeque::new();
+        let mut batcher = nop::chat::Batcher::new(min, max);
+        let mut due: VecDeque<(Instant, nop::chat::ScheduledReply)> = VecDeque::new();
         let mut shown_countdown = false;
         let cancel = CancellationToken::new();
         let mut open = true;
@@ -133,7 +133,7 @@ pub fn chat(
                     eprint!("\r                    \r");
                     shown_countdown = false;
                 }
-                match crate::agent::chat::answer_batch(
+                match nop::agent::chat::answer_batch(
                     ws, &config, &store, &provider, &session, batch, &cancel,
                 )
                 .await
@@ -143,7 +143,7 @@ pub fn chat(
                         // first reply).
                         let (instant, now) = (Instant::now(), chrono::Utc::now());
                         for r in result.replies {
-                            due.push_back((instant + crate::chat::due_in(&r, now), r));
+                            due.push_back((instant + nop::chat::due_in(&r, now), r));
                         }
                         // Shown when due: a later batch's first reply can come before an earlier
                         // batch's long-delayed one.
@@ -179,12 +179,12 @@ pub fn chat(
 /// Records in the session whether (and when) a reply was shown; a record that cannot be written
 /// is said on stderr and in the log, since the session will not know.
 fn record_delivery(
-    store: &crate::session::Store,
+    store: &nop::session::Store,
     session: &str,
     reply_id: &str,
     at: Option<chrono::DateTime<chrono::Utc>>,
 ) {
-    if let Err(e) = crate::agent::chat::record_delivery(store, session, reply_id, at) {
+    if let Err(e) = nop::agent::chat::record_delivery(store, session, reply_id, at) {
         let what = if at.is_some() {
             "was shown"
         } else {

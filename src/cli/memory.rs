@@ -6,18 +6,18 @@ use anyhow::Result;
 use tokio_util::sync::CancellationToken;
 
 use super::run::tokio_runtime;
-use crate::workspace::Workspace;
+use nop::workspace::Workspace;
 
 /// `nop memory …`.
 pub fn memory(
     ws: &Workspace,
-    config: crate::config::Config,
+    config: nop::config::Config,
     env: std::collections::BTreeMap<String, String>,
     user: &str,
     command: super::MemoryCommand,
 ) -> Result<ExitCode> {
     use super::MemoryCommand;
-    use crate::memory::MemoryStore;
+    use nop::memory::MemoryStore;
     let store = MemoryStore::new(&ws.nop_dir());
     let default_agent = config.agent.default.clone();
     let today = chrono::Local::now().date_naive();
@@ -30,7 +30,7 @@ pub fn memory(
     match command {
         MemoryCommand::List { agent, all, json } => {
             let agent = agent.unwrap_or(default_agent);
-            let entries: Vec<crate::memory::Entry> = store
+            let entries: Vec<nop::memory::Entry> = store
                 .load(&agent)?
                 .map(|m| {
                     m.entries
@@ -86,7 +86,7 @@ pub fn memory(
                     }
                 }
                 None => {
-                    let initial = crate::agent::summarize::initial_prompt(ws, &agent);
+                    let initial = nop::agent::summarize::initial_prompt(ws, &agent);
                     let prompt = memory
                         .map(|m| m.current_prompt(&initial))
                         .unwrap_or(initial);
@@ -104,10 +104,10 @@ pub fn memory(
             let entry = &popped.entry;
             tracing::info!(agent = %agent, op = "memory", result = "removed", entry = %entry.id, by = user, "summary removed");
             let remaining = popped.remaining_count();
-            let initial = crate::agent::summarize::initial_prompt(ws, &agent);
-            let preview = crate::memory::prompt_preview(
+            let initial = nop::agent::summarize::initial_prompt(ws, &agent);
+            let preview = nop::memory::prompt_preview(
                 &popped.after.current_prompt(&initial),
-                crate::memory::PROMPT_PREVIEW_CHARS,
+                nop::memory::PROMPT_PREVIEW_CHARS,
             );
             if json {
                 // The entry as `memory list` shows it, with the seed's result fields (§3.1).
@@ -164,16 +164,16 @@ pub fn memory(
             let agent = agent.unwrap_or(default_agent);
             let date = match date.as_deref() {
                 None => today - chrono::Duration::days(1),
-                Some(text) => match crate::memory::dates::parse(text, today).0.as_slice() {
+                Some(text) => match nop::memory::dates::parse(text, today).0.as_slice() {
                     [range] if range.from == range.to => range.from,
                     _ => anyhow::bail!(
                         "--date {text}: give one day (an ISO date, \"yesterday\", \"昨天\"…)"
                     ),
                 },
             };
-            let provider = crate::providers::Provider::from_config(&config.provider, &env)?;
+            let provider = nop::providers::Provider::from_config(&config.provider, &env)?;
             let rt = tokio_runtime()?;
-            let summary = rt.block_on(crate::agent::summarize::summarize_day(
+            let summary = rt.block_on(nop::agent::summarize::summarize_day(
                 ws,
                 &config,
                 &provider,

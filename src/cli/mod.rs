@@ -18,11 +18,11 @@ use anyhow::{Context, Result, anyhow, bail};
 use chrono::Utc;
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
-use crate::config::{LogLevel, Resolved};
-use crate::permissions::ApprovalMode;
-use crate::protocol::{Message, Role};
-use crate::session::Store;
-use crate::workspace::{self, InitAction, Workspace};
+use nop::config::{LogLevel, Resolved};
+use nop::permissions::ApprovalMode;
+use nop::protocol::{Message, Role};
+use nop::session::Store;
+use nop::workspace::{self, InitAction, Workspace};
 
 /// Exit codes, documented in README.md.
 pub mod exit {
@@ -70,12 +70,12 @@ pub enum PriorityArg {
     Urgent,
 }
 
-impl From<PriorityArg> for crate::queue::QueuePriority {
-    fn from(p: PriorityArg) -> crate::queue::QueuePriority {
+impl From<PriorityArg> for nop::queue::QueuePriority {
+    fn from(p: PriorityArg) -> nop::queue::QueuePriority {
         match p {
-            PriorityArg::Normal => crate::queue::QueuePriority::Normal,
-            PriorityArg::High => crate::queue::QueuePriority::High,
-            PriorityArg::Urgent => crate::queue::QueuePriority::Urgent,
+            PriorityArg::Normal => nop::queue::QueuePriority::Normal,
+            PriorityArg::High => nop::queue::QueuePriority::High,
+            PriorityArg::Urgent => nop::queue::QueuePriority::Urgent,
         }
     }
 }
@@ -433,7 +433,7 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
         start_logging(&ws, &resolved);
         let (approver, prompts) = run::approver(ApprovalMode::OnRequest, false, true);
         let runtime =
-            crate::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user);
+            nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user);
         return run::interactive(runtime, prompts, &ws, None, None, None);
     };
     match command {
@@ -478,13 +478,8 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             let on_terminal = std::io::stdin().is_terminal();
             let (approver, prompts) = run::approver(args.approval.into(), args.yes, on_terminal);
             let priority = resolved.config.queue.default_priority;
-            let runtime = crate::agent::Runtime::new(
-                ws.clone(),
-                resolved.config,
-                outside.env,
-                approver,
-                user,
-            );
+            let runtime =
+                nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user);
             match (prompt, session) {
                 (Some(input), Some(id)) => run::deliver(
                     runtime,
@@ -497,7 +492,7 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
                     args.emergency,
                 ),
                 (Some(input), None) => {
-                    let request = crate::agent::RunRequest {
+                    let request = nop::agent::RunRequest {
                         session: None,
                         agent: args.agent,
                         input: Some(input),
@@ -563,13 +558,8 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             };
             let priority = priority.map_or(resolved.config.queue.default_priority, Into::into);
             let (approver, prompts) = run::approver(ApprovalMode::OnRequest, false, false);
-            let runtime = crate::agent::Runtime::new(
-                ws.clone(),
-                resolved.config,
-                outside.env,
-                approver,
-                user,
-            );
+            let runtime =
+                nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user);
             run::deliver(
                 runtime,
                 prompts,
@@ -693,7 +683,7 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
 fn run_session_command(
     command: Command,
     ws: &Workspace,
-    config: &crate::config::Config,
+    config: &nop::config::Config,
     store: &Store,
     user: &str,
     out: &mut impl Write,
@@ -765,7 +755,7 @@ fn run_session_command(
             let deleted = match store.delete(&id, force) {
                 Ok(deleted) => deleted,
                 Err(e) => {
-                    if let crate::session::SessionError::Referenced { references, .. } = &e {
+                    if let nop::session::SessionError::Referenced { references, .. } = &e {
                         tracing::info!(session = %id, op = "delete", result = "refused", referenced_by = references.len(), "session not deleted: other sessions refer to it");
                         if json {
                             render::print_json(
@@ -778,7 +768,7 @@ fn run_session_command(
                 }
             };
             tracing::info!(session = %id, op = "delete", result = "ok", forced = force, referenced_by = deleted.referenced_by.len(), "session deleted");
-            let coordinator = crate::queue::priority::Coordinator::new(
+            let coordinator = nop::queue::priority::Coordinator::new(
                 &ws.nop_dir(),
                 user,
                 std::time::Duration::from_secs_f64(config.queue.idle_timeout_s),
@@ -849,7 +839,7 @@ fn run_session_command(
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()?;
-            let (_, statuses) = rt.block_on(crate::plugins::load_all(&ws.root));
+            let (_, statuses) = rt.block_on(nop::plugins::load_all(&ws.root));
             if json {
                 writeln!(out, "{}", serde_json::to_string_pretty(&statuses)?)?;
             } else if statuses.is_empty() {
@@ -879,7 +869,7 @@ fn run_session_command(
         }
         Command::Sessions(SessionsCommand::Stack { json }) => {
             let config = ws.config(None, None, BTreeMap::new(), Vec::new())?.config;
-            let coordinator = crate::queue::priority::Coordinator::new(
+            let coordinator = nop::queue::priority::Coordinator::new(
                 &ws.nop_dir(),
                 user,
                 std::time::Duration::from_secs_f64(config.queue.idle_timeout_s),
@@ -903,11 +893,11 @@ fn run_session_command(
 
 fn permissions(
     ws: &Workspace,
-    config: &crate::config::Config,
+    config: &nop::config::Config,
     command: PermissionsCommand,
     out: &mut impl Write,
 ) -> Result<ExitCode> {
-    use crate::permissions::{Access, Decision, load_policy, validate_all};
+    use nop::permissions::{Access, Decision, load_policy, validate_all};
     match command {
         PermissionsCommand::Check => {
             let mut ok = true;
@@ -958,7 +948,7 @@ fn permissions(
             };
             let shell = match &resolved {
                 Some(path) => {
-                    let settings = crate::tools::SandboxSettings::from_config(config);
+                    let settings = nop::tools::SandboxSettings::from_config(config);
                     Some(sandbox::shell_line(&policy, &settings, path)?)
                 }
                 None => None,
@@ -1033,5 +1023,5 @@ fn cli_settings(cli: &Cli) -> Result<Vec<(String, String, String)>> {
 
 fn start_logging(ws: &Workspace, resolved: &Resolved) {
     let level: LogLevel = resolved.config.log.level;
-    crate::logging::init(Some((&ws.logs_dir(), &ws.sessions_dir())), level);
+    nop::logging::init(Some((&ws.logs_dir(), &ws.sessions_dir())), level);
 }

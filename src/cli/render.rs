@@ -6,9 +6,9 @@ use std::path::Path;
 use chrono::{DateTime, Utc};
 use serde_json::json;
 
-use crate::config::Resolved;
-use crate::protocol::{Plan, Role, TaskStatus};
-use crate::session::{Problem, SessionState, SessionSummary};
+use nop::config::Resolved;
+use nop::protocol::{Plan, Role, TaskStatus};
+use nop::session::{Problem, SessionState, SessionSummary};
 
 type Out<'a> = &'a mut dyn Write;
 
@@ -204,7 +204,7 @@ pub fn config(out: Out<'_>, resolved: &Resolved, json: bool) -> std::io::Result<
 
 pub fn agents(
     out: Out<'_>,
-    agents: &crate::config::AgentsFile,
+    agents: &nop::config::AgentsFile,
     user: &str,
     minute_of_day: u32,
     json: bool,
@@ -267,8 +267,8 @@ pub fn agents(
 pub fn stack(
     out: Out<'_>,
     user: &str,
-    stack: &[crate::queue::priority::Entry],
-    events: &[crate::queue::priority::StackEvent],
+    stack: &[nop::queue::priority::Entry],
+    events: &[nop::queue::priority::StackEvent],
     json: bool,
 ) -> std::io::Result<()> {
     if json {
@@ -282,9 +282,9 @@ pub fn stack(
     }
     for e in stack.iter().rev() {
         let state = match e.state {
-            crate::queue::priority::EntryState::Running => "running",
-            crate::queue::priority::EntryState::Paused => "paused",
-            crate::queue::priority::EntryState::WaitingInput => "waiting_input",
+            nop::queue::priority::EntryState::Running => "running",
+            nop::queue::priority::EntryState::Paused => "paused",
+            nop::queue::priority::EntryState::WaitingInput => "waiting_input",
         };
         writeln!(
             out,

@@ -14,10 +14,10 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
 
-use crate::agent::{RunRequest, Runtime};
-use crate::permissions::{ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver};
-use crate::protocol::events::{Event, RunOutcome, RunStatus};
-use crate::workspace::Workspace;
+use nop::agent::{RunRequest, Runtime};
+use nop::permissions::{ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver};
+use nop::protocol::events::{Event, RunOutcome, RunStatus};
+use nop::workspace::Workspace;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
 pub enum OutputFormat {
@@ -155,7 +155,7 @@ pub fn headless(
                     if outcome.status != RunStatus::Completed {
                         break;
                     }
-                    let waiting: Vec<String> = crate::queue::Inbox::new(&dir)
+                    let waiting: Vec<String> = nop::queue::Inbox::new(&dir)
                         .list()
                         .messages
                         .into_iter()
@@ -171,7 +171,7 @@ pub fn headless(
                         break;
                     }
                     last_seen = waiting;
-                    let Ok(Some(guard)) = crate::queue::RunGuard::try_acquire(&dir) else { break };
+                    let Ok(Some(guard)) = nop::queue::RunGuard::try_acquire(&dir) else { break };
                     let again = RunRequest {
                         session: Some(outcome.session_id.clone()),
                         agent: None,
@@ -184,8 +184,8 @@ pub fn headless(
                 }
                 Ok(exit_code(outcome.status))
             }
-            Err(e) => match e.downcast_ref::<crate::agent::RunError>() {
-                Some(crate::agent::RunError::Refused(reason)) => {
+            Err(e) => match e.downcast_ref::<nop::agent::RunError>() {
+                Some(nop::agent::RunError::Refused(reason)) => {
                     if format == OutputFormat::Text {
                         eprintln!("refused: {reason}");
                     } else {
@@ -565,21 +565,21 @@ pub fn interactive(
 /// `nop compact ID`: snapshot, CompactAgent summary, new messages.
 pub fn compact(
     ws: &Workspace,
-    config: crate::config::Config,
+    config: nop::config::Config,
     env: std::collections::BTreeMap<String, String>,
-    session: &crate::protocol::SessionFile,
+    session: &nop::protocol::SessionFile,
 ) -> Result<ExitCode> {
-    let provider = crate::providers::Provider::from_config(&config.provider, &env)?;
+    let provider = nop::providers::Provider::from_config(&config.provider, &env)?;
     let store = ws.store(&config);
     let (events, mut warnings) = mpsc::unbounded_channel();
-    let engine = crate::agent::engine::Engine::new(
+    let engine = nop::agent::engine::Engine::new(
         ws.clone(),
         config,
         store,
         provider,
         Approver::headless(ApprovalMode::Never, false),
         events,
-        crate::agent::engine::QueueSettings::default(),
+        nop::agent::engine::QueueSettings::default(),
     );
     let rt = tokio_runtime()?;
     rt.block_on(async {
@@ -595,7 +595,7 @@ pub fn compact(
         )?;
         let compacted = engine.compact(&ctx, "requested with nop compact").await;
         while let Ok(event) = warnings.try_recv() {
-            if let crate::protocol::events::Event::Warning { message } = event {
+            if let nop::protocol::events::Event::Warning { message } = event {
                 eprintln!("warning: {message}");
             }
         }
@@ -621,7 +621,7 @@ pub fn deliver(
     prompts: Prompts,
     id: &str,
     text: String,
-    priority: crate::queue::QueuePriority,
+    priority: nop::queue::QueuePriority,
     format: OutputFormat,
     max_turns: Option<u32>,
     emergency: bool,
@@ -629,8 +629,8 @@ pub fn deliver(
     let store = runtime.store().clone();
     let dir = store.dir(id);
     let stop_words = runtime.stop_words().to_vec();
-    let is_stop = crate::queue::is_stop_word(&text, &stop_words);
-    if let Some(guard) = crate::queue::RunGuard::try_acquire(&dir)? {
+    let is_stop = nop::queue::is_stop_word(&text, &stop_words);
+    if let Some(guard) = nop::queue::RunGuard::try_acquire(&dir)? {
         if is_stop {
             println!("session {id} is not running; nothing to stop");
             return Ok(ExitCode::SUCCESS);
@@ -645,19 +645,19 @@ pub fn deliver(
         };
         return headless(runtime, prompts, request, format);
     }
-    let message = crate::queue::QueuedMessage {
-        id: crate::protocol::new_id(),
+    let message = nop::queue::QueuedMessage {
+        id: nop::protocol::new_id(),
         text,
         priority: if is_stop {
-            crate::queue::QueuePriority::Urgent
+            nop::queue::QueuePriority::Urgent
         } else {
             priority
         },
-        session_key: crate::queue::session_key(id, runtime.user()),
+        session_key: nop::queue::session_key(id, runtime.user()),
         queued_at: chrono::Utc::now(),
         stop: is_stop,
     };
-    let inbox = crate::queue::Inbox::new(&dir);
+    let inbox = nop::queue::Inbox::new(&dir);
     let position = inbox.push(&message)?;
     tracing::info!(session = %id, op = "queue", result = "queued", priority = message.priority.as_str(), position, "message queued for a busy session");
     match format {
@@ -672,7 +672,7 @@ pub fn deliver(
     }
     // The runner may have ended between our look and the queueing: then nobody would read the
     // queue, so take the session over and process it here.
-    if let Some(guard) = crate::queue::RunGuard::try_acquire(&dir)?
+    if let Some(guard) = nop::queue::RunGuard::try_acquire(&dir)?
         && !inbox.is_empty()
     {
         let request = RunRequest {
@@ -696,7 +696,7 @@ static PROMPTING: AtomicBool = AtomicBool::new(false);
 fn watch_typing(
     current: Arc<Mutex<Option<String>>>,
     done: Arc<AtomicBool>,
-    store: crate::session::Store,
+    store: nop::session::Store,
     user: String,
     stop_words: Vec<String>,
 ) -> std::thread::JoinHandle<()> {
@@ -728,20 +728,20 @@ fn watch_typing(
                 eprintln!("  (the session is starting; say it again in a moment)");
                 continue;
             };
-            let stop = crate::queue::is_stop_word(text, &stop_words);
-            let message = crate::queue::QueuedMessage {
-                id: crate::protocol::new_id(),
+            let stop = nop::queue::is_stop_word(text, &stop_words);
+            let message = nop::queue::QueuedMessage {
+                id: nop::protocol::new_id(),
                 text: text.to_string(),
                 priority: if stop {
-                    crate::queue::QueuePriority::Urgent
+                    nop::queue::QueuePriority::Urgent
                 } else {
-                    crate::queue::QueuePriority::High
+                    nop::queue::QueuePriority::High
                 },
-                session_key: crate::queue::session_key(&id, &user),
+                session_key: nop::queue::session_key(&id, &user),
                 queued_at: chrono::Utc::now(),
                 stop,
             };
-            match crate::queue::Inbox::new(&store.dir(&id)).push(&message) {
+            match nop::queue::Inbox::new(&store.dir(&id)).push(&message) {
                 Ok(_) if stop => eprintln!("  ■ stopping at the next checkpoint"),
                 Ok(position) => eprintln!(
                     "  ✉ queued (position {position}); the agent reads it between tool calls"
@@ -753,21 +753,21 @@ fn watch_typing(
 }
 
 /// `nop stop`: a stop for the process running session `id`.
-pub fn stop(store: &crate::session::Store, id: &str, user: &str) -> Result<ExitCode> {
+pub fn stop(store: &nop::session::Store, id: &str, user: &str) -> Result<ExitCode> {
     let dir = store.dir(id);
-    if !crate::queue::RunGuard::is_busy(&dir) {
+    if !nop::queue::RunGuard::is_busy(&dir) {
         println!("session {id} is not running; nothing to stop");
         return Ok(ExitCode::SUCCESS);
     }
-    let message = crate::queue::QueuedMessage {
-        id: crate::protocol::new_id(),
+    let message = nop::queue::QueuedMessage {
+        id: nop::protocol::new_id(),
         text: "stop".into(),
-        priority: crate::queue::QueuePriority::Urgent,
-        session_key: crate::queue::session_key(id, user),
+        priority: nop::queue::QueuePriority::Urgent,
+        session_key: nop::queue::session_key(id, user),
         queued_at: chrono::Utc::now(),
         stop: true,
     };
-    crate::queue::Inbox::new(&dir).push(&message)?;
+    nop::queue::Inbox::new(&dir).push(&message)?;
     tracing::info!(session = %id, op = "queue", result = "stop_requested", "stop requested");
     println!("stop requested: session {id} stops at its next checkpoint");
     Ok(ExitCode::SUCCESS)

@@ -10,12 +10,12 @@ use anyhow::Result;
 use clap::Subcommand;
 
 use super::exit;
-use crate::config::{NetworkMode, SandboxMode};
-use crate::permissions::{Effect, Policy, ShellView, load_policy};
-use crate::sandbox::Mechanism;
-use crate::tools::SandboxSettings;
-use crate::tools::confine::{self, Machine, shown};
-use crate::workspace::Workspace;
+use nop::config::{NetworkMode, SandboxMode};
+use nop::permissions::{Effect, Policy, ShellView, load_policy};
+use nop::sandbox::Mechanism;
+use nop::tools::SandboxSettings;
+use nop::tools::confine::{self, Machine, shown};
+use nop::workspace::Workspace;
 
 #[derive(Debug, Subcommand)]
 pub enum SandboxCommand {
@@ -41,7 +41,7 @@ pub enum SandboxCommand {
 
 pub fn sandbox(
     ws: &Workspace,
-    config: &crate::config::Config,
+    config: &nop::config::Config,
     cwd: &Path,
     command: SandboxCommand,
     out: &mut impl Write,
@@ -92,7 +92,7 @@ pub fn view_here(
         return Ok((machine, None));
     }
     let view = machine.mechanism.map(|mechanism| {
-        crate::permissions::shell_view(policy, &confine::shell_options(mechanism, settings))
+        nop::permissions::shell_view(policy, &confine::shell_options(mechanism, settings))
     });
     Ok((machine, view))
 }

@@ -1,0 +1,57 @@
+//! The conversation of one session as the agent sees it (seed 003): the messages are read from
+//! and appended to the store, never kept apart from it.
+
+use chrono::Utc;
+
+use crate::protocol::Message;
+use crate::session::Store;
+use crate::tools::ToolError;
+
+/// The conversation of one session as the agent sees it: read from and appended to the store,
+/// so what the model is sent is always what session.json holds.
+pub struct Conversation {
+    store: Store,
+    session_id: String,
+}
+
+impl Conversation {
+    pub fn new(store: Store, session_id: String) -> Conversation {
+        Conversation { store, session_id }
+    }
+
+    pub async fn messages(&self) -> Result<Vec<Message>, ToolError> {
+        let store = self.store.clone();
+        let id = self.session_id.clone();
+        let session = tokio::task::spawn_blocking(move || store.read_session(&id))
+            .await
+            .map_err(|e| ToolError::Fatal(e.to_string()))??;
+        Ok(session.messages)
+    }
+
+    /// Appends messages (and a model request's token counts) in one write.
+    pub async fn push(
+        &self,
+        messages: Vec<Message>,
+        usage: Option<(u64, u64)>,
+    ) -> Result<(), ToolError> {
+        if messages.is_empty() && usage.is_none() {
+            return Ok(());
+        }
+        let store = self.store.clone();
+        let id = self.session_id.clone();
+        tokio::task::spawn_blocking(move || {
+            store.update(&id, Utc::now(), |state| {
+                state.session.messages.extend(messages);
+                if let Some((input, output)) = usage {
+                    state.session.usage.input_tokens += input;
+                    state.session.usage.output_tokens += output;
+                    state.session.usage.requests += 1;
+                }
+                Ok(())
+            })
+        })
+        .await
+        .map_err(|e| ToolError::Fatal(e.to_string()))??;
+        Ok(())
+    }
+}
