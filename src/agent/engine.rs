@@ -23,6 +23,7 @@ use crate::protocol::{
 };
 use crate::providers::{ChatRequest, Provider};
 use crate::session::Store;
+use crate::tools::ToolErrorKind;
 use crate::tools::{AgentCaller, Registry, SandboxSettings, ToolContext, ToolError};
 use crate::workspace::Workspace;
 
@@ -78,6 +79,8 @@ pub struct SubagentOutcome {
     pub status: SessionStatus,
     pub message: String,
     pub metrics: CallMetrics,
+    /// Stopped at its time limit (`status` is then `error`).
+    pub timed_out: bool,
 }
 
 impl Engine {
@@ -442,12 +445,12 @@ impl Engine {
         let agents = inner
             .ws
             .agents()
-            .map_err(|e| ToolError::model("ConfigError", e.to_string()))?;
+            .map_err(|e| ToolError::model(ToolErrorKind::ConfigError, e.to_string()))?;
         let def = agents.get(target);
         match def {
             Some(d) if !d.enabled => {
                 return Err(ToolError::model(
-                    "UnknownAgent",
+                    ToolErrorKind::UnknownAgent,
                     format!("agent `{target}` is disabled"),
                 ));
             }
@@ -459,7 +462,7 @@ impl Engine {
                     .map(|a| a.name.as_str())
                     .collect();
                 return Err(ToolError::model(
-                    "UnknownAgent",
+                    ToolErrorKind::UnknownAgent,
                     format!("no agent `{target}`; the agents are: {}", known.join(", ")),
                 ));
             }
@@ -468,7 +471,7 @@ impl Engine {
         let depth = parent.depth + 1;
         if !advisor && depth > inner.config.subagents.max_depth {
             return Err(ToolError::model(
-                "DepthLimit",
+                ToolErrorKind::DepthLimit,
                 format!(
                     "`{target}` would run at depth {depth}, beyond subagents.max_depth ({}); do the work yourself",
                     inner.config.subagents.max_depth
@@ -477,7 +480,7 @@ impl Engine {
         }
         let now = Utc::now();
         let system = prompt::system_prompt(&inner.ws, target, def, now)
-            .map_err(|e| ToolError::model("ConfigError", e.to_string()))?;
+            .map_err(|e| ToolError::model(ToolErrorKind::ConfigError, e.to_string()))?;
         let caller = Caller {
             session_id: parent.session_id.clone(),
             agent: parent.agent.clone(),
@@ -487,7 +490,7 @@ impl Engine {
         ancestors.extend(parent.ancestors.iter().cloned());
         // Seed 002 §5.4: the session records where its permissions come from.
         let policy = crate::permissions::load_chain(&inner.ws.root, target, &ancestors)
-            .map_err(|e| ToolError::model("PermissionDenied", e.to_string()))?;
+            .map_err(|e| ToolError::model(ToolErrorKind::PermissionDenied, e.to_string()))?;
         let source = permission_source(&policy, &inner.ws.root, &parent.session_id);
         let store = inner.store.clone();
         let name = target.to_string();
@@ -511,7 +514,7 @@ impl Engine {
         let cancel = parent.cancel.child_token();
         let ctx = self
             .tool_context(&child, target, ancestors, depth, cancel.clone(), !advisor)
-            .map_err(|e| ToolError::model("PermissionDenied", e.to_string()))?;
+            .map_err(|e| ToolError::model(ToolErrorKind::PermissionDenied, e.to_string()))?;
         tracing::info!(session = %child, agent = %target, op = "subagent", result = "started", caller = %parent.session_id, depth, "subagent started");
         self.emit(Event::SubagentStarted {
             session_id: child.clone(),
@@ -531,6 +534,7 @@ impl Engine {
             input_tokens: stats.input_tokens,
             output_tokens: stats.output_tokens,
         };
+        let timed_out = result.is_err();
         let (status, message) = match result {
             Err(_) => {
                 cancel.cancel();
@@ -588,6 +592,7 @@ impl Engine {
             status,
             message,
             metrics,
+            timed_out,
         })
     }
 
@@ -895,7 +900,10 @@ impl Engine {
             )
             .await
             .map_err(|e| {
-                ToolError::model("CompactionFailed", format!("the CompactAgent failed: {e}"))
+                ToolError::model(
+                    ToolErrorKind::CompactionFailed,
+                    format!("the CompactAgent failed: {e}"),
+                )
             })?;
         let before = messages.len();
         let new_messages =
@@ -932,7 +940,7 @@ impl Engine {
         if !applied {
             tracing::warn!(session = %ctx.session_id, op = "compact", result = "conflict", snapshot = %snapshot, "the conversation changed during the compaction; nothing replaced");
             return Err(ToolError::model(
-                "CompactionConflict",
+                ToolErrorKind::CompactionConflict,
                 format!(
                     "the conversation changed while it was being compacted (another compaction \
                      finished first); nothing was replaced or lost (snapshot {snapshot} is kept)"
@@ -1051,7 +1059,7 @@ impl AgentCaller for Engine {
                     _ => format!("calling `{agent}` needs approval"),
                 };
                 ctx.approver.record_denial("call-agent", &reason);
-                return Err(ToolError::model("PermissionDenied", reason));
+                return Err(ToolError::model(ToolErrorKind::PermissionDenied, reason));
             }
             let timeout =
                 timeout.unwrap_or(Duration::from_secs_f64(self.0.config.subagents.timeout_s));
@@ -1071,12 +1079,12 @@ impl AgentCaller for Engine {
                 SessionStatus::WaitingInput => {
                     Ok(format!("{summary}; it asks: {}", outcome.message))
                 }
-                _ if outcome.message.starts_with("timed out") => Err(ToolError::model(
-                    "Timeout",
+                _ if outcome.timed_out => Err(ToolError::model(
+                    ToolErrorKind::Timeout,
                     format!("{summary}: {}", outcome.message),
                 )),
                 _ => Err(ToolError::model(
-                    "SubagentFailed",
+                    ToolErrorKind::SubagentFailed,
                     format!("{summary}: {}", outcome.message),
                 )),
             }

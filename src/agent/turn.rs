@@ -15,7 +15,7 @@ use crate::protocol::events::Event;
 use crate::protocol::{Message, Role, ToolCall};
 use crate::providers::{ChatRequest, Provider, ProviderError, StreamEvent, ToolSpec};
 use crate::tools::orchestrator::{self, Executed};
-use crate::tools::{Registry, ToolContext, ToolEffect, ToolError};
+use crate::tools::{Registry, ToolContext, ToolEffect, ToolError, ToolErrorKind};
 
 /// Totals the runtime reports.
 #[derive(Debug, Default, Clone, Copy)]
@@ -217,7 +217,7 @@ impl ModelAgent {
                     call,
                     Executed {
                         result: Err(ToolError::model(
-                            "Skipped",
+                            ToolErrorKind::Skipped,
                             "not run: the agent asked the user a question first; call it again after the answer",
                         )),
                         duration: Default::default(),
@@ -311,13 +311,13 @@ enum CallsOutcome {
 fn worth_asking(error: &ToolError) -> bool {
     match error {
         ToolError::Model { kind, .. } => !matches!(
-            *kind,
-            "PermissionDenied"
-                | "Skipped"
-                | "NotAvailable"
-                | "UnknownTool"
-                | "SandboxUnavailable"
-                | "DepthLimit"
+            kind,
+            ToolErrorKind::PermissionDenied
+                | ToolErrorKind::Skipped
+                | ToolErrorKind::NotAvailable
+                | ToolErrorKind::UnknownTool
+                | ToolErrorKind::SandboxUnavailable
+                | ToolErrorKind::DepthLimit
         ),
         ToolError::Aborted | ToolError::Fatal(_) => false,
     }

@@ -35,6 +35,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::providers::ToolSpec;
+use crate::tools::ToolErrorKind;
 use crate::tools::{Tool, ToolContext, ToolError, ToolOutput};
 
 #[derive(Debug, Clone, Deserialize)]
@@ -226,7 +227,7 @@ async fn load_mcp(
 /// Checks `arguments` against the parts of a JSON schema that matter for a call: an object,
 /// its required properties, and the basic types of the properties it gives.
 fn validate(schema: &Value, arguments: &Value) -> Result<(), ToolError> {
-    let invalid = |m: String| ToolError::model("InvalidArguments", m);
+    let invalid = |m: String| ToolError::model(ToolErrorKind::InvalidArguments, m);
     let Value::Object(args) = arguments else {
         return Err(invalid(format!(
             "the arguments must be a JSON object, not {arguments}"
@@ -333,7 +334,7 @@ impl PluginTool {
         if !ran.status.success() {
             let err = String::from_utf8_lossy(&ran.stderr);
             return Err(ToolError::model(
-                "PluginToolFailed",
+                ToolErrorKind::PluginToolFailed,
                 format!(
                     "`{}` exited with {}: {}",
                     self.spec.name,
@@ -377,9 +378,11 @@ impl Tool for PluginTool {
                 } => self.run_command(command, plugin_dir, args, ctx).await,
                 Backend::Mcp { tool, session } => match session.call(tool, args).await {
                     Ok((text, false)) => Ok(ToolOutput::text(text)),
-                    Ok((text, true)) => Err(ToolError::model("PluginToolFailed", text)),
+                    Ok((text, true)) => {
+                        Err(ToolError::model(ToolErrorKind::PluginToolFailed, text))
+                    }
                     Err(why) => Err(ToolError::model(
-                        "PluginError",
+                        ToolErrorKind::PluginError,
                         format!("the MCP server of `{}` failed: {why}", self.spec.name),
                     )),
                 },

@@ -5,6 +5,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{ToolContext, ToolEffect, ToolError, ToolOutput, TypedTool};
+use crate::tools::ToolErrorKind;
 
 pub struct AskUser;
 
@@ -24,7 +25,7 @@ impl TypedTool for AskUser {
     async fn run(&self, args: AskUserArgs, _ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         if args.question.trim().is_empty() {
             return Err(ToolError::model(
-                "InvalidArguments",
+                ToolErrorKind::InvalidArguments,
                 "the question is empty",
             ));
         }

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{ToolContext, ToolError, ToolOutput, TypedTool};
+use crate::tools::ToolErrorKind;
 
 pub struct CallAgent;
 
@@ -33,7 +34,7 @@ impl TypedTool for CallAgent {
     async fn run(&self, args: CallAgentArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let Some(agents) = ctx.agents.clone() else {
             return Err(ToolError::model(
-                "NotAvailable",
+                ToolErrorKind::NotAvailable,
                 "agents cannot be called from here",
             ));
         };
@@ -48,7 +49,7 @@ impl TypedTool for CallAgent {
             Some(t) if t.is_finite() && t > 0.0 => Some(Duration::from_secs_f64(t.min(86_400.0))),
             Some(t) => {
                 return Err(ToolError::model(
-                    "InvalidArguments",
+                    ToolErrorKind::InvalidArguments,
                     format!("timeout must be positive, not {t}"),
                 ));
             }

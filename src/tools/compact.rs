@@ -5,6 +5,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{ToolContext, ToolError, ToolOutput, TypedTool};
+use crate::tools::ToolErrorKind;
 
 pub struct Compact;
 
@@ -21,7 +22,7 @@ impl TypedTool for Compact {
     async fn run(&self, _args: CompactArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let Some(agents) = ctx.agents.clone() else {
             return Err(ToolError::model(
-                "NotAvailable",
+                ToolErrorKind::NotAvailable,
                 "compaction is not available here",
             ));
         };

@@ -5,6 +5,7 @@ use serde::Deserialize;
 
 use super::{ToolContext, ToolError, ToolOutput, TypedTool, paths};
 use crate::permissions::Access;
+use crate::tools::ToolErrorKind;
 
 pub struct EditFile;
 
@@ -33,25 +34,28 @@ impl TypedTool for EditFile {
         let path = paths::resolve(ctx, Self::NAME, &args.path, Access::Write).await?;
         if args.old_string.is_empty() {
             return Err(ToolError::model(
-                "InvalidArguments",
+                ToolErrorKind::InvalidArguments,
                 "old_string is empty; use write-file to create a file",
             ));
         }
         if args.old_string == args.new_string {
             return Err(ToolError::model(
-                "InvalidArguments",
+                ToolErrorKind::InvalidArguments,
                 "old_string and new_string are the same",
             ));
         }
         let bytes = paths::read_verified(ctx, &path)?;
         let text = String::from_utf8(bytes).map_err(|_| {
-            ToolError::model("BinaryFile", format!("{} is not UTF-8 text", args.path))
+            ToolError::model(
+                ToolErrorKind::BinaryFile,
+                format!("{} is not UTF-8 text", args.path),
+            )
         })?;
         let count = text.matches(&args.old_string).count();
         let updated = match (count, args.replace_all) {
             (0, _) => {
                 return Err(ToolError::model(
-                    "NotFound",
+                    ToolErrorKind::NotFound,
                     format!(
                         "old_string does not occur in {}; read the file and copy the text exactly",
                         args.path
@@ -61,7 +65,7 @@ impl TypedTool for EditFile {
             (1, _) | (_, true) => text.replace(&args.old_string, &args.new_string),
             (n, false) => {
                 return Err(ToolError::model(
-                    "NotUnique",
+                    ToolErrorKind::NotUnique,
                     format!(
                         "old_string occurs {n} times in {}; include more surrounding text or set replace_all",
                         args.path

@@ -7,6 +7,7 @@ use serde::Deserialize;
 
 use super::{ToolContext, ToolError, ToolOutput, TypedTool, paths};
 use crate::permissions::Access;
+use crate::tools::ToolErrorKind;
 
 pub struct ListFiles;
 
@@ -48,14 +49,17 @@ pub(super) fn walker(
             .map_err(|e| ToolError::Fatal(e.to_string()))?;
     }
     if let Some(glob) = glob {
-        overrides
-            .add(glob)
-            .map_err(|e| ToolError::model("InvalidArguments", format!("glob `{glob}`: {e}")))?;
+        overrides.add(glob).map_err(|e| {
+            ToolError::model(
+                ToolErrorKind::InvalidArguments,
+                format!("glob `{glob}`: {e}"),
+            )
+        })?;
     }
     builder.overrides(
         overrides
             .build()
-            .map_err(|e| ToolError::model("InvalidArguments", e.to_string()))?,
+            .map_err(|e| ToolError::model(ToolErrorKind::InvalidArguments, e.to_string()))?,
     );
     // Never show what the agent may not read (denied, or needing approval).
     let policy = ctx.policy.clone();

@@ -5,6 +5,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{ToolContext, ToolError, ToolOutput, TypedTool};
+use crate::tools::ToolErrorKind;
 
 pub struct LoadSkill;
 
@@ -82,7 +83,7 @@ impl TypedTool for LoadSkill {
             && !args.name.starts_with('.');
         if !valid {
             return Err(ToolError::model(
-                "InvalidArguments",
+                ToolErrorKind::InvalidArguments,
                 format!("`{}` is not a skill name", args.name),
             ));
         }
@@ -93,7 +94,7 @@ impl TypedTool for LoadSkill {
                 let known: Vec<String> =
                     list_skills(&ctx.root).into_iter().map(|(n, _)| n).collect();
                 ToolError::model(
-                    "NotFound",
+                    ToolErrorKind::NotFound,
                     format!(
                         "no skill `{}` (available: {})",
                         args.name,

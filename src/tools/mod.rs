@@ -147,13 +147,107 @@ pub enum ToolEffect {
     AskUser(String),
 }
 
+/// What kind of failure a tool call had: recorded as `errorType` in session.json and
+/// error-<ts>.log, and what decides whether retry-advisor is asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ToolErrorKind {
+    /// The file is not text.
+    BinaryFile,
+    /// A `before-tool` hook refused the call.
+    BlockedByHook,
+    /// The conversation changed while it was being compacted.
+    CompactionConflict,
+    /// The CompactAgent failed.
+    CompactionFailed,
+    /// A configuration file (agents.yml, a prompt) cannot be used.
+    ConfigError,
+    /// A subagent would run deeper than `subagents.max_depth`.
+    DepthLimit,
+    /// The arguments do not match the tool's schema or make no sense.
+    InvalidArguments,
+    /// The path cannot be used.
+    InvalidPath,
+    /// Long-term memory cannot be read or written.
+    MemoryError,
+    /// The path is not a regular file.
+    NotAFile,
+    /// The tool cannot work here (no agents to call, no memory).
+    NotAvailable,
+    /// What the call names does not exist.
+    NotFound,
+    /// The text to replace occurs more than once.
+    NotUnique,
+    /// The agent's permissions (or a person) refused the call.
+    PermissionDenied,
+    /// A plugin's server failed.
+    PluginError,
+    /// A plugin's tool reported a failure.
+    PluginToolFailed,
+    /// A file could not be read.
+    ReadFailed,
+    /// The shell sandbox is required and cannot be set up.
+    SandboxUnavailable,
+    /// Not run: the agent asked the user first.
+    Skipped,
+    /// The command could not be started.
+    SpawnFailed,
+    /// A called agent ended with an error.
+    SubagentFailed,
+    /// The call ran past its time limit.
+    Timeout,
+    /// No such (enabled) agent.
+    UnknownAgent,
+    /// No such tool.
+    UnknownTool,
+    /// Waiting for the command failed.
+    WaitFailed,
+    /// A file could not be written.
+    WriteFailed,
+}
+
+impl ToolErrorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolErrorKind::BinaryFile => "BinaryFile",
+            ToolErrorKind::BlockedByHook => "BlockedByHook",
+            ToolErrorKind::CompactionConflict => "CompactionConflict",
+            ToolErrorKind::CompactionFailed => "CompactionFailed",
+            ToolErrorKind::ConfigError => "ConfigError",
+            ToolErrorKind::DepthLimit => "DepthLimit",
+            ToolErrorKind::InvalidArguments => "InvalidArguments",
+            ToolErrorKind::InvalidPath => "InvalidPath",
+            ToolErrorKind::MemoryError => "MemoryError",
+            ToolErrorKind::NotAFile => "NotAFile",
+            ToolErrorKind::NotAvailable => "NotAvailable",
+            ToolErrorKind::NotFound => "NotFound",
+            ToolErrorKind::NotUnique => "NotUnique",
+            ToolErrorKind::PermissionDenied => "PermissionDenied",
+            ToolErrorKind::PluginError => "PluginError",
+            ToolErrorKind::PluginToolFailed => "PluginToolFailed",
+            ToolErrorKind::ReadFailed => "ReadFailed",
+            ToolErrorKind::SandboxUnavailable => "SandboxUnavailable",
+            ToolErrorKind::Skipped => "Skipped",
+            ToolErrorKind::SpawnFailed => "SpawnFailed",
+            ToolErrorKind::SubagentFailed => "SubagentFailed",
+            ToolErrorKind::Timeout => "Timeout",
+            ToolErrorKind::UnknownAgent => "UnknownAgent",
+            ToolErrorKind::UnknownTool => "UnknownTool",
+            ToolErrorKind::WaitFailed => "WaitFailed",
+            ToolErrorKind::WriteFailed => "WriteFailed",
+        }
+    }
+}
+
 /// The two kinds of tool failure.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum ToolError {
     /// The model should see this and decide what to do (bad arguments, a missing file, a
     /// refused path, a timeout).
     #[error("{message}")]
-    Model { kind: &'static str, message: String },
+    Model {
+        kind: ToolErrorKind,
+        message: String,
+    },
     /// The user stopped the run while the call was going.
     #[error("aborted by user")]
     Aborted,
@@ -163,7 +257,7 @@ pub enum ToolError {
 }
 
 impl ToolError {
-    pub fn model(kind: &'static str, message: impl Into<String>) -> ToolError {
+    pub fn model(kind: ToolErrorKind, message: impl Into<String>) -> ToolError {
         ToolError::Model {
             kind,
             message: message.into(),
@@ -173,7 +267,7 @@ impl ToolError {
     /// The error type recorded in error-<ts>.log.
     pub fn kind(&self) -> &'static str {
         match self {
-            ToolError::Model { kind, .. } => kind,
+            ToolError::Model { kind, .. } => kind.as_str(),
             ToolError::Aborted => "Aborted",
             ToolError::Fatal(_) => "Fatal",
         }
@@ -251,7 +345,7 @@ fn parse_args<A: DeserializeOwned>(args: Value) -> Result<A, ToolError> {
     let args = match args {
         Value::String(raw) => {
             return Err(ToolError::model(
-                "InvalidArguments",
+                ToolErrorKind::InvalidArguments,
                 format!(
                     "the arguments are not valid JSON: {}",
                     raw.chars().take(500).collect::<String>()
@@ -261,8 +355,12 @@ fn parse_args<A: DeserializeOwned>(args: Value) -> Result<A, ToolError> {
         Value::Null => Value::Object(Default::default()),
         other => other,
     };
-    serde_json::from_value(args)
-        .map_err(|e| ToolError::model("InvalidArguments", format!("invalid arguments: {e}")))
+    serde_json::from_value(args).map_err(|e| {
+        ToolError::model(
+            ToolErrorKind::InvalidArguments,
+            format!("invalid arguments: {e}"),
+        )
+    })
 }
 
 /// The JSON schema of `A`, as an object schema without the meta keys some servers reject.

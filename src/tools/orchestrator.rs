@@ -20,6 +20,7 @@ use super::{NOT_YET_AVAILABLE, Registry, ToolContext, ToolEffect, ToolError, Too
 use crate::permissions::{ApprovalMode, Decision};
 use crate::protocol::{Message, Role, ToolCall};
 use crate::session::ErrorRecord;
+use crate::tools::ToolErrorKind;
 
 /// Extra time the orchestrator allows past a call's own limit before it gives up on it, so a
 /// tool that enforces its limit itself (shell kills its process group) reports first.
@@ -68,7 +69,7 @@ async fn run(
     let Some(tool) = registry.get(&call.name) else {
         if let Some((_, what)) = NOT_YET_AVAILABLE.iter().find(|(n, _)| *n == call.name) {
             return Err(ToolError::model(
-                "NotAvailable",
+                ToolErrorKind::NotAvailable,
                 format!(
                     "`{}` ({what}) is not available in this version of nop",
                     call.name
@@ -76,7 +77,7 @@ async fn run(
             ));
         }
         return Err(ToolError::model(
-            "UnknownTool",
+            ToolErrorKind::UnknownTool,
             format!(
                 "there is no tool `{}`; the tools are: {}",
                 call.name,
@@ -89,7 +90,7 @@ async fn run(
     let policy =
         crate::permissions::load_chain(&ctx.root, &ctx.agent, &ctx.ancestors).map_err(|e| {
             ToolError::model(
-                "PermissionDenied",
+                ToolErrorKind::PermissionDenied,
                 format!("the permission files cannot be read, so nothing is allowed: {e}"),
             )
         })?;
@@ -102,7 +103,7 @@ async fn run(
             let rule = source.map(|s| format!(" ({s})")).unwrap_or_default();
             let reason = format!("{reason}{rule}");
             ctx.approver.record_denial(&call.name, &reason);
-            return Err(ToolError::model("PermissionDenied", reason));
+            return Err(ToolError::model(ToolErrorKind::PermissionDenied, reason));
         }
         Decision::Ask { source } => {
             let reason = format!("calling `{}` needs approval ({source})", call.name);
@@ -125,7 +126,7 @@ async fn run(
         )
         .await
         {
-            return Err(ToolError::model("BlockedByHook", reason));
+            return Err(ToolError::model(ToolErrorKind::BlockedByHook, reason));
         }
     }
     let limit = call
@@ -137,7 +138,7 @@ async fn run(
     tokio::select! {
         r = tool.call(call.arguments.clone(), ctx) => r,
         () = tokio::time::sleep(limit + GRACE) => Err(ToolError::model(
-            "Timeout",
+            ToolErrorKind::Timeout,
             format!("`{}` did not finish within {:.1} s", call.name, limit.as_secs_f64()),
         )),
         () = ctx.cancel.cancelled() => Err(ToolError::Aborted),
@@ -158,7 +159,7 @@ async fn approve(ctx: &ToolContext, call: &ToolCall, reason: &str) -> Result<(),
     tokio::select! {
         answer = ctx.approver.approve(&key, &call.name, &detail, reason) => answer.map_err(|reason| {
             ctx.approver.record_denial(&call.name, &reason);
-            ToolError::model("PermissionDenied", reason)
+            ToolError::model(ToolErrorKind::PermissionDenied, reason)
         }),
         () = ctx.cancel.cancelled() => Err(ToolError::Aborted),
     }
@@ -424,7 +425,7 @@ mod tests {
             matches!(
                 &executed.result,
                 Err(ToolError::Model {
-                    kind: "Timeout",
+                    kind: ToolErrorKind::Timeout,
                     ..
                 })
             ),
@@ -459,7 +460,7 @@ mod tests {
         assert!(matches!(
             twice.result,
             Err(ToolError::Model {
-                kind: "NotUnique",
+                kind: ToolErrorKind::NotUnique,
                 ..
             })
         ));
@@ -489,7 +490,7 @@ mod tests {
         assert!(matches!(
             outside.result,
             Err(ToolError::Model {
-                kind: "PermissionDenied",
+                kind: ToolErrorKind::PermissionDenied,
                 ..
             })
         ));

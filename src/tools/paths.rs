@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use super::{ToolContext, ToolError};
 use crate::permissions::{Access, Decision};
+use crate::tools::ToolErrorKind;
 
 /// Resolves and checks `path` for `access` by tool `tool`; returns the canonical path.
 pub async fn resolve(
@@ -63,7 +64,7 @@ async fn decide(
 
 fn denied(ctx: &ToolContext, tool: &str, reason: String) -> ToolError {
     ctx.approver.record_denial(tool, &reason);
-    ToolError::model("PermissionDenied", reason)
+    ToolError::model(ToolErrorKind::PermissionDenied, reason)
 }
 
 /// The real path of an open descriptor (Linux: /proc/self/fd).
@@ -76,7 +77,10 @@ fn real_path(file: &std::fs::File) -> Option<PathBuf> {
 /// regular files: a FIFO would block until something writes to it, a device may never end.
 pub fn open_verified(ctx: &ToolContext, path: &Path) -> Result<std::fs::File, ToolError> {
     let failed = |e: std::io::Error| {
-        ToolError::model("ReadFailed", format!("{}: {e}", display(&ctx.root, path)))
+        ToolError::model(
+            ToolErrorKind::ReadFailed,
+            format!("{}: {e}", display(&ctx.root, path)),
+        )
     };
     // Non-blocking so that opening a FIFO does not wait for a writer; it is refused below.
     let file = std::fs::OpenOptions::new()
@@ -98,7 +102,7 @@ pub fn open_verified(ctx: &ToolContext, path: &Path) -> Result<std::fs::File, To
             "a device"
         };
         return Err(ToolError::model(
-            "NotAFile",
+            ToolErrorKind::NotAFile,
             format!("{} is {what}, not a regular file", display(&ctx.root, path)),
         ));
     }
@@ -110,7 +114,10 @@ pub fn read_verified(ctx: &ToolContext, path: &Path) -> Result<Vec<u8>, ToolErro
     let mut file = open_verified(ctx, path)?;
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes).map_err(|e| {
-        ToolError::model("ReadFailed", format!("{}: {e}", display(&ctx.root, path)))
+        ToolError::model(
+            ToolErrorKind::ReadFailed,
+            format!("{}: {e}", display(&ctx.root, path)),
+        )
     })?;
     Ok(bytes)
 }
@@ -120,7 +127,7 @@ pub fn read_verified(ctx: &ToolContext, path: &Path) -> Result<Vec<u8>, ToolErro
 pub fn write_verified(ctx: &ToolContext, path: &Path, bytes: &[u8]) -> Result<(), ToolError> {
     let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
         return Err(ToolError::model(
-            "InvalidPath",
+            ToolErrorKind::InvalidPath,
             format!("{} has no file name", path.display()),
         ));
     };
@@ -143,7 +150,7 @@ pub fn write_verified(ctx: &ToolContext, path: &Path, bytes: &[u8]) -> Result<()
     use std::os::fd::AsRawFd;
     let via_fd = PathBuf::from(format!("/proc/self/fd/{}", dir_file.as_raw_fd())).join(name);
     crate::session::replace_file(&via_fd, bytes)
-        .map_err(|e| ToolError::model("WriteFailed", e.to_string()))
+        .map_err(|e| ToolError::model(ToolErrorKind::WriteFailed, e.to_string()))
 }
 
 /// Opens directory `dir`, creating what is missing of it one component at a time, each relative
@@ -154,7 +161,10 @@ fn open_creating_parents(ctx: &ToolContext, dir: &Path) -> Result<std::fs::File,
     use nix::fcntl::{OFlag, openat};
     use nix::sys::stat::{Mode, mkdirat};
     let failed = |at: &Path, e: &dyn std::fmt::Display| {
-        ToolError::model("WriteFailed", format!("{}: {e}", display(&ctx.root, at)))
+        ToolError::model(
+            ToolErrorKind::WriteFailed,
+            format!("{}: {e}", display(&ctx.root, at)),
+        )
     };
     let mut existing = dir.to_path_buf();
     let mut missing = Vec::new();

@@ -5,6 +5,7 @@ use serde::Deserialize;
 
 use super::{ToolContext, ToolError, ToolOutput, TypedTool, paths};
 use crate::permissions::Access;
+use crate::tools::ToolErrorKind;
 
 pub struct ReadFile;
 
@@ -52,7 +53,8 @@ fn read_lines(
     limit: usize,
 ) -> Result<ToolOutput, ToolError> {
     use std::io::BufRead as _;
-    let failed = |e: std::io::Error| ToolError::model("ReadFailed", format!("{shown}: {e}"));
+    let failed =
+        |e: std::io::Error| ToolError::model(ToolErrorKind::ReadFailed, format!("{shown}: {e}"));
     let mut reader = std::io::BufReader::with_capacity(64 * 1024, file);
     if reader
         .fill_buf()
@@ -62,7 +64,7 @@ fn read_lines(
         .any(|b| *b == 0)
     {
         return Err(ToolError::model(
-            "BinaryFile",
+            ToolErrorKind::BinaryFile,
             format!("{shown} is a binary file"),
         ));
     }

@@ -4,6 +4,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{ToolContext, ToolError, ToolOutput, TypedTool, paths};
+use crate::tools::ToolErrorKind;
 
 pub struct SearchFiles;
 
@@ -30,8 +31,9 @@ impl TypedTool for SearchFiles {
     const DESCRIPTION: &'static str = "Search the repository's files for a regular expression; returns `path:line: text` for each matching line.";
 
     async fn run(&self, args: SearchFilesArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let regex = regex::Regex::new(&args.pattern)
-            .map_err(|e| ToolError::model("InvalidArguments", format!("pattern: {e}")))?;
+        let regex = regex::Regex::new(&args.pattern).map_err(|e| {
+            ToolError::model(ToolErrorKind::InvalidArguments, format!("pattern: {e}"))
+        })?;
         let dir = paths::resolve(
             ctx,
             Self::NAME,

@@ -4,6 +4,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 
 use super::{ToolContext, ToolError, ToolOutput, TypedTool};
+use crate::tools::ToolErrorKind;
 
 pub struct SearchMemory;
 
@@ -33,7 +34,7 @@ impl TypedTool for SearchMemory {
         let agent = (!args.all_agents).then_some(ctx.agent.as_str());
         let hits = store
             .search(agent, &args.query, today)
-            .map_err(|e| ToolError::model("MemoryError", e.to_string()))?;
+            .map_err(|e| ToolError::model(ToolErrorKind::MemoryError, e.to_string()))?;
         if hits.is_empty() {
             return Ok(ToolOutput::text("no memory matches"));
         }

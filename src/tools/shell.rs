@@ -13,6 +13,7 @@ use std::ffi::{OsStr, OsString};
 
 use super::{ToolContext, ToolError, ToolOutput, TypedTool, confine, paths};
 use crate::permissions::ShellView;
+use crate::tools::ToolErrorKind;
 
 pub struct Shell;
 
@@ -68,7 +69,9 @@ pub(crate) async fn run_confined(
     .await
     .map_err(|e| ToolError::Fatal(format!("preparing the sandbox failed: {e}")))?
     .map_err(|e| match e {
-        confine::ConfineError::Unavailable(m) => ToolError::model("SandboxUnavailable", m),
+        confine::ConfineError::Unavailable(m) => {
+            ToolError::model(ToolErrorKind::SandboxUnavailable, m)
+        }
         confine::ConfineError::Setup(m) => ToolError::Fatal(m),
     })?;
     let confine::Confined {
@@ -93,8 +96,12 @@ pub(crate) async fn run_confined(
         .spawn();
     // The child has its copy of the spec now (or never will).
     drop(spec_fd);
-    let mut child = spawned
-        .map_err(|e| ToolError::model("SpawnFailed", format!("could not start bash: {e}")))?;
+    let mut child = spawned.map_err(|e| {
+        ToolError::model(
+            ToolErrorKind::SpawnFailed,
+            format!("could not start bash: {e}"),
+        )
+    })?;
     let _guard = GroupGuard(child.id().and_then(|id| i32::try_from(id).ok()));
     if let (Some(input), Some(mut pipe)) = (stdin, child.stdin.take()) {
         use tokio::io::AsyncWriteExt;
@@ -123,7 +130,7 @@ pub(crate) async fn run_confined(
     let stopped = tokio::select! {
         r = collect => Ok(r),
         () = tokio::time::sleep(timeout) => Err(ToolError::model(
-            "Timeout",
+            ToolErrorKind::Timeout,
             format!("`{command_line}` did not finish within {:.1} s and was killed", timeout.as_secs_f64()),
         )),
         () = ctx.cancel.cancelled() => Err(ToolError::Aborted),
@@ -135,7 +142,7 @@ pub(crate) async fn run_confined(
             return Err(e);
         }
     };
-    let status = status.map_err(|e| ToolError::model("WaitFailed", e.to_string()))?;
+    let status = status.map_err(|e| ToolError::model(ToolErrorKind::WaitFailed, e.to_string()))?;
     Ok(Ran {
         status,
         stdout: out,
@@ -191,7 +198,7 @@ impl TypedTool for Shell {
             Some(s) if s.is_finite() && s > 0.0 => Duration::from_secs_f64(s.min(86_400.0)),
             Some(s) => {
                 return Err(ToolError::model(
-                    "InvalidArguments",
+                    ToolErrorKind::InvalidArguments,
                     format!("timeout_s must be positive, not {s}"),
                 ));
             }

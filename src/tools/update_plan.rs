@@ -6,6 +6,7 @@ use serde::Deserialize;
 
 use super::{ToolContext, ToolError, ToolOutput, TypedTool};
 use crate::protocol::{Plan, Task, TaskStatus};
+use crate::tools::ToolErrorKind;
 
 pub struct UpdatePlan;
 
@@ -41,13 +42,13 @@ impl TypedTool for UpdatePlan {
         for task in &args.tasks {
             if task.id.trim().is_empty() {
                 return Err(ToolError::model(
-                    "InvalidArguments",
+                    ToolErrorKind::InvalidArguments,
                     "a task has an empty id",
                 ));
             }
             if !seen.insert(task.id.as_str()) {
                 return Err(ToolError::model(
-                    "InvalidArguments",
+                    ToolErrorKind::InvalidArguments,
                     format!("task id `{}` is used twice", task.id),
                 ));
             }
