@@ -44,6 +44,129 @@ pub fn open_session(ws: &Workspace, store: &Store, agent: &str) -> Result<String
     Ok(session.session_id)
 }
 
+/// A chat session held while a front end uses it, as a run holds its session (seed 003): its
+/// run lock keeps another `nop run`, `nop chat` or `nop sessions delete` out; its status is
+/// `running` while a batch is answered, `waiting_input` between batches and `idle` once left;
+/// the session-start and session-end hooks run.
+pub struct ChatSession {
+    pub id: String,
+    agent: String,
+    ws: Workspace,
+    config: Config,
+    store: Store,
+    _guard: crate::queue::RunGuard,
+}
+
+impl ChatSession {
+    /// Opens `session` (or a new session of `agent`) for chatting.
+    pub async fn open(
+        ws: &Workspace,
+        config: &Config,
+        store: &Store,
+        session: Option<String>,
+        agent: &str,
+    ) -> Result<ChatSession, RunError> {
+        let resumed = session.is_some();
+        let (id, agent) = match session {
+            Some(id) => {
+                let agent = store.read_session(&id)?.agent;
+                (id, agent)
+            }
+            None => (open_session(ws, store, agent)?, agent.to_string()),
+        };
+        let guard = match crate::queue::RunGuard::try_acquire(&store.dir(&id)) {
+            Ok(Some(guard)) => guard,
+            Ok(None) => return Err(RunError::Busy(id)),
+            Err(e) => return Err(RunError::Agent(e.to_string())),
+        };
+        let chat = ChatSession {
+            id,
+            agent,
+            ws: ws.clone(),
+            config: config.clone(),
+            store: store.clone(),
+            _guard: guard,
+        };
+        chat.set_status(crate::protocol::SessionStatus::WaitingInput)?;
+        chat.hook(
+            "session-start",
+            &config.hooks.session_start,
+            json!({"session_id": chat.id, "agent": chat.agent, "resumed": resumed, "mode": "chat"}),
+        )
+        .await;
+        tracing::info!(session = %chat.id, agent = %chat.agent, op = "chat", result = "started", resumed, "chat started");
+        Ok(chat)
+    }
+
+    /// Answers one batch (see [`answer_batch`]).
+    pub async fn answer(
+        &self,
+        provider: &Provider,
+        messages: Vec<String>,
+        cancel: &CancellationToken,
+    ) -> Result<BatchResult, RunError> {
+        self.set_status(crate::protocol::SessionStatus::Running)?;
+        let result = answer_batch(
+            &self.ws,
+            &self.config,
+            &self.store,
+            provider,
+            &self.id,
+            messages,
+            cancel,
+        )
+        .await;
+        let after = self.set_status(crate::protocol::SessionStatus::WaitingInput);
+        let result = result?;
+        after?;
+        Ok(result)
+    }
+
+    /// Records whether (and when) a reply was shown (see [`record_delivery`]).
+    pub fn record_delivery(
+        &self,
+        reply_id: &str,
+        at: Option<DateTime<Utc>>,
+    ) -> Result<(), RunError> {
+        record_delivery(&self.store, &self.id, reply_id, at)
+    }
+
+    /// Leaves the chat: status `idle`, the session-end hooks; the run lock is released.
+    pub async fn close(self) -> Result<(), RunError> {
+        let status = self.set_status(crate::protocol::SessionStatus::Idle);
+        self.hook(
+            "session-end",
+            &self.config.hooks.session_end,
+            json!({"session_id": self.id, "agent": self.agent, "status": "idle", "mode": "chat"}),
+        )
+        .await;
+        tracing::info!(session = %self.id, agent = %self.agent, op = "chat", result = "ended", "chat ended");
+        status
+    }
+
+    fn set_status(&self, status: crate::protocol::SessionStatus) -> Result<(), RunError> {
+        self.store.update(&self.id, Utc::now(), |state| {
+            state.session.status = status;
+            Ok(())
+        })?;
+        Ok(())
+    }
+
+    async fn hook(&self, name: &str, commands: &[String], payload: Value) {
+        if commands.is_empty() {
+            return;
+        }
+        crate::hooks::run(
+            name,
+            commands,
+            &payload,
+            &self.ws.root,
+            self.config.hooks.timeout(),
+        )
+        .await;
+    }
+}
+
 async fn ask(
     provider: &Provider,
     messages: &[Message],

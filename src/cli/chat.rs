@@ -7,6 +7,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::run::{OutputFormat, tokio_runtime};
+use nop::agent::chat::ChatSession;
 use nop::workspace::Workspace;
 
 /// `nop run --message a --message b`: one batch answered at once (seed 001 §3.2 "方案A").
@@ -21,20 +22,17 @@ pub fn batch(
 ) -> Result<ExitCode> {
     let provider = nop::providers::Provider::from_config(&config.provider, &env)?;
     let store = ws.store(&config);
-    let session = match session {
-        Some(id) => id,
-        None => nop::agent::chat::open_session(ws, &store, agent)?,
-    };
     let rt = tokio_runtime()?;
-    let result = rt.block_on(nop::agent::chat::answer_batch(
-        ws,
-        &config,
-        &store,
-        &provider,
-        &session,
-        messages,
-        &CancellationToken::new(),
-    ))?;
+    let result = rt.block_on(async {
+        let chat = ChatSession::open(ws, &config, &store, session, agent).await?;
+        let answered = chat
+            .answer(&provider, messages, &CancellationToken::new())
+            .await;
+        let closed = chat.close().await;
+        let result = answered?;
+        closed?;
+        Ok::<_, nop::agent::RunError>(result)
+    })?;
     match format {
         OutputFormat::Text => {
             for r in &result.replies {
@@ -70,10 +68,9 @@ pub fn chat(
 
     let provider = nop::providers::Provider::from_config(&config.provider, &env)?;
     let store = ws.store(&config);
-    let session = match session {
-        Some(id) => id,
-        None => nop::agent::chat::open_session(ws, &store, agent)?,
-    };
+    let rt = tokio_runtime()?;
+    let chat = rt.block_on(ChatSession::open(ws, &config, &store, session, agent))?;
+    let session = chat.id.clone();
     let (min, max) = if config.chat.batching {
         (
             Duration::from_secs_f64(config.chat.wait_min_s),
@@ -99,7 +96,6 @@ pub fn chat(
             }
         }
     });
-    let rt = tokio_runtime()?;
     rt.block_on(async {
         let start = Instant::now();
         let mut batcher = nop::chat::Batcher::new(min, max);
@@ -133,11 +129,7 @@ pub fn chat(
                     eprint!("\r                    \r");
                     shown_countdown = false;
                 }
-                match nop::agent::chat::answer_batch(
-                    ws, &config, &store, &provider, &session, batch, &cancel,
-                )
-                .await
-                {
+                match chat.answer(&provider, batch, &cancel).await {
                     Ok(result) => {
                         // Each reply is due at its stored `scheduledSendAt` (delays count from the
                         // first reply).
@@ -164,27 +156,26 @@ pub fn chat(
                     shown_countdown = false;
                 }
                 println!("{agent} › {}", reply.content);
-                record_delivery(&store, &session, &reply.id, Some(chrono::Utc::now()));
+                record_delivery(&chat, &reply.id, Some(chrono::Utc::now()));
             }
         }
         // Replies not shown before leaving are recorded as not sent.
         for (_, reply) in due {
-            record_delivery(&store, &session, &reply.id, None);
+            record_delivery(&chat, &reply.id, None);
         }
     });
+    if let Err(e) = rt.block_on(chat.close()) {
+        eprintln!("warning: {e}");
+    }
     eprintln!("\nsession {session} saved; continue with: nop chat --session {session}");
     Ok(ExitCode::SUCCESS)
 }
 
 /// Records in the session whether (and when) a reply was shown; a record that cannot be written
 /// is said on stderr and in the log, since the session will not know.
-fn record_delivery(
-    store: &nop::session::Store,
-    session: &str,
-    reply_id: &str,
-    at: Option<chrono::DateTime<chrono::Utc>>,
-) {
-    if let Err(e) = nop::agent::chat::record_delivery(store, session, reply_id, at) {
+fn record_delivery(chat: &ChatSession, reply_id: &str, at: Option<chrono::DateTime<chrono::Utc>>) {
+    let session = chat.id.as_str();
+    if let Err(e) = chat.record_delivery(reply_id, at) {
         let what = if at.is_some() {
             "was shown"
         } else {

@@ -217,6 +217,15 @@ impl Drop for Terminal {
 
 impl Terminal {
     fn start(repo: &Repo, server: &MockServer, tag: &str, wait: u32) -> Terminal {
+        Terminal::launch(repo, server, tag, wait, "chat")
+    }
+
+    /// `nop chat --session ID`.
+    fn start_on(repo: &Repo, server: &MockServer, tag: &str, wait: u32, id: &str) -> Terminal {
+        Terminal::launch(repo, server, tag, wait, &format!("chat --session {id}"))
+    }
+
+    fn launch(repo: &Repo, server: &MockServer, tag: &str, wait: u32, args: &str) -> Terminal {
         let name = format!("nop-chat-{tag}-{}", std::process::id());
         let nop = assert_cmd::cargo::cargo_bin("nop");
         let env: Vec<String> = crate::support::model_env(server, "openai")
@@ -224,7 +233,7 @@ impl Terminal {
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
         let command = format!(
-            "cd {} && env -i HOME={} {} NOP_CHAT_WAIT_MIN_S={wait} NOP_CHAT_WAIT_MAX_S={wait} {} chat; sleep 30",
+            "cd {} && env -i HOME={} {} NOP_CHAT_WAIT_MIN_S={wait} NOP_CHAT_WAIT_MAX_S={wait} {} {args}; sleep 30",
             repo.path().display(),
             repo.path().display(),
             env.join(" "),
@@ -331,4 +340,61 @@ fn a_reply_whose_delivery_cannot_be_recorded_is_said_not_swallowed() {
         std::fs::read_to_string(&file).expect("read"),
         "{\"broken\":"
     );
+}
+
+#[test]
+fn a_chat_session_holds_the_run_lock_has_a_status_and_runs_the_session_hooks() {
+    let repo = Repo::new();
+    let config = repo.path().join(".nop/config.yml");
+    let text = std::fs::read_to_string(&config).expect("config");
+    let base = text.split("\nhooks:").next().expect("config").to_string();
+    std::fs::write(
+        &config,
+        format!(
+            "{base}\nhooks:\n  session-start:\n    - \"cat >> hooks.log; echo >> hooks.log\"\n  session-end:\n    - \"cat >> hooks.log; echo >> hooks.log\"\n"
+        ),
+    )
+    .expect("write");
+    // A one-shot batch: both hooks ran, and the session is idle afterwards.
+    let server = MockServer::start(vec![
+        openai::reply_text(&replies_json(&[("hi", 0)])),
+        openai::reply_text(&replies_json(&[("first", 0)])),
+    ]);
+    let result = batch(&repo, &server, &["hello"]);
+    let id = result["session_id"].as_str().expect("id").to_string();
+    let log = std::fs::read_to_string(repo.path().join("hooks.log")).expect("hooks ran");
+    let events: Vec<Value> = log
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).expect("hook payload"))
+        .collect();
+    assert_eq!(events.len(), 2, "{log}");
+    assert_eq!(events[0]["mode"], "chat");
+    assert_eq!(events[1]["status"], "idle");
+    assert_eq!(repo.session_json(&id)["status"], "idle");
+
+    // While `nop chat` has the session open, it waits for input and nothing else may run or
+    // delete it.
+    let t = Terminal::start_on(&repo, &server, "held", 1, &id);
+    t.type_line("again");
+    wait_for_screen(&t.0, "coder › first");
+    assert_eq!(repo.session_json(&id)["status"], "waiting_input");
+    let out = repo
+        .nop_model(&server, "openai")
+        .args(["run", "--session", &id, "--message", "me too"])
+        .output()
+        .expect("run");
+    assert_ne!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("being run by another process"), "{stderr}");
+    let out = repo
+        .nop()
+        .args(["sessions", "delete", &id, "--force"])
+        .output()
+        .expect("delete");
+    assert_ne!(out.status.code(), Some(0));
+    assert!(repo.session_dir(&id).exists());
+    t.type_line("/exit");
+    wait_for_screen(&t.0, "saved; continue with");
+    assert_eq!(repo.session_json(&id)["status"], "idle");
 }
