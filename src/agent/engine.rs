@@ -231,10 +231,19 @@ impl Engine {
             self.emit(Event::Paused {
                 session_id: ctx.session_id.clone(),
             });
+            // Woken when the stack changes; at least once a second for a newcomer killed with
+            // -9, which changes nothing on disk (its entry is dropped when the stack is read).
+            let watch = self.0.queue.coordinator.as_ref().and_then(|c| c.watch());
             while self.is_paused(ctx) {
+                let changed = async {
+                    match &watch {
+                        Some(w) => w.changed(Duration::from_secs(1)).await,
+                        None => tokio::time::sleep(Duration::from_millis(100)).await,
+                    }
+                };
                 tokio::select! {
                     () = ctx.cancel.cancelled() => return Ok(Checkpoint::Continue),
-                    () = tokio::time::sleep(Duration::from_millis(100)) => {}
+                    () = changed => {}
                 }
             }
             tracing::info!(session = %ctx.session_id, op = "priority", result = "resumed", "resumed");

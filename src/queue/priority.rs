@@ -378,6 +378,51 @@ fn resume_top(stack: &mut [Entry], events: &mut Vec<StackEvent>, user: &str, why
     }
 }
 
+/// Wakes a paused session as soon as the priority stack changes (inotify on `.nop/state/`),
+/// instead of polling it often. Another process rewrites the stack by rename, so the directory
+/// is watched.
+pub struct StackWatch {
+    inotify: std::sync::Arc<nix::sys::inotify::Inotify>,
+}
+
+impl StackWatch {
+    /// Resolves when the stack changes, or after at most `limit` (a process killed with -9
+    /// changes nothing on disk; its entry is dropped when the stack is next read).
+    pub async fn changed(&self, limit: Duration) {
+        let inotify = std::sync::Arc::clone(&self.inotify);
+        let wait = tokio::task::spawn_blocking(move || {
+            use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+            use std::os::fd::AsFd as _;
+            let timeout = PollTimeout::try_from(limit).unwrap_or(PollTimeout::MAX);
+            let mut fds = [PollFd::new(inotify.as_fd(), PollFlags::POLLIN)];
+            if poll(&mut fds, timeout).is_ok_and(|n| n > 0) {
+                // Drained so the next wait blocks until the next change.
+                let _ = inotify.read_events();
+            }
+        });
+        let _ = wait.await;
+    }
+}
+
+impl Coordinator {
+    /// A watch on the stack; `None` where inotify is unavailable (the caller polls).
+    pub fn watch(&self) -> Option<StackWatch> {
+        use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
+        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC).ok()?;
+        inotify
+            .add_watch(
+                &self.dir,
+                AddWatchFlags::IN_MOVED_TO
+                    | AddWatchFlags::IN_CLOSE_WRITE
+                    | AddWatchFlags::IN_DELETE,
+            )
+            .ok()?;
+        Some(StackWatch {
+            inotify: std::sync::Arc::new(inotify),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

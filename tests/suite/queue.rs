@@ -453,7 +453,13 @@ fn pauses_and_resumes(low: &str, high: &str) {
     open(&g_high);
     let (code, _) = second.finish();
     assert_eq!(code, 0);
+    let ended = std::time::Instant::now();
     first.wait_for("resumed");
+    // A figure, not a limit: how long the paused session took to notice (README).
+    eprintln!(
+        "resumed {} ms after the newcomer ended",
+        ended.elapsed().as_millis()
+    );
     // `running` again (or already `completed`: it goes on at once).
     let status = repo.session_json(&low_id)["status"].clone();
     assert!(status == "running" || status == "completed", "{status}");
@@ -640,4 +646,32 @@ fn an_emergency_keyword_in_the_prompt_gives_the_boost_and_session_started_says_s
     assert_eq!(started["priority"], 50, "{started}");
     assert!(started.get("emergency").is_none(), "{started}");
     assert_eq!(calm.finish().0, 0);
+}
+
+#[test]
+fn a_paused_session_resumes_when_the_newcomer_is_killed() {
+    let repo = seed_000_repo();
+    let dir = gates(&repo);
+    let (g_low, g_high) = (dir.join("low"), dir.join("high"));
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("m1", "shell", gated(&g_low))]),
+        openai::reply_tool_calls(&[("p1", "shell", gated(&g_high))]),
+        openai::reply_text("music done"),
+    ]);
+    let mut music = Runner::start(&repo, &server, &["--agent", "music_agent", "play"]);
+    let music_id = music.session_id();
+    music.wait_for("tool_call");
+    let mut phone = Runner::start(&repo, &server, &["--agent", "phone_agent", "call"]);
+    phone.session_id();
+    phone.wait_for("tool_call");
+    open(&g_low);
+    music.wait_for("paused");
+    // The phone's nop dies without a word: nothing on disk changes.
+    phone.child.kill().expect("SIGKILL");
+    let _ = phone.child.wait();
+    music.wait_for("resumed");
+    let (code, result) = music.finish();
+    assert_eq!(code, 0);
+    assert_eq!(result["final_message"], "music done");
+    assert_eq!(repo.session_json(&music_id)["status"], "completed");
 }
