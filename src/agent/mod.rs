@@ -8,6 +8,7 @@
 pub mod chat;
 mod conversation;
 pub mod engine;
+pub mod handle;
 pub mod prompt;
 pub mod recall;
 pub mod runtime;
@@ -15,6 +16,7 @@ pub mod summarize;
 mod turn;
 
 pub use conversation::Conversation;
+pub use handle::{Op, SessionHandle};
 pub use runtime::{RunError, RunRequest, Runtime};
 pub use turn::ModelAgent;
 

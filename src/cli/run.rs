@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
 
-use nop::agent::{RunRequest, Runtime};
+use nop::agent::{Op, RunRequest, Runtime, SessionHandle};
 use nop::permissions::{ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver};
 use nop::protocol::events::{Event, RunOutcome, RunStatus};
 use nop::workspace::Workspace;
@@ -46,33 +46,6 @@ pub(super) fn tokio_runtime() -> Result<tokio::runtime::Runtime> {
         .build()?)
 }
 
-/// Cancels `token` on the first SIGINT or SIGTERM; a second one exits at once.
-fn cancel_on_signals(token: CancellationToken) {
-    tokio::spawn(async move {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-        for _ in 0..2 {
-            let terminated = async {
-                match term.as_mut() {
-                    Some(t) => {
-                        t.recv().await;
-                    }
-                    None => std::future::pending::<()>().await,
-                }
-            };
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                () = terminated => {}
-            }
-            if token.is_cancelled() {
-                eprintln!("stopped again: exiting without waiting");
-                std::process::exit(i32::from(exit::CANCELLED));
-            }
-            token.cancel();
-        }
-    });
-}
-
 /// The prompt of `nop run`: the argument, `-` for stdin, or none (interactive on a terminal).
 pub fn read_prompt(prompt: Option<String>) -> Result<Option<String>> {
     match prompt.as_deref() {
@@ -102,37 +75,67 @@ pub fn approver(mode: ApprovalMode, yes: bool, on_terminal: bool) -> (Approver, 
     (Approver::interactive(mode, tx), Some(rx))
 }
 
+/// Asks the person on the terminal whether `tool` may do `detail`.
+async fn ask_on_terminal(tool: &str, detail: &str, reason: &str) -> ApprovalAnswer {
+    eprintln!("\n? {tool} wants to: {detail}\n  {reason}");
+    eprint!("  allow? [y]es once, [a]lways in this session, [n]o: ");
+    PROMPTING.store(true, Ordering::SeqCst);
+    let answer = tokio::task::spawn_blocking(|| {
+        let mut line = String::new();
+        match std::io::stdin().read_line(&mut line) {
+            Ok(0) | Err(_) => ApprovalAnswer::No,
+            Ok(_) => match line.trim().to_lowercase().as_str() {
+                "y" | "yes" => ApprovalAnswer::Once,
+                "a" | "always" => ApprovalAnswer::Always,
+                _ => ApprovalAnswer::No,
+            },
+        }
+    })
+    .await
+    .unwrap_or(ApprovalAnswer::No);
+    PROMPTING.store(false, Ordering::SeqCst);
+    answer
+}
+
 /// Answers approval requests by asking on the terminal, one at a time.
 fn answer_prompts(prompts: Prompts) {
     let Some(mut prompts) = prompts else { return };
     tokio::spawn(async move {
         while let Some(request) = prompts.recv().await {
-            eprintln!(
-                "\n? {} wants to: {}\n  {}",
-                request.tool, request.detail, request.reason
-            );
-            eprint!("  allow? [y]es once, [a]lways in this session, [n]o: ");
-            PROMPTING.store(true, Ordering::SeqCst);
-            let answer = tokio::task::spawn_blocking(|| {
-                let mut line = String::new();
-                match std::io::stdin().read_line(&mut line) {
-                    Ok(0) | Err(_) => ApprovalAnswer::No,
-                    Ok(_) => match line.trim().to_lowercase().as_str() {
-                        "y" | "yes" => ApprovalAnswer::Once,
-                        "a" | "always" => ApprovalAnswer::Always,
-                        _ => ApprovalAnswer::No,
-                    },
-                }
-            })
-            .await
-            .unwrap_or(ApprovalAnswer::No);
-            PROMPTING.store(false, Ordering::SeqCst);
+            let answer = ask_on_terminal(&request.tool, &request.detail, &request.reason).await;
             let _ = request.respond.send(answer);
         }
     });
 }
 
-/// Runs one request headless and renders it in `format`.
+/// Interrupts the session on the first SIGINT or SIGTERM; a second one exits at once.
+fn interrupt_on_signals(session: nop::agent::handle::Submitter) {
+    tokio::spawn(async move {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        for round in 0..2 {
+            let terminated = async {
+                match term.as_mut() {
+                    Some(t) => {
+                        t.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                () = terminated => {}
+            }
+            if round > 0 {
+                eprintln!("stopped again: exiting without waiting");
+                std::process::exit(i32::from(exit::CANCELLED));
+            }
+            session.submit(Op::Interrupt);
+        }
+    });
+}
+
+/// Runs one request headless: a renderer of the session handle's events in `format`.
 pub fn headless(
     runtime: Runtime,
     prompts: Prompts,
@@ -141,74 +144,44 @@ pub fn headless(
 ) -> Result<ExitCode> {
     let rt = tokio_runtime()?;
     rt.block_on(async move {
-        answer_prompts(prompts);
-        let cancel = CancellationToken::new();
-        cancel_on_signals(cancel.clone());
-        match run_and_render(&runtime, request, format, cancel.clone()).await {
-            Ok(mut outcome) => {
-                // A message queued just as this run ended, after its last look at the queue and
-                // before it let go of the session, would wait for the next run: look once more,
-                // as long as each look finds messages the last run did not already have.
-                let mut last_seen: Vec<String> = Vec::new();
-                loop {
-                    let dir = runtime.store().dir(&outcome.session_id);
-                    if outcome.status != RunStatus::Completed {
-                        break;
-                    }
-                    let waiting: Vec<String> = nop::queue::Inbox::new(&dir)
-                        .list()
-                        .messages
-                        .into_iter()
-                        .map(|(_, m)| m.id)
-                        .collect();
-                    if waiting.is_empty() {
-                        break;
-                    }
-                    if waiting == last_seen {
-                        // The last run left them where they were: running again would only
-                        // repeat it (and pay for it).
-                        tracing::error!(session = %outcome.session_id, op = "queue", result = "stuck", "queued messages were not taken by the last run; not running again");
-                        break;
-                    }
-                    last_seen = waiting;
-                    let Ok(Some(guard)) = nop::queue::RunGuard::try_acquire(&dir) else { break };
-                    let again = RunRequest {
-                        session: Some(outcome.session_id.clone()),
-                        agent: None,
-                        input: None,
-                        max_turns: None,
-                        emergency: false,
-                        guard: Some(guard),
-                    };
-                    outcome = run_and_render(&runtime, again, format, cancel.clone()).await?;
-                }
-                Ok(exit_code(outcome.status))
+        let mut session = SessionHandle::start(runtime, prompts, request);
+        interrupt_on_signals(session.submitter());
+        let mut renderer = Renderer::new(format);
+        while let Some(event) = session.next_event().await {
+            if let Event::ApprovalRequested {
+                id,
+                tool,
+                detail,
+                reason,
+            } = &event
+            {
+                let answer = ask_on_terminal(tool, detail, reason).await;
+                session.submit(Op::Approval { id: *id, answer });
+                continue;
             }
-            Err(e) => match e.downcast_ref::<nop::agent::RunError>() {
-                Some(nop::agent::RunError::Refused(reason)) => {
-                    if format == OutputFormat::Text {
-                        eprintln!("refused: {reason}");
-                    } else {
-                        println!("{}", serde_json::json!({"type": "refused", "status": "refused", "reason": reason}));
-                    }
-                    Ok(ExitCode::from(exit::REFUSED))
+            renderer.event(&event);
+        }
+        renderer.finish();
+        match session.finish().await {
+            Ok(outcome) => Ok(exit_code(outcome.status)),
+            Err(nop::agent::RunError::Refused(reason)) => {
+                if format == OutputFormat::Text {
+                    eprintln!("refused: {reason}");
+                } else {
+                    println!(
+                        "{}",
+                        serde_json::json!({"type": "refused", "status": "refused", "reason": reason})
+                    );
                 }
-                _ => Err(e),
-            },
+                Ok(ExitCode::from(exit::REFUSED))
+            }
+            Err(e) => Err(e.into()),
         }
     })
 }
 
-async fn run_and_render(
-    runtime: &Runtime,
-    request: RunRequest,
-    format: OutputFormat,
-    cancel: CancellationToken,
-) -> Result<RunOutcome> {
-    run_and_render_tracking(runtime, request, format, cancel, None).await
-}
-
-/// As `run_and_render`, noting the session id in `current` as soon as the run has one.
+/// Runs `request` and renders its events, noting the session id in `current` as soon as the run
+/// has one (the interactive session).
 async fn run_and_render_tracking(
     runtime: &Runtime,
     request: RunRequest,
@@ -331,6 +304,8 @@ impl Renderer {
                     eprintln!("  {mark} {first} ({:.1} s)", *duration_ms as f64 / 1000.0);
                 }
             }
+            // Answered by whoever drives the handle before the renderer sees anything else.
+            Event::ApprovalRequested { .. } => {}
             Event::Warning { message } => {
                 self.end_line(&mut out);
                 eprintln!("warning: {message}");

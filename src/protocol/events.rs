@@ -46,6 +46,16 @@ pub enum Event {
         duration_ms: u64,
         output: String,
     },
+    /// A call needs a person's yes: answer with the handle's `Op::Approval { id, .. }`; the run
+    /// waits. Only where someone can answer (a terminal without `--yes`).
+    ApprovalRequested {
+        id: u64,
+        tool: String,
+        /// What exactly would happen (the command, the path).
+        detail: String,
+        /// Why approval is needed (the rule).
+        reason: String,
+    },
     /// Something the user should know that does not stop the run.
     Warning { message: String },
     /// A subagent (or an advisor) started in its own session.

@@ -3,6 +3,7 @@ mod chat;
 mod cli;
 mod concurrency;
 mod crash;
+mod handle;
 mod hooks;
 mod memory;
 mod memory_search;

@@ -1,0 +1,173 @@
+//! The session handle: the one way a front end drives a run (seed 003's adapter seen from the
+//! outside). Operations go in with [`SessionHandle::submit`]; everything that happens comes out
+//! of [`SessionHandle::next_event`], approval questions included; [`SessionHandle::finish`]
+//! gives how it ended. The handle also owns what happens around a run: a message queued just
+//! as the run ended is taken by another run of the same session, never by the front end.
+
+use std::collections::HashMap;
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::runtime::{RunError, RunRequest, Runtime};
+use crate::permissions::{ApprovalAnswer, ApprovalRequest};
+use crate::protocol::events::{Event, RunOutcome, RunStatus};
+
+/// What a front end can ask of a running session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Stop the run at once (Ctrl-C): tools are stopped, the session is kept.
+    Interrupt,
+    /// The answer to an [`Event::ApprovalRequested`] with this `id`.
+    Approval { id: u64, answer: ApprovalAnswer },
+}
+
+/// Submits operations to a session from anywhere (see [`SessionHandle::submitter`]).
+#[derive(Debug, Clone)]
+pub struct Submitter(mpsc::UnboundedSender<Op>);
+
+impl Submitter {
+    pub fn submit(&self, op: Op) {
+        let _ = self.0.send(op);
+    }
+}
+
+/// A running session, as its front end holds it.
+pub struct SessionHandle {
+    ops: mpsc::UnboundedSender<Op>,
+    events: mpsc::UnboundedReceiver<Event>,
+    task: JoinHandle<Result<RunOutcome, RunError>>,
+}
+
+impl SessionHandle {
+    /// Starts `request` on `runtime`. `approvals` are the questions of the runtime's approver
+    /// (`None` when nobody can answer them): each becomes an `approval_requested` event, and
+    /// the run waits for the matching [`Op::Approval`].
+    pub fn start(
+        runtime: Runtime,
+        approvals: Option<mpsc::UnboundedReceiver<ApprovalRequest>>,
+        request: RunRequest,
+    ) -> SessionHandle {
+        let (ops, op_rx) = mpsc::unbounded_channel();
+        let (event_tx, events) = mpsc::unbounded_channel();
+        let task = tokio::spawn(serve(runtime, approvals, request, op_rx, event_tx));
+        SessionHandle { ops, events, task }
+    }
+
+    /// Sends an operation; after the session has ended it is ignored.
+    pub fn submit(&self, op: Op) {
+        let _ = self.ops.send(op);
+    }
+
+    /// A sender of operations that can live elsewhere (a signal handler).
+    pub fn submitter(&self) -> Submitter {
+        Submitter(self.ops.clone())
+    }
+
+    /// The next event; `None` once the session has ended and every event was taken.
+    pub async fn next_event(&mut self) -> Option<Event> {
+        self.events.recv().await
+    }
+
+    /// How the session ended: the outcome of its last run, or why it could not run.
+    pub async fn finish(self) -> Result<RunOutcome, RunError> {
+        match self.task.await {
+            Ok(result) => result,
+            Err(e) => Err(RunError::Agent(format!("the session's task failed: {e}"))),
+        }
+    }
+}
+
+/// The handle's task: runs the request, answers operations, turns approval questions into
+/// events, and takes what was queued as the run ended.
+async fn serve(
+    runtime: Runtime,
+    mut approvals: Option<mpsc::UnboundedReceiver<ApprovalRequest>>,
+    request: RunRequest,
+    mut ops: mpsc::UnboundedReceiver<Op>,
+    events: mpsc::UnboundedSender<Event>,
+) -> Result<RunOutcome, RunError> {
+    let cancel = CancellationToken::new();
+    let mut waiting: HashMap<u64, oneshot::Sender<ApprovalAnswer>> = HashMap::new();
+    let mut next_id = 0u64;
+    let work = runs(&runtime, request, &events, &cancel);
+    tokio::pin!(work);
+    loop {
+        tokio::select! {
+            result = &mut work => return result,
+            Some(op) = ops.recv() => match op {
+                Op::Interrupt => cancel.cancel(),
+                Op::Approval { id, answer } => {
+                    if let Some(respond) = waiting.remove(&id) {
+                        let _ = respond.send(answer);
+                    }
+                }
+            },
+            Some(question) = next_question(&mut approvals) => {
+                next_id += 1;
+                waiting.insert(next_id, question.respond);
+                let _ = events.send(Event::ApprovalRequested {
+                    id: next_id,
+                    tool: question.tool,
+                    detail: question.detail,
+                    reason: question.reason,
+                });
+            }
+        }
+    }
+}
+
+async fn next_question(
+    approvals: &mut Option<mpsc::UnboundedReceiver<ApprovalRequest>>,
+) -> Option<ApprovalRequest> {
+    match approvals {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The request, then, while it completes and messages are waiting in the session's queue that
+/// the last run did not leave there itself, one more run for them (a message queued just as a
+/// run ended, after its last look at the queue, would otherwise wait for the next `nop run`).
+async fn runs(
+    runtime: &Runtime,
+    request: RunRequest,
+    events: &mpsc::UnboundedSender<Event>,
+    cancel: &CancellationToken,
+) -> Result<RunOutcome, RunError> {
+    let mut outcome = runtime.run(request, events.clone(), cancel.clone()).await?;
+    let mut last_seen: Vec<String> = Vec::new();
+    while outcome.status == RunStatus::Completed {
+        let dir = runtime.store().dir(&outcome.session_id);
+        let waiting: Vec<String> = crate::queue::Inbox::new(&dir)
+            .list()
+            .messages
+            .into_iter()
+            .map(|(_, m)| m.id)
+            .collect();
+        if waiting.is_empty() {
+            break;
+        }
+        if waiting == last_seen {
+            // The last run left them where they were: running again would only repeat it (and
+            // pay for it).
+            tracing::error!(session = %outcome.session_id, op = "queue", result = "stuck", "queued messages were not taken by the last run; not running again");
+            break;
+        }
+        last_seen = waiting;
+        let Ok(Some(guard)) = crate::queue::RunGuard::try_acquire(&dir) else {
+            break;
+        };
+        let again = RunRequest {
+            session: Some(outcome.session_id.clone()),
+            agent: None,
+            input: None,
+            max_turns: None,
+            emergency: false,
+            guard: Some(guard),
+        };
+        outcome = runtime.run(again, events.clone(), cancel.clone()).await?;
+    }
+    Ok(outcome)
+}

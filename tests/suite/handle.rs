@@ -1,0 +1,229 @@
+//! The session handle in process (like Codex's `core/tests/common`): the library's runtime, the
+//! mock model on 127.0.0.1, and the handle's events, with no nop process in between. Fast tests
+//! of the turn loop, cancellation, approvals and queue injection.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use chrono::Utc;
+use serde_json::json;
+
+use nop::agent::{Op, RunRequest, Runtime, SessionHandle};
+use nop::permissions::{ApprovalAnswer, ApprovalMode, Approver};
+use nop::protocol::events::{Event, RunStatus};
+use nop::workspace::Workspace;
+
+use crate::support::mock::{MockResponse, MockServer, RecordedRequest, openai};
+use crate::support::{Repo, model_env};
+
+/// A runtime on `repo` speaking to `server`, and the approval questions when `ask` is set.
+fn runtime(
+    repo: &Repo,
+    server: &MockServer,
+    ask: Option<ApprovalMode>,
+) -> (
+    Runtime,
+    Option<tokio::sync::mpsc::UnboundedReceiver<nop::permissions::ApprovalRequest>>,
+) {
+    let ws = Workspace::discover(repo.path()).expect("workspace");
+    let env: std::collections::BTreeMap<String, String> =
+        model_env(server, "openai").into_iter().collect();
+    let resolved = ws
+        .config(None, None, env.clone(), Vec::new())
+        .expect("config");
+    let (approver, questions) = match ask {
+        Some(mode) => {
+            let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+            (Approver::interactive(mode, tx), Some(rx))
+        }
+        None => (Approver::headless(ApprovalMode::OnRequest, false), None),
+    };
+    (
+        Runtime::new(ws, resolved.config, env, approver, "tester".into()),
+        questions,
+    )
+}
+
+fn prompt(text: &str) -> RunRequest {
+    RunRequest {
+        session: None,
+        agent: None,
+        input: Some(text.to_string()),
+        max_turns: None,
+        emergency: false,
+        guard: None,
+    }
+}
+
+/// Every event up to the end, by type name.
+async fn drain(session: &mut SessionHandle) -> Vec<Event> {
+    let mut events = Vec::new();
+    while let Some(event) = tokio::time::timeout(Duration::from_secs(30), session.next_event())
+        .await
+        .expect("an event within 30 s")
+    {
+        events.push(event);
+    }
+    events
+}
+
+fn kinds(events: &[Event]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| serde_json::to_value(e).ok())
+        .filter_map(|v| v["type"].as_str().map(str::to_string))
+        .filter(|k| k != "text")
+        .collect()
+}
+
+/// A request matcher: the request whose last message is from `role` and contains `text`.
+fn last_message_contains(request: &RecordedRequest, role: &str, text: &str) -> bool {
+    request.body["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .is_some_and(|m| {
+            m["role"] == role && m["content"].as_str().is_some_and(|c| c.contains(text))
+        })
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_turn_loop_runs_a_tool_and_answers_through_the_handle() {
+    let repo = Repo::new();
+    std::fs::write(repo.path().join("notes.txt"), "the answer is 42\n").expect("write");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("c1", "read-file", json!({"path": "notes.txt"}))]),
+        openai::reply_text("It is 42."),
+    ]);
+    let (rt, _) = runtime(&repo, &server, None);
+    let mut session = SessionHandle::start(rt, None, prompt("what is the answer?"));
+    let events = drain(&mut session).await;
+    assert_eq!(
+        kinds(&events),
+        vec![
+            "session_started",
+            "turn_started",
+            "tool_call",
+            "tool_result",
+            "turn_started",
+            "result"
+        ]
+    );
+    let outcome = session.finish().await.expect("outcome");
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert_eq!(outcome.final_message, "It is 42.");
+    let requests = server.requests();
+    assert!(last_message_contains(
+        &requests[1],
+        "tool",
+        "the answer is 42"
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_interrupt_ends_a_stalled_model_request_and_keeps_the_session() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![MockResponse::Stall {
+        chunks: vec![openai::text("thinking")],
+        hold: Duration::from_secs(60),
+    }]);
+    let (rt, _) = runtime(&repo, &server, None);
+    let mut session = SessionHandle::start(rt, None, prompt("take your time"));
+    // Interrupt once the model has begun answering.
+    loop {
+        match session.next_event().await.expect("events") {
+            Event::Text { .. } => break,
+            _ => continue,
+        }
+    }
+    session.submit(Op::Interrupt);
+    let rest = drain(&mut session).await;
+    assert!(matches!(rest.last(), Some(Event::Result(_))), "{rest:?}");
+    let outcome = session.finish().await.expect("outcome");
+    assert_eq!(outcome.status, RunStatus::Cancelled);
+    assert_eq!(
+        repo.session_json(&outcome.session_id)["status"],
+        "cancelled"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn approvals_are_events_answered_with_an_op() {
+    for (answer, written) in [(ApprovalAnswer::Once, true), (ApprovalAnswer::No, false)] {
+        let repo = Repo::new();
+        let server = MockServer::start(vec![
+            openai::reply_tool_calls(&[(
+                "c1",
+                "write-file",
+                json!({"path": "out.txt", "content": "hello"}),
+            )]),
+            openai::reply_text("done"),
+        ]);
+        let (rt, questions) = runtime(&repo, &server, Some(ApprovalMode::Always));
+        let mut session = SessionHandle::start(rt, questions, prompt("write it"));
+        let mut asked = 0;
+        while let Some(event) = session.next_event().await {
+            if let Event::ApprovalRequested {
+                id, tool, detail, ..
+            } = &event
+            {
+                asked += 1;
+                assert_eq!((tool.as_str(), detail.as_str()), ("write-file", "out.txt"));
+                session.submit(Op::Approval { id: *id, answer });
+            }
+        }
+        assert_eq!(asked, 1);
+        let outcome = session.finish().await.expect("outcome");
+        assert_eq!(outcome.status, RunStatus::Completed);
+        assert_eq!(repo.path().join("out.txt").exists(), written, "{answer:?}");
+        assert_eq!(outcome.permission_denials.is_empty(), written);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_message_queued_during_a_run_enters_at_the_next_checkpoint() {
+    let repo = Repo::new();
+    std::fs::write(repo.path().join("a.txt"), "a\n").expect("write");
+    let calls = Arc::new(AtomicUsize::new(0));
+    let sessions = repo.sessions_dir();
+    let seen = Arc::clone(&calls);
+    let server = MockServer::start_with(Box::new(move |request| {
+        match seen.fetch_add(1, Ordering::SeqCst) {
+            0 => {
+                // While the model "thinks", the user sends a high-priority message.
+                let id = std::fs::read_dir(&sessions)
+                    .expect("sessions")
+                    .filter_map(Result::ok)
+                    .map(|e| e.path())
+                    .find(|p| p.join("session.json").exists())
+                    .expect("the session");
+                nop::queue::Inbox::new(&id)
+                    .push(&nop::queue::QueuedMessage {
+                        id: "m1".into(),
+                        text: "also check b.txt".into(),
+                        priority: nop::queue::QueuePriority::High,
+                        session_key: "cli:test:tester".into(),
+                        queued_at: Utc::now(),
+                        stop: false,
+                    })
+                    .expect("queue");
+                openai::reply_tool_calls(&[("c1", "read-file", json!({"path": "a.txt"}))])
+            }
+            _ if last_message_contains(request, "user", "also check b.txt") => {
+                openai::reply_text("checked both")
+            }
+            _ => openai::reply_text("the message never arrived"),
+        }
+    }));
+    let (rt, _) = runtime(&repo, &server, None);
+    let mut session = SessionHandle::start(rt, None, prompt("check a.txt"));
+    let events = drain(&mut session).await;
+    assert!(
+        kinds(&events).contains(&"messages_injected".to_string()),
+        "{:?}",
+        kinds(&events)
+    );
+    let outcome = session.finish().await.expect("outcome");
+    assert_eq!(outcome.final_message, "checked both");
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
