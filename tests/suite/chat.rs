@@ -1,13 +1,11 @@
 //! Multi-message conversation end to end: batches answered at once with several replies, the
 //! splitter and its fallback, the stored batch fields, and `nop chat` on a real terminal (tmux).
 
-use std::process::Command;
-use std::time::{Duration, Instant};
-
 use serde_json::{Value, json};
 
 use crate::support::Repo;
 use crate::support::mock::{MockServer, openai};
+use crate::support::terminal::Terminal;
 
 fn batch(repo: &Repo, server: &MockServer, messages: &[&str]) -> Value {
     let mut cmd = repo.nop_model(server, "openai");
@@ -138,31 +136,6 @@ fn when_the_splitter_fails_twice_the_whole_answer_is_one_reply() {
     assert_eq!(server.requests().len(), 3, "the splitter was tried twice");
 }
 
-/// The screen of tmux session `name`.
-fn screen(name: &str) -> String {
-    let out = Command::new("tmux")
-        .args(["capture-pane", "-p", "-t", name])
-        .output()
-        .expect("tmux capture-pane");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Waits until the screen shows `text` (a condition, polled; fails after 20 s).
-fn wait_for_screen(name: &str, text: &str) -> String {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let s = screen(name);
-        if s.contains(text) {
-            return s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "`{text}` never appeared; screen:\n{s}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
 #[test]
 fn nop_chat_on_a_terminal_waits_counts_down_and_replies_in_several_messages() {
     let repo = Repo::new();
@@ -170,11 +143,11 @@ fn nop_chat_on_a_terminal_waits_counts_down_and_replies_in_several_messages() {
         ("first reply", 0),
         ("second reply", 1),
     ]))]);
-    let t = Terminal::start(&repo, &server, "batch", 3);
+    let t = chat_terminal(&repo, &server, "batch", 3, "chat");
     t.type_line("hello");
     t.type_line("are you there?");
-    wait_for_screen(&t.0, "thinking…");
-    let shown = wait_for_screen(&t.0, "coder › second reply");
+    t.wait_for("thinking…");
+    let shown = t.wait_for("coder › second reply");
     let first = shown
         .find("coder › first reply")
         .expect("first reply shown");
@@ -188,7 +161,7 @@ fn nop_chat_on_a_terminal_waits_counts_down_and_replies_in_several_messages() {
     let sent = requests[0].user_messages();
     assert_eq!(sent, vec!["hello", "are you there?"]);
     t.type_line("/exit");
-    wait_for_screen(&t.0, "saved; continue with");
+    t.wait_for("saved; continue with");
     let session = repo.first_session();
     let replies: Vec<&Value> = session["messages"]
         .as_array()
@@ -204,67 +177,20 @@ fn nop_chat_on_a_terminal_waits_counts_down_and_replies_in_several_messages() {
     );
 }
 
-/// `nop chat` in a tmux session with a quiet period of `wait` seconds; killed when dropped.
-struct Terminal(String);
-
-impl Drop for Terminal {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux")
-            .args(["kill-session", "-t", &self.0])
-            .status();
-    }
-}
-
-impl Terminal {
-    fn start(repo: &Repo, server: &MockServer, tag: &str, wait: u32) -> Terminal {
-        Terminal::launch(repo, server, tag, wait, "chat")
-    }
-
-    /// `nop chat --session ID`.
-    fn start_on(repo: &Repo, server: &MockServer, tag: &str, wait: u32, id: &str) -> Terminal {
-        Terminal::launch(repo, server, tag, wait, &format!("chat --session {id}"))
-    }
-
-    fn launch(repo: &Repo, server: &MockServer, tag: &str, wait: u32, args: &str) -> Terminal {
-        let name = format!("nop-chat-{tag}-{}", std::process::id());
-        let nop = assert_cmd::cargo::cargo_bin("nop");
-        let env: Vec<String> = crate::support::model_env(server, "openai")
-            .into_iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        let command = format!(
-            "cd {} && env -i HOME={} {} NOP_CHAT_WAIT_MIN_S={wait} NOP_CHAT_WAIT_MAX_S={wait} {} {args}; sleep 30",
-            repo.path().display(),
-            repo.path().display(),
-            env.join(" "),
-            nop.display()
-        );
-        let status = Command::new("tmux")
-            .args([
-                "new-session",
-                "-d",
-                "-x",
-                "120",
-                "-y",
-                "30",
-                "-s",
-                &name,
-                &command,
-            ])
-            .status()
-            .expect("tmux");
-        assert!(status.success());
-        let t = Terminal(name);
-        wait_for_screen(&t.0, "chatting with coder");
-        t
-    }
-
-    fn type_line(&self, text: &str) {
-        Command::new("tmux")
-            .args(["send-keys", "-t", &self.0, text, "Enter"])
-            .status()
-            .expect("keys");
-    }
+/// `nop chat` on a terminal with a quiet period of `wait` seconds.
+fn chat_terminal(repo: &Repo, server: &MockServer, tag: &str, wait: u32, args: &str) -> Terminal {
+    let wait = wait.to_string();
+    Terminal::start(
+        repo,
+        server,
+        &format!("chat-{tag}"),
+        args,
+        &[
+            ("NOP_CHAT_WAIT_MIN_S", &wait),
+            ("NOP_CHAT_WAIT_MAX_S", &wait),
+        ],
+        "chatting with coder",
+    )
 }
 
 #[test]
@@ -274,11 +200,11 @@ fn typing_during_delivery_starts_the_next_batch_and_unshown_replies_are_not_sent
         openai::reply_text(&replies_json(&[("one", 0), ("two", 10)])),
         openai::reply_text(&replies_json(&[("three", 0)])),
     ]);
-    let t = Terminal::start(&repo, &server, "late", 1);
+    let t = chat_terminal(&repo, &server, "late", 1, "chat");
     t.type_line("a");
-    wait_for_screen(&t.0, "coder › one");
+    t.wait_for("coder › one");
     t.type_line("b");
-    wait_for_screen(&t.0, "coder › three");
+    t.wait_for("coder › three");
     let second: Vec<String> = server.requests()[1].body["messages"]
         .as_array()
         .expect("m")
@@ -292,7 +218,7 @@ fn typing_during_delivery_starts_the_next_batch_and_unshown_replies_are_not_sent
         "b started a batch of its own, after a"
     );
     t.type_line("/exit");
-    let s = wait_for_screen(&t.0, "saved; continue with");
+    let s = t.wait_for("saved; continue with");
     assert!(!s.contains("coder › two"), "{s}");
     let session = repo.first_session();
     let two = session["messages"]
@@ -316,9 +242,9 @@ fn a_reply_whose_delivery_cannot_be_recorded_is_said_not_swallowed() {
         ("one", 0),
         ("two", 2),
     ]))]);
-    let t = Terminal::start(&repo, &server, "unrecorded", 1);
+    let t = chat_terminal(&repo, &server, "unrecorded", 1, "chat");
     t.type_line("a");
-    wait_for_screen(&t.0, "coder › one");
+    t.wait_for("coder › one");
     // Between the two replies the session file breaks: "two" is shown, its record cannot be.
     let id = repo.first_session()["sessionId"]
         .as_str()
@@ -326,11 +252,11 @@ fn a_reply_whose_delivery_cannot_be_recorded_is_said_not_swallowed() {
         .to_string();
     let file = repo.session_dir(&id).join("session.json");
     std::fs::write(&file, "{\"broken\":").expect("write");
-    let s = wait_for_screen(&t.0, "coder › two");
+    let s = t.wait_for("coder › two");
     let s = if s.contains("could not record") {
         s
     } else {
-        wait_for_screen(&t.0, "could not record")
+        t.wait_for("could not record")
     };
     assert!(
         s.contains(&format!("session {id} could not record that reply")),
@@ -375,9 +301,9 @@ fn a_chat_session_holds_the_run_lock_has_a_status_and_runs_the_session_hooks() {
 
     // While `nop chat` has the session open, it waits for input and nothing else may run or
     // delete it.
-    let t = Terminal::start_on(&repo, &server, "held", 1, &id);
+    let t = chat_terminal(&repo, &server, "held", 1, &format!("chat --session {id}"));
     t.type_line("again");
-    wait_for_screen(&t.0, "coder › first");
+    t.wait_for("coder › first");
     assert_eq!(repo.session_json(&id)["status"], "waiting_input");
     let out = repo
         .nop_model(&server, "openai")
@@ -395,6 +321,6 @@ fn a_chat_session_holds_the_run_lock_has_a_status_and_runs_the_session_hooks() {
     assert_ne!(out.status.code(), Some(0));
     assert!(repo.session_dir(&id).exists());
     t.type_line("/exit");
-    wait_for_screen(&t.0, "saved; continue with");
+    t.wait_for("saved; continue with");
     assert_eq!(repo.session_json(&id)["status"], "idle");
 }

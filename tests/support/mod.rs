@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod mock;
+pub mod terminal;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -1,0 +1,55 @@
+//! The interactive `nop run` on a real terminal (tmux): prompts, the answer, what is typed while
+//! the agent works (queued for it and taken at the next checkpoint), the slash commands.
+
+use serde_json::json;
+
+use crate::support::Repo;
+use crate::support::mock::{MockServer, openai};
+use crate::support::terminal::Terminal;
+
+#[test]
+fn the_interactive_session_answers_takes_what_is_typed_meanwhile_and_keeps_the_session() {
+    let repo = Repo::new();
+    let gate = repo.path().join("gate");
+    let server = MockServer::start(vec![
+        openai::reply_text("hi there"),
+        openai::reply_tool_calls(&[(
+            "c1",
+            "shell",
+            json!({"command": format!("while [ ! -e {} ]; do sleep 0.02; done; echo gate passed", gate.display())}),
+        )]),
+        openai::reply_text("did both"),
+    ]);
+    let t = Terminal::start(
+        &repo,
+        &server,
+        "interactive",
+        "run",
+        &[],
+        "/plan /snapshot /exit",
+    );
+    t.type_line("hello");
+    t.wait_for("hi there");
+    t.type_line("run the long thing");
+    t.wait_for("shell");
+    // While the command runs, what is typed goes to the agent's queue.
+    t.type_line("and mention the weather");
+    t.wait_for("queued");
+    std::fs::write(&gate, "").expect("open the gate");
+    t.wait_for("did both");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    let users: Vec<String> = requests[2].user_messages();
+    assert!(
+        users.iter().any(|m| m == "and mention the weather"),
+        "{users:?}"
+    );
+    t.type_line("/plan");
+    t.wait_for("no tasks");
+    t.type_line("/exit");
+    let screen = t.wait_for("saved; continue with: nop run --session");
+    let session = repo.first_session();
+    let id = session["sessionId"].as_str().expect("id");
+    assert!(screen.contains(id), "{screen}");
+    assert_eq!(session["status"], "completed");
+}

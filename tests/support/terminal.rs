@@ -1,0 +1,96 @@
+//! nop on a real terminal: a tmux session running it, keys typed into it, and its screen read
+//! back. Killed when dropped.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use super::Repo;
+use super::mock::MockServer;
+
+pub struct Terminal(pub String);
+
+impl Drop for Terminal {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .args(["kill-session", "-t", &self.0])
+            .status();
+    }
+}
+
+impl Terminal {
+    /// `nop ARGS` in `repo` on a 120×30 terminal, with the environment that points it at
+    /// `server` plus `env`; waits until the screen shows `ready`.
+    pub fn start(
+        repo: &Repo,
+        server: &MockServer,
+        tag: &str,
+        args: &str,
+        env: &[(&str, &str)],
+        ready: &str,
+    ) -> Terminal {
+        let name = format!("nop-{tag}-{}", std::process::id());
+        let nop = assert_cmd::cargo::cargo_bin("nop");
+        let env: Vec<String> = super::model_env(server, "openai")
+            .into_iter()
+            .chain(env.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let command = format!(
+            "cd {} && env -i HOME={} {} {} {args}; sleep 30",
+            repo.path().display(),
+            repo.path().display(),
+            env.join(" "),
+            nop.display()
+        );
+        let status = Command::new("tmux")
+            .args([
+                "new-session",
+                "-d",
+                "-x",
+                "120",
+                "-y",
+                "30",
+                "-s",
+                &name,
+                &command,
+            ])
+            .status()
+            .expect("tmux");
+        assert!(status.success());
+        let t = Terminal(name);
+        t.wait_for(ready);
+        t
+    }
+
+    pub fn type_line(&self, text: &str) {
+        Command::new("tmux")
+            .args(["send-keys", "-t", &self.0, text, "Enter"])
+            .status()
+            .expect("keys");
+    }
+
+    /// What the terminal shows now.
+    pub fn screen(&self) -> String {
+        let out = Command::new("tmux")
+            .args(["capture-pane", "-p", "-t", &self.0])
+            .output()
+            .expect("tmux capture-pane");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Waits until the screen shows `text` (a condition, polled; fails after 20 s).
+    pub fn wait_for(&self, text: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let s = self.screen();
+            if s.contains(text) {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "`{text}` never appeared; screen:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
