@@ -61,6 +61,7 @@ pub enum RunError {
     Busy(String),
 }
 
+#[derive(Clone)]
 pub struct Runtime {
     ws: Workspace,
     config: Config,

@@ -144,25 +144,9 @@ pub fn headless(
 ) -> Result<ExitCode> {
     let rt = tokio_runtime()?;
     rt.block_on(async move {
-        let mut session = SessionHandle::start(runtime, prompts, request);
+        let session = SessionHandle::start(runtime, prompts, request);
         interrupt_on_signals(session.submitter());
-        let mut renderer = Renderer::new(format);
-        while let Some(event) = session.next_event().await {
-            if let Event::ApprovalRequested {
-                id,
-                tool,
-                detail,
-                reason,
-            } = &event
-            {
-                let answer = ask_on_terminal(tool, detail, reason).await;
-                session.submit(Op::Approval { id: *id, answer });
-                continue;
-            }
-            renderer.event(&event);
-        }
-        renderer.finish();
-        match session.finish().await {
+        match render(session, format, None).await {
             Ok(outcome) => Ok(exit_code(outcome.status)),
             Err(nop::agent::RunError::Refused(reason)) => {
                 if format == OutputFormat::Text {
@@ -180,31 +164,40 @@ pub fn headless(
     })
 }
 
-/// Runs `request` and renders its events, noting the session id in `current` as soon as the run
-/// has one (the interactive session).
-async fn run_and_render_tracking(
-    runtime: &Runtime,
-    request: RunRequest,
+/// Renders a session's events in `format` until it ends, asking on the terminal where it
+/// wants a person's yes, and noting the session id in `current` as soon as it has one (the
+/// interactive session's typing watcher needs it). Returns how it ended.
+async fn render(
+    mut session: SessionHandle,
     format: OutputFormat,
-    cancel: CancellationToken,
     current: Option<Arc<Mutex<Option<String>>>>,
-) -> Result<RunOutcome> {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let render = tokio::spawn(async move {
-        let mut renderer = Renderer::new(format);
-        while let Some(event) = rx.recv().await {
-            if let (Event::SessionStarted { session_id, .. }, Some(current)) = (&event, &current)
-                && let Ok(mut c) = current.lock()
-            {
-                *c = Some(session_id.clone());
+) -> Result<RunOutcome, nop::agent::RunError> {
+    let mut renderer = Renderer::new(format);
+    while let Some(event) = session.next_event().await {
+        match &event {
+            Event::ApprovalRequested {
+                id,
+                tool,
+                detail,
+                reason,
+            } => {
+                let answer = ask_on_terminal(tool, detail, reason).await;
+                session.submit(Op::Approval { id: *id, answer });
+                continue;
             }
-            renderer.event(&event);
+            Event::SessionStarted { session_id, .. } => {
+                if let Some(c) = &current
+                    && let Ok(mut c) = c.lock()
+                {
+                    *c = Some(session_id.clone());
+                }
+            }
+            _ => {}
         }
-        renderer.finish();
-    });
-    let result = runtime.run(request, tx, cancel).await;
-    let _ = render.await;
-    Ok(result?)
+        renderer.event(&event);
+    }
+    renderer.finish();
+    session.finish().await
 }
 
 /// Renders events as they come.
@@ -503,23 +496,18 @@ pub fn interactive(
             runtime.stop_words().to_vec(),
         );
         let outcome = rt.block_on(async {
-            let cancel = CancellationToken::new();
+            // Approvals are answered by `answer_prompts` for the whole interactive session, so
+            // "always" holds across prompts.
+            let handle = SessionHandle::start(runtime.clone(), None, request);
             let listener = {
-                let cancel = cancel.clone();
+                let session = handle.submitter();
                 tokio::spawn(async move {
                     if tokio::signal::ctrl_c().await.is_ok() {
-                        cancel.cancel();
+                        session.submit(Op::Interrupt);
                     }
                 })
             };
-            let outcome = run_and_render_tracking(
-                &runtime,
-                request,
-                OutputFormat::Text,
-                cancel,
-                Some(current),
-            )
-            .await;
+            let outcome = render(handle, OutputFormat::Text, Some(current)).await;
             listener.abort();
             outcome
         });
