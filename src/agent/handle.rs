@@ -21,6 +21,12 @@ pub enum Op {
     Interrupt,
     /// The answer to an [`Event::ApprovalRequested`] with this `id`.
     Approval { id: u64, answer: ApprovalAnswer },
+    /// A message for the running session (typed while it works): queued for its next
+    /// checkpoint, or a stop word that stops it there. Answered by a `queued` event.
+    Queue {
+        text: String,
+        priority: crate::protocol::QueuePriority,
+    },
 }
 
 /// Submits operations to a session from anywhere (see [`SessionHandle::submitter`]).
@@ -91,17 +97,36 @@ async fn serve(
     let cancel = CancellationToken::new();
     let mut waiting: HashMap<u64, oneshot::Sender<ApprovalAnswer>> = HashMap::new();
     let mut next_id = 0u64;
-    let work = runs(&runtime, request, &events, &cancel);
+    // The runtime's events pass through here, so the handle knows its session.
+    let (inner, mut from_runs) = mpsc::unbounded_channel();
+    let mut session: Option<String> = request.session.clone();
+    let work = runs(&runtime, request, inner, &cancel);
     tokio::pin!(work);
     loop {
         tokio::select! {
-            result = &mut work => return result,
+            done = &mut work => {
+                // Every event a run sent is in the channel before it returns.
+                while let Ok(event) = from_runs.try_recv() {
+                    let _ = events.send(event);
+                }
+                return done;
+            }
+            Some(event) = from_runs.recv() => {
+                if let Event::SessionStarted { session_id, .. } = &event {
+                    session = Some(session_id.clone());
+                }
+                let _ = events.send(event);
+            }
             Some(op) = ops.recv() => match op {
                 Op::Interrupt => cancel.cancel(),
                 Op::Approval { id, answer } => {
                     if let Some(respond) = waiting.remove(&id) {
                         let _ = respond.send(answer);
                     }
+                }
+                Op::Queue { text, priority } => {
+                    let event = queue(&runtime, session.as_deref(), &text, priority);
+                    let _ = events.send(event);
                 }
             },
             Some(question) = next_question(&mut approvals) => {
@@ -115,6 +140,39 @@ async fn serve(
                 });
             }
         }
+    }
+}
+
+/// Queues `text` for `session`; the event that says how it went.
+fn queue(
+    runtime: &Runtime,
+    session: Option<&str>,
+    text: &str,
+    priority: crate::protocol::QueuePriority,
+) -> Event {
+    let Some(id) = session else {
+        return Event::Warning {
+            message: "the session is starting; say it again in a moment".into(),
+        };
+    };
+    let dir = runtime.store().dir(id);
+    match crate::queue::post(
+        &dir,
+        id,
+        runtime.user(),
+        text,
+        priority,
+        runtime.stop_words(),
+    ) {
+        Ok(posted) => Event::Queued {
+            session_id: id.to_string(),
+            position: posted.position,
+            priority: posted.message.priority,
+            stop: posted.message.stop,
+        },
+        Err(e) => Event::Warning {
+            message: format!("could not queue it: {e}"),
+        },
     }
 }
 
@@ -133,7 +191,7 @@ async fn next_question(
 async fn runs(
     runtime: &Runtime,
     request: RunRequest,
-    events: &mpsc::UnboundedSender<Event>,
+    events: mpsc::UnboundedSender<Event>,
     cancel: &CancellationToken,
 ) -> Result<RunOutcome, RunError> {
     let mut outcome = runtime.run(request, events.clone(), cancel.clone()).await?;

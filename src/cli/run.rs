@@ -9,8 +9,8 @@ use clap::ValueEnum;
 use tokio_util::sync::CancellationToken;
 
 use super::exit;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
 
@@ -146,7 +146,7 @@ pub fn headless(
     rt.block_on(async move {
         let session = SessionHandle::start(runtime, prompts, request);
         interrupt_on_signals(session.submitter());
-        match render(session, format, None).await {
+        match render(session, format).await {
             Ok(outcome) => Ok(exit_code(outcome.status)),
             Err(nop::agent::RunError::Refused(reason)) => {
                 if format == OutputFormat::Text {
@@ -165,34 +165,23 @@ pub fn headless(
 }
 
 /// Renders a session's events in `format` until it ends, asking on the terminal where it
-/// wants a person's yes, and noting the session id in `current` as soon as it has one (the
-/// interactive session's typing watcher needs it). Returns how it ended.
+/// wants a person's yes. Returns how it ended.
 async fn render(
     mut session: SessionHandle,
     format: OutputFormat,
-    current: Option<Arc<Mutex<Option<String>>>>,
 ) -> Result<RunOutcome, nop::agent::RunError> {
     let mut renderer = Renderer::new(format);
     while let Some(event) = session.next_event().await {
-        match &event {
-            Event::ApprovalRequested {
-                id,
-                tool,
-                detail,
-                reason,
-            } => {
-                let answer = ask_on_terminal(tool, detail, reason).await;
-                session.submit(Op::Approval { id: *id, answer });
-                continue;
-            }
-            Event::SessionStarted { session_id, .. } => {
-                if let Some(c) = &current
-                    && let Ok(mut c) = c.lock()
-                {
-                    *c = Some(session_id.clone());
-                }
-            }
-            _ => {}
+        if let Event::ApprovalRequested {
+            id,
+            tool,
+            detail,
+            reason,
+        } = &event
+        {
+            let answer = ask_on_terminal(tool, detail, reason).await;
+            session.submit(Op::Approval { id: *id, answer });
+            continue;
         }
         renderer.event(&event);
     }
@@ -299,6 +288,16 @@ impl Renderer {
             }
             // Answered by whoever drives the handle before the renderer sees anything else.
             Event::ApprovalRequested { .. } => {}
+            Event::Queued { position, stop, .. } => {
+                self.end_line(&mut out);
+                if *stop {
+                    eprintln!("  ■ stopping at the next checkpoint");
+                } else {
+                    eprintln!(
+                        "  ✉ queued (position {position}); the agent reads it between tool calls"
+                    );
+                }
+            }
             Event::Warning { message } => {
                 self.end_line(&mut out);
                 eprintln!("warning: {message}");
@@ -486,19 +485,12 @@ pub fn interactive(
             guard: None,
         };
         // While the agent works, what you type is queued for it; a stop word stops it.
-        let current = Arc::new(Mutex::new(session.clone()));
         let done = Arc::new(AtomicBool::new(false));
-        let watcher = watch_typing(
-            Arc::clone(&current),
-            Arc::clone(&done),
-            runtime.store().clone(),
-            runtime.user().to_string(),
-            runtime.stop_words().to_vec(),
-        );
-        let outcome = rt.block_on(async {
+        let (outcome, watcher) = rt.block_on(async {
             // Approvals are answered by `answer_prompts` for the whole interactive session, so
             // "always" holds across prompts.
             let handle = SessionHandle::start(runtime.clone(), None, request);
+            let watcher = watch_typing(handle.submitter(), Arc::clone(&done));
             let listener = {
                 let session = handle.submitter();
                 tokio::spawn(async move {
@@ -507,9 +499,9 @@ pub fn interactive(
                     }
                 })
             };
-            let outcome = render(handle, OutputFormat::Text, Some(current)).await;
+            let outcome = render(handle, OutputFormat::Text).await;
             listener.abort();
-            outcome
+            (outcome, watcher)
         });
         done.store(true, Ordering::SeqCst);
         let _ = watcher.join();
@@ -608,21 +600,9 @@ pub fn deliver(
         };
         return headless(runtime, prompts, request, format);
     }
-    let message = nop::queue::QueuedMessage {
-        id: nop::protocol::new_id(),
-        text,
-        priority: if is_stop {
-            nop::queue::QueuePriority::Urgent
-        } else {
-            priority
-        },
-        session_key: nop::queue::session_key(id, runtime.user()),
-        queued_at: chrono::Utc::now(),
-        stop: is_stop,
-    };
+    let posted = nop::queue::post(&dir, id, runtime.user(), &text, priority, &stop_words)?;
+    let (message, position) = (posted.message, posted.position);
     let inbox = nop::queue::Inbox::new(&dir);
-    let position = inbox.push(&message)?;
-    tracing::info!(session = %id, op = "queue", result = "queued", priority = message.priority.as_str(), position, "message queued for a busy session");
     match format {
         OutputFormat::Text if is_stop => {
             println!("stop requested: session {id} stops at its next checkpoint")
@@ -654,14 +634,12 @@ pub fn deliver(
 /// Set while an approval prompt reads the terminal, so the typing watcher keeps off it.
 static PROMPTING: AtomicBool = AtomicBool::new(false);
 
-/// Reads lines typed while a run is going and queues them for its session (seed 004 in the
-/// interactive mode): Enter queues the line, a stop word stops the agent at its next checkpoint.
+/// Reads lines typed while a run is going and hands them to its session (seed 004 in the
+/// interactive mode): Enter queues the line for the next checkpoint, a stop word stops the
+/// agent there. The session says how it went (a `queued` event).
 fn watch_typing(
-    current: Arc<Mutex<Option<String>>>,
+    session: nop::agent::handle::Submitter,
     done: Arc<AtomicBool>,
-    store: nop::session::Store,
-    user: String,
-    stop_words: Vec<String>,
 ) -> std::thread::JoinHandle<()> {
     std::thread::spawn(move || {
         use nix::poll::{PollFd, PollFlags, poll};
@@ -684,32 +662,11 @@ fn watch_typing(
                 return;
             }
             let text = line.trim();
-            if text.is_empty() {
-                continue;
-            }
-            let Some(id) = current.lock().ok().and_then(|c| c.clone()) else {
-                eprintln!("  (the session is starting; say it again in a moment)");
-                continue;
-            };
-            let stop = nop::queue::is_stop_word(text, &stop_words);
-            let message = nop::queue::QueuedMessage {
-                id: nop::protocol::new_id(),
-                text: text.to_string(),
-                priority: if stop {
-                    nop::queue::QueuePriority::Urgent
-                } else {
-                    nop::queue::QueuePriority::High
-                },
-                session_key: nop::queue::session_key(&id, &user),
-                queued_at: chrono::Utc::now(),
-                stop,
-            };
-            match nop::queue::Inbox::new(&store.dir(&id)).push(&message) {
-                Ok(_) if stop => eprintln!("  ■ stopping at the next checkpoint"),
-                Ok(position) => eprintln!(
-                    "  ✉ queued (position {position}); the agent reads it between tool calls"
-                ),
-                Err(e) => eprintln!("  could not queue it: {e}"),
+            if !text.is_empty() {
+                session.submit(Op::Queue {
+                    text: text.to_string(),
+                    priority: nop::queue::QueuePriority::High,
+                });
             }
         }
     })

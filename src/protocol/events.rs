@@ -79,6 +79,15 @@ pub enum Event {
     Paused { session_id: String },
     /// The session that paused this one ended; it goes on.
     Resumed { session_id: String },
+    /// A message was queued for the running session (typed while it works, or `nop send`).
+    Queued {
+        session_id: String,
+        /// 1-based position in the queue.
+        position: usize,
+        priority: crate::protocol::QueuePriority,
+        /// A stop word: the session stops at its next checkpoint.
+        stop: bool,
+    },
     /// Queued messages were put into the conversation.
     MessagesInjected { count: usize },
     /// The conversation was compacted; the snapshot holds the full history before it.

@@ -42,6 +42,42 @@ impl RunGuard {
     }
 }
 
+/// A message put into a session's queue, and where it stands.
+#[derive(Debug, Clone)]
+pub struct Posted {
+    pub message: QueuedMessage,
+    /// 1-based position in the queue.
+    pub position: usize,
+}
+
+/// Queues `text` for the process running session `session_id` (in `dir`), as `user`: a stop
+/// word becomes an urgent stop, anything else keeps `priority` (seed 004).
+pub fn post(
+    dir: &Path,
+    session_id: &str,
+    user: &str,
+    text: &str,
+    priority: QueuePriority,
+    stop_words: &[String],
+) -> Result<Posted, crate::session::SessionError> {
+    let stop = is_stop_word(text, stop_words);
+    let message = QueuedMessage {
+        id: crate::protocol::new_id(),
+        text: text.to_string(),
+        priority: if stop {
+            QueuePriority::Urgent
+        } else {
+            priority
+        },
+        session_key: session_key(session_id, user),
+        queued_at: chrono::Utc::now(),
+        stop,
+    };
+    let position = Inbox::new(dir).push(&message)?;
+    tracing::info!(session = %session_id, op = "queue", result = "queued", priority = message.priority.as_str(), position, stop, "message queued for a busy session");
+    Ok(Posted { message, position })
+}
+
 /// Whether `text` is a stop word: the whole message, case-insensitive, trimmed (seed 004).
 pub fn is_stop_word(text: &str, stop_words: &[String]) -> bool {
     let text = text

@@ -227,3 +227,58 @@ async fn a_message_queued_during_a_run_enters_at_the_next_checkpoint() {
     assert_eq!(outcome.final_message, "checked both");
     assert_eq!(calls.load(Ordering::SeqCst), 2);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn op_queue_hands_a_message_to_the_running_session() {
+    let repo = Repo::new();
+    std::fs::write(repo.path().join("a.txt"), "a\n").expect("write");
+    let sessions = repo.sessions_dir();
+    let server = MockServer::start_with(Box::new(move |request| {
+        if last_message_contains(request, "user", "also say hello") {
+            return openai::reply_text("hello, and done");
+        }
+        if last_message_contains(request, "tool", "a") {
+            return openai::reply_text("the message never arrived");
+        }
+        // The first request: answer once the message typed meanwhile is in the queue.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            let queued = std::fs::read_dir(&sessions)
+                .into_iter()
+                .flatten()
+                .filter_map(Result::ok)
+                .any(|e| {
+                    std::fs::read_dir(e.path().join("inbox"))
+                        .is_ok_and(|mut d| d.any(|f| f.is_ok_and(|f| f.path().is_file())))
+                });
+            if queued {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        openai::reply_tool_calls(&[("c1", "read-file", json!({"path": "a.txt"}))])
+    }));
+    let (rt, _) = runtime(&repo, &server, None);
+    let mut session = SessionHandle::start(rt, None, prompt("read a.txt"));
+    let mut events = Vec::new();
+    while let Some(event) = session.next_event().await {
+        if matches!(event, Event::TurnStarted { turn: 1 }) {
+            session.submit(Op::Queue {
+                text: "also say hello".into(),
+                priority: nop::queue::QueuePriority::High,
+            });
+        }
+        events.push(event);
+    }
+    let queued = events
+        .iter()
+        .find_map(|e| match e {
+            Event::Queued { position, stop, .. } => Some((*position, *stop)),
+            _ => None,
+        })
+        .expect("a queued event");
+    assert_eq!(queued, (1, false));
+    assert!(kinds(&events).contains(&"messages_injected".to_string()));
+    let outcome = session.finish().await.expect("outcome");
+    assert_eq!(outcome.final_message, "hello, and done");
+}
