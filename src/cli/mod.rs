@@ -438,19 +438,16 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
     };
     match command {
         Command::Run(args) => {
-            let ws = Workspace::discover(&cwd)?;
-            let base = ws.config(None, None, outside.env.clone(), cli_settings.clone())?;
-            start_logging(&ws, &base);
-            let store = ws.store(&base.config);
-            let session = match &args.session {
-                Some(prefix) => Some(store.read_session(&store.resolve(prefix)?)?),
-                None => None,
-            };
-            let resolved = ws.config(
-                args.agent.as_deref(),
-                session.as_ref(),
-                outside.env.clone(),
+            let Opened {
+                ws,
+                session,
+                resolved,
+            } = open(
+                &cwd,
+                &outside.env,
                 cli_settings,
+                args.agent.as_deref(),
+                args.session.as_deref(),
             )?;
             let session = session.map(|s| s.session_id);
             if !args.messages.is_empty() {
@@ -517,19 +514,16 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             }
         }
         Command::Chat { session, agent } => {
-            let ws = Workspace::discover(&cwd)?;
-            let base = ws.config(None, None, outside.env.clone(), cli_settings.clone())?;
-            start_logging(&ws, &base);
-            let store = ws.store(&base.config);
-            let session = match &session {
-                Some(prefix) => Some(store.read_session(&store.resolve(prefix)?)?),
-                None => None,
-            };
-            let resolved = ws.config(
-                agent.as_deref(),
-                session.as_ref(),
-                outside.env.clone(),
+            let Opened {
+                ws,
+                session,
+                resolved,
+            } = open(
+                &cwd,
+                &outside.env,
                 cli_settings,
+                agent.as_deref(),
+                session.as_deref(),
             )?;
             let agent = agent.unwrap_or_else(|| resolved.config.agent.default.clone());
             chat::chat(
@@ -546,12 +540,14 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             output_format,
             message,
         } => {
-            let ws = Workspace::discover(&cwd)?;
-            let base = ws.config(None, None, outside.env.clone(), cli_settings.clone())?;
-            start_logging(&ws, &base);
-            let store = ws.store(&base.config);
-            let session = store.read_session(&store.resolve(&session)?)?;
-            let resolved = ws.config(None, Some(&session), outside.env.clone(), cli_settings)?;
+            let Opened {
+                ws,
+                session,
+                resolved,
+            } = open(&cwd, &outside.env, cli_settings, None, Some(&session))?;
+            let Some(session) = session else {
+                bail!("no session given");
+            };
             let message = match run::read_prompt(Some(message))? {
                 Some(m) => m,
                 None => bail!("the message is empty"),
@@ -586,12 +582,14 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             memory::memory(&ws, resolved.config, outside.env, &user, command)
         }
         Command::Compact { id } => {
-            let ws = Workspace::discover(&cwd)?;
-            let base = ws.config(None, None, outside.env.clone(), cli_settings.clone())?;
-            start_logging(&ws, &base);
-            let store = ws.store(&base.config);
-            let session = store.read_session(&store.resolve(&id)?)?;
-            let resolved = ws.config(None, Some(&session), outside.env.clone(), cli_settings)?;
+            let Opened {
+                ws,
+                session,
+                resolved,
+            } = open(&cwd, &outside.env, cli_settings, None, Some(&id))?;
+            let Some(session) = session else {
+                bail!("no session given");
+            };
             run::compact(&ws, resolved.config, outside.env, &session)
         }
         Command::Init { force } => {
@@ -1019,6 +1017,41 @@ fn cli_settings(cli: &Cli) -> Result<Vec<(String, String, String)>> {
         ));
     }
     Ok(settings)
+}
+
+/// What a command that works on a session (or starts one) needs.
+struct Opened {
+    ws: Workspace,
+    /// The session `session` named, read (its id prefix resolved).
+    session: Option<nop::protocol::SessionFile>,
+    /// The configuration for the agent (or the session's agent), the session's own settings
+    /// included.
+    resolved: Resolved,
+}
+
+/// Finds the workspace above `cwd`, starts logging, resolves the session prefix `session`, and
+/// the configuration for `agent` and that session (seed 002 §11.2 precedence).
+fn open(
+    cwd: &std::path::Path,
+    env: &std::collections::BTreeMap<String, String>,
+    settings: Vec<(String, String, String)>,
+    agent: Option<&str>,
+    session: Option<&str>,
+) -> Result<Opened> {
+    let ws = Workspace::discover(cwd)?;
+    let base = ws.config(None, None, env.clone(), settings.clone())?;
+    start_logging(&ws, &base);
+    let store = ws.store(&base.config);
+    let session = match session {
+        Some(prefix) => Some(store.read_session(&store.resolve(prefix)?)?),
+        None => None,
+    };
+    let resolved = ws.config(agent, session.as_ref(), env.clone(), settings)?;
+    Ok(Opened {
+        ws,
+        session,
+        resolved,
+    })
 }
 
 fn start_logging(ws: &Workspace, resolved: &Resolved) {
