@@ -20,12 +20,11 @@ impl Conversation {
     }
 
     pub async fn messages(&self) -> Result<Vec<Message>, ToolError> {
-        let store = self.store.clone();
-        let id = self.session_id.clone();
-        let session = tokio::task::spawn_blocking(move || store.read_session(&id))
-            .await
-            .map_err(|e| ToolError::Fatal(e.to_string()))??;
-        Ok(session.messages)
+        Ok(self
+            .store
+            .read_session_async(&self.session_id)
+            .await?
+            .messages)
     }
 
     /// Appends messages (and a model request's token counts) in one write.
@@ -37,10 +36,8 @@ impl Conversation {
         if messages.is_empty() && usage.is_none() {
             return Ok(());
         }
-        let store = self.store.clone();
-        let id = self.session_id.clone();
-        tokio::task::spawn_blocking(move || {
-            store.update(&id, Utc::now(), |state| {
+        self.store
+            .update_async(&self.session_id, Utc::now(), move |state| {
                 state.session.messages.extend(messages);
                 if let Some((input, output)) = usage {
                     state.session.usage.input_tokens += input;
@@ -49,9 +46,7 @@ impl Conversation {
                 }
                 Ok(())
             })
-        })
-        .await
-        .map_err(|e| ToolError::Fatal(e.to_string()))??;
+            .await?;
         Ok(())
     }
 }

@@ -179,16 +179,13 @@ impl Engine {
         ctx: &ToolContext,
         status: SessionStatus,
     ) -> Result<(), ToolError> {
-        let store = self.0.store.clone();
-        let id = ctx.session_id.clone();
-        tokio::task::spawn_blocking(move || {
-            store.update(&id, Utc::now(), |state| {
+        self.0
+            .store
+            .update_async(&ctx.session_id, Utc::now(), move |state| {
                 state.session.status = status;
                 Ok(())
             })
-        })
-        .await
-        .map_err(|e| ToolError::Fatal(e.to_string()))??;
+            .await?;
         Ok(())
     }
 
@@ -257,7 +254,7 @@ impl Engine {
             .iter()
             .find(|(_, m)| m.stop || crate::queue::is_stop_word(&m.text, &self.0.queue.stop_words))
         {
-            self.record_stop(ctx, name, stop)?;
+            self.record_stop(ctx, name, stop).await?;
             return Ok(Checkpoint::Stop(stop.text.clone()));
         }
         if self.interrupts_enabled() {
@@ -265,7 +262,7 @@ impl Engine {
                 .into_iter()
                 .filter(|(_, m)| m.priority != crate::queue::QueuePriority::Normal)
                 .collect();
-            self.inject(ctx, urgent)?;
+            self.inject(ctx, urgent).await?;
         }
         Ok(Checkpoint::Continue)
     }
@@ -273,7 +270,7 @@ impl Engine {
     /// Puts queued messages into the conversation as user messages marked as interrupts, then
     /// removes them from the queue. A message already in session.json (a crash between the two
     /// steps) is not added twice.
-    pub fn inject(
+    pub async fn inject(
         &self,
         ctx: &ToolContext,
         messages: Vec<(String, crate::queue::QueuedMessage)>,
@@ -283,28 +280,34 @@ impl Engine {
         }
         let now = Utc::now();
         let names: Vec<String> = messages.iter().map(|(n, _)| n.clone()).collect();
-        let count = self.0.store.update(&ctx.session_id, now, |state| {
-            let present: std::collections::HashSet<String> = state
-                .session
-                .messages
-                .iter()
-                .filter_map(|m| {
-                    m.extra
-                        .get("inboxId")
-                        .and_then(Value::as_str)
-                        .map(str::to_string)
-                })
-                .collect();
-            let mut added = 0;
-            for (_, q) in &messages {
-                if present.contains(&q.id) {
-                    continue;
+        let queued: Vec<crate::queue::QueuedMessage> =
+            messages.iter().map(|(_, q)| q.clone()).collect();
+        let count = self
+            .0
+            .store
+            .update_async(&ctx.session_id, now, move |state| {
+                let present: std::collections::HashSet<String> = state
+                    .session
+                    .messages
+                    .iter()
+                    .filter_map(|m| {
+                        m.extra
+                            .get("inboxId")
+                            .and_then(Value::as_str)
+                            .map(str::to_string)
+                    })
+                    .collect();
+                let mut added = 0;
+                for q in &queued {
+                    if present.contains(&q.id) {
+                        continue;
+                    }
+                    state.session.messages.push(queued_message(q, now));
+                    added += 1;
                 }
-                state.session.messages.push(queued_message(q, now));
-                added += 1;
-            }
-            Ok(added)
-        })?;
+                Ok(added)
+            })
+            .await?;
         self.inbox(&ctx.session_id).remove(&names)?;
         if count > 0 {
             let latency: Vec<i64> = messages
@@ -319,21 +322,21 @@ impl Engine {
 
     /// The next queued message (any priority), for processing after the task: `None` when the
     /// queue is empty. A stop word found here is confirmed and dropped (nothing is running).
-    pub fn take_next(&self, ctx: &ToolContext) -> Result<Option<()>, ToolError> {
+    pub async fn take_next(&self, ctx: &ToolContext) -> Result<Option<()>, ToolError> {
         loop {
             let Some((name, next)) = self.queued(ctx).into_iter().next() else {
                 return Ok(None);
             };
             if next.stop || crate::queue::is_stop_word(&next.text, &self.0.queue.stop_words) {
-                self.record_stop(ctx, &name, &next)?;
+                self.record_stop(ctx, &name, &next).await?;
                 continue;
             }
-            self.inject(ctx, vec![(name, next)])?;
+            self.inject(ctx, vec![(name, next)]).await?;
             return Ok(Some(()));
         }
     }
 
-    fn record_stop(
+    async fn record_stop(
         &self,
         ctx: &ToolContext,
         name: &str,
@@ -345,22 +348,22 @@ impl Engine {
             stop.text.trim(),
             ctx.session_id
         );
-        self.0.store.update(&ctx.session_id, now, |state| {
-            state.session.messages.push(queued_message(stop, now));
-            state
-                .session
-                .messages
-                .push(Message::new(Role::Assistant, reply.clone(), now));
-            state.session.extra.insert(
-                "stopReason".into(),
-                json!(format!(
-                    "stop word \"{}\" at {}",
-                    stop.text.trim(),
-                    now.to_rfc3339()
-                )),
-            );
-            Ok(())
-        })?;
+        let (stopped, asked) = (queued_message(stop, now), stop.text.trim().to_string());
+        self.0
+            .store
+            .update_async(&ctx.session_id, now, move |state| {
+                state.session.messages.push(stopped);
+                state
+                    .session
+                    .messages
+                    .push(Message::new(Role::Assistant, reply, now));
+                state.session.extra.insert(
+                    "stopReason".into(),
+                    json!(format!("stop word \"{asked}\" at {}", now.to_rfc3339())),
+                );
+                Ok(())
+            })
+            .await?;
         self.inbox(&ctx.session_id).remove(&[name.to_string()])?;
         if let Ok(mut s) = self.0.stopped_by.lock() {
             *s = Some(stop.text.clone());
@@ -565,18 +568,15 @@ impl Engine {
         };
         let store = inner.store.clone();
         let id = child.clone();
-        let recorded = tokio::task::spawn_blocking(move || {
-            store.update(&id, Utc::now(), |state| {
+        let recorded = store
+            .update_async(&id, Utc::now(), move |state| {
                 state.session.status = status;
                 state.session.metrics = Some(metrics);
                 state.session.usage.input_tokens = metrics.input_tokens;
                 state.session.usage.output_tokens = metrics.output_tokens;
                 Ok(())
             })
-        })
-        .await
-        .map_err(|e| e.to_string())
-        .and_then(|r| r.map_err(|e| e.to_string()));
+            .await;
         if let Err(e) = recorded {
             tracing::error!(session = %child, agent = %target, op = "subagent", error = %e, "the subagent's final status could not be recorded");
             self.emit(Event::Warning {
@@ -718,7 +718,7 @@ impl Engine {
     /// finding is a warning; with `consistency.auto_repair` the findings are applied to plan.xml
     /// after a snapshot, and session.json records what changed (`consistencyRepairs`).
     pub async fn check_consistency(&self, ctx: &ToolContext) -> Option<Checked> {
-        let state = self.0.store.read(&ctx.session_id).ok()?;
+        let state = self.0.store.read_async(&ctx.session_id).await.ok()?;
         if state.plan.tasks.is_empty() {
             return None;
         }
@@ -829,7 +829,7 @@ impl Engine {
         if !ctx.advisors || !compaction::needs_check(messages, &self.0.config.compaction) {
             return Ok(None);
         }
-        let state = self.0.store.read(&ctx.session_id)?;
+        let state = self.0.store.read_async(&ctx.session_id).await?;
         let recent: Vec<&Message> = messages.iter().rev().take(10).rev().collect();
         let arguments = json!({
             "sessionId": ctx.session_id,
@@ -857,7 +857,7 @@ impl Engine {
         reason: &str,
     ) -> Result<Option<String>, ToolError> {
         let store = &self.0.store;
-        let state = store.read(&ctx.session_id)?;
+        let state = store.read_async(&ctx.session_id).await?;
         let messages = state.session.messages.clone();
         let Some(range) = compaction::replaceable(&messages, self.0.config.compaction.keep_last)
         else {
@@ -867,7 +867,7 @@ impl Engine {
         // the plan as checked (repaired, with `consistency.auto_repair`).
         let checked = self.check_consistency(ctx).await;
         let plan = match &checked {
-            Some(c) if !c.repairs.is_empty() => store.read(&ctx.session_id)?.plan,
+            Some(c) if !c.repairs.is_empty() => store.read_async(&ctx.session_id).await?.plan,
             _ => state.plan.clone(),
         };
         let consistency = checked
@@ -885,7 +885,7 @@ impl Engine {
             )
             .await;
         }
-        let snapshot = store.snapshot(&ctx.session_id, Utc::now())?;
+        let snapshot = store.snapshot_async(&ctx.session_id, Utc::now()).await?;
         // The stateless CompactAgent: one model call, no tools, no session of its own.
         let request = [
             Message::new(Role::System, compaction::COMPACT_PROMPT, Utc::now()),
@@ -932,20 +932,24 @@ impl Engine {
         // Committed under the session's lock against the conversation it read: anything appended
         // since stays after the compacted part; if the part it read has changed (another
         // compaction finished first), nothing is replaced.
-        let applied = store.update(&ctx.session_id, Utc::now(), |s| {
-            let unchanged =
-                s.session.messages.len() >= before && s.session.messages[..before] == messages[..];
-            if !unchanged {
-                return Ok(false);
-            }
-            let appended: Vec<Message> = s.session.messages.split_off(before);
-            s.session.messages = new_messages;
-            s.session.messages.extend(appended);
-            s.session.compressions.push(record);
-            s.session.usage.input_tokens += reply.input_tokens;
-            s.session.usage.output_tokens += reply.output_tokens;
-            Ok(true)
-        })?;
+        let read = messages.clone();
+        let (input_tokens, output_tokens) = (reply.input_tokens, reply.output_tokens);
+        let applied = store
+            .update_async(&ctx.session_id, Utc::now(), move |s| {
+                let unchanged =
+                    s.session.messages.len() >= before && s.session.messages[..before] == read[..];
+                if !unchanged {
+                    return Ok(false);
+                }
+                let appended: Vec<Message> = s.session.messages.split_off(before);
+                s.session.messages = new_messages;
+                s.session.messages.extend(appended);
+                s.session.compressions.push(record);
+                s.session.usage.input_tokens += input_tokens;
+                s.session.usage.output_tokens += output_tokens;
+                Ok(true)
+            })
+            .await?;
         if !applied {
             tracing::warn!(session = %ctx.session_id, op = "compact", result = "conflict", snapshot = %snapshot, "the conversation changed during the compaction; nothing replaced");
             return Err(ToolError::model(

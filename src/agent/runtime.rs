@@ -137,11 +137,7 @@ impl Runtime {
         let (session_id, resumed) = match &request.session {
             Some(id) => (id.clone(), true),
             None => {
-                let store = self.store.clone();
-                let agent = agent_name.clone();
-                let session = tokio::task::spawn_blocking(move || store.create(&agent, now))
-                    .await
-                    .map_err(|e| RunError::Agent(e.to_string()))??;
+                let session = self.store.create_async(&agent_name, now).await?;
                 (session.session_id, false)
             }
         };
@@ -255,7 +251,7 @@ impl Runtime {
             self.update_status(&session_id, SessionStatus::Running, before)
                 .await?;
             let pending = engine.queued(&ctx);
-            engine.inject(&ctx, pending)?;
+            engine.inject(&ctx, pending).await?;
             self.update_status(&session_id, SessionStatus::Running, after)
                 .await?;
         } else {
@@ -307,7 +303,7 @@ impl Runtime {
         let mut answer = engine.drive(&ctx, max_turns, &events, &mut stats).await;
         // Seed 004: what is still queued when the task ends is processed, one message at a time.
         while matches!(&answer, Ok(Ok(r)) if r.status == AgentStatus::Completed) {
-            match engine.take_next(&ctx) {
+            match engine.take_next(&ctx).await {
                 Ok(Some(())) => answer = engine.drive(&ctx, max_turns, &events, &mut stats).await,
                 Ok(None) => break,
                 Err(e) => {
@@ -435,11 +431,7 @@ impl Runtime {
     }
 
     async fn blocking_read(&self, id: &str) -> Result<SessionFile, RunError> {
-        let store = self.store.clone();
-        let id = id.to_string();
-        Ok(tokio::task::spawn_blocking(move || store.read_session(&id))
-            .await
-            .map_err(|e| RunError::Agent(e.to_string()))??)
+        Ok(self.store.read_session_async(id).await?)
     }
 
     /// Follows a forked session's `parentSession` reference to the snapshot it came from (its
@@ -478,16 +470,12 @@ impl Runtime {
         id: &str,
         change: impl FnOnce(&mut SessionFile) + Send + 'static,
     ) -> Result<(), RunError> {
-        let store = self.store.clone();
-        let id = id.to_string();
-        tokio::task::spawn_blocking(move || {
-            store.update(&id, Utc::now(), |state| {
+        self.store
+            .update_async(id, Utc::now(), move |state| {
                 change(&mut state.session);
                 Ok(())
             })
-        })
-        .await
-        .map_err(|e| RunError::Agent(e.to_string()))??;
+            .await?;
         Ok(())
     }
 
@@ -497,17 +485,13 @@ impl Runtime {
         status: SessionStatus,
         messages: Vec<Message>,
     ) -> Result<(), RunError> {
-        let store = self.store.clone();
-        let id = id.to_string();
-        tokio::task::spawn_blocking(move || {
-            store.update(&id, Utc::now(), |state| {
+        self.store
+            .update_async(id, Utc::now(), move |state| {
                 state.session.status = status;
                 state.session.messages.extend(messages);
                 Ok(())
             })
-        })
-        .await
-        .map_err(|e| RunError::Agent(e.to_string()))??;
+            .await?;
         Ok(())
     }
 }

@@ -22,6 +22,7 @@ mod delete;
 mod error;
 mod lock;
 mod logs;
+mod nonblocking;
 mod store;
 
 pub use atomic::{commit_files, create_new_atomic, replace_file, sync_dir, write_atomic};
