@@ -69,7 +69,7 @@ impl ChatSession {
         let resumed = session.is_some();
         let (id, agent) = match session {
             Some(id) => {
-                let agent = store.read_session(&id)?.agent;
+                let agent = store.read_session_async(&id).await?.agent;
                 (id, agent)
             }
             None => (open_session(ws, store, agent)?, agent.to_string()),
@@ -87,7 +87,8 @@ impl ChatSession {
             store: store.clone(),
             _guard: guard,
         };
-        chat.set_status(crate::protocol::SessionStatus::WaitingInput)?;
+        chat.set_status(crate::protocol::SessionStatus::WaitingInput)
+            .await?;
         chat.hook(
             "session-start",
             &config.hooks.session_start,
@@ -105,7 +106,8 @@ impl ChatSession {
         messages: Vec<String>,
         cancel: &CancellationToken,
     ) -> Result<BatchResult, RunError> {
-        self.set_status(crate::protocol::SessionStatus::Running)?;
+        self.set_status(crate::protocol::SessionStatus::Running)
+            .await?;
         let result = answer_batch(
             &self.ws,
             &self.config,
@@ -116,7 +118,9 @@ impl ChatSession {
             cancel,
         )
         .await;
-        let after = self.set_status(crate::protocol::SessionStatus::WaitingInput);
+        let after = self
+            .set_status(crate::protocol::SessionStatus::WaitingInput)
+            .await;
         let result = result?;
         after?;
         Ok(result)
@@ -133,7 +137,7 @@ impl ChatSession {
 
     /// Leaves the chat: status `idle`, the session-end hooks; the run lock is released.
     pub async fn close(self) -> Result<(), RunError> {
-        let status = self.set_status(crate::protocol::SessionStatus::Idle);
+        let status = self.set_status(crate::protocol::SessionStatus::Idle).await;
         self.hook(
             "session-end",
             &self.config.hooks.session_end,
@@ -144,11 +148,13 @@ impl ChatSession {
         status
     }
 
-    fn set_status(&self, status: crate::protocol::SessionStatus) -> Result<(), RunError> {
-        self.store.update(&self.id, Utc::now(), |state| {
-            state.session.status = status;
-            Ok(())
-        })?;
+    async fn set_status(&self, status: crate::protocol::SessionStatus) -> Result<(), RunError> {
+        self.store
+            .update_async(&self.id, Utc::now(), move |state| {
+                state.session.status = status;
+                Ok(())
+            })
+            .await?;
         Ok(())
     }
 
@@ -201,7 +207,7 @@ pub async fn answer_batch(
     let max_delay = config.chat.max_delay_s;
     let batch_id = crate::protocol::new_id();
     let now = Utc::now();
-    let agent = store.read_session(session_id)?.agent;
+    let agent = store.read_session_async(session_id).await?.agent;
     let questions: Vec<&str> = messages.iter().map(String::as_str).collect();
     let today = chrono::Local::now().date_naive();
     let recall =
@@ -218,10 +224,12 @@ pub async fn answer_batch(
             m
         }))
         .collect();
-    let history = store.update(session_id, now, |state| {
-        state.session.messages.extend(incoming);
-        Ok(state.session.messages.clone())
-    })?;
+    let history = store
+        .update_async(session_id, now, move |state| {
+            state.session.messages.extend(incoming);
+            Ok(state.session.messages.clone())
+        })
+        .await?;
     let mut request = history;
     request.push(Message::new(
         Role::System,
@@ -285,13 +293,15 @@ pub async fn answer_batch(
             m
         })
         .collect();
-    store.update(session_id, Utc::now(), |state| {
-        state.session.messages.extend(stored);
-        state.session.usage.input_tokens += input_tokens;
-        state.session.usage.output_tokens += output_tokens;
-        state.session.usage.requests += 1;
-        Ok(())
-    })?;
+    store
+        .update_async(session_id, Utc::now(), move |state| {
+            state.session.messages.extend(stored);
+            state.session.usage.input_tokens += input_tokens;
+            state.session.usage.output_tokens += output_tokens;
+            state.session.usage.requests += 1;
+            Ok(())
+        })
+        .await?;
     tracing::info!(session = %session_id, op = "chat", result = via, batch = %batch_id, messages = messages.len(), replies = scheduled.len(), "batch answered");
     Ok(BatchResult {
         session_id: session_id.to_string(),
