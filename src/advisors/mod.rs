@@ -25,6 +25,32 @@ pub fn extract_json(text: &str) -> Option<Value> {
     }
 }
 
+/// Why an advisor's decision could not be had; the caller takes its safe default.
+#[derive(Debug, thiserror::Error)]
+pub enum AdvisorError {
+    #[error("advisors are off here")]
+    Off,
+    /// The calling agent may not call it (seed 002 §2.1: advisors are called with `call-agent`).
+    #[error("{advisor} was not consulted: {reason}")]
+    Denied { advisor: String, reason: String },
+    #[error("{advisor} did not answer with a JSON object")]
+    NotJson { advisor: String },
+    #[error("{advisor} answered with JSON that does not match its schema: {detail}")]
+    Schema { advisor: String, detail: String },
+    /// Its session ended otherwise than completed (an error, a timeout, the user's stop).
+    #[error("{advisor} {status}: {message}")]
+    Ended {
+        advisor: String,
+        status: crate::protocol::SessionStatus,
+        message: String,
+    },
+    #[error("{advisor} could not be called: {source}")]
+    Call {
+        advisor: String,
+        source: crate::tools::ToolError,
+    },
+}
+
 /// Parses an advisor's answer into its decision type; `Err` says what was wrong.
 pub fn parse_decision<T: DeserializeOwned>(text: &str) -> Result<T, String> {
     let value = extract_json(text).ok_or_else(|| "the answer is not a JSON object".to_string())?;

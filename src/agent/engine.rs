@@ -15,7 +15,9 @@ use tokio_util::sync::CancellationToken;
 use super::prompt;
 use super::turn::{Checkpoint, EventSink, ModelAgent, RunServices, TurnStats};
 use super::{AgentResponse, AgentStatus, Interrupted};
-use crate::advisors::{self, CompressionDecision, ConsistencyDecision, RetryDecision, compaction};
+use crate::advisors::{
+    self, AdvisorError, CompressionDecision, ConsistencyDecision, RetryDecision, compaction,
+};
 use crate::config::Config;
 use crate::protocol::events::Event;
 use crate::protocol::{
@@ -612,15 +614,18 @@ impl Engine {
         ctx: &ToolContext,
         advisor: &str,
         arguments: Value,
-    ) -> Result<T, String> {
+    ) -> Result<T, AdvisorError> {
         if !ctx.advisors {
-            return Err("advisors are off here".into());
+            return Err(AdvisorError::Off);
         }
         // An advisor is consulted through `call-agent` (seed 002 §2.1): the caller's permissions
         // decide, as for the tool, and a refusal is recorded like the tool's.
         if let Err(reason) = self.may_call(ctx, advisor) {
             ctx.approver.record_denial("call-agent", &reason);
-            let why = format!("{advisor} was not consulted: {reason}");
+            let why = AdvisorError::Denied {
+                advisor: advisor.to_string(),
+                reason,
+            };
             tracing::warn!(session = %ctx.session_id, op = "advisor", advisor, result = "denied", "{why}; using the safe default");
             self.emit(Event::Warning {
                 message: format!("{why}; using the safe default"),
@@ -629,37 +634,51 @@ impl Engine {
         }
         let key = format!("{}\u{0}{advisor}\u{0}{arguments}", ctx.session_id);
         let cached = self.0.cache.lock().ok().and_then(|c| c.get(&key).cloned());
-        let result = match cached {
-            Some(value) => serde_json::from_value(value).map_err(|e| e.to_string()),
-            None => {
-                let input = format!(
-                    "Arguments:\n```json\n{}\n```\nAnswer with the JSON object only.",
-                    serde_json::to_string_pretty(&arguments).unwrap_or_default()
-                );
-                let timeout = Duration::from_secs_f64(self.0.config.advisors.timeout_s);
-                match self.run_subagent(ctx, advisor, input, timeout, true).await {
-                    Ok(outcome) if outcome.status == SessionStatus::Completed => {
-                        match advisors::extract_json(&outcome.message) {
-                            Some(value) => {
-                                let parsed = serde_json::from_value::<T>(value.clone())
-                                .map_err(|e| format!("{advisor} answered with JSON that does not match its schema: {e}"));
-                                if parsed.is_ok()
-                                    && let Ok(mut cache) = self.0.cache.lock()
-                                {
-                                    cache.insert(key, value);
+        let result =
+            match cached {
+                Some(value) => serde_json::from_value(value).map_err(|e| AdvisorError::Schema {
+                    advisor: advisor.to_string(),
+                    detail: e.to_string(),
+                }),
+                None => {
+                    let input = format!(
+                        "Arguments:\n```json\n{}\n```\nAnswer with the JSON object only.",
+                        serde_json::to_string_pretty(&arguments).unwrap_or_default()
+                    );
+                    let timeout = Duration::from_secs_f64(self.0.config.advisors.timeout_s);
+                    match self.run_subagent(ctx, advisor, input, timeout, true).await {
+                        Ok(outcome) if outcome.status == SessionStatus::Completed => {
+                            match advisors::extract_json(&outcome.message) {
+                                Some(value) => {
+                                    let parsed = serde_json::from_value::<T>(value.clone())
+                                        .map_err(|e| AdvisorError::Schema {
+                                            advisor: advisor.to_string(),
+                                            detail: e.to_string(),
+                                        });
+                                    if parsed.is_ok()
+                                        && let Ok(mut cache) = self.0.cache.lock()
+                                    {
+                                        cache.insert(key, value);
+                                    }
+                                    parsed
                                 }
-                                parsed
+                                None => Err(AdvisorError::NotJson {
+                                    advisor: advisor.to_string(),
+                                }),
                             }
-                            None => Err(format!("{advisor} did not answer with a JSON object")),
                         }
+                        Ok(outcome) => Err(AdvisorError::Ended {
+                            advisor: advisor.to_string(),
+                            status: outcome.status,
+                            message: outcome.message,
+                        }),
+                        Err(source) => Err(AdvisorError::Call {
+                            advisor: advisor.to_string(),
+                            source,
+                        }),
                     }
-                    Ok(outcome) => {
-                        Err(format!("{advisor} {}: {}", outcome.status, outcome.message))
-                    }
-                    Err(e) => Err(format!("{advisor} could not be called: {e}")),
                 }
-            }
-        };
+            };
         if let Err(why) = &result {
             tracing::warn!(session = %ctx.session_id, op = "advisor", advisor, result = "default", "{why}; using the safe default");
             self.emit(Event::Warning {
@@ -710,7 +729,7 @@ impl Engine {
         });
         self.consult(ctx, RETRY_ADVISOR, arguments)
             .await
-            .unwrap_or_else(|why| RetryDecision::default_no_retry(&why))
+            .unwrap_or_else(|why| RetryDecision::default_no_retry(&why.to_string()))
     }
 
     /// Asks consistency-checker whether plan.xml and the messages agree (seed 002 §3.3); `None`
