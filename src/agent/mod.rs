@@ -5,6 +5,7 @@
 //! "adapter", [`runtime`]) creates and loads sessions, sets ids, records messages and moves the
 //! session through its lifecycle; the agent never sees a session id.
 
+mod advise;
 pub mod chat;
 mod conversation;
 pub mod engine;
@@ -12,6 +13,7 @@ pub mod handle;
 pub mod prompt;
 pub mod recall;
 pub mod runtime;
+mod subagent;
 pub mod summarize;
 mod turn;
 

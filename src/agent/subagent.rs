@@ -1,0 +1,285 @@
+//! Subagents (seed 002 §4): `call-agent` runs another agent in a session of its own that
+//! records its caller and where its permissions come from, narrowed by every caller's, under a
+//! time limit, with metrics.
+
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+
+use super::engine::Engine;
+use super::turn::TurnStats;
+use super::{AgentStatus, Interrupted, prompt};
+use crate::protocol::events::Event;
+use crate::protocol::{CallMetrics, Caller, Message, Role, SessionStatus};
+use crate::tools::{AgentCaller, ToolContext, ToolError, ToolErrorKind};
+
+/// How one subagent call went.
+#[derive(Debug)]
+pub struct SubagentOutcome {
+    pub session_id: String,
+    pub status: SessionStatus,
+    pub message: String,
+    pub metrics: CallMetrics,
+    /// Stopped at its time limit (`status` is then `error`).
+    pub timed_out: bool,
+}
+
+impl Engine {
+    /// Runs `target` as a subagent of the session in `parent` (seed 002 §4.1–4.2): a new session
+    /// recording its caller, permissions narrowed by the caller's, a time limit, metrics.
+    pub async fn run_subagent(
+        &self,
+        parent: &ToolContext,
+        target: &str,
+        input: String,
+        timeout: Duration,
+        advisor: bool,
+    ) -> Result<SubagentOutcome, ToolError> {
+        let inner = &self.0;
+        let agents = inner
+            .ws
+            .agents()
+            .map_err(|e| ToolError::model(ToolErrorKind::ConfigError, e.to_string()))?;
+        let def = agents.get(target);
+        match def {
+            Some(d) if !d.enabled => {
+                return Err(ToolError::model(
+                    ToolErrorKind::UnknownAgent,
+                    format!("agent `{target}` is disabled"),
+                ));
+            }
+            None if target != "coder" => {
+                let known: Vec<&str> = agents
+                    .agents
+                    .iter()
+                    .filter(|a| a.enabled)
+                    .map(|a| a.name.as_str())
+                    .collect();
+                return Err(ToolError::model(
+                    ToolErrorKind::UnknownAgent,
+                    format!("no agent `{target}`; the agents are: {}", known.join(", ")),
+                ));
+            }
+            _ => {}
+        }
+        let depth = parent.depth + 1;
+        if !advisor && depth > inner.config.subagents.max_depth {
+            return Err(ToolError::model(
+                ToolErrorKind::DepthLimit,
+                format!(
+                    "`{target}` would run at depth {depth}, beyond subagents.max_depth ({}); do the work yourself",
+                    inner.config.subagents.max_depth
+                ),
+            ));
+        }
+        let now = Utc::now();
+        let system = prompt::system_prompt(&inner.ws, target, def, now)
+            .map_err(|e| ToolError::model(ToolErrorKind::ConfigError, e.to_string()))?;
+        let caller = Caller {
+            session_id: parent.session_id.clone(),
+            agent: parent.agent.clone(),
+            depth,
+        };
+        let mut ancestors = vec![parent.agent.clone()];
+        ancestors.extend(parent.ancestors.iter().cloned());
+        // Seed 002 §5.4: the session records where its permissions come from.
+        let policy = crate::permissions::load_chain(&inner.ws.root, target, &ancestors)
+            .map_err(|e| ToolError::model(ToolErrorKind::PermissionDenied, e.to_string()))?;
+        let source = permission_source(&policy, &inner.ws.root, &parent.session_id);
+        let store = inner.store.clone();
+        let name = target.to_string();
+        let child =
+            tokio::task::spawn_blocking(move || -> Result<String, crate::session::SessionError> {
+                let session = store.create(&name, now)?;
+                store.update(&session.session_id, now, |state| {
+                    state.session.caller = Some(caller);
+                    state.session.extra.insert("permissions".into(), source);
+                    state.session.status = SessionStatus::Running;
+                    state.session.messages = vec![
+                        Message::new(Role::System, system, now),
+                        Message::new(Role::User, input, now),
+                    ];
+                    Ok(())
+                })?;
+                Ok(session.session_id)
+            })
+            .await
+            .map_err(|e| ToolError::Fatal(e.to_string()))??;
+        let cancel = parent.cancel.child_token();
+        let ctx = self
+            .tool_context(&child, target, ancestors, depth, cancel.clone(), !advisor)
+            .map_err(|e| ToolError::model(ToolErrorKind::PermissionDenied, e.to_string()))?;
+        tracing::info!(session = %child, agent = %target, op = "subagent", result = "started", caller = %parent.session_id, depth, "subagent started");
+        self.emit(Event::SubagentStarted {
+            session_id: child.clone(),
+            agent: target.to_string(),
+            caller_session_id: parent.session_id.clone(),
+            depth,
+        });
+        // The child's own stream is not the user's: its events are dropped, its session keeps all.
+        let (sink, _) = tokio::sync::mpsc::unbounded_channel();
+        let mut stats = TurnStats::default();
+        let started = Instant::now();
+        let run = self.drive(&ctx, inner.config.agent.max_turns, &sink, &mut stats);
+        let result = tokio::time::timeout(timeout, run).await;
+        let metrics = CallMetrics {
+            duration_ms: started.elapsed().as_millis() as u64,
+            tool_calls: stats.tool_calls,
+            input_tokens: stats.input_tokens,
+            output_tokens: stats.output_tokens,
+        };
+        let timed_out = result.is_err();
+        let (status, message) = match result {
+            Err(_) => {
+                cancel.cancel();
+                (
+                    SessionStatus::Error,
+                    format!(
+                        "timed out after {:.1} s and was stopped",
+                        timeout.as_secs_f64()
+                    ),
+                )
+            }
+            Ok(Err(fatal)) => (SessionStatus::Error, fatal.to_string()),
+            Ok(Ok(Err(Interrupted))) => (SessionStatus::Cancelled, "cancelled".to_string()),
+            Ok(Ok(Ok(response))) => match response.status {
+                AgentStatus::Completed => (SessionStatus::Completed, response.message),
+                AgentStatus::WaitingInput => (SessionStatus::WaitingInput, response.message),
+                AgentStatus::Error => (SessionStatus::Error, response.message),
+            },
+        };
+        let store = inner.store.clone();
+        let id = child.clone();
+        let recorded = store
+            .update_async(&id, Utc::now(), move |state| {
+                state.session.status = status;
+                state.session.metrics = Some(metrics);
+                state.session.usage.input_tokens = metrics.input_tokens;
+                state.session.usage.output_tokens = metrics.output_tokens;
+                Ok(())
+            })
+            .await;
+        if let Err(e) = recorded {
+            tracing::error!(session = %child, agent = %target, op = "subagent", error = %e, "the subagent's final status could not be recorded");
+            self.emit(Event::Warning {
+                message: format!(
+                    "subagent session {child} ended {} but its session.json could not record it: {e}",
+                    status.as_str()
+                ),
+            });
+        }
+        tracing::info!(session = %child, agent = %target, op = "subagent", result = status.as_str(), duration_ms = metrics.duration_ms, tool_calls = metrics.tool_calls, output_tokens = metrics.output_tokens, "subagent ended");
+        self.emit(Event::SubagentFinished {
+            session_id: child.clone(),
+            agent: target.to_string(),
+            status: status.as_str().to_string(),
+            duration_ms: metrics.duration_ms,
+            tool_calls: metrics.tool_calls,
+            input_tokens: metrics.input_tokens,
+            output_tokens: metrics.output_tokens,
+        });
+        Ok(SubagentOutcome {
+            session_id: child,
+            status,
+            message,
+            metrics,
+            timed_out,
+        })
+    }
+}
+
+/// Where a subagent's permissions come from (seed 002 §5.4), for its session.json: its own
+/// files, and each caller whose rules narrow them (nearest first; the first is the session in
+/// `caller`). Paths are relative to the repository.
+fn permission_source(
+    policy: &crate::permissions::Policy,
+    root: &std::path::Path,
+    caller_session: &str,
+) -> Value {
+    let files = |set: &crate::permissions::RuleSet| -> Vec<String> {
+        set.files
+            .iter()
+            .map(|f| f.strip_prefix(root).unwrap_or(f).display().to_string())
+            .collect()
+    };
+    let mut sets = policy.sets().iter();
+    let own = sets.next();
+    let narrowed: Vec<Value> = sets
+        .enumerate()
+        .map(|(i, set)| {
+            let mut entry = json!({"agent": set.agent, "files": files(set)});
+            if i == 0 {
+                entry["sessionId"] = json!(caller_session);
+            }
+            entry
+        })
+        .collect();
+    json!({
+        "agent": own.map(|s| s.agent.clone()),
+        "files": own.map(files).unwrap_or_default(),
+        "narrowedBy": narrowed,
+    })
+}
+
+impl AgentCaller for Engine {
+    fn call_agent<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        agent: &'a str,
+        input: String,
+        timeout: Option<Duration>,
+    ) -> BoxFuture<'a, Result<String, ToolError>> {
+        Box::pin(async move {
+            // The caller may call the target (seed 002 §5.4): `call-agent:<name>` in its tool rules.
+            let decision = ctx.policy.check_tool(&format!("call-agent:{agent}"));
+            if !decision.is_allowed() {
+                let reason = match decision {
+                    crate::permissions::Decision::Deny { reason, .. } => reason,
+                    _ => format!("calling `{agent}` needs approval"),
+                };
+                ctx.approver.record_denial("call-agent", &reason);
+                return Err(ToolError::model(ToolErrorKind::PermissionDenied, reason));
+            }
+            let timeout =
+                timeout.unwrap_or(Duration::from_secs_f64(self.0.config.subagents.timeout_s));
+            let outcome = self.run_subagent(ctx, agent, input, timeout, false).await?;
+            let m = outcome.metrics;
+            let summary = format!(
+                "agent {agent} (session {}) {} in {:.1} s, {} tool calls, {} input / {} output tokens",
+                outcome.session_id,
+                outcome.status,
+                m.duration_ms as f64 / 1000.0,
+                m.tool_calls,
+                m.input_tokens,
+                m.output_tokens
+            );
+            match outcome.status {
+                SessionStatus::Completed => Ok(format!("{summary}:\n{}", outcome.message)),
+                SessionStatus::WaitingInput => {
+                    Ok(format!("{summary}; it asks: {}", outcome.message))
+                }
+                _ if outcome.timed_out => Err(ToolError::model(
+                    ToolErrorKind::Timeout,
+                    format!("{summary}: {}", outcome.message),
+                )),
+                _ => Err(ToolError::model(
+                    ToolErrorKind::SubagentFailed,
+                    format!("{summary}: {}", outcome.message),
+                )),
+            }
+        })
+    }
+
+    fn compact<'a>(&'a self, ctx: &'a ToolContext) -> BoxFuture<'a, Result<String, ToolError>> {
+        Box::pin(async move {
+            match Engine::compact(self, ctx, "requested with the compact tool").await? {
+                Some(snapshot) => Ok(format!(
+                    "compacted; the full history is in snapshot {snapshot}"
+                )),
+                None => Ok("nothing to compact yet: the conversation is short".to_string()),
+            }
+        })
+    }
+}
