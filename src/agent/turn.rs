@@ -413,3 +413,77 @@ pub fn aborted(calls: &[ToolCall], why: &str) -> Vec<Message> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modified_params_are_laid_over_the_original_arguments() {
+        let original = serde_json::json!({"path": "presnt.txt", "limit": 10});
+        let merged = merge_params(&original, Some(&serde_json::json!({"path": "present.txt"})));
+        assert_eq!(
+            merged,
+            serde_json::json!({"path": "present.txt", "limit": 10})
+        );
+        // Not an object: it replaces the arguments; null or nothing keeps them.
+        assert_eq!(
+            merge_params(&original, Some(&serde_json::json!("raw"))),
+            serde_json::json!("raw")
+        );
+        assert_eq!(merge_params(&original, Some(&Value::Null)), original);
+        assert_eq!(merge_params(&original, None), original);
+    }
+
+    #[test]
+    fn refusals_stops_and_impossible_calls_are_not_worth_a_retry() {
+        for kind in [
+            ToolErrorKind::PermissionDenied,
+            ToolErrorKind::Skipped,
+            ToolErrorKind::NotAvailable,
+            ToolErrorKind::UnknownTool,
+            ToolErrorKind::SandboxUnavailable,
+            ToolErrorKind::DepthLimit,
+        ] {
+            assert!(!worth_asking(&ToolError::model(kind, "no")), "{kind:?}");
+        }
+        assert!(!worth_asking(&ToolError::Aborted));
+        assert!(!worth_asking(&ToolError::Fatal("disk full".into())));
+        for kind in [
+            ToolErrorKind::ReadFailed,
+            ToolErrorKind::Timeout,
+            ToolErrorKind::SpawnFailed,
+        ] {
+            assert!(worth_asking(&ToolError::model(kind, "maybe")), "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn aborted_closes_every_call_with_an_error_result() {
+        let calls = vec![
+            ToolCall {
+                id: "a".into(),
+                name: "shell".into(),
+                arguments: serde_json::json!({}),
+                extra: Default::default(),
+            },
+            ToolCall {
+                id: "b".into(),
+                name: "read-file".into(),
+                arguments: serde_json::json!({}),
+                extra: Default::default(),
+            },
+        ];
+        let closed = aborted(&calls, "stopped");
+        assert_eq!(closed.len(), 2);
+        for (m, c) in closed.iter().zip(&calls) {
+            assert_eq!(m.role, Role::Tool);
+            assert_eq!(
+                m.tool_call.as_ref().map(|t| t.id.as_str()),
+                Some(c.id.as_str())
+            );
+            assert_eq!(m.extra["errorType"], "Aborted");
+            assert!(m.content.contains("stopped"));
+        }
+    }
+}

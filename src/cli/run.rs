@@ -692,3 +692,36 @@ pub fn stop(store: &nop::session::Store, id: &str, user: &str) -> Result<ExitCod
     println!("stop requested: session {id} stops at its next checkpoint");
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_is_shown_by_the_argument_that_says_most_on_one_line() {
+        let shell = serde_json::json!({"command": "cargo test\n  --all", "timeout_s": 60});
+        assert_eq!(brief_arguments("shell", &shell), "cargo test⏎  --all");
+        let read = serde_json::json!({"path": "src/main.rs", "offset": 3});
+        assert_eq!(brief_arguments("read-file", &read), "src/main.rs");
+        let other = serde_json::json!({"a": 1});
+        assert_eq!(brief_arguments("demo.add", &other), r#"{"a":1}"#);
+        let long = serde_json::json!({"command": "x".repeat(300)});
+        let shown = brief_arguments("shell", &long);
+        assert_eq!(shown.chars().count(), 121);
+        assert!(shown.ends_with('…'));
+    }
+
+    #[test]
+    fn every_run_status_has_its_exit_code() {
+        assert_eq!(exit_code(RunStatus::Completed), ExitCode::from(exit::OK));
+        assert_eq!(exit_code(RunStatus::Error), ExitCode::from(exit::ERROR));
+        assert_eq!(
+            exit_code(RunStatus::WaitingInput),
+            ExitCode::from(exit::WAITING_INPUT)
+        );
+        assert_eq!(
+            exit_code(RunStatus::Cancelled),
+            ExitCode::from(exit::CANCELLED)
+        );
+    }
+}
