@@ -212,7 +212,7 @@ impl ModelAgent {
                 return Ok(CallsOutcome::Interrupted);
             }
             if question.is_some() {
-                let skipped = orchestrator::record(
+                let skipped = record(
                     ctx,
                     call,
                     Executed {
@@ -223,7 +223,8 @@ impl ModelAgent {
                         duration: Default::default(),
                     },
                     self.output_max_bytes,
-                )?;
+                )
+                .await?;
                 conversation
                     .push(skipped.into_iter().collect(), None)
                     .await?;
@@ -249,7 +250,7 @@ impl ModelAgent {
             let ok = executed.result.is_ok();
             let duration_ms = executed.duration.as_millis() as u64;
             tracing::info!(session = %ctx.session_id, op = "tool", tool = %call.name, result = if ok { "ok" } else { "error" }, duration_ms, "tool call");
-            let message = orchestrator::record(ctx, call, executed, self.output_max_bytes)?;
+            let message = record(ctx, call, executed, self.output_max_bytes).await?;
             if let Some(message) = message {
                 // Recorded first, shown after: what the user saw is in session.json even if nop
                 // is killed right then.
@@ -372,7 +373,17 @@ impl ModelAgent {
                 RetryAction::Abort => return Ok((executed, Some(decision.reason))),
                 _ => break,
             }
-            orchestrator::log_failure(ctx, &attempt, error, executed.duration)?;
+            let (logged_ctx, logged_call, logged_error, duration) = (
+                ctx.clone(),
+                attempt.clone(),
+                error.clone(),
+                executed.duration,
+            );
+            tokio::task::spawn_blocking(move || {
+                orchestrator::log_failure(&logged_ctx, &logged_call, &logged_error, duration)
+            })
+            .await
+            .map_err(|e| ToolError::Fatal(format!("logging a failed call failed: {e}")))??;
             // Ctrl-C ends the pause at once; the failure stands.
             tokio::select! {
                 () = ctx.cancel.cancelled() => break,
@@ -397,6 +408,21 @@ impl ModelAgent {
         }
         Ok((executed, None))
     }
+}
+
+/// [`orchestrator::record`] (it writes the output and error logs) off the async threads.
+async fn record(
+    ctx: &ToolContext,
+    call: &ToolCall,
+    executed: Executed,
+    output_max_bytes: usize,
+) -> Result<Option<Message>, ToolError> {
+    let (ctx, call) = (ctx.clone(), call.clone());
+    tokio::task::spawn_blocking(move || {
+        orchestrator::record(&ctx, &call, executed, output_max_bytes)
+    })
+    .await
+    .map_err(|e| ToolError::Fatal(format!("recording a tool call failed: {e}")))?
 }
 
 /// Tool messages that close calls which will never run, so the transcript stays well-formed.
