@@ -29,6 +29,15 @@ pub enum Op {
     },
 }
 
+/// The questions of a runtime's approver (`Approver::interactive`), shared by the handles of one
+/// front end in turn, so that an "always" answer holds across its prompts.
+pub type Approvals = std::sync::Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<ApprovalRequest>>>;
+
+/// Makes [`Approvals`] of a receiver.
+pub fn approvals(rx: mpsc::UnboundedReceiver<ApprovalRequest>) -> Approvals {
+    std::sync::Arc::new(tokio::sync::Mutex::new(rx))
+}
+
 /// Submits operations to a session from anywhere (see [`SessionHandle::submitter`]).
 #[derive(Debug, Clone)]
 pub struct Submitter(mpsc::UnboundedSender<Op>);
@@ -52,7 +61,7 @@ impl SessionHandle {
     /// the run waits for the matching [`Op::Approval`].
     pub fn start(
         runtime: Runtime,
-        approvals: Option<mpsc::UnboundedReceiver<ApprovalRequest>>,
+        approvals: Option<Approvals>,
         request: RunRequest,
     ) -> SessionHandle {
         let (ops, op_rx) = mpsc::unbounded_channel();
@@ -89,12 +98,17 @@ impl SessionHandle {
 /// events, and takes what was queued as the run ended.
 async fn serve(
     runtime: Runtime,
-    mut approvals: Option<mpsc::UnboundedReceiver<ApprovalRequest>>,
+    approvals: Option<Approvals>,
     request: RunRequest,
     mut ops: mpsc::UnboundedReceiver<Op>,
     events: mpsc::UnboundedSender<Event>,
 ) -> Result<RunOutcome, RunError> {
     let cancel = CancellationToken::new();
+    // Held for the whole session: one handle at a time answers a front end's questions.
+    let mut approvals = match &approvals {
+        Some(shared) => Some(shared.lock().await),
+        None => None,
+    };
     let mut waiting: HashMap<u64, oneshot::Sender<ApprovalAnswer>> = HashMap::new();
     let mut next_id = 0u64;
     // The runtime's events pass through here, so the handle knows its session.
@@ -177,7 +191,7 @@ fn queue(
 }
 
 async fn next_question(
-    approvals: &mut Option<mpsc::UnboundedReceiver<ApprovalRequest>>,
+    approvals: &mut Option<tokio::sync::MutexGuard<'_, mpsc::UnboundedReceiver<ApprovalRequest>>>,
 ) -> Option<ApprovalRequest> {
     match approvals {
         Some(rx) => rx.recv().await,

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::sync::mpsc;
 
 use nop::agent::{Op, RunRequest, Runtime, SessionHandle};
-use nop::permissions::{ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver};
+use nop::permissions::{ApprovalAnswer, ApprovalMode, Approver};
 use nop::protocol::events::{Event, RunOutcome, RunStatus};
 use nop::workspace::Workspace;
 
@@ -63,16 +63,19 @@ pub fn read_prompt(prompt: Option<String>) -> Result<Option<String>> {
     }
 }
 
-/// Approval prompts go to the terminal when there is one; otherwise nobody is asked.
-pub type Prompts = Option<mpsc::UnboundedReceiver<ApprovalRequest>>;
+/// Approval questions come to the terminal when there is one; otherwise nobody is asked.
+pub type Prompts = Option<nop::agent::Approvals>;
 
-/// The approver of a run and, when a person can answer on this terminal, its prompts.
+/// The approver of a run and, when a person can answer on this terminal, its questions.
 pub fn approver(mode: ApprovalMode, yes: bool, on_terminal: bool) -> (Approver, Prompts) {
     if yes || !on_terminal {
         return (Approver::headless(mode, yes), None);
     }
     let (tx, rx) = mpsc::unbounded_channel();
-    (Approver::interactive(mode, tx), Some(rx))
+    (
+        Approver::interactive(mode, tx),
+        Some(nop::agent::handle::approvals(rx)),
+    )
 }
 
 /// Asks the person on the terminal whether `tool` may do `detail`.
@@ -95,17 +98,6 @@ async fn ask_on_terminal(tool: &str, detail: &str, reason: &str) -> ApprovalAnsw
     .unwrap_or(ApprovalAnswer::No);
     PROMPTING.store(false, Ordering::SeqCst);
     answer
-}
-
-/// Answers approval requests by asking on the terminal, one at a time.
-fn answer_prompts(prompts: Prompts) {
-    let Some(mut prompts) = prompts else { return };
-    tokio::spawn(async move {
-        while let Some(request) = prompts.recv().await {
-            let answer = ask_on_terminal(&request.tool, &request.detail, &request.reason).await;
-            let _ = request.respond.send(answer);
-        }
-    });
 }
 
 /// Interrupts the session on the first SIGINT or SIGTERM; a second one exits at once.
@@ -417,7 +409,6 @@ pub fn interactive(
         );
     }
     let rt = tokio_runtime()?;
-    rt.block_on(async { answer_prompts(prompts) });
     let mut editor = rustyline::DefaultEditor::new()?;
     let history = ws.nop_dir().join("logs").join("history.txt");
     let _ = editor.load_history(&history);
@@ -487,9 +478,9 @@ pub fn interactive(
         // While the agent works, what you type is queued for it; a stop word stops it.
         let done = Arc::new(AtomicBool::new(false));
         let (outcome, watcher) = rt.block_on(async {
-            // Approvals are answered by `answer_prompts` for the whole interactive session, so
-            // "always" holds across prompts.
-            let handle = SessionHandle::start(runtime.clone(), None, request);
+            // One set of approval questions for the whole interactive session, so that an
+            // "always" answer holds across prompts.
+            let handle = SessionHandle::start(runtime.clone(), prompts.clone(), request);
             let watcher = watch_typing(handle.submitter(), Arc::clone(&done));
             let listener = {
                 let session = handle.submitter();

@@ -160,7 +160,11 @@ async fn approvals_are_events_answered_with_an_op() {
             openai::reply_text("done"),
         ]);
         let (rt, questions) = runtime(&repo, &server, Some(ApprovalMode::Always));
-        let mut session = SessionHandle::start(rt, questions, prompt("write it"));
+        let mut session = SessionHandle::start(
+            rt,
+            questions.map(nop::agent::handle::approvals),
+            prompt("write it"),
+        );
         let mut asked = 0;
         while let Some(event) = session.next_event().await {
             if let Event::ApprovalRequested {

@@ -53,3 +53,47 @@ fn the_interactive_session_answers_takes_what_is_typed_meanwhile_and_keeps_the_s
     assert!(screen.contains(id), "{screen}");
     assert_eq!(session["status"], "completed");
 }
+
+#[test]
+fn an_approval_is_asked_on_the_terminal_and_always_holds_for_the_rest_of_the_session() {
+    let repo = Repo::new();
+    std::fs::write(
+        repo.path().join(".nop/.permissions/agent-coder.yml"),
+        "agent: coder\ntools:\n  allowed: [\"*\"]\nfile-access:\n  - pattern: \"notes/**\"\n    access: ask\n  - pattern: \"**\"\n    access: read\n",
+    )
+    .expect("permissions");
+    let write = |text: &str| {
+        openai::reply_tool_calls(&[(
+            "w",
+            "write-file",
+            json!({"path": "notes/today.md", "content": text}),
+        )])
+    };
+    let server = MockServer::start(vec![
+        write("first"),
+        openai::reply_text("wrote it"),
+        write("second"),
+        openai::reply_text("wrote it again"),
+    ]);
+    let t = Terminal::start(
+        &repo,
+        &server,
+        "approval",
+        "run",
+        &[],
+        "/plan /snapshot /exit",
+    );
+    t.type_line("note something");
+    t.wait_for("allow?");
+    t.type_line("a");
+    t.wait_for("wrote it");
+    let note = repo.path().join("notes/today.md");
+    assert_eq!(std::fs::read_to_string(&note).expect("written"), "first");
+    // The next prompt writes the same file: "always" still holds, nothing is asked.
+    t.type_line("and again");
+    let screen = t.wait_for("wrote it again");
+    assert_eq!(screen.matches("allow?").count(), 1, "{screen}");
+    assert_eq!(std::fs::read_to_string(&note).expect("written"), "second");
+    t.type_line("/exit");
+    t.wait_for("saved; continue with");
+}
