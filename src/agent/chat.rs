@@ -127,12 +127,15 @@ impl ChatSession {
     }
 
     /// Records whether (and when) a reply was shown (see [`record_delivery`]).
-    pub fn record_delivery(
+    pub async fn record_delivery(
         &self,
         reply_id: &str,
         at: Option<DateTime<Utc>>,
     ) -> Result<(), RunError> {
-        record_delivery(&self.store, &self.id, reply_id, at)
+        let (store, id, reply) = (self.store.clone(), self.id.clone(), reply_id.to_string());
+        tokio::task::spawn_blocking(move || record_delivery(&store, &id, &reply, at))
+            .await
+            .map_err(|e| RunError::Agent(format!("recording a delivery failed: {e}")))?
     }
 
     /// Leaves the chat: status `idle`, the session-end hooks; the run lock is released.

@@ -156,12 +156,12 @@ pub fn chat(
                     shown_countdown = false;
                 }
                 println!("{agent} › {}", reply.content);
-                record_delivery(&chat, &reply.id, Some(chrono::Utc::now()));
+                record_delivery(&chat, &reply.id, Some(chrono::Utc::now())).await;
             }
         }
         // Replies not shown before leaving are recorded as not sent.
         for (_, reply) in due {
-            record_delivery(&chat, &reply.id, None);
+            record_delivery(&chat, &reply.id, None).await;
         }
     });
     if let Err(e) = rt.block_on(chat.close()) {
@@ -173,9 +173,13 @@ pub fn chat(
 
 /// Records in the session whether (and when) a reply was shown; a record that cannot be written
 /// is said on stderr and in the log, since the session will not know.
-fn record_delivery(chat: &ChatSession, reply_id: &str, at: Option<chrono::DateTime<chrono::Utc>>) {
+async fn record_delivery(
+    chat: &ChatSession,
+    reply_id: &str,
+    at: Option<chrono::DateTime<chrono::Utc>>,
+) {
     let session = chat.id.as_str();
-    if let Err(e) = chat.record_delivery(reply_id, at) {
+    if let Err(e) = chat.record_delivery(reply_id, at).await {
         let what = if at.is_some() {
             "was shown"
         } else {
