@@ -8,19 +8,11 @@ use crate::support::mock::{MockServer, openai};
 use crate::support::terminal::Terminal;
 
 fn batch(repo: &Repo, server: &MockServer, messages: &[&str]) -> Value {
-    let mut cmd = repo.nop_model(server, "openai");
-    cmd.args(["run", "--output-format", "json"]);
+    let mut args = vec!["run", "--output-format", "json"];
     for m in messages {
-        cmd.args(["--message", m]);
+        args.extend(["--message", m]);
     }
-    let out = cmd.output().expect("run");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("json")
+    repo.model_json(server, &args)
 }
 
 fn replies_json(replies: &[(&str, u64)]) -> String {

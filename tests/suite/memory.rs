@@ -1,7 +1,6 @@
 //! Long-term memory end to end: summarize a day with the summarizer (mock model), list, remove,
 //! restore, search, and a run whose question pulls memory into what the model sees.
 
-use std::fs;
 
 use serde_json::{Value, json};
 
@@ -25,11 +24,7 @@ fn day_of_work(repo: &Repo) -> String {
         "assistant",
         "Fixed src/parser.rs: arrays now recurse.",
     ]);
-    let path = repo.session_dir(&id).join("session.json");
-    let mut session: Value =
-        serde_json::from_str(&fs::read_to_string(&path).expect("read")).expect("json");
-    session["createdAt"] = json!("2026-01-15T10:00:00Z");
-    fs::write(&path, serde_json::to_string_pretty(&session).expect("json")).expect("write");
+    repo.backdate(&id, "2026-01-15T10:00:00Z");
     id
 }
 
@@ -43,18 +38,10 @@ fn summary_reply() -> Value {
 }
 
 fn summarize(repo: &Repo, server: &MockServer) -> Value {
-    let out = repo
-        .nop_model(server, "openai")
-        .args(["memory", "summarize", "--date", "2026-01-15", "--json"])
-        .output()
-        .expect("run");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("json")
+    repo.model_json(
+        server,
+        &["memory", "summarize", "--date", "2026-01-15", "--json"],
+    )
 }
 
 #[test]

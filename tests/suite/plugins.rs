@@ -176,25 +176,17 @@ fn a_plugin_command_tool_is_asked_about_under_approval_always_like_shell() {
         openai::reply_text("done"),
     ]);
     // Headless, nobody can answer: a call that needs asking is refused and says so.
-    let out = repo
-        .nop_model(&server, "openai")
-        .args([
+    let result = repo.model_json(
+        &server,
+        &[
             "run",
             "--approval",
             "always",
             "--output-format",
             "json",
             "greet Ann",
-        ])
-        .output()
-        .expect("run");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
-    let result: Value = serde_json::from_slice(&out.stdout).expect("json");
     let denials = result["permission_denials"].as_array().expect("denials");
     assert_eq!(denials.len(), 1, "{denials:?}");
     assert_eq!(denials[0]["tool"], "demo.greet");

@@ -803,11 +803,7 @@ fn a_session_that_cannot_be_read_is_named_when_left_out_of_a_summary() {
     let repo = Repo::new();
     let id = repo.new_session();
     repo.run(&["sessions", "append", &id, "the parser chokes"]);
-    let path = repo.session_dir(&id).join("session.json");
-    let mut session: Value =
-        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    session["createdAt"] = serde_json::json!("2026-01-15T10:00:00Z");
-    std::fs::write(&path, serde_json::to_string_pretty(&session).unwrap()).unwrap();
+    repo.backdate(&id, "2026-01-15T10:00:00Z");
     let broken = repo.new_session();
     std::fs::write(
         repo.session_dir(&broken).join("session.json"),

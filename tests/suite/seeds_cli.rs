@@ -13,11 +13,7 @@ use crate::support::mock::{MockServer, openai};
 fn session_on(repo: &Repo, date: &str, text: &str) -> String {
     let id = repo.new_session();
     repo.run(&["sessions", "append", &id, text]);
-    let path = repo.session_dir(&id).join("session.json");
-    let mut session: Value =
-        serde_json::from_str(&fs::read_to_string(&path).expect("read")).expect("json");
-    session["createdAt"] = json!(format!("{date}T10:00:00Z"));
-    fs::write(&path, serde_json::to_string_pretty(&session).expect("json")).expect("write");
+    repo.backdate(&id, &format!("{date}T10:00:00Z"));
     id
 }
 
@@ -34,18 +30,7 @@ fn summary_reply(summary: &str, keywords: &[&str]) -> String {
 
 /// `nop memory summarize --date DATE --json` against `server`; the stored entry.
 fn summarize(repo: &Repo, server: &MockServer, date: &str) -> Value {
-    let out = repo
-        .nop_model(server, "openai")
-        .args(["memory", "summarize", "--date", date, "--json"])
-        .output()
-        .expect("run");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("json")
+    repo.model_json(server, &["memory", "summarize", "--date", date, "--json"])
 }
 
 /// Seed 001 §3.1: removing the latest summary answers `remaining_count` and
@@ -195,11 +180,7 @@ fn a_history_question_in_a_chat_batch_recalls_memory() {
         &id,
         "the parser chokes on nested arrays",
     ]);
-    let path = repo.session_dir(&id).join("session.json");
-    let mut session: Value =
-        serde_json::from_str(&fs::read_to_string(&path).expect("read")).expect("json");
-    session["createdAt"] = json!(yesterday.to_rfc3339());
-    fs::write(&path, serde_json::to_string_pretty(&session).expect("json")).expect("write");
+    repo.backdate(&id, &yesterday.to_rfc3339());
     let replies = |text: &str| json!({"replies": [{"content": text, "send_delay_seconds": 0}]});
     let server = MockServer::start(vec![
         openai::reply_text(&summary_reply(

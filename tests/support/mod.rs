@@ -150,6 +150,21 @@ impl Repo {
         out
     }
 
+    /// [`Repo::model_ok`], and its standard output as JSON (`--output-format json`, `--json`).
+    pub fn model_json(&self, server: &mock::MockServer, args: &[&str]) -> serde_json::Value {
+        let out = self.model_ok(server, args);
+        serde_json::from_slice(&out.stdout).expect("JSON on standard output")
+    }
+
+    /// Sets session `id`'s `createdAt` (RFC 3339), as if it had been made then.
+    pub fn backdate(&self, id: &str, created_at: &str) {
+        let path = self.session_dir(id).join("session.json");
+        let mut session = self.session_json(id);
+        session["createdAt"] = serde_json::Value::from(created_at);
+        std::fs::write(&path, serde_json::to_string_pretty(&session).expect("json"))
+            .expect("write session.json");
+    }
+
     /// The session.json of the oldest (or only) session.
     pub fn first_session(&self) -> serde_json::Value {
         let list: serde_json::Value =
