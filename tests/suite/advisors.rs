@@ -373,6 +373,15 @@ fn a_subagent_that_runs_too_long_is_stopped() {
     assert_eq!(child["caller"]["depth"], 1);
 }
 
+/// agent-helper.yml: every tool, every file of the repository.
+fn helper_may_do_anything(repo: &Repo) {
+    fs::write(
+        repo.path().join(".nop/.permissions/agent-helper.yml"),
+        "tools:\n  allowed: [\"*\"]\nfile-access:\n  - pattern: \"**\"\n    access: read\n",
+    )
+    .expect("write");
+}
+
 #[test]
 fn a_subagent_cannot_exceed_its_callers_permissions() {
     let repo = Repo::new();
@@ -387,11 +396,7 @@ fn a_subagent_cannot_exceed_its_callers_permissions() {
         "tools:\n  allowed: [call-agent, \"call-agent:helper\", read-file, write-file]\nfile-access:\n  - pattern: \"**\"\n    access: read-only\n",
     )
     .expect("write");
-    fs::write(
-        repo.path().join(".nop/.permissions/agent-helper.yml"),
-        "tools:\n  allowed: [\"*\"]\nfile-access:\n  - pattern: \"**\"\n    access: read\n",
-    )
-    .expect("write");
+    helper_may_do_anything(&repo);
     let server = MockServer::start(vec![
         openai::reply_tool_calls(&[(
             "c1",
@@ -450,11 +455,7 @@ fn a_subagents_session_records_where_its_permissions_come_from() {
         ),
     )
     .expect("write");
-    fs::write(
-        repo.path().join(".nop/.permissions/agent-helper.yml"),
-        "tools:\n  allowed: [\"*\"]\nfile-access:\n  - pattern: \"**\"\n    access: read\n",
-    )
-    .expect("write");
+    helper_may_do_anything(&repo);
     let server = MockServer::start(vec![
         openai::reply_tool_calls(&[(
             "c1",

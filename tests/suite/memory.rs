@@ -1,7 +1,6 @@
 //! Long-term memory end to end: summarize a day with the summarizer (mock model), list, remove,
 //! restore, search, and a run whose question pulls memory into what the model sees.
 
-
 use serde_json::{Value, json};
 
 use crate::support::Repo;

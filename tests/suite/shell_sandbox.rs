@@ -475,9 +475,9 @@ fn sandbox_check_and_explain_show_what_each_rule_becomes() {
     );
 }
 
-/// `nop run` whose model runs each of `commands` through the shell tool, one call per turn; the
-/// tool results in order.
-fn agent_runs(repo: &Repo, env: &[(&str, &str)], commands: &[&str]) -> Vec<String> {
+/// The model's script: each of `commands` through the shell tool, one call per turn, then
+/// "done".
+fn shell_script(commands: &[&str]) -> Vec<crate::support::mock::MockResponse> {
     let mut script: Vec<_> = commands
         .iter()
         .enumerate()
@@ -486,7 +486,13 @@ fn agent_runs(repo: &Repo, env: &[(&str, &str)], commands: &[&str]) -> Vec<Strin
         })
         .collect();
     script.push(openai::reply_text("done"));
-    let server = MockServer::start(script);
+    script
+}
+
+/// `nop run` whose model runs each of `commands` through the shell tool, one call per turn; the
+/// tool results in order.
+fn agent_runs(repo: &Repo, env: &[(&str, &str)], commands: &[&str]) -> Vec<String> {
+    let server = MockServer::start(shell_script(commands));
     let out = repo
         .nop_model(&server, "openai")
         .envs(env.iter().copied())
@@ -717,15 +723,8 @@ fn replacing_the_sandbox_helper_during_a_run_changes_nothing() {
          chmod +x target/bin/fake && mv -f target/bin/fake target/bin/nop-sandbox && echo REPLACED",
         marker.display()
     );
-    let mut script: Vec<_> = [fake, format!("echo x > {}", pwned.display())]
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            openai::reply_tool_calls(&[(&format!("c{i}"), "shell", json!({ "command": c }))])
-        })
-        .collect();
-    script.push(openai::reply_text("done"));
-    let server = MockServer::start(script);
+    let pwn = format!("echo x > {}", pwned.display());
+    let server = MockServer::start(shell_script(&[&fake, &pwn]));
     let out = Command::new(bin.join("nop"))
         .args(["run", "--output-format", "json", "go"])
         .current_dir(repo.path())
