@@ -146,19 +146,23 @@ impl Engine {
 
     /// Writes the session's status (paused while a higher-priority session runs, running again
     /// after).
-    async fn record_status(
-        &self,
-        ctx: &ToolContext,
-        status: SessionStatus,
-    ) -> Result<(), ToolError> {
-        self.0
+    /// A status that cannot be written is a warning: the pause itself is the stack's, and the
+    /// run goes on (as the newcomer's write of it does).
+    async fn record_status(&self, ctx: &ToolContext, status: SessionStatus) {
+        let written = self
+            .0
             .store
             .update_async(&ctx.session_id, Utc::now(), move |state| {
                 state.session.status = status;
                 Ok(())
             })
-            .await?;
-        Ok(())
+            .await;
+        if let Err(e) = written {
+            tracing::warn!(session = %ctx.session_id, op = "priority", error = %e, "could not record the status {}", status.as_str());
+            self.emit(Event::Warning {
+                message: format!("session.json could not record `{}`: {e}", status.as_str()),
+            });
+        }
     }
 
     /// Whether a higher-priority session paused this one. A priority stack that cannot be read
@@ -196,7 +200,7 @@ impl Engine {
         }
         if self.is_paused(ctx) {
             tracing::info!(session = %ctx.session_id, op = "priority", result = "paused", "paused by a higher-priority session");
-            self.record_status(ctx, SessionStatus::Paused).await?;
+            self.record_status(ctx, SessionStatus::Paused).await;
             self.emit(Event::Paused {
                 session_id: ctx.session_id.clone(),
             });
@@ -216,7 +220,7 @@ impl Engine {
                 }
             }
             tracing::info!(session = %ctx.session_id, op = "priority", result = "resumed", "resumed");
-            self.record_status(ctx, SessionStatus::Running).await?;
+            self.record_status(ctx, SessionStatus::Running).await;
             self.emit(Event::Resumed {
                 session_id: ctx.session_id.clone(),
             });

@@ -43,8 +43,9 @@ pub fn approvals(rx: mpsc::UnboundedReceiver<ApprovalRequest>) -> Approvals {
 pub struct Submitter(mpsc::UnboundedSender<Op>);
 
 impl Submitter {
-    pub fn submit(&self, op: Op) {
-        let _ = self.0.send(op);
+    /// `false` when the session has already ended: nothing took the operation.
+    pub fn submit(&self, op: Op) -> bool {
+        self.0.send(op).is_ok()
     }
 }
 
@@ -123,6 +124,15 @@ async fn serve(
                 while let Ok(event) = from_runs.try_recv() {
                     let _ = events.send(event);
                 }
+                // A message typed as the run ended still goes to the session's queue, where the
+                // next run takes it.
+                let ended = done.as_ref().ok().map(|o| o.session_id.as_str());
+                while let Ok(op) = ops.try_recv() {
+                    if let Op::Queue { text, priority } = op {
+                        let id = ended.or(session.as_deref());
+                        let _ = events.send(queue(&runtime, id, &text, priority));
+                    }
+                }
                 return done;
             }
             Some(event) = from_runs.recv() => {
@@ -132,7 +142,13 @@ async fn serve(
                 let _ = events.send(event);
             }
             Some(op) = ops.recv() => match op {
-                Op::Interrupt => cancel.cancel(),
+                Op::Interrupt => {
+                    cancel.cancel();
+                    // Nobody waits for a yes to a call that is being stopped.
+                    for (_, respond) in waiting.drain() {
+                        let _ = respond.send(ApprovalAnswer::No);
+                    }
+                }
                 Op::Approval { id, answer } => {
                     if let Some(respond) = waiting.remove(&id) {
                         let _ = respond.send(answer);

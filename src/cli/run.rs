@@ -653,11 +653,13 @@ fn watch_typing(
                 return;
             }
             let text = line.trim();
-            if !text.is_empty() {
-                session.submit(Op::Queue {
+            let queued = text.is_empty()
+                || session.submit(Op::Queue {
                     text: text.to_string(),
                     priority: nop::queue::QueuePriority::High,
                 });
+            if !queued {
+                eprintln!("  (the run had just ended: say it again at the prompt)");
             }
         }
     })

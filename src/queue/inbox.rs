@@ -138,14 +138,26 @@ impl Inbox {
         let mut listing = Listing::default();
         for name in self.names() {
             let file = self.dir.join(&name);
-            let parsed = std::fs::read(&file)
-                .map_err(|e| e.to_string())
-                .and_then(|bytes| {
-                    serde_json::from_slice::<QueuedMessage>(&bytes).map_err(|e| e.to_string())
-                });
-            match parsed {
+            let bytes = match std::fs::read(&file) {
+                Ok(bytes) => bytes,
+                // Taken by the runner between the listing and the read.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+                // Unreadable now (permissions, I/O): reported, left where it is, not waiting.
+                Err(e) => {
+                    let set_aside = SetAside {
+                        file,
+                        reason: e.to_string(),
+                        moved_to: None,
+                    };
+                    tracing::warn!(op = "queue", result = "unreadable", "{set_aside}");
+                    listing.set_aside.push(set_aside);
+                    continue;
+                }
+            };
+            match serde_json::from_slice::<QueuedMessage>(&bytes) {
                 Ok(message) => listing.messages.push((name, message)),
-                Err(reason) => {
+                Err(e) => {
+                    let reason = e.to_string();
                     let bad = self.dir.join("bad");
                     let moved_to = std::fs::create_dir_all(&bad)
                         .and_then(|()| std::fs::rename(&file, bad.join(&name)))

@@ -180,14 +180,19 @@ pub(crate) fn remove_abandoned(dir: &Path) -> Result<()> {
             continue;
         }
         let path = entry.path();
-        let Ok(file) = fs::OpenOptions::new()
+        let file = match fs::OpenOptions::new()
             .read(true)
             .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
             .open(&path)
-        else {
-            // A symlink or something else no builder of ours made.
-            let _ = fs::remove_file(&path);
-            continue;
+        {
+            Ok(file) => file,
+            // A symlink: no builder of ours makes one.
+            Err(e) if e.raw_os_error() == Some(nix::errno::Errno::ELOOP as i32) => {
+                let _ = fs::remove_file(&path);
+                continue;
+            }
+            // Cannot tell whether someone holds it (out of descriptors, no permission): leave it.
+            Err(_) => continue,
         };
         if file.try_lock().is_err() || !still_named(&path, &file) {
             continue;

@@ -47,10 +47,13 @@ impl Store {
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> Result<T> {
-    tokio::task::spawn_blocking(work)
-        .await
-        .map_err(|e| SessionError::Io {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => result,
+        // A panic in the store is a bug: it goes on as the panic it was.
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(SessionError::Io {
             path: std::path::PathBuf::new(),
-            source: std::io::Error::other(format!("a store task failed: {e}")),
-        })?
+            source: std::io::Error::other(format!("a store task was cancelled: {e}")),
+        }),
+    }
 }

@@ -225,15 +225,15 @@ impl Store {
     /// holds a copy of the state and a one-way reference to the snapshot.
     pub fn fork(&self, id: &str, from: Option<&str>, now: DateTime<Utc>) -> Result<SessionFile> {
         let dir = self.existing_dir(id)?;
-        let snapshot = {
-            let _lock = self.read_lock(&dir, id)?;
-            match from {
-                Some(prefix) => {
-                    let snap = self.resolve_snapshot(&dir, id, prefix)?;
-                    read_snapshot_file(&dir.join(snapshot_file_name(&snap)))?
-                }
-                None => write_snapshot(&dir, read_state(&dir, id)?, now)?,
+        // Held until the child is in place: a `sessions delete` of the parent waits for it, and
+        // then sees the new fork referring to it.
+        let _lock = self.read_lock(&dir, id)?;
+        let snapshot = match from {
+            Some(prefix) => {
+                let snap = self.resolve_snapshot(&dir, id, prefix)?;
+                read_snapshot_file(&dir.join(snapshot_file_name(&snap)))?
             }
+            None => write_snapshot(&dir, read_state(&dir, id)?, now)?,
         };
         let snapshot_path = dir.join(snapshot_file_name(&snapshot.snapshot_id));
         let plan = snapshot.plan.to_xml();

@@ -44,7 +44,7 @@ impl TypedTool for EditFile {
                 "old_string and new_string are the same",
             ));
         }
-        let bytes = paths::read_verified(ctx, &path)?;
+        let bytes = paths::read_verified_async(ctx, &path).await?;
         let text = String::from_utf8(bytes).map_err(|_| {
             ToolError::model(
                 ToolErrorKind::BinaryFile,
@@ -74,7 +74,7 @@ impl TypedTool for EditFile {
             }
         };
         // Through the directory's descriptor, re-checked, as write-file does.
-        paths::write_verified(ctx, &path, updated.as_bytes())?;
+        paths::write_verified_async(ctx, &path, updated.into_bytes()).await?;
         Ok(ToolOutput::text(format!(
             "edited {}: {count} replacement{}",
             paths::display(&ctx.root, &path),

@@ -110,6 +110,27 @@ pub fn open_verified(ctx: &ToolContext, path: &Path) -> Result<std::fs::File, To
 }
 
 /// Reads a file that `resolve` allowed, re-checking the file actually opened.
+/// [`read_verified`] on the blocking pool, so that a tool's time limit holds while the disk
+/// stalls.
+pub async fn read_verified_async(ctx: &ToolContext, path: &Path) -> Result<Vec<u8>, ToolError> {
+    let (ctx, path) = (ctx.clone(), path.to_path_buf());
+    tokio::task::spawn_blocking(move || read_verified(&ctx, &path))
+        .await
+        .map_err(|e| ToolError::Fatal(format!("reading a file failed: {e}")))?
+}
+
+/// [`write_verified`] on the blocking pool (it fsyncs).
+pub async fn write_verified_async(
+    ctx: &ToolContext,
+    path: &Path,
+    bytes: Vec<u8>,
+) -> Result<(), ToolError> {
+    let (ctx, path) = (ctx.clone(), path.to_path_buf());
+    tokio::task::spawn_blocking(move || write_verified(&ctx, &path, &bytes))
+        .await
+        .map_err(|e| ToolError::Fatal(format!("writing a file failed: {e}")))?
+}
+
 pub fn read_verified(ctx: &ToolContext, path: &Path) -> Result<Vec<u8>, ToolError> {
     let mut file = open_verified(ctx, path)?;
     let mut bytes = Vec::new();

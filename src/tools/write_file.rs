@@ -28,7 +28,7 @@ impl TypedTool for WriteFile {
         let existed = path.exists();
         let bytes = args.content.into_bytes();
         let len = bytes.len();
-        paths::write_verified(ctx, &path, &bytes)?;
+        paths::write_verified_async(ctx, &path, bytes).await?;
         let verb = if existed { "replaced" } else { "created" };
         Ok(ToolOutput::text(format!(
             "{verb} {} ({len} bytes)",

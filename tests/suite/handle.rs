@@ -286,3 +286,34 @@ async fn op_queue_hands_a_message_to_the_running_session() {
     let outcome = session.finish().await.expect("outcome");
     assert_eq!(outcome.final_message, "hello, and done");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_interrupt_while_a_call_waits_for_approval_refuses_it_and_ends_the_run() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "write-file",
+            json!({"path": "out.txt", "content": "hello"}),
+        )]),
+        openai::reply_text("should not be asked"),
+    ]);
+    let (rt, questions) = runtime(&repo, &server, Some(ApprovalMode::Always));
+    let mut session = SessionHandle::start(
+        rt,
+        questions.map(nop::agent::handle::approvals),
+        prompt("write it"),
+    );
+    // The person never answers; they press Ctrl-C instead.
+    loop {
+        if let Event::ApprovalRequested { .. } = session.next_event().await.expect("events") {
+            break;
+        }
+    }
+    session.submit(Op::Interrupt);
+    drain(&mut session).await;
+    let outcome = session.finish().await.expect("outcome");
+    assert_eq!(outcome.status, RunStatus::Cancelled);
+    assert!(!repo.path().join("out.txt").exists());
+    assert_eq!(server.requests().len(), 1);
+}
