@@ -28,11 +28,15 @@ pub struct BatchResult {
     pub via: &'static str,
 }
 
-/// Creates a chat session for `agent` (its system prompt, no messages yet).
-pub fn open_session(ws: &Workspace, store: &Store, agent: &str) -> Result<String, RunError> {
+/// Creates a chat session for `agent` (its system prompt, no messages yet); an agent that
+/// `nop run` would refuse (disabled, unknown) is refused here too.
+fn open_session(ws: &Workspace, store: &Store, agent: &str) -> Result<String, RunError> {
     let agents = ws.agents()?;
+    let def = agents
+        .for_new_session(agent, &ws.agents_path())
+        .map_err(RunError::Agent)?;
     let now = Utc::now();
-    let system = super::prompt::system_prompt(ws, agent, agents.get(agent), now)?;
+    let system = super::prompt::system_prompt(ws, agent, def, now)?;
     let session = store.create(agent, now)?;
     store.update(&session.session_id, now, |state| {
         state
@@ -198,7 +202,7 @@ async fn ask(
 /// Answers `messages` as one batch of session `session_id`. A history question among them
 /// brings the matching memory in first (seed 001 §2.3.5), as `nop run` does: a system message
 /// just before the batch, stored with the entry ids.
-pub async fn answer_batch(
+async fn answer_batch(
     ws: &Workspace,
     config: &Config,
     store: &Store,
@@ -315,7 +319,7 @@ pub async fn answer_batch(
 }
 
 /// Records when a reply was shown (`Some`), or that it never was (`None`: the person left).
-pub fn record_delivery(
+fn record_delivery(
     store: &Store,
     session_id: &str,
     reply_id: &str,

@@ -45,10 +45,9 @@ pub(super) struct Inner {
     pub(super) priority_unreadable: std::sync::atomic::AtomicBool,
 }
 
-/// Who runs (the user), their session stack, and the stop words (seeds 000, 004).
+/// The user's session stack and the stop words (seeds 000, 004).
 #[derive(Debug, Clone, Default)]
 pub struct QueueSettings {
-    pub user: String,
     pub coordinator: Option<crate::queue::priority::Coordinator>,
     pub stop_words: Vec<String>,
     /// The agent's `interrupt_enabled` (agents.yml, read once when the run starts).
@@ -346,10 +345,6 @@ impl Engine {
         }
         tracing::info!(session = %ctx.session_id, op = "queue", result = "stopped", "stop word received");
         Ok(())
-    }
-
-    pub fn config(&self) -> &Config {
-        &self.0.config
     }
 
     pub fn provider(&self) -> &Provider {

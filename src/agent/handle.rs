@@ -29,8 +29,9 @@ pub enum Op {
     },
 }
 
-/// The questions of a runtime's approver (`Approver::interactive`), shared by the handles of one
-/// front end in turn, so that an "always" answer holds across its prompts.
+/// The questions of a runtime's approver (`Approver::interactive`). An approver has one
+/// receiver for its questions, so the handles of one front end share it, in turn. (An "always"
+/// answer holds across them because the approver's memory of it is shared by its clones.)
 pub type Approvals = std::sync::Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<ApprovalRequest>>>;
 
 /// Makes [`Approvals`] of a receiver.

@@ -222,7 +222,6 @@ impl Runtime {
             self.approver.clone(),
             events.clone(),
             super::engine::QueueSettings {
-                user: self.queue.user.clone(),
                 coordinator: coordinator.clone(),
                 stop_words: self.config.queue.stop_words.clone(),
                 interrupt_enabled: def.is_none_or(|d| d.interrupt_enabled),

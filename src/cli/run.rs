@@ -186,7 +186,6 @@ struct Renderer {
     format: OutputFormat,
     /// Whether stdout is at the start of a line (text mode).
     line_start: bool,
-    session: Option<String>,
 }
 
 impl Renderer {
@@ -194,7 +193,6 @@ impl Renderer {
         Renderer {
             format,
             line_start: true,
-            session: None,
         }
     }
 
@@ -229,7 +227,6 @@ impl Renderer {
                 priority,
                 emergency,
             } => {
-                self.session = Some(session_id.clone());
                 let verb = if *resumed { "continuing" } else { "session" };
                 let priority = match (priority, emergency) {
                     (Some(p), Some(why)) => format!(" · priority {p} (emergency: {why})"),
@@ -702,19 +699,5 @@ mod tests {
         let shown = brief_arguments("shell", &long);
         assert_eq!(shown.chars().count(), 121);
         assert!(shown.ends_with('…'));
-    }
-
-    #[test]
-    fn every_run_status_has_its_exit_code() {
-        assert_eq!(exit_code(RunStatus::Completed), ExitCode::from(exit::OK));
-        assert_eq!(exit_code(RunStatus::Error), ExitCode::from(exit::ERROR));
-        assert_eq!(
-            exit_code(RunStatus::WaitingInput),
-            ExitCode::from(exit::WAITING_INPUT)
-        );
-        assert_eq!(
-            exit_code(RunStatus::Cancelled),
-            ExitCode::from(exit::CANCELLED)
-        );
     }
 }

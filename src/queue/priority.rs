@@ -412,9 +412,8 @@ impl Coordinator {
         inotify
             .add_watch(
                 &self.dir,
-                AddWatchFlags::IN_MOVED_TO
-                    | AddWatchFlags::IN_CLOSE_WRITE
-                    | AddWatchFlags::IN_DELETE,
+                // The stack is replaced by rename; closing the lock file is not news.
+                AddWatchFlags::IN_MOVED_TO | AddWatchFlags::IN_DELETE,
             )
             .ok()?;
         Some(StackWatch {
@@ -426,6 +425,36 @@ impl Coordinator {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_watch_wakes_when_the_stack_changes_and_not_for_nothing() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let c = Coordinator::new(dir.path(), "u", Duration::from_secs(60));
+        c.admit("music", "music_agent", 20, true)?;
+        let watch = c
+            .watch()
+            .ok_or_else(|| anyhow::anyhow!("no inotify here"))?;
+        // Nothing changes: the wait runs to its limit.
+        let started = std::time::Instant::now();
+        watch.changed(Duration::from_millis(300)).await;
+        assert!(started.elapsed() >= Duration::from_millis(300));
+        // Another writer changes the stack: the wait ends long before its limit.
+        let writer = c.clone();
+        let change = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            writer.finish("music")
+        });
+        let started = std::time::Instant::now();
+        watch.changed(Duration::from_secs(30)).await;
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the watch missed the change"
+        );
+        change
+            .join()
+            .map_err(|_| anyhow::anyhow!("writer panicked"))??;
+        Ok(())
+    }
 
     #[test]
     fn seed_000_rules() -> anyhow::Result<()> {

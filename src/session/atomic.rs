@@ -69,6 +69,11 @@ pub fn replace_file(path: &Path, contents: &[u8]) -> Result<()> {
 /// This process's umask, read without changing it (`umask(2)` can only set it); 022 where
 /// /proc does not say.
 fn umask() -> u32 {
+    static UMASK: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *UMASK.get_or_init(read_umask)
+}
+
+fn read_umask() -> u32 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
         .and_then(|status| {

@@ -19,11 +19,10 @@ impl TypedTool for Snapshot {
     const DESCRIPTION: &'static str = "Save an immutable snapshot of this session (messages and plan) that the user can fork from later, e.g. before a risky change.";
 
     async fn run(&self, _args: SnapshotArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let store = ctx.store.clone();
-        let id = ctx.session_id.clone();
-        let snapshot = tokio::task::spawn_blocking(move || store.snapshot(&id, Utc::now()))
-            .await
-            .map_err(|e| ToolError::Fatal(e.to_string()))??;
+        let snapshot = ctx
+            .store
+            .snapshot_async(&ctx.session_id, Utc::now())
+            .await?;
         Ok(ToolOutput::text(format!(
             "snapshot {snapshot} saved; fork from it with `nop fork {} --snapshot {snapshot}`",
             ctx.session_id

@@ -71,16 +71,12 @@ impl TypedTool for UpdatePlan {
             .map(|t| format!("{} [{}] {}", t.id, t.status, t.title))
             .collect::<Vec<_>>()
             .join("\n");
-        let store = ctx.store.clone();
-        let id = ctx.session_id.clone();
-        tokio::task::spawn_blocking(move || {
-            store.update(&id, Utc::now(), |state| {
+        ctx.store
+            .update_async(&ctx.session_id, Utc::now(), move |state| {
                 state.plan = plan;
                 Ok(())
             })
-        })
-        .await
-        .map_err(|e| ToolError::Fatal(e.to_string()))??;
+            .await?;
         Ok(ToolOutput::text(format!("plan updated:\n{summary}")))
     }
 }

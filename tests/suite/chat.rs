@@ -316,3 +316,25 @@ fn a_chat_session_holds_the_run_lock_has_a_status_and_runs_the_session_hooks() {
     t.wait_for("saved; continue with");
     assert_eq!(repo.session_json(&id)["status"], "idle");
 }
+
+#[test]
+fn a_chat_with_a_disabled_agent_is_refused_as_a_run_would_be() {
+    let repo = Repo::new();
+    let agents = std::fs::read_to_string(repo.path().join(".nop/agents.yml")).expect("agents");
+    std::fs::write(
+        repo.path().join(".nop/agents.yml"),
+        format!("{agents}\n  - name: resting\n    description: off\n    enabled: false\n"),
+    )
+    .expect("write");
+    let server = MockServer::start(vec![openai::reply_text(&replies_json(&[("hi", 0)]))]);
+    let out = repo
+        .nop_model(&server, "openai")
+        .args(["run", "--agent", "resting", "--message", "hello"])
+        .output()
+        .expect("run");
+    assert_ne!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("agent `resting` is disabled"), "{stderr}");
+    assert_eq!(repo.run(&["sessions", "list", "--json"]).trim(), "[]");
+    assert!(server.requests().is_empty());
+}
