@@ -51,8 +51,16 @@ pub fn command(
 /// nothing.
 pub(super) fn sealed_copy(path: &Path) -> std::io::Result<PathBuf> {
     use std::os::fd::IntoRawFd as _;
-    let bytes = std::fs::read(path)?;
-    let fd = sealed_memfd(&bytes)?.into_raw_fd();
+    // MFD_EXEC (Linux 6.3): executable even where `vm.memfd_noexec` makes memfds
+    // non-executable by default; older kernels refuse the flag and need none.
+    const MFD_EXEC: MFdFlags = MFdFlags::from_bits_retain(0x0010);
+    let fd = match memfd_create("nop-sandbox", MFdFlags::MFD_ALLOW_SEALING | MFD_EXEC) {
+        Err(nix::errno::Errno::EINVAL) => memfd_create("nop-sandbox", MFdFlags::MFD_ALLOW_SEALING)?,
+        fd => fd?,
+    };
+    let mut file = File::from(fd);
+    std::io::copy(&mut File::open(path)?, &mut file)?;
+    let fd = seal(file)?.into_raw_fd();
     Ok(PathBuf::from(format!("/proc/self/fd/{fd}")))
 }
 
@@ -61,6 +69,11 @@ fn sealed_memfd(bytes: &[u8]) -> std::io::Result<OwnedFd> {
     let fd = memfd_create("nop-sandbox-spec", MFdFlags::MFD_ALLOW_SEALING)?;
     let mut file = File::from(fd);
     file.write_all(bytes)?;
+    seal(file)
+}
+
+/// Seals `file` (a memfd) against every change.
+fn seal(file: File) -> std::io::Result<OwnedFd> {
     fcntl(
         &file,
         FcntlArg::F_ADD_SEALS(

@@ -47,10 +47,9 @@ pub(super) fn run(
                 .map_err(SandboxError::Fork)
                 .and_then(|()| confine())
             {
-                Ok(()) => match super::caps::drop_all() {
-                    Ok(()) => super::exec(program, args),
-                    Err(e) => SandboxError::Capabilities(e),
-                },
+                // `confine` drops capabilities where it confines; unconfined (sandbox off), the
+                // command keeps the user's rights, as `nop sandbox check` says.
+                Ok(()) => super::exec(program, args),
                 Err(e) => e,
             };
             eprintln!("nop sandbox: {error}");

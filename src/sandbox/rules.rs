@@ -3,7 +3,7 @@
 
 use landlock::{
     ABI, Access as _, AccessFs, AccessNet, BitFlags, LandlockStatus, RestrictSelf, Ruleset,
-    RulesetAttr as _, RulesetCreatedAttr as _, RulesetStatus, path_beneath_rules,
+    RulesetAttr as _, RulesetCreatedAttr as _, RulesetStatus, Scope, path_beneath_rules,
 };
 
 use super::{Access, Enforcement, SandboxError, Spec, Support};
@@ -195,7 +195,11 @@ pub(super) fn confine(spec: &Spec, required: bool, restrict_tcp: bool) -> Result
         }
     }
 
-    let mut ruleset = Ruleset::default().handle_access(handled_fs())?;
+    // Signals only within the sandbox (ABI 6; skipped on older kernels): a command cannot kill
+    // the helper that reaps what it starts, nor nop itself.
+    let mut ruleset = Ruleset::default()
+        .handle_access(handled_fs())?
+        .scope(Scope::Signal)?;
     if restrict_tcp {
         // Handled with no rule at all: every TCP bind and connect is refused.
         ruleset = ruleset.handle_access(AccessNet::from_all(NET_ABI))?;

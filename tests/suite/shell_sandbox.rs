@@ -346,6 +346,19 @@ fn nothing_a_command_starts_outlives_it() {
         let out = sh(&repo, mode, &script, &[]);
         assert_eq!(stdout(&out), "STARTED\n", "{mode:?}: {}", stderr(&out));
         assert_eq!(processes_with(&marker), Vec::<String>::new(), "{mode:?}");
+        // The command kills what watches it (the helper, or the namespace's init), then leaves
+        // a process behind.
+        let marker = format!("{}.{}{n}", 310 + n, std::process::id());
+        let script = format!(
+            "setsid -f sleep {marker} </dev/null >/dev/null 2>&1; kill -9 $PPID; echo STARTED"
+        );
+        let out = sh(&repo, mode, &script, &[]);
+        assert_eq!(
+            wait_until_gone(&marker),
+            Vec::<String>::new(),
+            "{mode:?}: {}",
+            stderr(&out)
+        );
     }
 }
 
@@ -719,7 +732,8 @@ fn replacing_the_sandbox_helper_during_a_run_changes_nothing() {
     let marker = outside.path().join("helper-ran");
     let pwned = outside.path().join("pwned");
     let fake = format!(
-        "printf '#!/bin/sh\\necho RAN > {}\\nexec bash -c \"$5\"\\n' > target/bin/fake && \
+        "printf '%s\\n' '#!/bin/sh' 'echo RAN > {}' \
+         'while [ \"$1\" != -- ]; do shift; done; shift; exec \"$@\"' > target/bin/fake && \
          chmod +x target/bin/fake && mv -f target/bin/fake target/bin/nop-sandbox && echo REPLACED",
         marker.display()
     );
@@ -739,4 +753,35 @@ fn replacing_the_sandbox_helper_during_a_run_changes_nothing() {
     assert!(results[0].contains("REPLACED"), "{results:?}");
     assert!(!marker.exists(), "the replaced helper ran: {results:?}");
     assert!(!pwned.exists(), "{results:?}");
+}
+
+#[test]
+fn with_the_sandbox_off_a_command_keeps_the_users_rights() {
+    let repo = git_repo();
+    let caps = |status: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with("CapEff:"))
+            .map(str::to_string)
+            .unwrap_or_default()
+    };
+    let mine = caps(&fs::read_to_string("/proc/self/status").unwrap());
+    let nop = assert_cmd::cargo::cargo_bin("nop");
+    let out = Command::new(nop)
+        .args([
+            "--set",
+            "sandbox=off",
+            "sandbox",
+            "run",
+            "--",
+            "cat",
+            "/proc/self/status",
+        ])
+        .current_dir(repo.path())
+        .env_clear()
+        .env("HOME", repo.path())
+        .env("PATH", "/usr/bin:/bin")
+        .output()
+        .unwrap();
+    assert_eq!(caps(&stdout(&out)), mine, "{}", stderr(&out));
 }
