@@ -14,11 +14,19 @@ use super::runtime::{RunError, RunRequest, Runtime};
 use crate::permissions::{ApprovalAnswer, ApprovalRequest};
 use crate::protocol::events::{Event, RunOutcome, RunStatus};
 
-/// What a front end can ask of a running session.
+/// What a front end can ask of a session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
-    /// Stop the run at once (Ctrl-C): tools are stopped, the session is kept.
+    /// What the user typed. An open handle with nothing running runs it (a new session for the
+    /// first one); while a run is going it is queued for its next checkpoint, as [`Op::Queue`]
+    /// at high priority.
+    UserInput { text: String },
+    /// Stop the run at once (Ctrl-C, Esc): tools are stopped, the session is kept.
     Interrupt,
+    /// Stop the run at its next checkpoint, as a stop word or `nop stop` does.
+    Stop,
+    /// Compact the session now (an open handle with nothing running).
+    Compact,
     /// The answer to an [`Event::ApprovalRequested`] with this `id`.
     Approval { id: u64, answer: ApprovalAnswer },
     /// A message for the running session (typed while it works): queued for its next
@@ -27,6 +35,18 @@ pub enum Op {
         text: String,
         priority: crate::protocol::QueuePriority,
     },
+    /// Leave: a run still going is interrupted, then the handle ends.
+    Shutdown,
+}
+
+/// An open handle's session: it runs each [`Op::UserInput`] until [`Op::Shutdown`].
+#[derive(Debug, Clone, Default)]
+pub struct Open {
+    /// Continue this session; `None`: the first input makes one.
+    pub session: Option<String>,
+    /// The agent of a new session (default: `agent.default`).
+    pub agent: Option<String>,
+    pub max_turns: Option<u32>,
 }
 
 /// The questions of a runtime's approver (`Approver::interactive`). An approver has one
@@ -50,7 +70,7 @@ impl Submitter {
     }
 }
 
-/// A running session, as its front end holds it.
+/// A session, as its front end holds it.
 pub struct SessionHandle {
     ops: mpsc::UnboundedSender<Op>,
     events: mpsc::UnboundedReceiver<Event>,
@@ -58,17 +78,27 @@ pub struct SessionHandle {
 }
 
 impl SessionHandle {
-    /// Starts `request` on `runtime`. `approvals` are the questions of the runtime's approver
-    /// (`None` when nobody can answer them): each becomes an `approval_requested` event, and
-    /// the run waits for the matching [`Op::Approval`].
+    /// Starts `request` on `runtime`; the handle ends with the run. `approvals` are the
+    /// questions of the runtime's approver (`None` when nobody can answer them): each becomes
+    /// an `approval_requested` event, and the run waits for the matching [`Op::Approval`].
     pub fn start(
         runtime: Runtime,
         approvals: Option<Approvals>,
         request: RunRequest,
     ) -> SessionHandle {
+        SessionHandle::spawn(runtime, approvals, Plan::Once(request))
+    }
+
+    /// Opens a session for a person at a terminal: each [`Op::UserInput`] runs on it, an `idle`
+    /// event says when the handle waits for the next one, and [`Op::Shutdown`] ends it.
+    pub fn open(runtime: Runtime, approvals: Option<Approvals>, open: Open) -> SessionHandle {
+        SessionHandle::spawn(runtime, approvals, Plan::Open(open))
+    }
+
+    fn spawn(runtime: Runtime, approvals: Option<Approvals>, plan: Plan) -> SessionHandle {
         let (ops, op_rx) = mpsc::unbounded_channel();
         let (event_tx, events) = mpsc::unbounded_channel();
-        let task = tokio::spawn(serve(runtime, approvals, request, op_rx, event_tx));
+        let task = tokio::spawn(serve(runtime, approvals, plan, op_rx, event_tx));
         SessionHandle { ops, events, task }
     }
 
@@ -96,16 +126,108 @@ impl SessionHandle {
     }
 }
 
-/// The handle's task: runs the request, answers operations, turns approval questions into
-/// events, and takes what was queued as the run ended.
+/// What a message for a session came to ([`deliver`]).
+pub enum Delivery {
+    /// No process was running the session: this handle runs the message.
+    Running(SessionHandle),
+    /// A stop word for a session no process runs: there is nothing to stop.
+    NothingToStop,
+    /// Queued for the process running the session, at `position` (1-based). `then`: that
+    /// process ended before it read the queue, so this handle took the session over to run it.
+    Queued {
+        position: usize,
+        priority: crate::protocol::QueuePriority,
+        stop: bool,
+        then: Option<SessionHandle>,
+    },
+}
+
+/// A message for session `id` from outside it (`nop send`, `nop run --session` while another
+/// process runs it): run now if no process runs the session, otherwise queue it for the one
+/// that does (seed 004). Stop words are stops.
+pub fn deliver(
+    runtime: Runtime,
+    approvals: Option<Approvals>,
+    id: &str,
+    text: String,
+    priority: crate::protocol::QueuePriority,
+    max_turns: Option<u32>,
+    emergency: bool,
+) -> Result<Delivery, RunError> {
+    let dir = runtime.store().dir(id);
+    let locked = |e| crate::session::SessionError::Io {
+        path: dir.join("run.lock"),
+        source: e,
+    };
+    let request = |input, guard| RunRequest {
+        session: Some(id.to_string()),
+        agent: None,
+        input,
+        max_turns,
+        emergency,
+        guard: Some(guard),
+    };
+    let stop = crate::queue::is_stop_word(&text, runtime.stop_words());
+    if let Some(guard) = crate::queue::RunGuard::try_acquire(&dir).map_err(locked)? {
+        if stop {
+            return Ok(Delivery::NothingToStop);
+        }
+        let request = request(Some(text), guard);
+        return Ok(Delivery::Running(SessionHandle::start(
+            runtime, approvals, request,
+        )));
+    }
+    let posted = crate::queue::post(
+        &dir,
+        id,
+        runtime.user(),
+        &text,
+        priority,
+        runtime.stop_words(),
+    )?;
+    // The runner may have ended between the look and the queueing: then nobody would read the
+    // queue, so this process takes the session over and runs what is queued.
+    let then = match crate::queue::RunGuard::try_acquire(&dir).map_err(locked)? {
+        Some(guard) if !crate::queue::Inbox::new(&dir).is_empty() => {
+            let request = request(None, guard);
+            Some(SessionHandle::start(runtime, approvals, request))
+        }
+        _ => None,
+    };
+    Ok(Delivery::Queued {
+        position: posted.position,
+        priority: posted.message.priority,
+        stop: posted.message.stop,
+        then,
+    })
+}
+
+/// How a handle was started.
+enum Plan {
+    /// One request; the handle ends with it.
+    Once(RunRequest),
+    /// Runs each input until it is told to shut down.
+    Open(Open),
+}
+
+/// What the handle is doing: a run (with what was queued behind it) or a compaction.
+type Work = std::pin::Pin<Box<dyn std::future::Future<Output = Done> + Send>>;
+
+enum Done {
+    Run(Result<RunOutcome, RunError>),
+    Compact(Result<Option<String>, RunError>),
+}
+
+/// The handle's task: runs what it is given, answers operations, turns approval questions into
+/// events, and takes what was queued as a run ended.
 async fn serve(
     runtime: Runtime,
     approvals: Option<Approvals>,
-    request: RunRequest,
+    plan: Plan,
     mut ops: mpsc::UnboundedReceiver<Op>,
     events: mpsc::UnboundedSender<Event>,
 ) -> Result<RunOutcome, RunError> {
-    let cancel = CancellationToken::new();
+    let mut cancel = CancellationToken::new();
     // Held for the whole session: one handle at a time answers a front end's questions.
     let mut approvals = match &approvals {
         Some(shared) => Some(shared.lock().await),
@@ -115,34 +237,79 @@ async fn serve(
     let mut next_id = 0u64;
     // The runtime's events pass through here, so the handle knows its session.
     let (inner, mut from_runs) = mpsc::unbounded_channel();
-    let mut session: Option<String> = request.session.clone();
-    let work = runs(&runtime, request, inner, &cancel);
-    tokio::pin!(work);
+    let (mut work, open): (Option<Work>, Option<Open>) = match plan {
+        Plan::Once(request) => (Some(run(&runtime, request, &inner, &cancel)), None),
+        Plan::Open(open) => (None, Some(open)),
+    };
+    let mut session: Option<String> = open.as_ref().and_then(|o| o.session.clone());
+    let mut last: Option<Result<RunOutcome, RunError>> = None;
+    let mut leaving = false;
     loop {
         tokio::select! {
-            done = &mut work => {
-                // Every event a run sent is in the channel before it returns.
+            done = until_done(&mut work) => {
+                work = None;
+                // Every event the work sent is in the channel before it returns.
                 while let Ok(event) = from_runs.try_recv() {
-                    let _ = events.send(event);
+                    forward(event, &mut session, &events);
                 }
-                // A message typed as the run ended still goes to the session's queue, where the
-                // next run takes it.
-                let ended = done.as_ref().ok().map(|o| o.session_id.as_str());
-                while let Ok(op) = ops.try_recv() {
-                    if let Op::Queue { text, priority } = op {
-                        let id = ended.or(session.as_deref());
-                        let _ = events.send(queue(&runtime, id, &text, priority));
+                match done {
+                    Done::Run(result) => {
+                        if let Ok(outcome) = &result {
+                            session = Some(outcome.session_id.clone());
+                        }
+                        if open.is_none() {
+                            // A message typed as the run ended still goes to the session's
+                            // queue, where the next run takes it.
+                            while let Ok(op) = ops.try_recv() {
+                                if let Op::Queue { text, priority } = op {
+                                    let _ = events.send(queue(&runtime, session.as_deref(), &text, priority));
+                                } else if let Op::UserInput { text } = op {
+                                    let high = crate::protocol::QueuePriority::High;
+                                    let _ = events.send(queue(&runtime, session.as_deref(), &text, high));
+                                }
+                            }
+                            return result;
+                        }
+                        if let Err(e) = &result {
+                            let _ = events.send(Event::Error { message: e.to_string() });
+                        }
+                        last = Some(result);
+                    }
+                    Done::Compact(Ok(Some(_))) => {}
+                    Done::Compact(Ok(None)) => {
+                        let _ = events.send(Event::Warning {
+                            message: "nothing to compact: the conversation is short".into(),
+                        });
+                    }
+                    Done::Compact(Err(e)) => {
+                        let _ = events.send(Event::Error { message: e.to_string() });
                     }
                 }
-                return done;
-            }
-            Some(event) = from_runs.recv() => {
-                if let Event::SessionStarted { session_id, .. } = &event {
-                    session = Some(session_id.clone());
+                if leaving {
+                    return ended(last);
                 }
-                let _ = events.send(event);
+                cancel = CancellationToken::new();
+                let _ = events.send(Event::Idle { session_id: session.clone() });
             }
+            Some(event) = from_runs.recv() => forward(event, &mut session, &events),
             Some(op) = ops.recv() => match op {
+                Op::UserInput { text } => match (&work, &open) {
+                    (None, Some(open)) => {
+                        let request = RunRequest {
+                            session: session.clone(),
+                            agent: open.agent.clone(),
+                            input: Some(text),
+                            max_turns: open.max_turns,
+                            emergency: false,
+                            guard: None,
+                        };
+                        work = Some(run(&runtime, request, &inner, &cancel));
+                    }
+                    _ => {
+                        let high = crate::protocol::QueuePriority::High;
+                        let _ = events.send(queue(&runtime, session.as_deref(), &text, high));
+                    }
+                },
                 Op::Interrupt => {
                     cancel.cancel();
                     // Nobody waits for a yes to a call that is being stopped.
@@ -150,6 +317,31 @@ async fn serve(
                         let _ = respond.send(ApprovalAnswer::No);
                     }
                 }
+                Op::Stop => {
+                    let _ = events.send(stop(&runtime, work.is_some(), session.as_deref()));
+                }
+                Op::Compact => match (&work, &session) {
+                    (None, Some(id)) => {
+                        let (runtime, id, events, cancel) =
+                            (runtime.clone(), id.clone(), inner.clone(), cancel.clone());
+                        work = Some(Box::pin(async move {
+                            let reason = "requested by the user";
+                            Done::Compact(runtime.compact(&id, reason, events, cancel).await)
+                        }));
+                    }
+                    (Some(_), _) => {
+                        let _ = events.send(Event::Warning {
+                            message: "the agent is working: compact once it has answered".into(),
+                        });
+                    }
+                    (None, None) => {
+                        let _ = events.send(Event::Warning {
+                            message: "no session yet: there is nothing to compact".into(),
+                        });
+                        // Whoever asked waits for the handle to be idle again.
+                        let _ = events.send(Event::Idle { session_id: None });
+                    }
+                },
                 Op::Approval { id, answer } => {
                     if let Some(respond) = waiting.remove(&id) {
                         let _ = respond.send(answer);
@@ -158,6 +350,16 @@ async fn serve(
                 Op::Queue { text, priority } => {
                     let event = queue(&runtime, session.as_deref(), &text, priority);
                     let _ = events.send(event);
+                }
+                Op::Shutdown => {
+                    if work.is_none() {
+                        return ended(last);
+                    }
+                    leaving = true;
+                    cancel.cancel();
+                    for (_, respond) in waiting.drain() {
+                        let _ = respond.send(ApprovalAnswer::No);
+                    }
                 }
             },
             Some(question) = next_question(&mut approvals) => {
@@ -171,6 +373,60 @@ async fn serve(
                 });
             }
         }
+    }
+}
+
+/// A run of `request` (and of what is queued behind it) as the handle's work.
+fn run(
+    runtime: &Runtime,
+    request: RunRequest,
+    events: &mpsc::UnboundedSender<Event>,
+    cancel: &CancellationToken,
+) -> Work {
+    let (runtime, events, cancel) = (runtime.clone(), events.clone(), cancel.clone());
+    Box::pin(async move { Done::Run(runs(&runtime, request, events, &cancel).await) })
+}
+
+async fn until_done(work: &mut Option<Work>) -> Done {
+    match work {
+        Some(work) => work.await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Passes a run's event on, noting the session it made.
+fn forward(event: Event, session: &mut Option<String>, events: &mpsc::UnboundedSender<Event>) {
+    if let Event::SessionStarted { session_id, .. } = &event {
+        *session = Some(session_id.clone());
+    }
+    let _ = events.send(event);
+}
+
+/// How an open handle ended: its last run's outcome.
+fn ended(last: Option<Result<RunOutcome, RunError>>) -> Result<RunOutcome, RunError> {
+    last.unwrap_or_else(|| Err(RunError::Agent("nothing was run in this session".into())))
+}
+
+/// A stop for the session's run, at its next checkpoint; the event that says how it went.
+fn stop(runtime: &Runtime, running: bool, session: Option<&str>) -> Event {
+    let (true, Some(id)) = (running, session) else {
+        return Event::Warning {
+            message: "nothing is running: there is nothing to stop".into(),
+        };
+    };
+    match crate::queue::request_stop(&runtime.store().dir(id), id, runtime.user()) {
+        Ok(Some(posted)) => Event::Queued {
+            session_id: id.to_string(),
+            position: posted.position,
+            priority: posted.message.priority,
+            stop: true,
+        },
+        Ok(None) => Event::Warning {
+            message: "the run has just ended: there is nothing to stop".into(),
+        },
+        Err(e) => Event::Warning {
+            message: format!("could not ask the run to stop: {e}"),
+        },
     }
 }
 

@@ -18,7 +18,7 @@ pub mod summarize;
 mod turn;
 
 pub use conversation::Conversation;
-pub use handle::{Approvals, Op, SessionHandle};
+pub use handle::{Approvals, Delivery, Op, Open, SessionHandle, deliver};
 pub use runtime::{RunError, RunRequest, Runtime};
 pub use turn::ModelAgent;
 

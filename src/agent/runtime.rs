@@ -429,6 +429,34 @@ impl Runtime {
         }
     }
 
+    /// Compacts session `id` now (`nop compact`, `/compact`): the consistency check, a snapshot,
+    /// the CompactAgent's summary in place of the older messages (seed 002 §3.4). The compression
+    /// advisor is not asked: the compaction was asked for. `None`: the conversation is too short.
+    /// The session is not locked against a run: the compaction commits only against the
+    /// conversation it read.
+    pub async fn compact(
+        &self,
+        id: &str,
+        reason: &str,
+        events: EventSink,
+        cancel: CancellationToken,
+    ) -> Result<Option<String>, RunError> {
+        let session = self.blocking_read(id).await?;
+        let provider = Provider::from_config(&self.config.provider, &self.env)?;
+        let engine = Engine::new(
+            self.ws.clone(),
+            self.config.clone(),
+            self.store.clone(),
+            provider,
+            // Nothing is asked: the CompactAgent and the advisors run no tools.
+            Approver::headless(crate::permissions::ApprovalMode::Never, false),
+            events,
+            super::engine::QueueSettings::default(),
+        );
+        let ctx = engine.tool_context(id, &session.agent, Vec::new(), 0, cancel, true)?;
+        Ok(engine.compact(&ctx, reason).await?)
+    }
+
     async fn blocking_read(&self, id: &str) -> Result<SessionFile, RunError> {
         Ok(self.store.read_session_async(id).await?)
     }

@@ -590,7 +590,10 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             let Some(session) = session else {
                 bail!("no session given");
             };
-            run::compact(&ws, resolved.config, outside.env, &session)
+            let approver = nop::permissions::Approver::headless(ApprovalMode::Never, false);
+            let runtime =
+                nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user);
+            run::compact(runtime, &session.session_id)
         }
         Command::Init { force } => {
             let report = workspace::init(&cwd, force, Utc::now())?;

@@ -135,8 +135,21 @@ pub fn headless(
     format: OutputFormat,
 ) -> Result<ExitCode> {
     let rt = tokio_runtime()?;
+    let session = {
+        let _inside = rt.enter();
+        SessionHandle::start(runtime, prompts, request)
+    };
+    drive(&rt, session, format)
+}
+
+/// Renders `session` in `format` until it ends (Ctrl-C and SIGTERM interrupt it); the exit
+/// code says how it ended.
+fn drive(
+    rt: &tokio::runtime::Runtime,
+    session: SessionHandle,
+    format: OutputFormat,
+) -> Result<ExitCode> {
     rt.block_on(async move {
-        let session = SessionHandle::start(runtime, prompts, request);
         interrupt_on_signals(session.submitter());
         match render(session, format).await {
             Ok(outcome) => Ok(exit_code(outcome.status)),
@@ -163,22 +176,34 @@ async fn render(
     format: OutputFormat,
 ) -> Result<RunOutcome, nop::agent::RunError> {
     let mut renderer = Renderer::new(format);
-    while let Some(event) = session.next_event().await {
-        if let Event::ApprovalRequested {
-            id,
-            tool,
-            detail,
-            reason,
-        } = &event
-        {
-            let answer = ask_on_terminal(tool, detail, reason).await;
-            session.submit(Op::Approval { id: *id, answer });
-            continue;
-        }
-        renderer.event(&event);
-    }
+    show(&mut session, &mut renderer).await;
     renderer.finish();
     session.finish().await
+}
+
+/// Shows a session's events until it ends or, an open handle, waits for input (then the
+/// session it has, if any). Approval questions are asked on the terminal.
+async fn show(session: &mut SessionHandle, renderer: &mut Renderer) -> Option<String> {
+    while let Some(event) = session.next_event().await {
+        match &event {
+            Event::ApprovalRequested {
+                id,
+                tool,
+                detail,
+                reason,
+            } => {
+                let answer = ask_on_terminal(tool, detail, reason).await;
+                session.submit(Op::Approval { id: *id, answer });
+                continue;
+            }
+            Event::Idle { session_id } => {
+                renderer.finish();
+                return session_id.clone();
+            }
+            _ => renderer.event(&event),
+        }
+    }
+    None
 }
 
 /// Renders events as they come.
@@ -332,6 +357,12 @@ impl Renderer {
                     "  ⇣ compacted {messages_before} → {messages_after} messages (full history in snapshot {snapshot_id})"
                 );
             }
+            Event::Error { message } => {
+                self.end_line(&mut out);
+                eprintln!("error: {message}");
+            }
+            // Shown by whoever drives an open handle: it is the prompt's turn.
+            Event::Idle { .. } => {}
             Event::Result(outcome) => {
                 self.end_line(&mut out);
                 let id = &outcome.session_id;
@@ -391,7 +422,8 @@ fn brief_arguments(name: &str, arguments: &serde_json::Value) -> String {
     }
 }
 
-/// The interactive session: a line editor, streamed answers, `/plan`, `/snapshot`, `/exit`.
+/// The interactive session: a line editor, streamed answers, `/plan`, `/snapshot`,
+/// `/compact`, `/exit`. One open session handle runs every prompt.
 pub fn interactive(
     runtime: Runtime,
     prompts: Prompts,
@@ -410,12 +442,23 @@ pub fn interactive(
     let history = ws.nop_dir().join("logs").join("history.txt");
     let _ = editor.load_history(&history);
     eprintln!(
-        "nop · {} · /plan /snapshot /exit · Ctrl-C stops the agent, Ctrl-D leaves",
+        "nop · {} · /plan /snapshot /compact /exit · Ctrl-C stops the agent, Ctrl-D leaves",
         ws.root.display()
     );
     if let Some(id) = &session {
         eprintln!("continuing session {id}");
     }
+    let store = runtime.store().clone();
+    let mut handle = {
+        let _inside = rt.enter();
+        let open = nop::agent::Open {
+            session: session.clone(),
+            agent,
+            max_turns,
+        };
+        SessionHandle::open(runtime, prompts, open)
+    };
+    let mut renderer = Renderer::new(OutputFormat::Text);
     loop {
         let line = match editor.readline("› ") {
             Ok(line) => line,
@@ -428,11 +471,11 @@ pub fn interactive(
             continue;
         }
         let _ = editor.add_history_entry(input);
-        match input {
+        let op = match input {
             "/exit" | "/quit" => break,
             "/help" => {
                 eprintln!(
-                    "/plan      the session's tasks\n/snapshot  save a snapshot you can fork from\n/exit      leave (the session stays on disk)"
+                    "/plan      the session's tasks\n/snapshot  save a snapshot you can fork from\n/compact   summarise the older part of the conversation now\n/exit      leave (the session stays on disk)"
                 );
                 continue;
             }
@@ -441,7 +484,6 @@ pub fn interactive(
                     eprintln!("no session yet: say something first");
                     continue;
                 };
-                let store = runtime.store();
                 if input == "/plan" {
                     match store.read(id) {
                         Ok(state) => {
@@ -458,27 +500,19 @@ pub fn interactive(
                 }
                 continue;
             }
+            "/compact" => Op::Compact,
             other if other.starts_with('/') => {
                 eprintln!("unknown command {other}; /help lists them");
                 continue;
             }
-            _ => {}
-        }
-        let request = RunRequest {
-            session: session.clone(),
-            agent: agent.clone(),
-            input: Some(input.to_string()),
-            max_turns,
-            emergency: false,
-            guard: None,
+            _ => Op::UserInput {
+                text: input.to_string(),
+            },
         };
         // While the agent works, what you type is queued for it; a stop word stops it.
         let done = Arc::new(AtomicBool::new(false));
-        let (outcome, watcher) = rt.block_on(async {
-            // One set of approval questions for the whole interactive session, so that an
-            // "always" answer holds across prompts.
-            let handle = SessionHandle::start(runtime.clone(), prompts.clone(), request);
-            let watcher = watch_typing(handle.submitter(), Arc::clone(&done));
+        let watcher = watch_typing(handle.submitter(), Arc::clone(&done));
+        let idle = rt.block_on(async {
             let listener = {
                 let session = handle.submitter();
                 tokio::spawn(async move {
@@ -487,18 +521,21 @@ pub fn interactive(
                     }
                 })
             };
-            let outcome = render(handle, OutputFormat::Text).await;
+            handle.submit(op);
+            let idle = show(&mut handle, &mut renderer).await;
             listener.abort();
-            (outcome, watcher)
+            idle
         });
         done.store(true, Ordering::SeqCst);
         let _ = watcher.join();
-        match outcome {
-            Ok(outcome) => session = Some(outcome.session_id),
-            Err(e) => eprintln!("error: {e:#}"),
+        if idle.is_some() {
+            session = idle;
         }
     }
     let _ = editor.save_history(&history);
+    handle.submit(Op::Shutdown);
+    // How the last run ended was shown as it ended.
+    let _ = rt.block_on(handle.finish());
     if let Some(id) = session {
         eprintln!("session {id} saved; continue with: nop run --session {id}");
     }
@@ -506,58 +543,36 @@ pub fn interactive(
 }
 
 /// `nop compact ID`: snapshot, CompactAgent summary, new messages.
-pub fn compact(
-    ws: &Workspace,
-    config: nop::config::Config,
-    env: std::collections::BTreeMap<String, String>,
-    session: &nop::protocol::SessionFile,
-) -> Result<ExitCode> {
-    let provider = nop::providers::Provider::from_config(&config.provider, &env)?;
-    let store = ws.store(&config);
-    let (events, mut warnings) = mpsc::unbounded_channel();
-    let engine = nop::agent::engine::Engine::new(
-        ws.clone(),
-        config,
-        store,
-        provider,
-        Approver::headless(ApprovalMode::Never, false),
-        events,
-        nop::agent::engine::QueueSettings::default(),
-    );
+pub fn compact(runtime: Runtime, id: &str) -> Result<ExitCode> {
+    let (events, mut shown) = mpsc::unbounded_channel();
     let rt = tokio_runtime()?;
-    rt.block_on(async {
-        // Advisors on: the consistency check runs before the compaction (seed 002 §2.2); the
-        // compression advisor is not asked, since the compaction is forced.
-        let ctx = engine.tool_context(
-            &session.session_id,
-            &session.agent,
-            Vec::new(),
-            0,
-            CancellationToken::new(),
-            true,
-        )?;
-        let compacted = engine.compact(&ctx, "requested with nop compact").await;
-        while let Ok(event) = warnings.try_recv() {
-            if let nop::protocol::events::Event::Warning { message } = event {
-                eprintln!("warning: {message}");
-            }
+    let compacted = rt.block_on(runtime.compact(
+        id,
+        "requested with nop compact",
+        events,
+        CancellationToken::new(),
+    ));
+    while let Ok(event) = shown.try_recv() {
+        match event {
+            Event::Warning { message } => eprintln!("warning: {message}"),
+            Event::Compacted {
+                snapshot_id,
+                messages_before,
+                messages_after,
+            } => println!(
+                "compacted {messages_before} → {messages_after} messages; the full history is in snapshot {snapshot_id}"
+            ),
+            _ => {}
         }
-        match compacted? {
-            Some(snapshot) => {
-                let after = ctx.store.read_session(&session.session_id)?.messages.len();
-                println!(
-                    "compacted {} → {after} messages; the full history is in snapshot {snapshot}",
-                    session.messages.len()
-                );
-            }
-            None => println!("nothing to compact: the conversation is short"),
-        }
-        Ok(ExitCode::SUCCESS)
-    })
+    }
+    if compacted?.is_none() {
+        println!("nothing to compact: the conversation is short");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
-/// A message for session `id`: run it now if no process runs the session, otherwise queue it
-/// (seed 004) and return at once. Stop words go to the running process as stops.
+/// A message for session `id`: run now if no process runs the session, otherwise queued for
+/// the one that does (seed 004); what became of it, rendered in `format`.
 #[allow(clippy::too_many_arguments)]
 pub fn deliver(
     runtime: Runtime,
@@ -569,54 +584,38 @@ pub fn deliver(
     max_turns: Option<u32>,
     emergency: bool,
 ) -> Result<ExitCode> {
-    let store = runtime.store().clone();
-    let dir = store.dir(id);
-    let stop_words = runtime.stop_words().to_vec();
-    let is_stop = nop::queue::is_stop_word(&text, &stop_words);
-    if let Some(guard) = nop::queue::RunGuard::try_acquire(&dir)? {
-        if is_stop {
+    let rt = tokio_runtime()?;
+    let delivery = {
+        let _inside = rt.enter();
+        nop::agent::deliver(runtime, prompts, id, text, priority, max_turns, emergency)?
+    };
+    let (position, priority, stop, then) = match delivery {
+        nop::agent::Delivery::Running(session) => return drive(&rt, session, format),
+        nop::agent::Delivery::NothingToStop => {
             println!("session {id} is not running; nothing to stop");
             return Ok(ExitCode::SUCCESS);
         }
-        let request = RunRequest {
-            session: Some(id.to_string()),
-            agent: None,
-            input: Some(text),
-            max_turns,
-            emergency,
-            guard: Some(guard),
-        };
-        return headless(runtime, prompts, request, format);
-    }
-    let posted = nop::queue::post(&dir, id, runtime.user(), &text, priority, &stop_words)?;
-    let (message, position) = (posted.message, posted.position);
-    let inbox = nop::queue::Inbox::new(&dir);
+        nop::agent::Delivery::Queued {
+            position,
+            priority,
+            stop,
+            then,
+        } => (position, priority, stop, then),
+    };
     match format {
-        OutputFormat::Text if is_stop => {
+        OutputFormat::Text if stop => {
             println!("stop requested: session {id} stops at its next checkpoint")
         }
         OutputFormat::Text => println!("queued (position {position})"),
         _ => println!(
             "{}",
-            serde_json::json!({"type": "queued", "session_id": id, "position": position, "priority": message.priority.as_str(), "stop": is_stop})
+            serde_json::json!({"type": "queued", "session_id": id, "position": position, "priority": priority.as_str(), "stop": stop})
         ),
     }
-    // The runner may have ended between our look and the queueing: then nobody would read the
-    // queue, so take the session over and process it here.
-    if let Some(guard) = nop::queue::RunGuard::try_acquire(&dir)?
-        && !inbox.is_empty()
-    {
-        let request = RunRequest {
-            session: Some(id.to_string()),
-            agent: None,
-            input: None,
-            max_turns,
-            emergency,
-            guard: Some(guard),
-        };
-        return headless(runtime, prompts, request, format);
+    match then {
+        Some(session) => drive(&rt, session, format),
+        None => Ok(ExitCode::SUCCESS),
     }
-    Ok(ExitCode::SUCCESS)
 }
 
 /// Set while an approval prompt reads the terminal, so the typing watcher keeps off it.
@@ -651,6 +650,7 @@ fn watch_typing(
             }
             let text = line.trim();
             let queued = text.is_empty()
+                // A queued line, never a new run: the run may have ended a moment ago.
                 || session.submit(Op::Queue {
                     text: text.to_string(),
                     priority: nop::queue::QueuePriority::High,
@@ -664,22 +664,10 @@ fn watch_typing(
 
 /// `nop stop`: a stop for the process running session `id`.
 pub fn stop(store: &nop::session::Store, id: &str, user: &str) -> Result<ExitCode> {
-    let dir = store.dir(id);
-    if !nop::queue::RunGuard::is_busy(&dir) {
-        println!("session {id} is not running; nothing to stop");
-        return Ok(ExitCode::SUCCESS);
+    match nop::queue::request_stop(&store.dir(id), id, user)? {
+        Some(_) => println!("stop requested: session {id} stops at its next checkpoint"),
+        None => println!("session {id} is not running; nothing to stop"),
     }
-    let message = nop::queue::QueuedMessage {
-        id: nop::protocol::new_id(),
-        text: "stop".into(),
-        priority: nop::queue::QueuePriority::Urgent,
-        session_key: nop::queue::session_key(id, user),
-        queued_at: chrono::Utc::now(),
-        stop: true,
-    };
-    nop::queue::Inbox::new(&dir).push(&message)?;
-    tracing::info!(session = %id, op = "queue", result = "stop_requested", "stop requested");
-    println!("stop requested: session {id} stops at its next checkpoint");
     Ok(ExitCode::SUCCESS)
 }
 

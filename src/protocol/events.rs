@@ -98,6 +98,12 @@ pub enum Event {
     },
     /// The run ended.
     Result(RunOutcome),
+    /// A run could not start or failed before it had a result (an open handle only: the next
+    /// input can still be run).
+    Error { message: String },
+    /// An open handle has nothing to do: the last run (and what was queued behind it) ended and
+    /// it waits for input. `session_id` is `None` while no run has made a session.
+    Idle { session_id: Option<String> },
 }
 
 /// How a run ended, with its totals.

@@ -78,6 +78,30 @@ pub fn post(
     Ok(Posted { message, position })
 }
 
+/// Asks the process running session `session_id` (in `dir`) to stop at its next checkpoint, as
+/// `user` (`nop stop`, a front end's stop): an urgent stop message in its queue. `None` when no
+/// process runs it, so nothing would read the stop.
+pub fn request_stop(
+    dir: &Path,
+    session_id: &str,
+    user: &str,
+) -> Result<Option<Posted>, crate::session::SessionError> {
+    if !RunGuard::is_busy(dir) {
+        return Ok(None);
+    }
+    let message = QueuedMessage {
+        id: crate::protocol::new_id(),
+        text: "stop".into(),
+        priority: QueuePriority::Urgent,
+        session_key: session_key(session_id, user),
+        queued_at: chrono::Utc::now(),
+        stop: true,
+    };
+    let position = Inbox::new(dir).push(&message)?;
+    tracing::info!(session = %session_id, op = "queue", result = "stop_requested", "stop requested");
+    Ok(Some(Posted { message, position }))
+}
+
 /// Whether `text` is a stop word: the whole message, case-insensitive, trimmed (seed 004).
 pub fn is_stop_word(text: &str, stop_words: &[String]) -> bool {
     let text = text

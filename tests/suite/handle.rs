@@ -317,3 +317,83 @@ async fn an_interrupt_while_a_call_waits_for_approval_refuses_it_and_ends_the_ru
     assert!(!repo.path().join("out.txt").exists());
     assert_eq!(server.requests().len(), 1);
 }
+
+/// Events up to the next `idle` (included).
+async fn until_idle(session: &mut SessionHandle) -> Vec<Event> {
+    let mut events = Vec::new();
+    loop {
+        let event = tokio::time::timeout(Duration::from_secs(30), session.next_event())
+            .await
+            .expect("an event within 30 s")
+            .expect("the handle is still open");
+        let idle = matches!(event, Event::Idle { .. });
+        events.push(event);
+        if idle {
+            return events;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_open_handle_runs_each_input_on_one_session_and_compacts_on_request() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_text("first answer"),
+        openai::reply_text("second answer"),
+        openai::reply_text("the gist"),
+    ]);
+    let ws = Workspace::discover(repo.path()).expect("workspace");
+    let mut env: std::collections::BTreeMap<String, String> =
+        model_env(&server, "openai").into_iter().collect();
+    env.insert("NOP_COMPACTION_KEEP_LAST".into(), "1".into());
+    let config = ws
+        .config(None, None, env.clone(), Vec::new())
+        .expect("config")
+        .config;
+    let approver = Approver::headless(ApprovalMode::OnRequest, false);
+    let rt = Runtime::new(ws, config, env, approver, "tester".into());
+    let mut session = SessionHandle::open(rt, None, nop::agent::Open::default());
+    session.submit(Op::Compact);
+    let nothing = until_idle(&mut session).await;
+    assert_eq!(kinds(&nothing), vec!["warning", "idle"], "{nothing:?}");
+    session.submit(Op::UserInput { text: "one".into() });
+    let first = until_idle(&mut session).await;
+    assert_eq!(
+        kinds(&first),
+        vec!["session_started", "turn_started", "result", "idle"]
+    );
+    let Some(Event::Idle {
+        session_id: Some(id),
+    }) = first.last()
+    else {
+        panic!("{first:?}")
+    };
+    session.submit(Op::UserInput { text: "two".into() });
+    let second = until_idle(&mut session).await;
+    let Some(Event::SessionStarted {
+        session_id,
+        resumed,
+        ..
+    }) = second.first()
+    else {
+        panic!("{second:?}")
+    };
+    assert_eq!((session_id, *resumed), (id, true));
+    // Nothing runs now: a stop has nothing to stop, a compaction runs at once.
+    session.submit(Op::Stop);
+    session.submit(Op::Compact);
+    let compacted = until_idle(&mut session).await;
+    assert_eq!(
+        kinds(&compacted),
+        vec!["warning", "compacted", "idle"],
+        "{compacted:?}"
+    );
+    session.submit(Op::Shutdown);
+    assert!(session.next_event().await.is_none());
+    let outcome = session.finish().await.expect("the last run's outcome");
+    assert_eq!(outcome.final_message, "second answer");
+    let stored = repo.session_json(id);
+    assert_eq!(stored["compressions"].as_array().map(Vec::len), Some(1));
+    let users: Vec<String> = server.requests()[1].user_messages();
+    assert_eq!(users, vec!["one", "two"]);
+}

@@ -20,23 +20,16 @@ fn the_interactive_session_answers_takes_what_is_typed_meanwhile_and_keeps_the_s
         )]),
         openai::reply_text("did both"),
     ]);
-    let t = Terminal::start(
-        &repo,
-        &server,
-        "interactive",
-        "run",
-        &[],
-        "/plan /snapshot /exit",
-    );
+    let t = Terminal::start(&repo, &server, "interactive", "run", &[], "/compact /exit");
     t.type_line("hello");
-    t.wait_for("hi there");
+    t.wait_for_prompt_after("hi there");
     t.type_line("run the long thing");
     t.wait_for("shell");
     // While the command runs, what is typed goes to the agent's queue.
     t.type_line("and mention the weather");
     t.wait_for("queued");
     std::fs::write(&gate, "").expect("open the gate");
-    t.wait_for("did both");
+    t.wait_for_prompt_after("did both");
     let requests = server.requests();
     assert_eq!(requests.len(), 3);
     let users: Vec<String> = requests[2].user_messages();
@@ -75,23 +68,16 @@ fn an_approval_is_asked_on_the_terminal_and_always_holds_for_the_rest_of_the_ses
         write("second"),
         openai::reply_text("wrote it again"),
     ]);
-    let t = Terminal::start(
-        &repo,
-        &server,
-        "approval",
-        "run",
-        &[],
-        "/plan /snapshot /exit",
-    );
+    let t = Terminal::start(&repo, &server, "approval", "run", &[], "/compact /exit");
     t.type_line("note something");
     t.wait_for("allow?");
     t.type_line("a");
-    t.wait_for("wrote it");
+    t.wait_for_prompt_after("wrote it");
     let note = repo.path().join("notes/today.md");
     assert_eq!(std::fs::read_to_string(&note).expect("written"), "first");
     // The next prompt writes the same file: "always" still holds, nothing is asked.
     t.type_line("and again");
-    let screen = t.wait_for("wrote it again");
+    let screen = t.wait_for_prompt_after("wrote it again");
     assert_eq!(screen.matches("allow?").count(), 1, "{screen}");
     assert_eq!(std::fs::read_to_string(&note).expect("written"), "second");
     t.type_line("/exit");

@@ -93,4 +93,25 @@ impl Terminal {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+
+    /// Waits until `text` is on the screen and the prompt is back under it: nop waits for input.
+    /// (A line typed before that goes to the still-running agent's queue, as it should.)
+    pub fn wait_for_prompt_after(&self, text: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let s = self.screen();
+            let lines: Vec<&str> = s.lines().filter(|l| !l.trim().is_empty()).collect();
+            let at = lines.iter().rposition(|l| l.contains(text));
+            if at.is_some_and(|i| i + 1 < lines.len())
+                && lines.last().map(|l| l.trim()) == Some("›")
+            {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "`{text}` and then the prompt never appeared; screen:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
