@@ -3,8 +3,20 @@
 //! agents called like any subagent, whose JSON answers are validated here. Anything else
 //! (invalid JSON, a schema mismatch, an error, a timeout) yields the safe default, a WARN in the
 //! log, and the main flow goes on.
+//!
+//! Asking them is `consult.rs`'s (with the retry and consistency questions); running a
+//! compaction is `compress.rs`'s. Both serve a [`Host`], the run that uses them: this module
+//! depends on no part of the agent loop; the loop depends on it.
 
 pub mod compaction;
+mod compress;
+mod consult;
+
+pub use compress::{compact, maybe_compact};
+pub use consult::{
+    AdvisorAnswer, COMPRESSION_ADVISOR, CONSISTENCY_CHECKER, Checked, Host, RETRY_ADVISOR,
+    advise_retry, check_consistency, consult,
+};
 
 use serde::Deserialize;
 use serde::de::DeserializeOwned;

@@ -1,7 +1,8 @@
 //! The engine shared by a run, its subagents and its advisors: one provider, one store, one
 //! approver. It runs agents on sessions (the seed-003 adapter's work below the command line) and
 //! holds the queue checkpoints (seed 004) with pause and resume (seed 000). Subagents are in
-//! `subagent.rs`, advisor consultation and compaction in `advise.rs`.
+//! `subagent.rs`; advisor consultation and compaction are `crate::advisors`', which the engine
+//! serves as their [`advisors::Host`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -14,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::turn::{Checkpoint, EventSink, ModelAgent, RunServices, TurnStats};
 use super::{AgentResponse, Interrupted};
-use crate::advisors::RetryDecision;
+use crate::advisors::{self, AdvisorAnswer, RetryDecision};
 use crate::config::Config;
 use crate::protocol::events::Event;
 use crate::protocol::{Message, Role, SessionStatus, ToolCall};
@@ -351,6 +352,16 @@ impl Engine {
         &self.0.provider
     }
 
+    /// Compacts the session of `ctx` now (see [`advisors::compact`]); the snapshot id, `None`
+    /// when the conversation is too short to compact.
+    pub async fn compact(
+        &self,
+        ctx: &ToolContext,
+        reason: &str,
+    ) -> Result<Option<String>, ToolError> {
+        advisors::compact(self, ctx, reason).await
+    }
+
     /// A warning event for whoever watches this run (the log line is the caller's).
     pub fn warn(&self, message: String) {
         self.emit(Event::Warning { message });
@@ -445,7 +456,7 @@ impl RunServices for Engine {
         ctx: &'a ToolContext,
         messages: &'a [Message],
     ) -> BoxFuture<'a, Result<Option<String>, ToolError>> {
-        Box::pin(Engine::maybe_compact(self, ctx, messages))
+        Box::pin(advisors::maybe_compact(self, ctx, messages))
     }
 
     fn advise_retry<'a>(
@@ -455,7 +466,7 @@ impl RunServices for Engine {
         error: &'a ToolError,
         retries: u32,
     ) -> BoxFuture<'a, RetryDecision> {
-        Box::pin(Engine::advise_retry(self, ctx, call, error, retries))
+        Box::pin(advisors::advise_retry(self, ctx, call, error, retries))
     }
 
     fn retry_limits(&self) -> (u32, Duration) {
@@ -464,5 +475,51 @@ impl RunServices for Engine {
             advisors.max_retries,
             Duration::from_secs_f64(advisors.retry_delay_s),
         )
+    }
+}
+
+impl advisors::Host for Engine {
+    fn config(&self) -> &Config {
+        &self.0.config
+    }
+
+    fn store(&self) -> &Store {
+        &self.0.store
+    }
+
+    fn provider(&self) -> &Provider {
+        &self.0.provider
+    }
+
+    fn emit(&self, event: Event) {
+        Engine::emit(self, event);
+    }
+
+    fn cached_answer(&self, key: &str) -> Option<Value> {
+        self.0.cache.lock().ok().and_then(|c| c.get(key).cloned())
+    }
+
+    fn cache_answer(&self, key: String, value: Value) {
+        if let Ok(mut cache) = self.0.cache.lock() {
+            cache.insert(key, value);
+        }
+    }
+
+    fn run_advisor<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        advisor: &'a str,
+        input: String,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<AdvisorAnswer, ToolError>> {
+        Box::pin(async move {
+            let outcome = self
+                .run_subagent(ctx, advisor, input, timeout, true)
+                .await?;
+            Ok(AdvisorAnswer {
+                status: outcome.status,
+                message: outcome.message,
+            })
+        })
     }
 }

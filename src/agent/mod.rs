@@ -5,7 +5,6 @@
 //! "adapter", [`runtime`]) creates and loads sessions, sets ids, records messages and moves the
 //! session through its lifecycle; the agent never sees a session id.
 
-mod advise;
 pub mod chat;
 mod conversation;
 pub mod engine;

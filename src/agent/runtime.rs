@@ -295,7 +295,7 @@ impl Runtime {
         }
         if resumed && ctx.advisors {
             // Seed 002 §3.3: on load, check plan.xml against the messages (warnings only).
-            engine.check_consistency(&ctx).await;
+            crate::advisors::check_consistency(&engine, &ctx).await;
         }
         let max_turns = request.max_turns.unwrap_or(self.config.agent.max_turns);
         let mut stats = TurnStats::default();

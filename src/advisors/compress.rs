@@ -1,0 +1,161 @@
+//! Running a compaction (seed 002 §3.4): the compression check (local pre-check, then
+//! compression-advisor) and the compaction itself (consistency check, snapshot, CompactAgent
+//! summary, new messages committed under the session's lock). What the new messages are is
+//! [`super::compaction`]'s.
+
+use chrono::Utc;
+use serde_json::json;
+
+use super::consult::{COMPRESSION_ADVISOR, Host, check_consistency, consult};
+use super::{CompressionDecision, compaction};
+use crate::protocol::events::Event;
+use crate::protocol::{CompressionRecord, Message, Role};
+use crate::providers::ChatRequest;
+use crate::tools::{ToolContext, ToolError, ToolErrorKind};
+
+/// The compression check (seed 002 §3.4): the local pre-check, then compression-advisor, then
+/// compaction if it says so. Returns the snapshot id of a compaction that happened.
+/// `messages` are the session's as the turn loop just read them; the rest of the state is read
+/// only when the pre-check fires.
+pub async fn maybe_compact(
+    host: &dyn Host,
+    ctx: &ToolContext,
+    messages: &[Message],
+) -> Result<Option<String>, ToolError> {
+    if !ctx.advisors || !compaction::needs_check(messages, &host.config().compaction) {
+        return Ok(None);
+    }
+    let state = host.store().read_async(&ctx.session_id).await?;
+    let recent: Vec<&Message> = messages.iter().rev().take(10).rev().collect();
+    let arguments = json!({
+        "sessionId": ctx.session_id,
+        "agentType": ctx.agent,
+        "messageCount": messages.len(),
+        "tokenCount": compaction::estimate_tokens(messages),
+        "recentMessages": recent,
+        "plan": state.plan.to_xml(),
+        "compressionCount": state.session.compressions.len(),
+        "lastCompressionTime": state.session.compressions.last().map(|c| c.timestamp.to_rfc3339()),
+    });
+    match consult::<CompressionDecision>(host, ctx, COMPRESSION_ADVISOR, arguments).await {
+        Ok(decision) if decision.should_compress => compact(host, ctx, &decision.reason).await,
+        _ => Ok(None),
+    }
+}
+
+/// Compacts the session now: snapshot, CompactAgent summary, new messages, record.
+pub async fn compact(
+    host: &dyn Host,
+    ctx: &ToolContext,
+    reason: &str,
+) -> Result<Option<String>, ToolError> {
+    let store = host.store();
+    let state = store.read_async(&ctx.session_id).await?;
+    let messages = state.session.messages.clone();
+    let Some(range) = compaction::replaceable(&messages, host.config().compaction.keep_last) else {
+        return Ok(None);
+    };
+    // Seed 002 §2.2: the consistency check runs before compression, and the summary keeps the
+    // plan as checked (repaired, with `consistency.auto_repair`).
+    let checked = check_consistency(host, ctx).await;
+    let plan = match &checked {
+        Some(c) if !c.repairs.is_empty() => store.read_async(&ctx.session_id).await?.plan,
+        _ => state.plan.clone(),
+    };
+    let consistency = checked
+        .as_ref()
+        .map(|c| compaction::consistency_note(&c.decision, &c.repairs));
+    if !ctx.hooks.before_compact.is_empty() {
+        let payload = json!({"session_id": ctx.session_id, "agent": ctx.agent, "reason": reason, "messages": messages.len()});
+        let timeout = ctx.hooks.timeout();
+        crate::hooks::run(
+            "before-compact",
+            &ctx.hooks.before_compact,
+            &payload,
+            &ctx.root,
+            timeout,
+        )
+        .await;
+    }
+    let snapshot = store.snapshot_async(&ctx.session_id, Utc::now()).await?;
+    // The stateless CompactAgent: one model call, no tools, no session of its own.
+    let request = [
+        Message::new(Role::System, compaction::COMPACT_PROMPT, Utc::now()),
+        Message::new(
+            Role::User,
+            compaction::render(&messages[range.0..range.1]),
+            Utc::now(),
+        ),
+    ];
+    let mut ignore = |_| {};
+    let reply = host
+        .provider()
+        .complete(
+            ChatRequest {
+                messages: &request,
+                tools: &[],
+            },
+            &ctx.cancel,
+            &mut ignore,
+        )
+        .await
+        .map_err(|e| {
+            ToolError::model(
+                ToolErrorKind::CompactionFailed,
+                format!("the CompactAgent failed: {e}"),
+            )
+        })?;
+    let before = messages.len();
+    let new_messages =
+        compaction::compacted(&messages, range, &reply.text, &plan, consistency.as_deref());
+    let after = new_messages.len();
+    let record = CompressionRecord {
+        snapshot_id: snapshot.clone(),
+        timestamp: Utc::now(),
+        extra: [
+            ("messagesBefore".to_string(), json!(before)),
+            ("messagesAfter".to_string(), json!(after)),
+            ("reason".to_string(), json!(reason)),
+        ]
+        .into_iter()
+        .collect(),
+    };
+    // Committed under the session's lock against the conversation it read: anything appended
+    // since stays after the compacted part; if the part it read has changed (another compaction
+    // finished first), nothing is replaced.
+    let read = messages.clone();
+    let (input_tokens, output_tokens) = (reply.input_tokens, reply.output_tokens);
+    let applied = store
+        .update_async(&ctx.session_id, Utc::now(), move |s| {
+            let unchanged =
+                s.session.messages.len() >= before && s.session.messages[..before] == read[..];
+            if !unchanged {
+                return Ok(false);
+            }
+            let appended: Vec<Message> = s.session.messages.split_off(before);
+            s.session.messages = new_messages;
+            s.session.messages.extend(appended);
+            s.session.compressions.push(record);
+            s.session.usage.input_tokens += input_tokens;
+            s.session.usage.output_tokens += output_tokens;
+            Ok(true)
+        })
+        .await?;
+    if !applied {
+        tracing::warn!(session = %ctx.session_id, op = "compact", result = "conflict", snapshot = %snapshot, "the conversation changed during the compaction; nothing replaced");
+        return Err(ToolError::model(
+            ToolErrorKind::CompactionConflict,
+            format!(
+                "the conversation changed while it was being compacted (another compaction \
+                 finished first); nothing was replaced or lost (snapshot {snapshot} is kept)"
+            ),
+        ));
+    }
+    tracing::info!(session = %ctx.session_id, op = "compact", result = "ok", snapshot = %snapshot, before, after, "{reason}");
+    host.emit(Event::Compacted {
+        snapshot_id: snapshot.clone(),
+        messages_before: before,
+        messages_after: after,
+    });
+    Ok(Some(snapshot))
+}

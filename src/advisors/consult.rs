@@ -1,0 +1,500 @@
+//! Advisor consultation (seed 002 §2): each advisor is asked through `call-agent`'s permission
+//! check, answers in its own session, and any failure gives the safe default. The run around
+//! the advisors is a [`Host`] (the engine), so this module needs nothing from the agent loop.
+
+use std::time::Duration;
+
+use chrono::Utc;
+use futures_util::future::BoxFuture;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::{AdvisorError, ConsistencyDecision, RetryDecision};
+use crate::config::Config;
+use crate::protocol::events::Event;
+use crate::protocol::{SessionStatus, ToolCall};
+use crate::providers::Provider;
+use crate::session::{SessionError, Store};
+use crate::tools::{ToolContext, ToolError};
+
+/// The advisor agents' names (seed 002 §2.2).
+pub const CONSISTENCY_CHECKER: &str = "consistency-checker";
+pub const RETRY_ADVISOR: &str = "retry-advisor";
+pub const COMPRESSION_ADVISOR: &str = "compression-advisor";
+
+/// What the advisors and the compaction need from the run they serve (the engine implements
+/// it): its configuration, store and model, where its events go, its answer cache, and a way to
+/// run an advisor agent.
+pub trait Host: Send + Sync {
+    fn config(&self) -> &Config;
+    fn store(&self) -> &Store;
+    /// The model the stateless CompactAgent asks.
+    fn provider(&self) -> &Provider;
+    /// An event for whoever watches the run.
+    fn emit(&self, event: Event);
+    /// An advisor's earlier answer to the same question (see [`consult`] for the key).
+    fn cached_answer(&self, key: &str) -> Option<Value>;
+    fn cache_answer(&self, key: String, value: Value);
+    /// Runs `advisor` as an agent of the session in `ctx`, in a session of its own, with
+    /// `input` as its prompt, for at most `timeout`.
+    fn run_advisor<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        advisor: &'a str,
+        input: String,
+        timeout: Duration,
+    ) -> BoxFuture<'a, Result<AdvisorAnswer, ToolError>>;
+}
+
+/// How an advisor's session ended, and its last answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdvisorAnswer {
+    pub status: SessionStatus,
+    pub message: String,
+}
+
+/// What a consistency check found, and what an automatic repair changed.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    pub decision: ConsistencyDecision,
+    /// One line per change made to plan.xml (`consistency.auto_repair`); empty otherwise.
+    pub repairs: Vec<String>,
+}
+
+/// Asks `advisor` (with `arguments`, seed 002 §2.3) for a decision of type `T`. `Err` says why
+/// the caller must fall back to its safe default; it is also logged as a WARN.
+pub async fn consult<T: DeserializeOwned>(
+    host: &dyn Host,
+    ctx: &ToolContext,
+    advisor: &str,
+    arguments: Value,
+) -> Result<T, AdvisorError> {
+    if !ctx.advisors {
+        return Err(AdvisorError::Off);
+    }
+    // An advisor is consulted through `call-agent` (seed 002 §2.1): the caller's permissions
+    // decide, as for the tool, and a refusal is recorded like the tool's.
+    if let Err(reason) = may_call(ctx, advisor) {
+        ctx.approver.record_denial("call-agent", &reason);
+        let why = AdvisorError::Denied {
+            advisor: advisor.to_string(),
+            reason,
+        };
+        tracing::warn!(session = %ctx.session_id, op = "advisor", advisor, result = "denied", "{why}; using the safe default");
+        host.emit(Event::Warning {
+            message: format!("{why}; using the safe default"),
+        });
+        return Err(why);
+    }
+    let key = format!("{}\u{0}{advisor}\u{0}{arguments}", ctx.session_id);
+    let result = match host.cached_answer(&key) {
+        Some(value) => serde_json::from_value(value).map_err(|e| AdvisorError::Schema {
+            advisor: advisor.to_string(),
+            detail: e.to_string(),
+        }),
+        None => {
+            let input = format!(
+                "Arguments:\n```json\n{}\n```\nAnswer with the JSON object only.",
+                serde_json::to_string_pretty(&arguments).unwrap_or_default()
+            );
+            let timeout = Duration::from_secs_f64(host.config().advisors.timeout_s);
+            match host.run_advisor(ctx, advisor, input, timeout).await {
+                Ok(answer) if answer.status == SessionStatus::Completed => {
+                    match super::extract_json(&answer.message) {
+                        Some(value) => {
+                            let parsed = serde_json::from_value::<T>(value.clone()).map_err(|e| {
+                                AdvisorError::Schema {
+                                    advisor: advisor.to_string(),
+                                    detail: e.to_string(),
+                                }
+                            });
+                            if parsed.is_ok() {
+                                host.cache_answer(key, value);
+                            }
+                            parsed
+                        }
+                        None => Err(AdvisorError::NotJson {
+                            advisor: advisor.to_string(),
+                        }),
+                    }
+                }
+                Ok(answer) => Err(AdvisorError::Ended {
+                    advisor: advisor.to_string(),
+                    status: answer.status,
+                    message: answer.message,
+                }),
+                Err(source) => Err(AdvisorError::Call {
+                    advisor: advisor.to_string(),
+                    source,
+                }),
+            }
+        }
+    };
+    if let Err(why) = &result {
+        tracing::warn!(session = %ctx.session_id, op = "advisor", advisor, result = "default", "{why}; using the safe default");
+        host.emit(Event::Warning {
+            message: format!("{why}; using the safe default"),
+        });
+    }
+    result
+}
+
+/// Whether the agent of `ctx` may call `target` with `call-agent`: the tool itself and
+/// `call-agent:<target>`, under its permission files as they are now. A rule that asks a
+/// person counts as a refusal here: nobody is asked about an advisor.
+fn may_call(ctx: &ToolContext, target: &str) -> Result<(), String> {
+    let policy = crate::permissions::load_chain(&ctx.root, &ctx.agent, &ctx.ancestors)
+        .map_err(|e| format!("the permission files cannot be read: {e}"))?;
+    for tool in ["call-agent".to_string(), format!("call-agent:{target}")] {
+        match policy.check_tool(&tool) {
+            crate::permissions::Decision::Allow { .. } => {}
+            crate::permissions::Decision::Deny { reason, source } => {
+                let rule = source.map(|s| format!(" ({s})")).unwrap_or_default();
+                return Err(format!("{reason}{rule}"));
+            }
+            crate::permissions::Decision::Ask { source } => {
+                return Err(format!("calling `{tool}` needs approval ({source})"));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Asks retry-advisor about a failed call (seed 002 §4.3); the default is not to retry.
+pub async fn advise_retry(
+    host: &dyn Host,
+    ctx: &ToolContext,
+    call: &ToolCall,
+    error: &ToolError,
+    retries: u32,
+) -> RetryDecision {
+    let arguments = json!({
+        "errorType": error.kind(),
+        "errorMessage": error.to_string(),
+        // No real stack exists for a tool call; what failed where is the useful part, and leaving
+        // the call id out lets identical failures share one decision.
+        "stackTrace": format!("{} failed with {}", call.name, error.kind()),
+        "toolName": call.name,
+        "arguments": call.arguments,
+        "retryCount": retries,
+    });
+    consult(host, ctx, RETRY_ADVISOR, arguments)
+        .await
+        .unwrap_or_else(|why| RetryDecision::default_no_retry(&why.to_string()))
+}
+
+/// Asks consistency-checker whether plan.xml and the messages agree (seed 002 §3.3); `None`
+/// when the plan is empty (nothing to check) or the advisor gave no valid answer. Each finding
+/// is a warning; with `consistency.auto_repair` the findings are applied to plan.xml after a
+/// snapshot, and session.json records what changed (`consistencyRepairs`).
+pub async fn check_consistency(host: &dyn Host, ctx: &ToolContext) -> Option<Checked> {
+    let state = host.store().read_async(&ctx.session_id).await.ok()?;
+    if state.plan.tasks.is_empty() {
+        return None;
+    }
+    let arguments = json!({
+        "plan": state.plan.to_xml(),
+        "session": serde_json::to_string(&state.session).unwrap_or_default(),
+        "sessionId": ctx.session_id,
+    });
+    let decision: ConsistencyDecision = consult(host, ctx, CONSISTENCY_CHECKER, arguments)
+        .await
+        .ok()?;
+    let mut checked = Checked {
+        decision,
+        repairs: Vec::new(),
+    };
+    if checked.decision.consistent {
+        return Some(checked);
+    }
+    for i in &checked.decision.inconsistencies {
+        let message = format!(
+            "plan and conversation disagree on task {} ({:?}, {:?}): {} — {}",
+            i.task_id, i.kind, i.severity, i.description, i.suggestion
+        );
+        tracing::warn!(session = %ctx.session_id, op = "consistency", result = "inconsistent", "{message}");
+        host.emit(Event::Warning { message });
+    }
+    if host.config().consistency.auto_repair {
+        match repair_plan(host, ctx, &checked.decision).await {
+            Ok(repairs) => checked.repairs = repairs,
+            Err(e) => {
+                let message = format!("the plan could not be repaired: {e}");
+                tracing::warn!(session = %ctx.session_id, op = "consistency", result = "error", "{message}");
+                host.emit(Event::Warning { message });
+            }
+        }
+    }
+    Some(checked)
+}
+
+/// Applies `decision` to plan.xml under the session lock, after a snapshot of the session as it
+/// was; records the changes in session.json. Returns them (none: nothing written).
+async fn repair_plan(
+    host: &dyn Host,
+    ctx: &ToolContext,
+    decision: &ConsistencyDecision,
+) -> Result<Vec<String>, SessionError> {
+    let store = host.store().clone();
+    let id = ctx.session_id.clone();
+    let decision = decision.clone();
+    let repaired = tokio::task::spawn_blocking(move || -> Result<_, SessionError> {
+        let mut probe = store.read(&id)?.plan;
+        if super::repair(&mut probe, &decision).is_empty() {
+            return Ok((Vec::new(), None));
+        }
+        let snapshot = store.snapshot(&id, Utc::now())?;
+        let changes = store.update(&id, Utc::now(), |state| {
+            let changes = super::repair(&mut state.plan, &decision);
+            if !changes.is_empty() {
+                let record = json!({
+                    "timestamp": Utc::now().to_rfc3339(),
+                    "snapshotId": snapshot,
+                    "changes": changes,
+                });
+                match state.session.extra.get_mut("consistencyRepairs") {
+                    Some(Value::Array(records)) => records.push(record),
+                    _ => {
+                        state
+                            .session
+                            .extra
+                            .insert("consistencyRepairs".into(), json!([record]));
+                    }
+                }
+            }
+            Ok(changes)
+        })?;
+        Ok((changes, Some(snapshot)))
+    })
+    .await
+    .map_err(|e| SessionError::Io {
+        path: host.store().dir(&ctx.session_id),
+        source: std::io::Error::other(e.to_string()),
+    })??;
+    let (changes, snapshot) = repaired;
+    if !changes.is_empty() {
+        let snapshot = snapshot.unwrap_or_default();
+        tracing::info!(session = %ctx.session_id, op = "consistency", result = "repaired", snapshot = %snapshot, "plan repaired: {}", changes.join("; "));
+        host.emit(Event::Warning {
+            message: format!(
+                "plan.xml repaired from the consistency check (snapshot {snapshot} holds it as it was): {}",
+                changes.join("; ")
+            ),
+        });
+    }
+    Ok(changes)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, HashMap};
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    use pretty_assertions::assert_eq;
+    use tokio_util::sync::CancellationToken;
+
+    use super::*;
+    use crate::advisors::RetryAction;
+    use crate::config::ProviderConfig;
+    use crate::permissions::ApprovalMode;
+
+    /// A run whose advisor always gives `answer`; it counts the questions and keeps the events.
+    struct FakeHost {
+        config: Config,
+        store: Store,
+        provider: Provider,
+        answer: String,
+        asked: AtomicUsize,
+        events: Mutex<Vec<Event>>,
+        cache: Mutex<HashMap<String, Value>>,
+    }
+
+    impl FakeHost {
+        fn new(store: Store, answer: &str) -> FakeHost {
+            let provider = ProviderConfig {
+                base_url: Some("http://127.0.0.1:9".into()),
+                model: Some("never-asked".into()),
+                ..Default::default()
+            };
+            FakeHost {
+                config: Config::default(),
+                store,
+                provider: Provider::from_config(&provider, &BTreeMap::new()).expect("provider"),
+                answer: answer.to_string(),
+                asked: AtomicUsize::new(0),
+                events: Mutex::new(Vec::new()),
+                cache: Mutex::new(HashMap::new()),
+            }
+        }
+
+        fn events(&self) -> Vec<Event> {
+            self.events.lock().expect("events").clone()
+        }
+    }
+
+    impl Host for FakeHost {
+        fn config(&self) -> &Config {
+            &self.config
+        }
+
+        fn store(&self) -> &Store {
+            &self.store
+        }
+
+        fn provider(&self) -> &Provider {
+            &self.provider
+        }
+
+        fn emit(&self, event: Event) {
+            self.events.lock().expect("events").push(event);
+        }
+
+        fn cached_answer(&self, key: &str) -> Option<Value> {
+            self.cache.lock().expect("cache").get(key).cloned()
+        }
+
+        fn cache_answer(&self, key: String, value: Value) {
+            self.cache.lock().expect("cache").insert(key, value);
+        }
+
+        fn run_advisor<'a>(
+            &'a self,
+            _ctx: &'a ToolContext,
+            _advisor: &'a str,
+            _input: String,
+            _timeout: Duration,
+        ) -> BoxFuture<'a, Result<AdvisorAnswer, ToolError>> {
+            self.asked.fetch_add(1, Ordering::SeqCst);
+            let message = self.answer.clone();
+            Box::pin(async move {
+                Ok(AdvisorAnswer {
+                    status: SessionStatus::Completed,
+                    message,
+                })
+            })
+        }
+    }
+
+    /// A new repository with one `coder` session, its tool context (advisors as given), and a
+    /// host whose advisor answers `answer`.
+    fn setup(
+        dir: &std::path::Path,
+        advisors: bool,
+        answer: &str,
+    ) -> anyhow::Result<(ToolContext, FakeHost)> {
+        let root = std::fs::canonicalize(dir)?;
+        crate::workspace::init(&root, false, Utc::now())?;
+        let store = Store::new(root.join(".nop/sessions"), Duration::from_secs(5));
+        let session = store.create("coder", Utc::now())?;
+        let ctx = ToolContext {
+            policy: crate::permissions::load_policy(&root, "coder")?,
+            root,
+            session_id: session.session_id,
+            store: store.clone(),
+            cancel: CancellationToken::new(),
+            timeout: Duration::from_secs(10),
+            agent: "coder".into(),
+            approver: crate::permissions::Approver::headless(ApprovalMode::Never, false),
+            sandbox: crate::tools::SandboxSettings::from_config(&Default::default()),
+            ancestors: Vec::new(),
+            depth: 0,
+            agents: None,
+            advisors,
+            hooks: Default::default(),
+        };
+        Ok((ctx, FakeHost::new(store, answer)))
+    }
+
+    fn failure() -> Value {
+        json!({"errorType": "timeout", "toolName": "shell"})
+    }
+
+    #[tokio::test]
+    async fn with_advisors_off_nobody_is_asked_and_nothing_is_said() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let (ctx, host) = setup(dir.path(), false, "{}")?;
+        let result = consult::<RetryDecision>(&host, &ctx, RETRY_ADVISOR, failure()).await;
+        assert!(matches!(result, Err(AdvisorError::Off)), "{result:?}");
+        assert_eq!(host.asked.load(Ordering::SeqCst), 0);
+        assert_eq!(host.events(), Vec::new());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_is_not_json_gives_the_safe_default_and_a_warning() -> anyhow::Result<()>
+    {
+        let dir = tempfile::tempdir()?;
+        let (ctx, host) = setup(dir.path(), true, "I would retry it, yes.")?;
+        let result = consult::<RetryDecision>(&host, &ctx, RETRY_ADVISOR, failure()).await;
+        assert!(
+            matches!(&result, Err(AdvisorError::NotJson { advisor }) if advisor == RETRY_ADVISOR),
+            "{result:?}"
+        );
+        let warning = Event::Warning {
+            message: "retry-advisor did not answer with a JSON object; using the safe default"
+                .into(),
+        };
+        assert_eq!(host.events(), vec![warning]);
+        // Nothing invalid is cached: the same question is asked again.
+        let call = ToolCall {
+            id: "c1".into(),
+            name: "shell".into(),
+            arguments: json!({"command": "make"}),
+            extra: Default::default(),
+        };
+        let error = ToolError::model(crate::tools::ToolErrorKind::Timeout, "timed out");
+        let decision = advise_retry(&host, &ctx, &call, &error, 0).await;
+        assert_eq!(
+            decision,
+            RetryDecision::default_no_retry("retry-advisor did not answer with a JSON object")
+        );
+        assert_eq!(host.asked.load(Ordering::SeqCst), 2);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_valid_answer_is_cached_and_the_same_question_not_asked_twice() -> anyhow::Result<()>
+    {
+        let dir = tempfile::tempdir()?;
+        let answer =
+            r#"Sure: {"shouldRetry": true, "reason": "flaky", "suggestedAction": "retry"}"#;
+        let (ctx, host) = setup(dir.path(), true, answer)?;
+        let first: RetryDecision = consult(&host, &ctx, RETRY_ADVISOR, failure()).await?;
+        let second: RetryDecision = consult(&host, &ctx, RETRY_ADVISOR, failure()).await?;
+        assert_eq!(first, second);
+        assert_eq!(first.suggested_action, RetryAction::Retry);
+        assert_eq!(host.asked.load(Ordering::SeqCst), 1);
+        // Another question is another call.
+        let _: RetryDecision =
+            consult(&host, &ctx, RETRY_ADVISOR, json!({"errorType": "other"})).await?;
+        assert_eq!(host.asked.load(Ordering::SeqCst), 2);
+        assert_eq!(host.events(), Vec::new());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_advisor_the_agent_may_not_call_is_not_asked() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let (ctx, host) = setup(dir.path(), true, "{}")?;
+        std::fs::write(
+            ctx.root.join(".nop/.permissions/agent-coder.yml"),
+            "agent: coder\ntools:\n  allowed: [\"*\"]\n  denied: [\"call-agent:retry-advisor\"]\nfile-access:\n  - pattern: \"**\"\n    access: read\n",
+        )?;
+        let result = consult::<RetryDecision>(&host, &ctx, RETRY_ADVISOR, failure()).await;
+        assert!(
+            matches!(&result, Err(AdvisorError::Denied { .. })),
+            "{result:?}"
+        );
+        assert_eq!(host.asked.load(Ordering::SeqCst), 0);
+        assert_eq!(ctx.approver.denials().len(), 1);
+        let events = host.events();
+        assert!(
+            matches!(events.as_slice(), [Event::Warning { message }]
+                if message.starts_with("retry-advisor was not consulted: ")
+                    && message.ends_with("; using the safe default")),
+            "{events:?}"
+        );
+        Ok(())
+    }
+}
