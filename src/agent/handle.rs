@@ -61,7 +61,7 @@ pub fn approvals(rx: mpsc::UnboundedReceiver<ApprovalRequest>) -> Approvals {
 
 /// Submits operations to a session from anywhere (see [`SessionHandle::submitter`]).
 #[derive(Debug, Clone)]
-pub struct Submitter(mpsc::UnboundedSender<Op>);
+pub struct Submitter(pub(super) mpsc::UnboundedSender<Op>);
 
 impl Submitter {
     /// `false` when the session has already ended: nothing took the operation.

@@ -5,7 +5,8 @@
 //! "adapter", [`runtime`]) creates and loads sessions, sets ids, records messages and moves the
 //! session through its lifecycle; the agent never sees a session id.
 
-pub mod chat;
+mod chat;
+mod chat_handle;
 mod conversation;
 pub mod engine;
 pub mod handle;
@@ -16,6 +17,7 @@ mod subagent;
 pub mod summarize;
 mod turn;
 
+pub use chat_handle::{ChatHandle, Quiet};
 pub use conversation::Conversation;
 pub use handle::{Approvals, Delivery, Op, Open, SessionHandle, deliver};
 pub use runtime::{RunError, RunRequest, Runtime};

@@ -108,6 +108,19 @@ impl Runtime {
         &self.store
     }
 
+    pub(super) fn workspace(&self) -> &Workspace {
+        &self.ws
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The model client of the configuration.
+    pub(super) fn provider(&self) -> Result<Provider, ProviderError> {
+        Provider::from_config(&self.config.provider, &self.env)
+    }
+
     /// Runs the request to its end, sending events as it goes. A cancelled token stops it at
     /// once; the session is left well-formed (every tool call has a result) and resumable.
     pub async fn run(

@@ -102,15 +102,7 @@ pub fn batch_instruction(max_delay: f64) -> String {
     )
 }
 
-/// A reply as stored and returned: its place in the batch and when it is due.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ScheduledReply {
-    pub id: String,
-    pub content: String,
-    pub send_delay_seconds: f64,
-    pub order: usize,
-    pub scheduled_send_at: DateTime<Utc>,
-}
+pub use crate::protocol::events::ScheduledReply;
 
 /// The times each reply is due. Delays count from the first reply (seed 001 §2.2.2
 /// `send_delay_seconds`, "从第一条回复开始计算"), whose moment is `start`, the time the batch was

@@ -455,15 +455,16 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
                     .agent
                     .clone()
                     .unwrap_or_else(|| resolved.config.agent.default.clone());
-                return chat::batch(
-                    &ws,
+                // A chat runs no tools: nothing is asked.
+                let approver = nop::permissions::Approver::headless(ApprovalMode::Never, false);
+                let runtime = nop::agent::Runtime::new(
+                    ws.clone(),
                     resolved.config,
                     outside.env,
-                    session,
-                    &agent,
-                    args.messages,
-                    args.output_format,
+                    approver,
+                    user,
                 );
+                return chat::batch(runtime, session, &agent, args.messages, args.output_format);
             }
             let prompt = match run::read_prompt(args.prompt) {
                 Ok(p) => p,
@@ -526,13 +527,10 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
                 session.as_deref(),
             )?;
             let agent = agent.unwrap_or_else(|| resolved.config.agent.default.clone());
-            chat::chat(
-                &ws,
-                resolved.config,
-                outside.env,
-                session.map(|s| s.session_id),
-                &agent,
-            )
+            let approver = nop::permissions::Approver::headless(ApprovalMode::Never, false);
+            let runtime =
+                nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user);
+            chat::chat(runtime, session.map(|s| s.session_id), &agent)
         }
         Command::Send {
             session,

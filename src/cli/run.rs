@@ -363,6 +363,8 @@ impl Renderer {
             }
             // Shown by whoever drives an open handle: it is the prompt's turn.
             Event::Idle { .. } => {}
+            // A chat's events (`nop chat` renders them); a run has none.
+            Event::BatchWaiting { .. } | Event::BatchAnswered { .. } | Event::Reply { .. } => {}
             Event::Result(outcome) => {
                 self.end_line(&mut out);
                 let id = &outcome.session_id;

@@ -104,6 +104,33 @@ pub enum Event {
     /// An open handle has nothing to do: the last run (and what was queued behind it) ended and
     /// it waits for input. `session_id` is `None` while no run has made a session.
     Idle { session_id: Option<String> },
+    /// Chat: messages wait for the person to finish typing; the batch is answered in `wait_ms`
+    /// unless another message comes first (seed 001 §2.2).
+    BatchWaiting { wait_ms: u64 },
+    /// Chat: a batch was answered, with every reply and when it is due. `via`: `json`,
+    /// `splitter` or `single` (how the replies were made).
+    BatchAnswered {
+        session_id: String,
+        batch_id: String,
+        via: String,
+        replies: Vec<ScheduledReply>,
+    },
+    /// Chat: a reply is due; it is shown now and recorded as sent.
+    Reply {
+        session_id: String,
+        reply_id: String,
+        content: String,
+    },
+}
+
+/// A chat reply as stored and returned: its place in the batch and when it is due.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScheduledReply {
+    pub id: String,
+    pub content: String,
+    pub send_delay_seconds: f64,
+    pub order: usize,
+    pub scheduled_send_at: chrono::DateTime<chrono::Utc>,
 }
 
 /// How a run ended, with its totals.

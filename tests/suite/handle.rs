@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use chrono::Utc;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use nop::agent::{Op, RunRequest, Runtime, SessionHandle};
 use nop::permissions::{ApprovalAnswer, ApprovalMode, Approver};
@@ -396,4 +396,64 @@ async fn an_open_handle_runs_each_input_on_one_session_and_compacts_on_request()
     assert_eq!(stored["compressions"].as_array().map(Vec::len), Some(1));
     let users: Vec<String> = server.requests()[1].user_messages();
     assert_eq!(users, vec!["one", "two"]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_chat_handle_answers_a_batch_sends_replies_when_due_and_records_what_was_not_sent() {
+    let repo = Repo::new();
+    let replies = json!({"replies": [
+        {"content": "right away", "send_delay_seconds": 0},
+        {"content": "much later", "send_delay_seconds": 60},
+    ]});
+    let server = MockServer::start(vec![openai::reply_text(&replies.to_string())]);
+    let (rt, _) = runtime(&repo, &server, None);
+    let quiet = nop::agent::Quiet::default();
+    let mut chat = nop::agent::ChatHandle::open(&rt, None, "coder", quiet)
+        .await
+        .expect("a chat");
+    let id = chat.session_id().to_string();
+    chat.submit(Op::UserInput {
+        text: "hello".into(),
+    });
+    let mut seen = Vec::new();
+    while !seen.iter().any(|e| matches!(e, Event::Reply { .. })) {
+        let event = tokio::time::timeout(Duration::from_secs(30), chat.next_event())
+            .await
+            .expect("an event within 30 s")
+            .expect("the chat is open");
+        seen.push(event);
+    }
+    assert_eq!(
+        kinds(&seen),
+        vec!["batch_waiting", "batch_answered", "reply"]
+    );
+    let Some(Event::Reply { content, .. }) = seen.last() else {
+        unreachable!()
+    };
+    assert_eq!(content, "right away");
+    // Leaving before the second reply is due: it is recorded as never sent.
+    chat.submit(Op::Shutdown);
+    while chat.next_event().await.is_some() {}
+    chat.finish().await.expect("left cleanly");
+    let session = repo.session_json(&id);
+    let sent: Vec<(String, Value)> = session["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "assistant")
+        .map(|m| {
+            (
+                m["content"].as_str().unwrap_or_default().to_string(),
+                m["sent"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        sent,
+        vec![
+            ("right away".to_string(), json!(true)),
+            ("much later".to_string(), json!(false)),
+        ]
+    );
+    assert_eq!(session["status"], "idle");
 }

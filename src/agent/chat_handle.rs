@@ -1,0 +1,310 @@
+//! The chat handle: a chat session (seed 001 §2.2) driven as a run is, with [`Op`]s in and
+//! [`Event`]s out. What the person types waits for the quiet period, the batch is answered at
+//! once, and each reply comes out as a `reply` event when it is due, recorded as sent; replies
+//! still due when the person leaves are recorded as not sent.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use chrono::Utc;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::chat::{BatchResult, ChatSession};
+use super::handle::{Op, Submitter};
+use super::runtime::{RunError, Runtime};
+use crate::chat::{Batcher, ScheduledReply};
+use crate::protocol::events::Event;
+use crate::providers::Provider;
+
+/// The quiet period after a message before its batch is answered: a random wait in `[min, max]`,
+/// started again by every message (zero: at once).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Quiet {
+    pub min: Duration,
+    pub max: Duration,
+}
+
+impl Quiet {
+    /// The configured period (`chat.batching`, `chat.wait_min_s`, `chat.wait_max_s`).
+    pub fn of(config: &crate::config::Config) -> Quiet {
+        if !config.chat.batching {
+            return Quiet::default();
+        }
+        Quiet {
+            min: Duration::from_secs_f64(config.chat.wait_min_s),
+            max: Duration::from_secs_f64(config.chat.wait_max_s),
+        }
+    }
+}
+
+/// A chat session, as its front end holds it.
+pub struct ChatHandle {
+    session_id: String,
+    ops: mpsc::UnboundedSender<Op>,
+    events: mpsc::UnboundedReceiver<Event>,
+    task: JoinHandle<Result<(), RunError>>,
+}
+
+impl ChatHandle {
+    /// Opens `session` (or a new chat session of `agent`) for chatting (`nop chat`): each
+    /// [`Op::UserInput`] joins the waiting batch; [`Op::Interrupt`] stops the answer being made;
+    /// [`Op::Shutdown`] leaves. A session that cannot be chatted in (busy, unknown agent) is an
+    /// error here.
+    pub async fn open(
+        runtime: &Runtime,
+        session: Option<String>,
+        agent: &str,
+        quiet: Quiet,
+    ) -> Result<ChatHandle, RunError> {
+        let provider = runtime.provider()?;
+        let chat = open_chat(runtime, session, agent).await?;
+        Ok(ChatHandle::spawn(chat, |chat, ops, events| {
+            serve(chat, provider, quiet, ops, events)
+        }))
+    }
+
+    /// Answers `messages` as one batch at once (`nop run --message a --message b`, seed 001
+    /// §3.2 "方案A"): a `batch_answered` event with every reply, then the handle ends.
+    pub async fn batch(
+        runtime: &Runtime,
+        session: Option<String>,
+        agent: &str,
+        messages: Vec<String>,
+    ) -> Result<ChatHandle, RunError> {
+        let provider = runtime.provider()?;
+        let chat = open_chat(runtime, session, agent).await?;
+        Ok(ChatHandle::spawn(chat, |chat, ops, events| {
+            answer_once(chat, provider, messages, ops, events)
+        }))
+    }
+
+    fn spawn<F, Fut>(chat: ChatSession, serve: F) -> ChatHandle
+    where
+        F: FnOnce(ChatSession, mpsc::UnboundedReceiver<Op>, mpsc::UnboundedSender<Event>) -> Fut,
+        Fut: Future<Output = Result<(), RunError>> + Send + 'static,
+    {
+        let session_id = chat.id.clone();
+        let (ops, op_rx) = mpsc::unbounded_channel();
+        let (event_tx, events) = mpsc::unbounded_channel();
+        let task = tokio::spawn(serve(chat, op_rx, event_tx));
+        ChatHandle {
+            session_id,
+            ops,
+            events,
+            task,
+        }
+    }
+
+    pub fn session_id(&self) -> &str {
+        &self.session_id
+    }
+
+    /// Sends an operation; after the chat has ended it is ignored.
+    pub fn submit(&self, op: Op) {
+        let _ = self.ops.send(op);
+    }
+
+    /// A sender of operations that can live elsewhere (a thread reading the terminal).
+    pub fn submitter(&self) -> Submitter {
+        Submitter(self.ops.clone())
+    }
+
+    /// The next event; `None` once the chat has ended and every event was taken.
+    pub async fn next_event(&mut self) -> Option<Event> {
+        self.events.recv().await
+    }
+
+    /// How the chat ended: left cleanly, or the error that ended it.
+    pub async fn finish(self) -> Result<(), RunError> {
+        match self.task.await {
+            Ok(result) => result,
+            Err(e) => Err(RunError::Agent(format!("the chat's task failed: {e}"))),
+        }
+    }
+}
+
+async fn open_chat(
+    runtime: &Runtime,
+    session: Option<String>,
+    agent: &str,
+) -> Result<ChatSession, RunError> {
+    let (ws, config, store) = (runtime.workspace(), runtime.config(), runtime.store());
+    ChatSession::open(ws, config, store, session, agent).await
+}
+
+/// The batch answered at once, then the chat closed.
+async fn answer_once(
+    chat: ChatSession,
+    provider: Provider,
+    messages: Vec<String>,
+    mut ops: mpsc::UnboundedReceiver<Op>,
+    events: mpsc::UnboundedSender<Event>,
+) -> Result<(), RunError> {
+    let cancel = CancellationToken::new();
+    let answered = {
+        let answer = chat.answer(&provider, messages, &cancel);
+        tokio::pin!(answer);
+        loop {
+            tokio::select! {
+                result = &mut answer => break result,
+                Some(op) = ops.recv() => {
+                    if matches!(op, Op::Interrupt | Op::Shutdown) {
+                        cancel.cancel();
+                    }
+                }
+            }
+        }
+    };
+    let closed = chat.close().await;
+    let _ = events.send(answered_event(answered?));
+    closed
+}
+
+fn answered_event(result: BatchResult) -> Event {
+    Event::BatchAnswered {
+        session_id: result.session_id,
+        batch_id: result.batch_id,
+        via: result.via.to_string(),
+        replies: result.replies,
+    }
+}
+
+type Answering<'a> = Pin<Box<dyn Future<Output = Result<BatchResult, RunError>> + Send + 'a>>;
+
+/// The chat's task: batches what is typed, answers each batch when its quiet period is over,
+/// and sends each reply out when it is due.
+async fn serve(
+    chat: ChatSession,
+    provider: Provider,
+    quiet: Quiet,
+    mut ops: mpsc::UnboundedReceiver<Op>,
+    events: mpsc::UnboundedSender<Event>,
+) -> Result<(), RunError> {
+    let start = Instant::now();
+    let mut batcher = Batcher::new(quiet.min, quiet.max);
+    // Replies in the order they are due: a later batch's first reply can come before an earlier
+    // batch's long-delayed one.
+    let mut due: VecDeque<(Instant, ScheduledReply)> = VecDeque::new();
+    let mut cancel = CancellationToken::new();
+    let mut answering: Option<Answering<'_>> = None;
+    loop {
+        let batch_at = batcher
+            .remaining(start.elapsed())
+            .filter(|_| answering.is_none())
+            .map(|left| Instant::now() + left);
+        let reply_at = due.front().map(|(when, _)| *when);
+        tokio::select! {
+            op = ops.recv() => match op {
+                None | Some(Op::Shutdown) => break,
+                Some(Op::UserInput { text }) | Some(Op::Queue { text, .. }) => {
+                    if text.trim().is_empty() {
+                        continue;
+                    }
+                    let random = (uuid::Uuid::now_v7().as_u128() & 0xFFFF) as f64 / 65535.0;
+                    let deadline = batcher.push(text, start.elapsed(), random);
+                    let wait = deadline.saturating_sub(start.elapsed());
+                    let _ = events.send(Event::BatchWaiting {
+                        wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                    });
+                }
+                Some(Op::Interrupt) => {
+                    cancel.cancel();
+                    cancel = CancellationToken::new();
+                }
+                Some(Op::Stop | Op::Compact | Op::Approval { .. }) => {
+                    let _ = events.send(Event::Warning {
+                        message: "a chat has no run to stop or compact: /exit leaves".into(),
+                    });
+                }
+            },
+            result = until_answered(&mut answering) => {
+                answering = None;
+                match result {
+                    Ok(result) => {
+                        // Each reply is due at its stored `scheduledSendAt` (delays count from
+                        // the first reply).
+                        let (instant, now) = (Instant::now(), Utc::now());
+                        for reply in &result.replies {
+                            due.push_back((instant + crate::chat::due_in(reply, now), reply.clone()));
+                        }
+                        due.make_contiguous().sort_by_key(|(when, _)| *when);
+                        let _ = events.send(answered_event(result));
+                    }
+                    Err(e) => {
+                        let _ = events.send(Event::Error { message: e.to_string() });
+                    }
+                }
+            }
+            () = sleep_until(batch_at) => {
+                if let Some(batch) = batcher.take_if_ready(start.elapsed()) {
+                    let (chat, provider, cancel) = (&chat, &provider, cancel.clone());
+                    answering = Some(Box::pin(async move {
+                        chat.answer(provider, batch, &cancel).await
+                    }));
+                }
+            }
+            () = sleep_until(reply_at) => {
+                while due.front().is_some_and(|(when, _)| *when <= Instant::now()) {
+                    let Some((_, reply)) = due.pop_front() else {
+                        break;
+                    };
+                    let _ = events.send(Event::Reply {
+                        session_id: chat.id.clone(),
+                        reply_id: reply.id.clone(),
+                        content: reply.content.clone(),
+                    });
+                    record_delivery(&chat, &reply.id, Some(Utc::now()), &events).await;
+                }
+            }
+        }
+    }
+    // An answer being made is dropped; replies not shown are recorded as not sent.
+    drop(answering);
+    for (_, reply) in due {
+        record_delivery(&chat, &reply.id, None, &events).await;
+    }
+    chat.close().await
+}
+
+async fn until_answered(answering: &mut Option<Answering<'_>>) -> Result<BatchResult, RunError> {
+    match answering {
+        Some(answer) => answer.await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn sleep_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Records in the session whether (and when) a reply was shown; a record that cannot be written
+/// is a warning and a log line, since the session will not know.
+async fn record_delivery(
+    chat: &ChatSession,
+    reply_id: &str,
+    at: Option<chrono::DateTime<Utc>>,
+    events: &mpsc::UnboundedSender<Event>,
+) {
+    let session = chat.id.as_str();
+    if let Err(e) = chat.record_delivery(reply_id, at).await {
+        let what = if at.is_some() {
+            "was shown"
+        } else {
+            "was not sent"
+        };
+        tracing::warn!(session, reply = reply_id, error = %e, "reply delivery not recorded");
+        let _ = events.send(Event::Warning {
+            message: format!(
+                "session {session} could not record that reply {reply_id} {what}: {e}"
+            ),
+        });
+    }
+}
