@@ -10,12 +10,11 @@ use std::time::Duration;
 
 use chrono::Utc;
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::chat::{BatchResult, ChatSession};
-use super::handle::{Op, Submitter};
+use super::handle::{Handle, Op};
 use super::runtime::{RunError, Runtime};
 use crate::chat::{Batcher, ScheduledReply};
 use crate::protocol::events::Event;
@@ -42,30 +41,25 @@ impl Quiet {
     }
 }
 
-/// A chat session, as its front end holds it.
-pub struct ChatHandle {
-    session_id: String,
-    ops: mpsc::UnboundedSender<Op>,
-    events: mpsc::UnboundedReceiver<Event>,
-    task: JoinHandle<Result<(), RunError>>,
-}
+/// A chat session as its front end holds it ([`ChatHandle::chat`], [`ChatHandle::batch`]).
+pub type ChatHandle = Handle<()>;
 
 impl ChatHandle {
     /// Opens `session` (or a new chat session of `agent`) for chatting (`nop chat`): each
     /// [`Op::UserInput`] joins the waiting batch; [`Op::Interrupt`] stops the answer being made;
     /// [`Op::Shutdown`] leaves. A session that cannot be chatted in (busy, unknown agent) is an
-    /// error here.
-    pub async fn open(
+    /// error here. Returns the session's id with the handle.
+    pub async fn chat(
         runtime: &Runtime,
         session: Option<String>,
         agent: &str,
         quiet: Quiet,
-    ) -> Result<ChatHandle, RunError> {
+    ) -> Result<(String, ChatHandle), RunError> {
         let provider = runtime.provider()?;
         let chat = open_chat(runtime, session, agent).await?;
-        Ok(ChatHandle::spawn(chat, |chat, ops, events| {
-            serve(chat, provider, quiet, ops, events)
-        }))
+        let id = chat.id.clone();
+        let handle = Handle::spawn(|ops, events| serve(chat, provider, quiet, ops, events));
+        Ok((id, handle))
     }
 
     /// Answers `messages` as one batch at once (`nop run --message a --message b`, seed 001
@@ -78,53 +72,9 @@ impl ChatHandle {
     ) -> Result<ChatHandle, RunError> {
         let provider = runtime.provider()?;
         let chat = open_chat(runtime, session, agent).await?;
-        Ok(ChatHandle::spawn(chat, |chat, ops, events| {
+        Ok(Handle::spawn(|ops, events| {
             answer_once(chat, provider, messages, ops, events)
         }))
-    }
-
-    fn spawn<F, Fut>(chat: ChatSession, serve: F) -> ChatHandle
-    where
-        F: FnOnce(ChatSession, mpsc::UnboundedReceiver<Op>, mpsc::UnboundedSender<Event>) -> Fut,
-        Fut: Future<Output = Result<(), RunError>> + Send + 'static,
-    {
-        let session_id = chat.id.clone();
-        let (ops, op_rx) = mpsc::unbounded_channel();
-        let (event_tx, events) = mpsc::unbounded_channel();
-        let task = tokio::spawn(serve(chat, op_rx, event_tx));
-        ChatHandle {
-            session_id,
-            ops,
-            events,
-            task,
-        }
-    }
-
-    pub fn session_id(&self) -> &str {
-        &self.session_id
-    }
-
-    /// Sends an operation; after the chat has ended it is ignored.
-    pub fn submit(&self, op: Op) {
-        let _ = self.ops.send(op);
-    }
-
-    /// A sender of operations that can live elsewhere (a thread reading the terminal).
-    pub fn submitter(&self) -> Submitter {
-        Submitter(self.ops.clone())
-    }
-
-    /// The next event; `None` once the chat has ended and every event was taken.
-    pub async fn next_event(&mut self) -> Option<Event> {
-        self.events.recv().await
-    }
-
-    /// How the chat ended: left cleanly, or the error that ended it.
-    pub async fn finish(self) -> Result<(), RunError> {
-        match self.task.await {
-            Ok(result) => result,
-            Err(e) => Err(RunError::Agent(format!("the chat's task failed: {e}"))),
-        }
     }
 }
 

@@ -61,7 +61,7 @@ pub fn approvals(rx: mpsc::UnboundedReceiver<ApprovalRequest>) -> Approvals {
 
 /// Submits operations to a session from anywhere (see [`SessionHandle::submitter`]).
 #[derive(Debug, Clone)]
-pub struct Submitter(pub(super) mpsc::UnboundedSender<Op>);
+pub struct Submitter(mpsc::UnboundedSender<Op>);
 
 impl Submitter {
     /// `false` when the session has already ended: nothing took the operation.
@@ -70,11 +70,53 @@ impl Submitter {
     }
 }
 
-/// A session, as its front end holds it.
-pub struct SessionHandle {
+/// A session as its front end holds it: operations go in, events come out, and `T` says how
+/// it ended.
+pub struct Handle<T> {
     ops: mpsc::UnboundedSender<Op>,
     events: mpsc::UnboundedReceiver<Event>,
-    task: JoinHandle<Result<RunOutcome, RunError>>,
+    task: JoinHandle<Result<T, RunError>>,
+}
+
+/// A session of runs ([`Handle::start`], [`Handle::open`]); it ends with its last run's outcome.
+pub type SessionHandle = Handle<RunOutcome>;
+
+impl<T: Send + 'static> Handle<T> {
+    /// A handle whose task is `serve` of its operations and events.
+    pub(super) fn spawn<F>(
+        serve: impl FnOnce(mpsc::UnboundedReceiver<Op>, mpsc::UnboundedSender<Event>) -> F,
+    ) -> Handle<T>
+    where
+        F: std::future::Future<Output = Result<T, RunError>> + Send + 'static,
+    {
+        let (ops, op_rx) = mpsc::unbounded_channel();
+        let (event_tx, events) = mpsc::unbounded_channel();
+        let task = tokio::spawn(serve(op_rx, event_tx));
+        Handle { ops, events, task }
+    }
+
+    /// Sends an operation; after the session has ended it is ignored.
+    pub fn submit(&self, op: Op) {
+        let _ = self.ops.send(op);
+    }
+
+    /// A sender of operations that can live elsewhere (a signal handler, a terminal reader).
+    pub fn submitter(&self) -> Submitter {
+        Submitter(self.ops.clone())
+    }
+
+    /// The next event; `None` once the session has ended and every event was taken.
+    pub async fn next_event(&mut self) -> Option<Event> {
+        self.events.recv().await
+    }
+
+    /// How the session ended, or why it could not go on.
+    pub async fn finish(self) -> Result<T, RunError> {
+        match self.task.await {
+            Ok(result) => result,
+            Err(e) => Err(RunError::Agent(format!("the session's task failed: {e}"))),
+        }
+    }
 }
 
 impl SessionHandle {
@@ -86,43 +128,13 @@ impl SessionHandle {
         approvals: Option<Approvals>,
         request: RunRequest,
     ) -> SessionHandle {
-        SessionHandle::spawn(runtime, approvals, Plan::Once(request))
+        Handle::spawn(|ops, events| serve(runtime, approvals, Plan::Once(request), ops, events))
     }
 
     /// Opens a session for a person at a terminal: each [`Op::UserInput`] runs on it, an `idle`
     /// event says when the handle waits for the next one, and [`Op::Shutdown`] ends it.
     pub fn open(runtime: Runtime, approvals: Option<Approvals>, open: Open) -> SessionHandle {
-        SessionHandle::spawn(runtime, approvals, Plan::Open(open))
-    }
-
-    fn spawn(runtime: Runtime, approvals: Option<Approvals>, plan: Plan) -> SessionHandle {
-        let (ops, op_rx) = mpsc::unbounded_channel();
-        let (event_tx, events) = mpsc::unbounded_channel();
-        let task = tokio::spawn(serve(runtime, approvals, plan, op_rx, event_tx));
-        SessionHandle { ops, events, task }
-    }
-
-    /// Sends an operation; after the session has ended it is ignored.
-    pub fn submit(&self, op: Op) {
-        let _ = self.ops.send(op);
-    }
-
-    /// A sender of operations that can live elsewhere (a signal handler).
-    pub fn submitter(&self) -> Submitter {
-        Submitter(self.ops.clone())
-    }
-
-    /// The next event; `None` once the session has ended and every event was taken.
-    pub async fn next_event(&mut self) -> Option<Event> {
-        self.events.recv().await
-    }
-
-    /// How the session ended: the outcome of its last run, or why it could not run.
-    pub async fn finish(self) -> Result<RunOutcome, RunError> {
-        match self.task.await {
-            Ok(result) => result,
-            Err(e) => Err(RunError::Agent(format!("the session's task failed: {e}"))),
-        }
+        Handle::spawn(|ops, events| serve(runtime, approvals, Plan::Open(open), ops, events))
     }
 }
 

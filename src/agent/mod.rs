@@ -19,7 +19,7 @@ mod turn;
 
 pub use chat_handle::{ChatHandle, Quiet};
 pub use conversation::Conversation;
-pub use handle::{Approvals, Delivery, Op, Open, SessionHandle, deliver};
+pub use handle::{Approvals, Delivery, Handle, Op, Open, SessionHandle, deliver};
 pub use runtime::{RunError, RunRequest, Runtime};
 pub use turn::ModelAgent;
 

@@ -58,8 +58,7 @@ pub fn batch(
 pub fn chat(runtime: Runtime, session: Option<String>, agent: &str) -> Result<ExitCode> {
     let rt = tokio_runtime()?;
     let quiet = Quiet::of(runtime.config());
-    let mut chat = rt.block_on(ChatHandle::open(&runtime, session, agent, quiet))?;
-    let session = chat.session_id().to_string();
+    let (session, mut chat) = rt.block_on(ChatHandle::chat(&runtime, session, agent, quiet))?;
     eprintln!("chatting with {agent} (session {session}); /exit to leave");
     let typed = chat.submitter();
     std::thread::spawn(move || {

@@ -408,10 +408,9 @@ async fn a_chat_handle_answers_a_batch_sends_replies_when_due_and_records_what_w
     let server = MockServer::start(vec![openai::reply_text(&replies.to_string())]);
     let (rt, _) = runtime(&repo, &server, None);
     let quiet = nop::agent::Quiet::default();
-    let mut chat = nop::agent::ChatHandle::open(&rt, None, "coder", quiet)
+    let (id, mut chat) = nop::agent::ChatHandle::chat(&rt, None, "coder", quiet)
         .await
         .expect("a chat");
-    let id = chat.session_id().to_string();
     chat.submit(Op::UserInput {
         text: "hello".into(),
     });
