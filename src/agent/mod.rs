@@ -3,7 +3,8 @@
 //! An agent does business logic only: given the conversation it answers with an
 //! [`AgentResponse`] whose status is WAITING_INPUT, COMPLETED or ERROR. The runtime (the seed's
 //! "adapter", [`runtime`]) creates and loads sessions, sets ids, records messages and moves the
-//! session through its lifecycle; the agent never sees a session id.
+//! session through its lifecycle; what the agent answers never depends on a session id (the id
+//! appears in its log lines only).
 
 mod chat;
 mod chat_handle;

@@ -394,8 +394,13 @@ async fn an_open_handle_runs_each_input_on_one_session_and_compacts_on_request()
     assert_eq!(outcome.final_message, "second answer");
     let stored = repo.session_json(id);
     assert_eq!(stored["compressions"].as_array().map(Vec::len), Some(1));
-    let users: Vec<String> = server.requests()[1].user_messages();
-    assert_eq!(users, vec!["one", "two"]);
+    // The second prompt's request carries the whole conversation of the session.
+    let requests = server.requests();
+    let second = requests
+        .iter()
+        .find(|r| last_message_contains(r, "user", "two"))
+        .expect("a request for the second prompt");
+    assert_eq!(second.user_messages(), vec!["one", "two"]);
 }
 
 #[tokio::test(flavor = "multi_thread")]
