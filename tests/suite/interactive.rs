@@ -83,3 +83,44 @@ fn an_approval_is_asked_on_the_terminal_and_always_holds_for_the_rest_of_the_ses
     t.type_line("/exit");
     t.wait_for("saved; continue with");
 }
+
+#[test]
+fn compact_in_the_interactive_session_summarises_the_older_conversation() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_text("first answer"),
+        openai::reply_text("second answer"),
+        openai::reply_text("the gist of it"),
+    ]);
+    let t = Terminal::start(
+        &repo,
+        &server,
+        "compact",
+        "run",
+        &[("NOP_COMPACTION_KEEP_LAST", "1")],
+        "/compact /exit",
+    );
+    t.type_line("/compact");
+    t.wait_for("no session yet: there is nothing to compact");
+    t.type_line("one");
+    t.wait_for_prompt_after("first answer");
+    t.type_line("two");
+    t.wait_for_prompt_after("second answer");
+    t.type_line("/compact");
+    let screen = t.wait_for_prompt_after("compacted 5 →");
+    assert!(screen.contains("full history in snapshot"), "{screen}");
+    t.type_line("/exit");
+    t.wait_for("saved; continue with");
+    let session = repo.first_session();
+    assert_eq!(session["compressions"].as_array().map(Vec::len), Some(1));
+    let summary = session["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .any(|m| {
+            m["content"]
+                .as_str()
+                .is_some_and(|c| c.contains("the gist of it"))
+        });
+    assert!(summary, "{session}");
+}
