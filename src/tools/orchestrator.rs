@@ -185,7 +185,7 @@ pub fn record(
             ..
         }) => return Ok(None),
         Ok(output) => cut(ctx, output.content, output_max_bytes, now)?,
-        Err(ToolError::Fatal(message)) => return Err(ToolError::Fatal(message)),
+        Err(fatal) if fatal.is_fatal() => return Err(fatal),
         Err(error) => {
             let (message, name) = log_failure(ctx, call, &error, executed.duration)?;
             extra.insert("isError".into(), Value::Bool(true));
