@@ -188,7 +188,8 @@ impl Runtime {
                         // The paused session says so at once (its own run also records it at
                         // its next checkpoint, and `running` when it resumes).
                         if let Err(e) = self
-                            .record(&p.session_id, |s| s.status = SessionStatus::Paused)
+                            .store
+                            .set_status_async(&p.session_id, SessionStatus::Paused)
                             .await
                         {
                             tracing::warn!(session = %p.session_id, op = "priority", error = %e, "could not record the pause in its session.json");
@@ -342,7 +343,8 @@ impl Runtime {
             Err(fatal) => {
                 // The session may be unwritable; try to mark it, but report the real failure.
                 let _ = self
-                    .update_status(&session_id, SessionStatus::Error, Vec::new())
+                    .store
+                    .set_status_async(&session_id, SessionStatus::Error)
                     .await;
                 if let Some(c) = &coordinator {
                     let _ = c.finish(&session_id);
@@ -351,7 +353,8 @@ impl Runtime {
                 return Err(fatal.into());
             }
         };
-        self.update_status(&session_id, session_status, Vec::new())
+        self.store
+            .set_status_async(&session_id, session_status)
             .await?;
         if let Some(c) = &coordinator {
             if session_status == SessionStatus::WaitingInput {
