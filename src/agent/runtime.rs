@@ -12,6 +12,7 @@ use super::prompt::{self, PromptError};
 use super::turn::{EventSink, TurnStats, aborted};
 use super::{AgentStatus, Interrupted};
 use crate::config::Config;
+use crate::hooks::{self, Hook};
 use crate::permissions::{Approver, PermissionError, load_policy};
 use crate::protocol::events::{Event, RunOutcome, RunStatus, RunUsage};
 use crate::protocol::{Message, Role, SessionFile, SessionStatus};
@@ -278,18 +279,10 @@ impl Runtime {
             priority,
             emergency: emergency.clone(),
         });
-        let hook_timeout = self.config.hooks.timeout();
-        if !self.config.hooks.session_start.is_empty() {
-            let payload = serde_json::json!({"session_id": session_id, "agent": agent_name, "resumed": resumed, "input": request.input});
-            crate::hooks::run(
-                "session-start",
-                &self.config.hooks.session_start,
-                &payload,
-                &self.ws.root,
-                hook_timeout,
-            )
-            .await;
-        }
+        hooks::fire(&self.config.hooks, Hook::SessionStart, &self.ws.root, || {
+            serde_json::json!({"session_id": session_id, "agent": agent_name, "resumed": resumed, "input": request.input})
+        })
+        .await;
         if resumed {
             // Seed 002 §3.3 step 2: on load, follow the parent reference of a fork.
             self.check_parent(&session_id, &events).await;
@@ -363,17 +356,10 @@ impl Runtime {
                 c.finish(&session_id)?;
             }
         }
-        if !self.config.hooks.session_end.is_empty() {
-            let payload = serde_json::json!({"session_id": session_id, "agent": agent_name, "status": session_status.as_str(), "final_message": message});
-            crate::hooks::run(
-                "session-end",
-                &self.config.hooks.session_end,
-                &payload,
-                &self.ws.root,
-                hook_timeout,
-            )
-            .await;
-        }
+        hooks::fire(&self.config.hooks, Hook::SessionEnd, &self.ws.root, || {
+            serde_json::json!({"session_id": session_id, "agent": agent_name, "status": session_status.as_str(), "final_message": message})
+        })
+        .await;
         tracing::info!(session = %session_id, agent = %agent_name, op = "run", result = session_status.as_str(), turns = stats.turns, tool_calls = stats.tool_calls, "run ended");
         let outcome = RunOutcome {
             session_id,
