@@ -12,12 +12,63 @@ use std::time::Duration;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+use crate::config::HooksConfig;
+
 /// What the hooks of one event decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HookOutcome {
     Continue,
     /// A `before-tool` hook blocked the call, saying why.
     Blocked(String),
+}
+
+/// The events hooks run at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hook {
+    SessionStart,
+    BeforeTool,
+    AfterTool,
+    BeforeCompact,
+    SessionEnd,
+}
+
+impl Hook {
+    /// The event's name, as in the configuration and the hook's JSON (`"event"`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Hook::SessionStart => "session-start",
+            Hook::BeforeTool => "before-tool",
+            Hook::AfterTool => "after-tool",
+            Hook::BeforeCompact => "before-compact",
+            Hook::SessionEnd => "session-end",
+        }
+    }
+
+    fn commands(self, config: &HooksConfig) -> &[String] {
+        match self {
+            Hook::SessionStart => &config.session_start,
+            Hook::BeforeTool => &config.before_tool,
+            Hook::AfterTool => &config.after_tool,
+            Hook::BeforeCompact => &config.before_compact,
+            Hook::SessionEnd => &config.session_end,
+        }
+    }
+}
+
+/// Runs the commands `config` has for `hook`, within its `timeout_s`. `payload` is only built
+/// when there is a command to read it (most runs have no hooks, and a tool call's payload copies
+/// its arguments and output).
+pub async fn fire(
+    config: &HooksConfig,
+    hook: Hook,
+    root: &Path,
+    payload: impl FnOnce() -> Value,
+) -> HookOutcome {
+    let commands = hook.commands(config);
+    if commands.is_empty() {
+        return HookOutcome::Continue;
+    }
+    run(hook.name(), commands, &payload(), root, config.timeout()).await
 }
 
 /// Runs `commands` for `event` with `payload` on their standard input, one after another.
@@ -104,5 +155,39 @@ async fn run_one(
                 timeout.as_secs_f64()
             ))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn fire_runs_the_commands_of_its_event_and_builds_no_payload_without_any()
+    -> anyhow::Result<()> {
+        let root = tempfile::tempdir()?;
+        let config = HooksConfig {
+            before_tool: vec!["echo \"no: $(cat)\" >&2; exit 2".into()],
+            ..HooksConfig::default()
+        };
+        let blocked = fire(
+            &config,
+            Hook::BeforeTool,
+            root.path(),
+            || json!({"tool": "x"}),
+        )
+        .await;
+        assert_eq!(
+            blocked,
+            HookOutcome::Blocked(r#"no: {"tool":"x","event":"before-tool"}"#.into())
+        );
+        let ran = fire(&config, Hook::AfterTool, root.path(), || {
+            unreachable!("no after-tool hook: no payload")
+        })
+        .await;
+        assert_eq!(ran, HookOutcome::Continue);
+        Ok(())
     }
 }

@@ -8,6 +8,7 @@ use serde_json::json;
 
 use super::consult::{COMPRESSION_ADVISOR, Host, check_consistency, consult};
 use super::{CompressionDecision, compaction};
+use crate::hooks::{self, Hook};
 use crate::protocol::events::Event;
 use crate::protocol::{CompressionRecord, Message, Role};
 use crate::providers::ChatRequest;
@@ -65,18 +66,10 @@ pub async fn compact(
     let consistency = checked
         .as_ref()
         .map(|c| compaction::consistency_note(&c.decision, &c.repairs));
-    if !ctx.hooks.before_compact.is_empty() {
-        let payload = json!({"session_id": ctx.session_id, "agent": ctx.agent, "reason": reason, "messages": messages.len()});
-        let timeout = ctx.hooks.timeout();
-        crate::hooks::run(
-            "before-compact",
-            &ctx.hooks.before_compact,
-            &payload,
-            &ctx.root,
-            timeout,
-        )
-        .await;
-    }
+    hooks::fire(&ctx.hooks, Hook::BeforeCompact, &ctx.root, || {
+        json!({"session_id": ctx.session_id, "agent": ctx.agent, "reason": reason, "messages": messages.len()})
+    })
+    .await;
     let snapshot = store.snapshot_async(&ctx.session_id, Utc::now()).await?;
     // The stateless CompactAgent: one model call, no tools, no session of its own.
     let request = [

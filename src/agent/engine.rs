@@ -149,14 +149,7 @@ impl Engine {
     /// A status that cannot be written is a warning: the pause itself is the stack's, and the
     /// run goes on (as the newcomer's write of it does).
     async fn record_status(&self, ctx: &ToolContext, status: SessionStatus) {
-        let written = self
-            .0
-            .store
-            .update_async(&ctx.session_id, Utc::now(), move |state| {
-                state.session.status = status;
-                Ok(())
-            })
-            .await;
+        let written = self.0.store.set_status_async(&ctx.session_id, status).await;
         if let Err(e) = written {
             tracing::warn!(session = %ctx.session_id, op = "priority", error = %e, "could not record the status {}", status.as_str());
             self.emit(Event::Warning {

@@ -12,6 +12,7 @@ use super::prompt::{self, PromptError};
 use super::turn::{EventSink, TurnStats, aborted};
 use super::{AgentStatus, Interrupted};
 use crate::config::Config;
+use crate::hooks::{self, Hook};
 use crate::permissions::{Approver, PermissionError, load_policy};
 use crate::protocol::events::{Event, RunOutcome, RunStatus, RunUsage};
 use crate::protocol::{Message, Role, SessionFile, SessionStatus};
@@ -201,7 +202,8 @@ impl Runtime {
                         // The paused session says so at once (its own run also records it at
                         // its next checkpoint, and `running` when it resumes).
                         if let Err(e) = self
-                            .record(&p.session_id, |s| s.status = SessionStatus::Paused)
+                            .store
+                            .set_status_async(&p.session_id, SessionStatus::Paused)
                             .await
                         {
                             tracing::warn!(session = %p.session_id, op = "priority", error = %e, "could not record the pause in its session.json");
@@ -290,18 +292,10 @@ impl Runtime {
             priority,
             emergency: emergency.clone(),
         });
-        let hook_timeout = self.config.hooks.timeout();
-        if !self.config.hooks.session_start.is_empty() {
-            let payload = serde_json::json!({"session_id": session_id, "agent": agent_name, "resumed": resumed, "input": request.input});
-            crate::hooks::run(
-                "session-start",
-                &self.config.hooks.session_start,
-                &payload,
-                &self.ws.root,
-                hook_timeout,
-            )
-            .await;
-        }
+        hooks::fire(&self.config.hooks, Hook::SessionStart, &self.ws.root, || {
+            serde_json::json!({"session_id": session_id, "agent": agent_name, "resumed": resumed, "input": request.input})
+        })
+        .await;
         if resumed {
             // Seed 002 §3.3 step 2: on load, follow the parent reference of a fork.
             self.check_parent(&session_id, &events).await;
@@ -355,7 +349,8 @@ impl Runtime {
             Err(fatal) => {
                 // The session may be unwritable; try to mark it, but report the real failure.
                 let _ = self
-                    .update_status(&session_id, SessionStatus::Error, Vec::new())
+                    .store
+                    .set_status_async(&session_id, SessionStatus::Error)
                     .await;
                 if let Some(c) = &coordinator {
                     let _ = c.finish(&session_id);
@@ -364,7 +359,8 @@ impl Runtime {
                 return Err(fatal.into());
             }
         };
-        self.update_status(&session_id, session_status, Vec::new())
+        self.store
+            .set_status_async(&session_id, session_status)
             .await?;
         if let Some(c) = &coordinator {
             if session_status == SessionStatus::WaitingInput {
@@ -373,17 +369,10 @@ impl Runtime {
                 c.finish(&session_id)?;
             }
         }
-        if !self.config.hooks.session_end.is_empty() {
-            let payload = serde_json::json!({"session_id": session_id, "agent": agent_name, "status": session_status.as_str(), "final_message": message});
-            crate::hooks::run(
-                "session-end",
-                &self.config.hooks.session_end,
-                &payload,
-                &self.ws.root,
-                hook_timeout,
-            )
-            .await;
-        }
+        hooks::fire(&self.config.hooks, Hook::SessionEnd, &self.ws.root, || {
+            serde_json::json!({"session_id": session_id, "agent": agent_name, "status": session_status.as_str(), "final_message": message})
+        })
+        .await;
         tracing::info!(session = %session_id, agent = %agent_name, op = "run", result = session_status.as_str(), turns = stats.turns, tool_calls = stats.tool_calls, "run ended");
         let outcome = RunOutcome {
             session_id,

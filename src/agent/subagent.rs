@@ -106,7 +106,7 @@ impl Engine {
                 Ok(session.session_id)
             })
             .await
-            .map_err(|e| ToolError::Fatal(e.to_string()))??;
+            .map_err(ToolError::fatal_from)??;
         let cancel = parent.cancel.child_token();
         let ctx = self
             .tool_context(&child, target, ancestors, depth, cancel.clone(), !advisor)

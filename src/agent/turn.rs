@@ -320,7 +320,7 @@ fn worth_asking(error: &ToolError) -> bool {
                 | ToolErrorKind::SandboxUnavailable
                 | ToolErrorKind::DepthLimit
         ),
-        ToolError::Aborted | ToolError::Fatal(_) => false,
+        ToolError::Aborted | ToolError::Fatal { .. } | ToolError::FatalMessage(_) => false,
     }
 }
 
@@ -373,17 +373,17 @@ impl ModelAgent {
                 RetryAction::Abort => return Ok((executed, Some(decision.reason))),
                 _ => break,
             }
-            let (logged_ctx, logged_call, logged_error, duration) = (
-                ctx.clone(),
-                attempt.clone(),
-                error.clone(),
-                executed.duration,
-            );
-            tokio::task::spawn_blocking(move || {
-                orchestrator::log_failure(&logged_ctx, &logged_call, &logged_error, duration)
+            // The failed attempt goes to the blocking pool to be logged and comes back: it stays
+            // the outcome if the pause below is cut short.
+            let (logged_ctx, logged_call) = (ctx.clone(), attempt.clone());
+            executed = tokio::task::spawn_blocking(move || {
+                if let Err(error) = &executed.result {
+                    orchestrator::log_failure(&logged_ctx, &logged_call, error, executed.duration)?;
+                }
+                Ok::<_, ToolError>(executed)
             })
             .await
-            .map_err(|e| ToolError::Fatal(format!("logging a failed call failed: {e}")))??;
+            .map_err(ToolError::fatal("logging a failed call failed"))??;
             // Ctrl-C ends the pause at once; the failure stands.
             tokio::select! {
                 () = ctx.cancel.cancelled() => break,
@@ -422,7 +422,7 @@ async fn record(
         orchestrator::record(&ctx, &call, executed, output_max_bytes)
     })
     .await
-    .map_err(|e| ToolError::Fatal(format!("recording a tool call failed: {e}")))?
+    .map_err(ToolError::fatal("recording a tool call failed"))?
 }
 
 /// Tool messages that close calls which will never run, so the transcript stays well-formed.
@@ -474,7 +474,10 @@ mod tests {
             assert!(!worth_asking(&ToolError::model(kind, "no")), "{kind:?}");
         }
         assert!(!worth_asking(&ToolError::Aborted));
-        assert!(!worth_asking(&ToolError::Fatal("disk full".into())));
+        assert!(!worth_asking(&ToolError::FatalMessage("disk full".into())));
+        let disk_full = std::io::Error::from(std::io::ErrorKind::StorageFull);
+        let unrecorded = ToolError::fatal("recording a tool call failed")(disk_full);
+        assert!(!worth_asking(&unrecorded));
         for kind in [
             ToolErrorKind::ReadFailed,
             ToolErrorKind::Timeout,

@@ -287,27 +287,9 @@ impl Coordinator {
     /// resumes.
     pub fn finish(&self, session_id: &str) -> Result<(), SessionError> {
         self.with_state(|state, user| {
-            let Some(stack) = state.users.get_mut(user) else {
-                return;
-            };
-            let Some(i) = stack.iter().position(|e| e.session_id == session_id) else {
-                return;
-            };
-            let ended = stack.remove(i);
-            state.events.push(StackEvent {
-                at: Utc::now(),
-                user: user.to_string(),
-                kind: "ended".into(),
-                session_id: Some(ended.session_id.clone()),
-                agent: ended.agent.clone(),
-                detail: String::new(),
-            });
-            resume_top(
-                stack,
-                &mut state.events,
-                user,
-                &format!("{} ended", ended.agent),
-            );
+            if let Some(stack) = state.users.get_mut(user) {
+                take_off(stack, &mut state.events, user, session_id, "ended", "");
+            }
         })
     }
 
@@ -327,18 +309,8 @@ impl Coordinator {
         self.with_state(|state, _| {
             let State { users, events } = state;
             for (user, stack) in users.iter_mut() {
-                if let Some(i) = stack.iter().position(|e| e.session_id == session_id) {
-                    let gone = stack.remove(i);
-                    events.push(StackEvent {
-                        at: Utc::now(),
-                        user: user.clone(),
-                        kind: "ended".into(),
-                        session_id: Some(gone.session_id.clone()),
-                        agent: gone.agent.clone(),
-                        detail: "the session was deleted".into(),
-                    });
-                    resume_top(stack, events, user, &format!("{} was deleted", gone.agent));
-                }
+                let detail = "the session was deleted";
+                take_off(stack, events, user, session_id, "was deleted", detail);
             }
             users.retain(|_, stack| !stack.is_empty());
             true
@@ -358,6 +330,31 @@ impl Coordinator {
             (entries, events)
         })
     }
+}
+
+/// Takes `session_id` off `user`'s `stack`, if it is on it, with an `ended` event saying
+/// `detail`; the session it paused, if now on top, resumes because "<its agent> <how>".
+fn take_off(
+    stack: &mut Vec<Entry>,
+    events: &mut Vec<StackEvent>,
+    user: &str,
+    session_id: &str,
+    how: &str,
+    detail: &str,
+) {
+    let Some(i) = stack.iter().position(|e| e.session_id == session_id) else {
+        return;
+    };
+    let gone = stack.remove(i);
+    events.push(StackEvent {
+        at: Utc::now(),
+        user: user.to_string(),
+        kind: "ended".into(),
+        session_id: Some(gone.session_id),
+        agent: gone.agent.clone(),
+        detail: detail.to_string(),
+    });
+    resume_top(stack, events, user, &format!("{} {how}", gone.agent));
 }
 
 /// If the top of the stack is paused, it runs again.
@@ -505,6 +502,51 @@ mod tests {
                 .iter()
                 .any(|e| e.kind == "ended" && e.detail == "the session was deleted")
         );
+        Ok(())
+    }
+
+    #[test]
+    fn an_ended_or_deleted_session_says_so_and_resumes_what_it_paused() -> anyhow::Result<()> {
+        type Leave = fn(&Coordinator) -> Result<(), SessionError>;
+        let finish: Leave = |c| c.finish("phone");
+        let forget: Leave = |c| c.forget("phone").map(|_| ());
+        for (leave, how, detail) in [
+            (finish, "ended", ""),
+            (forget, "was deleted", "the session was deleted"),
+        ] {
+            let dir = tempfile::tempdir()?;
+            let c = Coordinator::new(dir.path(), "u", Duration::from_secs(3600));
+            c.admit("music", "music_agent", 20, true)?;
+            c.admit("phone", "phone_agent", 90, false)?;
+            leave(&c)?;
+            let (_, events) = c.stack()?;
+            let last: Vec<_> = events
+                .iter()
+                .rev()
+                .take(2)
+                .rev()
+                .map(|e| {
+                    (
+                        e.kind.as_str(),
+                        e.session_id.as_deref(),
+                        e.agent.as_str(),
+                        e.detail.clone(),
+                    )
+                })
+                .collect();
+            assert_eq!(
+                last,
+                vec![
+                    ("ended", Some("phone"), "phone_agent", detail.to_string()),
+                    (
+                        "resumed",
+                        Some("music"),
+                        "music_agent",
+                        format!("phone_agent {how}")
+                    ),
+                ]
+            );
+        }
         Ok(())
     }
 }

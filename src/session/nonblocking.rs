@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 
 use super::error::{Result, SessionError};
 use super::store::{SessionState, Store};
-use crate::protocol::SessionFile;
+use crate::protocol::{SessionFile, SessionStatus};
 
 impl Store {
     /// [`Store::read`], off the async threads.
@@ -37,6 +37,15 @@ impl Store {
         blocking(move || store.snapshot(&id, now)).await
     }
 
+    /// Writes session `id`'s status and nothing else, off the async threads.
+    pub async fn set_status_async(&self, id: &str, status: SessionStatus) -> Result<()> {
+        self.update_async(id, Utc::now(), move |state| {
+            state.session.status = status;
+            Ok(())
+        })
+        .await
+    }
+
     /// [`Store::create`], off the async threads.
     pub async fn create_async(&self, agent: &str, now: DateTime<Utc>) -> Result<SessionFile> {
         let (store, agent) = (self.clone(), agent.to_string());
@@ -55,5 +64,37 @@ async fn blocking<T: Send + 'static>(
             path: std::path::PathBuf::new(),
             source: std::io::Error::other(format!("a store task was cancelled: {e}")),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use pretty_assertions::assert_eq;
+
+    use super::*;
+    use crate::protocol::{Message, Role};
+
+    #[tokio::test]
+    async fn set_status_async_writes_the_status_and_nothing_else() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let store = Store::new(dir.path(), Duration::from_secs(1));
+        let id = store.create("coder", Utc::now())?.session_id;
+        store.append(
+            &id,
+            vec![Message::new(Role::User, "hi", Utc::now())],
+            Utc::now(),
+        )?;
+        let before = store.read(&id)?;
+
+        store.set_status_async(&id, SessionStatus::Paused).await?;
+
+        let mut after = store.read(&id)?;
+        assert_eq!(after.session.status, SessionStatus::Paused);
+        after.session.status = before.session.status;
+        after.session.updated_at = before.session.updated_at;
+        assert_eq!(after, before);
+        Ok(())
     }
 }

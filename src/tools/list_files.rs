@@ -44,9 +44,7 @@ pub(super) fn walker(
         "!.nop/logs/",
         "!.nop/.permissions/",
     ] {
-        overrides
-            .add(never)
-            .map_err(|e| ToolError::Fatal(e.to_string()))?;
+        overrides.add(never).map_err(ToolError::fatal_from)?;
     }
     if let Some(glob) = glob {
         overrides.add(glob).map_err(|e| {

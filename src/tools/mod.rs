@@ -239,7 +239,7 @@ impl ToolErrorKind {
 }
 
 /// The two kinds of tool failure.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
 pub enum ToolError {
     /// The model should see this and decide what to do (bad arguments, a missing file, a
     /// refused path, a timeout).
@@ -251,9 +251,28 @@ pub enum ToolError {
     /// The user stopped the run while the call was going.
     #[error("aborted by user")]
     Aborted,
-    /// The run cannot go on (the session's lock or files are lost, the disk is full).
+    /// The run cannot go on because something under it failed (the session's lock or files
+    /// are lost, the disk is full, a blocking task died). Shown as `context: error`, or as the
+    /// error alone when there is no context.
+    #[error("{}", with_context(.context.as_deref(), .error))]
+    Fatal {
+        /// What was being done ("recording a tool call failed").
+        context: Option<String>,
+        /// The error underneath, kept whole for whoever handles it (downcast it to a
+        /// `SessionError`, say). Not the `source()`: the text above already includes it, and
+        /// `{:#}` (how `main` prints a failed run) would say it twice more.
+        error: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The run cannot go on, for a reason that is no other error's (`.nop/` is missing).
     #[error("{0}")]
-    Fatal(String),
+    FatalMessage(String),
+}
+
+fn with_context(context: Option<&str>, error: &dyn std::fmt::Display) -> String {
+    match context {
+        Some(context) => format!("{context}: {error}"),
+        None => error.to_string(),
+    }
 }
 
 impl ToolError {
@@ -264,19 +283,44 @@ impl ToolError {
         }
     }
 
+    /// For `map_err`: a fatal error, shown as `context: error`.
+    pub fn fatal<E>(context: impl Into<String>) -> impl FnOnce(E) -> ToolError
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let context = context.into();
+        move |error| ToolError::Fatal {
+            context: Some(context),
+            error: Box::new(error),
+        }
+    }
+
+    /// A fatal error shown as `error` alone.
+    pub fn fatal_from(error: impl std::error::Error + Send + Sync + 'static) -> ToolError {
+        ToolError::Fatal {
+            context: None,
+            error: Box::new(error),
+        }
+    }
+
+    /// Whether the run must end (either fatal variant).
+    pub fn is_fatal(&self) -> bool {
+        matches!(self, ToolError::Fatal { .. } | ToolError::FatalMessage(_))
+    }
+
     /// The error type recorded in error-<ts>.log.
     pub fn kind(&self) -> &'static str {
         match self {
             ToolError::Model { kind, .. } => kind.as_str(),
             ToolError::Aborted => "Aborted",
-            ToolError::Fatal(_) => "Fatal",
+            ToolError::Fatal { .. } | ToolError::FatalMessage(_) => "Fatal",
         }
     }
 }
 
 impl From<crate::session::SessionError> for ToolError {
     fn from(e: crate::session::SessionError) -> ToolError {
-        ToolError::Fatal(e.to_string())
+        ToolError::fatal_from(e)
     }
 }
 
@@ -436,6 +480,78 @@ impl Registry {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The error under a fatal error, as `&dyn Error`.
+    fn underneath(fatal: &ToolError) -> Option<&(dyn std::error::Error + Send + Sync + 'static)> {
+        match fatal {
+            ToolError::Fatal { error, .. } => Some(error.as_ref()),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn a_fatal_error_shows_its_context_and_keeps_the_error_underneath() {
+        use std::error::Error as _;
+        let disk_full = || std::io::Error::other("no space left on device");
+
+        let with_context = ToolError::fatal("writing a file failed")(disk_full());
+        assert_eq!(
+            with_context.to_string(),
+            "writing a file failed: no space left on device"
+        );
+        let io = underneath(&with_context).and_then(|e| e.downcast_ref::<std::io::Error>());
+        assert_eq!(
+            io.map(ToString::to_string).as_deref(),
+            Some("no space left on device")
+        );
+        // Already in the text: a chain printer (`{:#}`) must not repeat it.
+        assert!(with_context.source().is_none());
+        assert_eq!(with_context.kind(), "Fatal");
+
+        let alone = ToolError::fatal_from(disk_full());
+        assert_eq!(alone.to_string(), "no space left on device");
+        assert!(underneath(&alone).is_some_and(|e| e.is::<std::io::Error>()));
+        assert!(alone.source().is_none());
+
+        let message = ToolError::FatalMessage("cannot read /proc/self/fd".into());
+        assert_eq!(message.to_string(), "cannot read /proc/self/fd");
+        assert!(underneath(&message).is_none() && message.source().is_none());
+        assert!(message.is_fatal() && alone.is_fatal() && with_context.is_fatal());
+        assert_eq!(message.kind(), "Fatal");
+    }
+
+    #[test]
+    fn a_session_error_becomes_a_fatal_error_shown_as_it_is() {
+        let lost = crate::session::SessionError::NotFound("abc".into());
+        let shown = lost.to_string();
+        let fatal = ToolError::from(lost);
+        assert_eq!(fatal.to_string(), shown);
+        let session =
+            underneath(&fatal).and_then(|e| e.downcast_ref::<crate::session::SessionError>());
+        assert!(matches!(session, Some(crate::session::SessionError::NotFound(id)) if id == "abc"));
+    }
+
+    /// `main` prints a failed run with `{:#}`; a fatal tool error reads there as it did when
+    /// it was a string (the one repetition is `RunError::Tool`'s, which shows the tool error
+    /// and also gives it as its source).
+    #[test]
+    fn a_failed_run_prints_a_fatal_error_as_before() {
+        let lost = crate::session::SessionError::Io {
+            path: "/r/session.json".into(),
+            source: std::io::Error::other("disk full"),
+        };
+        let run: anyhow::Error = crate::agent::RunError::from(ToolError::from(lost)).into();
+        assert_eq!(
+            format!("{run:#}"),
+            "/r/session.json: disk full: /r/session.json: disk full"
+        );
+        let failed = ToolError::fatal("recording a tool call failed")(std::io::Error::other("E"));
+        let run: anyhow::Error = crate::agent::RunError::from(failed).into();
+        assert_eq!(
+            format!("{run:#}"),
+            "recording a tool call failed: E: recording a tool call failed: E"
+        );
+    }
 
     #[test]
     fn every_tool_offers_an_object_schema_with_descriptions() {

@@ -17,6 +17,7 @@ use chrono::Utc;
 use serde_json::{Map, Value};
 
 use super::{NOT_YET_AVAILABLE, Registry, ToolContext, ToolEffect, ToolError, ToolOutput};
+use crate::hooks::{self, Hook, HookOutcome};
 use crate::permissions::{ApprovalMode, Decision};
 use crate::protocol::{Message, Role, ToolCall};
 use crate::session::ErrorRecord;
@@ -37,24 +38,17 @@ pub struct Executed {
 pub async fn execute(registry: &Registry, call: &ToolCall, ctx: &ToolContext) -> Executed {
     let started = Instant::now();
     let result = run(registry, call, ctx).await;
-    if !ctx.hooks.after_tool.is_empty() {
+    hooks::fire(&ctx.hooks, Hook::AfterTool, &ctx.root, || {
         let (ok, output) = match &result {
             Ok(o) => (true, o.content.chars().take(2000).collect::<String>()),
             Err(e) => (false, e.to_string()),
         };
-        let payload = serde_json::json!({
+        serde_json::json!({
             "session_id": ctx.session_id, "agent": ctx.agent, "tool": call.name,
             "arguments": call.arguments, "ok": ok, "output": output,
-        });
-        crate::hooks::run(
-            "after-tool",
-            &ctx.hooks.after_tool,
-            &payload,
-            &ctx.root,
-            ctx.hooks.timeout(),
-        )
-        .await;
-    }
+        })
+    })
+    .await;
     Executed {
         result,
         duration: started.elapsed(),
@@ -113,21 +107,15 @@ async fn run(
     if ctx.approver.mode() == ApprovalMode::Always && tool.is_mutating() {
         approve(ctx, call, "--approval always").await?;
     }
-    if !ctx.hooks.before_tool.is_empty() {
-        let payload = serde_json::json!({
+    let payload = || {
+        serde_json::json!({
             "session_id": ctx.session_id, "agent": ctx.agent, "tool": call.name, "arguments": call.arguments,
-        });
-        if let crate::hooks::HookOutcome::Blocked(reason) = crate::hooks::run(
-            "before-tool",
-            &ctx.hooks.before_tool,
-            &payload,
-            &ctx.root,
-            ctx.hooks.timeout(),
-        )
-        .await
-        {
-            return Err(ToolError::model(ToolErrorKind::BlockedByHook, reason));
-        }
+        })
+    };
+    if let HookOutcome::Blocked(reason) =
+        hooks::fire(&ctx.hooks, Hook::BeforeTool, &ctx.root, payload).await
+    {
+        return Err(ToolError::model(ToolErrorKind::BlockedByHook, reason));
     }
     let limit = call
         .arguments
@@ -185,7 +173,7 @@ pub fn record(
             ..
         }) => return Ok(None),
         Ok(output) => cut(ctx, output.content, output_max_bytes, now)?,
-        Err(ToolError::Fatal(message)) => return Err(ToolError::Fatal(message)),
+        Err(fatal) if fatal.is_fatal() => return Err(fatal),
         Err(error) => {
             let (message, name) = log_failure(ctx, call, &error, executed.duration)?;
             extra.insert("isError".into(), Value::Bool(true));

@@ -116,7 +116,7 @@ pub async fn read_verified_async(ctx: &ToolContext, path: &Path) -> Result<Vec<u
     let (ctx, path) = (ctx.clone(), path.to_path_buf());
     tokio::task::spawn_blocking(move || read_verified(&ctx, &path))
         .await
-        .map_err(|e| ToolError::Fatal(format!("reading a file failed: {e}")))?
+        .map_err(ToolError::fatal("reading a file failed"))?
 }
 
 /// [`write_verified`] on the blocking pool (it fsyncs).
@@ -128,7 +128,7 @@ pub async fn write_verified_async(
     let (ctx, path) = (ctx.clone(), path.to_path_buf());
     tokio::task::spawn_blocking(move || write_verified(&ctx, &path, &bytes))
         .await
-        .map_err(|e| ToolError::Fatal(format!("writing a file failed: {e}")))?
+        .map_err(ToolError::fatal("writing a file failed"))?
 }
 
 pub fn read_verified(ctx: &ToolContext, path: &Path) -> Result<Vec<u8>, ToolError> {
@@ -153,8 +153,8 @@ pub fn write_verified(ctx: &ToolContext, path: &Path, bytes: &[u8]) -> Result<()
         ));
     };
     let dir_file = open_creating_parents(ctx, dir)?;
-    let real_dir =
-        real_path(&dir_file).ok_or_else(|| ToolError::Fatal("cannot read /proc/self/fd".into()))?;
+    let real_dir = real_path(&dir_file)
+        .ok_or_else(|| ToolError::FatalMessage("cannot read /proc/self/fd".into()))?;
     let decision = ctx
         .policy
         .check_resolved(&real_dir.join(name), Access::Write);
@@ -203,7 +203,7 @@ fn open_creating_parents(ctx: &ToolContext, dir: &Path) -> Result<std::fs::File,
         .map_err(|e| failed(&existing, &e))?;
     if !missing.is_empty() {
         let real = real_path(&current)
-            .ok_or_else(|| ToolError::Fatal("cannot read /proc/self/fd".into()))?;
+            .ok_or_else(|| ToolError::FatalMessage("cannot read /proc/self/fd".into()))?;
         if real != existing && !ctx.policy.check_resolved(&real, Access::Write).is_allowed() {
             return Err(denied(
                 ctx,
@@ -240,8 +240,8 @@ fn verify(
     path: &Path,
     access: Access,
 ) -> Result<(), ToolError> {
-    let real =
-        real_path(file).ok_or_else(|| ToolError::Fatal("cannot read /proc/self/fd".into()))?;
+    let real = real_path(file)
+        .ok_or_else(|| ToolError::FatalMessage("cannot read /proc/self/fd".into()))?;
     if real != path {
         let decision = ctx.policy.check_resolved(&real, access);
         if !decision.is_allowed() {

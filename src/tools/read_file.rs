@@ -40,7 +40,7 @@ impl TypedTool for ReadFile {
         // Blocking reads off the runtime's threads, so that the call's time limit holds.
         tokio::task::spawn_blocking(move || read_lines(file, &shown, offset, limit))
             .await
-            .map_err(|e| ToolError::Fatal(e.to_string()))?
+            .map_err(ToolError::fatal_from)?
     }
 }
 

@@ -80,7 +80,7 @@ impl TypedTool for SearchFiles {
             (hits, more)
         })
         .await
-        .map_err(|e| ToolError::Fatal(e.to_string()))?;
+        .map_err(ToolError::fatal_from)?;
         if ctx.cancel.is_cancelled() {
             return Err(ToolError::Aborted);
         }

@@ -55,7 +55,7 @@ pub(crate) async fn run_confined(
     if !ctx.nop_dir().is_dir() {
         // The view protects .nop/ only if it exists: a command must not create it with rules
         // of its own.
-        return Err(ToolError::Fatal(format!(
+        return Err(ToolError::FatalMessage(format!(
             "{} is missing; shell commands need it to be confined",
             ctx.nop_dir().display()
         )));
@@ -67,12 +67,12 @@ pub(crate) async fn run_confined(
         confine::confine(&policy, &settings, OsStr::new("bash"), &args)
     })
     .await
-    .map_err(|e| ToolError::Fatal(format!("preparing the sandbox failed: {e}")))?
+    .map_err(ToolError::fatal("preparing the sandbox failed"))?
     .map_err(|e| match e {
         confine::ConfineError::Unavailable(m) => {
             ToolError::model(ToolErrorKind::SandboxUnavailable, m)
         }
-        confine::ConfineError::Setup(m) => ToolError::Fatal(m),
+        setup @ confine::ConfineError::Setup(_) => ToolError::fatal_from(setup),
     })?;
     let confine::Confined {
         command,
