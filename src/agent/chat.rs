@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 use super::RunError;
 use crate::chat::{Reply, ScheduledReply, batch_instruction, parse_replies, schedule};
 use crate::config::Config;
+use crate::hooks::Hook;
 use crate::protocol::{Message, Role};
 use crate::providers::{ChatRequest, Provider};
 use crate::session::Store;
@@ -93,11 +94,9 @@ impl ChatSession {
         };
         chat.set_status(crate::protocol::SessionStatus::WaitingInput)
             .await?;
-        chat.hook(
-            "session-start",
-            &config.hooks.session_start,
-            json!({"session_id": chat.id, "agent": chat.agent, "resumed": resumed, "mode": "chat"}),
-        )
+        crate::hooks::fire(&config.hooks, Hook::SessionStart, &ws.root, || {
+            json!({"session_id": chat.id, "agent": chat.agent, "resumed": resumed, "mode": "chat"})
+        })
         .await;
         tracing::info!(session = %chat.id, agent = %chat.agent, op = "chat", result = "started", resumed, "chat started");
         Ok(chat)
@@ -145,38 +144,16 @@ impl ChatSession {
     /// Leaves the chat: status `idle`, the session-end hooks; the run lock is released.
     pub async fn close(self) -> Result<(), RunError> {
         let status = self.set_status(crate::protocol::SessionStatus::Idle).await;
-        self.hook(
-            "session-end",
-            &self.config.hooks.session_end,
-            json!({"session_id": self.id, "agent": self.agent, "status": "idle", "mode": "chat"}),
-        )
+        crate::hooks::fire(&self.config.hooks, Hook::SessionEnd, &self.ws.root, || {
+            json!({"session_id": self.id, "agent": self.agent, "status": "idle", "mode": "chat"})
+        })
         .await;
         tracing::info!(session = %self.id, agent = %self.agent, op = "chat", result = "ended", "chat ended");
         status
     }
 
     async fn set_status(&self, status: crate::protocol::SessionStatus) -> Result<(), RunError> {
-        self.store
-            .update_async(&self.id, Utc::now(), move |state| {
-                state.session.status = status;
-                Ok(())
-            })
-            .await?;
-        Ok(())
-    }
-
-    async fn hook(&self, name: &str, commands: &[String], payload: Value) {
-        if commands.is_empty() {
-            return;
-        }
-        crate::hooks::run(
-            name,
-            commands,
-            &payload,
-            &self.ws.root,
-            self.config.hooks.timeout(),
-        )
-        .await;
+        Ok(self.store.set_status_async(&self.id, status).await?)
     }
 }
 
