@@ -1,0 +1,7 @@
+//! Building blocks of the interactive terminal's transcript, as pure functions from text to
+//! lines: markdown ([`markdown`]). They never read the environment or the terminal: the caller
+//! passes the width and a [`style::Style`] (colour on or off), so the same input always renders
+//! the same way.
+
+pub mod markdown;
+pub mod style;
