@@ -1,0 +1,1052 @@
+//! Markdown (the model's answers) to terminal lines: headings, emphasis, lists, quotes, code
+//! with a small highlighter, aligned tables, links and rules, with words wrapped at the
+//! terminal's width. Readable without colour: markers (`#`, `•`, `│`) carry the structure and
+//! no markdown punctuation (`**`, backticks) is left over.
+//!
+//! An answer arrives in pieces; [`complete_prefix`] says how much of it is complete blocks, so
+//! the caller renders those and keeps the rest until more text (or the end) arrives.
+
+use pulldown_cmark::{Alignment, CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
+use unicode_width::UnicodeWidthChar;
+
+use super::style::{self, BOLD, CYAN, DIM, GREEN, ITALIC, MAGENTA, STRIKE, Style, UNDERLINE};
+
+/// Code blocks are indented this much, as markdown itself indents code.
+const CODE_INDENT: &str = "    ";
+
+/// Narrowest column prose is wrapped to, however deep the nesting.
+const MIN_WIDTH: usize = 10;
+
+/// `text` rendered for a terminal `width` columns wide, one string per line (no newlines), with
+/// no blank lines at either end. Code blocks and tables are not wrapped.
+pub fn render(text: &str, width: usize, style: Style) -> Vec<String> {
+    let options =
+        Options::ENABLE_TABLES | Options::ENABLE_STRIKETHROUGH | Options::ENABLE_TASKLISTS;
+    let mut r = Renderer::new(width, style);
+    // Sanitized whole: the parser splits text at `[` and `]`, which would leave the tail of an
+    // escape sequence in a piece of its own.
+    let text = style::sanitize(text);
+    for event in Parser::new_ext(&text, options) {
+        r.event(event);
+    }
+    r.flush_inline();
+    while r.lines.last().is_some_and(|l| l.is_empty()) {
+        r.lines.pop();
+    }
+    r.lines
+}
+
+/// Byte length of the leading part of a streamed answer made of complete blocks: up to a blank
+/// line outside a code fence, or the end of a closed fence. A blank line only counts once the
+/// line after it has begun and is not indented: an indented line may continue a list item
+/// (rendered alone it would become a code block), so the blank line must wait for it.
+pub fn complete_prefix(text: &str) -> usize {
+    let mut complete = 0;
+    // The opening fence's character, length and indentation while inside a fence.
+    let mut fence: Option<(char, usize, usize)> = None;
+    let mut after_blank = false;
+    let mut start = 0;
+    for line in text.split_inclusive('\n') {
+        let whole = line.ends_with('\n');
+        let content = line.trim_end_matches(['\n', '\r']);
+        let trimmed = content.trim_start();
+        let indent = content.len() - trimmed.len();
+        match fence {
+            Some((c, n, fence_indent)) => {
+                let closes = whole
+                    && trimmed.chars().take_while(|&x| x == c).count() >= n
+                    && trimmed.trim_start_matches(c).trim().is_empty();
+                if closes {
+                    fence = None;
+                    if fence_indent == 0 {
+                        complete = start + line.len();
+                    }
+                }
+            }
+            None => {
+                if after_blank && !trimmed.is_empty() && indent == 0 {
+                    complete = start;
+                }
+                if trimmed.is_empty() {
+                    after_blank = whole;
+                } else {
+                    after_blank = false;
+                    if let Some(c) = ['`', '~'].into_iter().find(|&c| trimmed.starts_with(c)) {
+                        let n = trimmed.chars().take_while(|&x| x == c).count();
+                        if n >= 3 {
+                            fence = Some((c, n, indent));
+                        }
+                    }
+                }
+            }
+        }
+        start += line.len();
+    }
+    complete
+}
+
+/// Inline formatting in effect for a run of text.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Fmt {
+    bold: bool,
+    italic: bool,
+    strike: bool,
+    code: bool,
+    link: bool,
+    url: bool,
+}
+
+impl Fmt {
+    fn sgr(self) -> Vec<u8> {
+        let mut codes = Vec::new();
+        if self.bold {
+            codes.push(BOLD);
+        }
+        if self.italic {
+            codes.push(ITALIC);
+        }
+        if self.strike {
+            codes.push(STRIKE);
+        }
+        if self.link {
+            codes.push(UNDERLINE);
+        }
+        if self.code {
+            codes.push(CYAN);
+        }
+        if self.url {
+            codes.push(DIM);
+        }
+        codes
+    }
+}
+
+/// A run of text with one formatting. A `\n` in `text` is a hard line break.
+#[derive(Debug, Clone)]
+struct Span {
+    text: String,
+    fmt: Fmt,
+}
+
+/// What the lines of a block sit inside, outermost first.
+enum Container {
+    Quote,
+    Item {
+        marker: String,
+        /// Whether a line has shown the marker yet (later lines get spaces instead).
+        shown: bool,
+    },
+}
+
+struct Table {
+    aligns: Vec<Alignment>,
+    rows: Vec<Vec<Vec<Span>>>,
+    row: Vec<Vec<Span>>,
+}
+
+struct CodeBlock {
+    lang: Lang,
+    text: String,
+}
+
+struct Renderer {
+    width: usize,
+    style: Style,
+    lines: Vec<String>,
+    containers: Vec<Container>,
+    /// Per open list, the number of its next item (`None`: bullets).
+    lists: Vec<Option<u64>>,
+    /// The inline content of the block being read.
+    spans: Vec<Span>,
+    bold: usize,
+    italic: usize,
+    strike: usize,
+    /// Open links: destination and where their text starts (bytes into the text of `spans`).
+    links: Vec<(String, usize)>,
+    heading: bool,
+    code: Option<CodeBlock>,
+    table: Option<Table>,
+    /// A block ended: the next one starts after a blank line.
+    blank: bool,
+}
+
+impl Renderer {
+    fn new(width: usize, style: Style) -> Renderer {
+        Renderer {
+            width,
+            style,
+            lines: Vec::new(),
+            containers: Vec::new(),
+            lists: Vec::new(),
+            spans: Vec::new(),
+            bold: 0,
+            italic: 0,
+            strike: 0,
+            links: Vec::new(),
+            heading: false,
+            code: None,
+            table: None,
+            blank: false,
+        }
+    }
+
+    fn event(&mut self, event: Event<'_>) {
+        match event {
+            Event::Start(tag) => self.start(tag),
+            Event::End(tag) => self.end(tag),
+            Event::Text(text) => match &mut self.code {
+                Some(code) => code.text.push_str(&text),
+                None => self.push(&text, self.fmt()),
+            },
+            Event::Code(text) => {
+                let fmt = Fmt {
+                    code: true,
+                    ..self.fmt()
+                };
+                self.push(&text, fmt);
+            }
+            Event::Html(html) => {
+                for line in html.lines() {
+                    self.emit(self.style.dim(line));
+                }
+            }
+            Event::InlineHtml(text)
+            | Event::InlineMath(text)
+            | Event::DisplayMath(text)
+            | Event::FootnoteReference(text) => self.push(&text, self.fmt()),
+            Event::SoftBreak => self.push(" ", self.fmt()),
+            Event::HardBreak => self.push("\n", self.fmt()),
+            Event::Rule => {
+                self.begin_block();
+                let rule = "─".repeat(self.available());
+                let rule = self.style.dim(&rule);
+                self.emit(rule);
+                self.blank = true;
+            }
+            Event::TaskListMarker(done) => {
+                let mark = if done { "☑ " } else { "☐ " };
+                // The box takes the place of the item's bullet.
+                match self.containers.last_mut() {
+                    Some(Container::Item {
+                        marker,
+                        shown: false,
+                    }) if self.lists.last() == Some(&None) => *marker = mark.to_string(),
+                    _ => self.push(mark, Fmt::default()),
+                }
+            }
+        }
+    }
+
+    fn start(&mut self, tag: Tag<'_>) {
+        match tag {
+            Tag::Paragraph | Tag::HtmlBlock => self.begin_block(),
+            Tag::Heading { level, .. } => {
+                self.begin_block();
+                self.heading = true;
+                let marker = "#".repeat(level as usize);
+                self.push(&format!("{marker} "), self.fmt());
+            }
+            Tag::BlockQuote(_) => {
+                self.begin_block();
+                self.containers.push(Container::Quote);
+            }
+            Tag::CodeBlock(kind) => {
+                self.begin_block();
+                let lang = match kind {
+                    CodeBlockKind::Fenced(info) => Lang::of(&info),
+                    CodeBlockKind::Indented => Lang::Other,
+                };
+                self.code = Some(CodeBlock {
+                    lang,
+                    text: String::new(),
+                });
+            }
+            Tag::List(first) => {
+                self.begin_block();
+                self.lists.push(first);
+            }
+            Tag::Item => {
+                let marker = match self.lists.last_mut() {
+                    Some(Some(n)) => {
+                        *n += 1;
+                        format!("{}. ", *n - 1)
+                    }
+                    _ => {
+                        let bullets = ["•", "◦", "▪"];
+                        let depth = self.lists.len().saturating_sub(1);
+                        format!("{} ", bullets[depth % bullets.len()])
+                    }
+                };
+                self.containers.push(Container::Item {
+                    marker,
+                    shown: false,
+                });
+            }
+            Tag::Table(aligns) => {
+                self.begin_block();
+                self.table = Some(Table {
+                    aligns,
+                    rows: Vec::new(),
+                    row: Vec::new(),
+                });
+            }
+            Tag::TableHead | Tag::TableRow | Tag::TableCell => {}
+            Tag::Emphasis => self.italic += 1,
+            Tag::Strong => self.bold += 1,
+            Tag::Strikethrough => self.strike += 1,
+            Tag::Link { dest_url, .. } | Tag::Image { dest_url, .. } => {
+                let at = self.spans.iter().map(|s| s.text.len()).sum();
+                self.links.push((dest_url.to_string(), at));
+            }
+            Tag::FootnoteDefinition(_)
+            | Tag::DefinitionList
+            | Tag::DefinitionListTitle
+            | Tag::DefinitionListDefinition
+            | Tag::Superscript
+            | Tag::Subscript
+            | Tag::MetadataBlock(_) => {}
+        }
+    }
+
+    fn end(&mut self, tag: TagEnd) {
+        match tag {
+            TagEnd::Paragraph | TagEnd::HtmlBlock => {
+                self.flush_inline();
+                self.blank = true;
+            }
+            TagEnd::Heading(_) => {
+                self.flush_inline();
+                self.heading = false;
+                self.blank = true;
+            }
+            TagEnd::BlockQuote(_) => {
+                self.flush_inline();
+                self.containers.pop();
+                self.blank = true;
+            }
+            TagEnd::CodeBlock => {
+                if let Some(code) = self.code.take() {
+                    self.code_block(&code);
+                }
+                self.blank = true;
+            }
+            TagEnd::List(_) => {
+                self.lists.pop();
+                // A nested list ends inside an item: the outer list goes on without a gap.
+                self.blank = self.lists.is_empty();
+            }
+            TagEnd::Item => {
+                self.flush_inline();
+                if let Some(Container::Item { shown: false, .. }) = self.containers.last() {
+                    // An empty item still shows its marker.
+                    self.emit(String::new());
+                }
+                self.containers.pop();
+            }
+            TagEnd::Table => {
+                if let Some(table) = self.table.take() {
+                    self.table(&table);
+                }
+                self.blank = true;
+            }
+            TagEnd::TableHead | TagEnd::TableRow => {
+                if let Some(table) = &mut self.table {
+                    let row = std::mem::take(&mut table.row);
+                    table.rows.push(row);
+                }
+            }
+            TagEnd::TableCell => {
+                let cell = std::mem::take(&mut self.spans);
+                if let Some(table) = &mut self.table {
+                    table.row.push(cell);
+                }
+            }
+            TagEnd::Emphasis => self.italic = self.italic.saturating_sub(1),
+            TagEnd::Strong => self.bold = self.bold.saturating_sub(1),
+            TagEnd::Strikethrough => self.strike = self.strike.saturating_sub(1),
+            TagEnd::Link | TagEnd::Image => {
+                if let Some((url, from)) = self.links.pop() {
+                    let all: String = self.spans.iter().map(|s| s.text.as_str()).collect();
+                    let text = all.get(from..).unwrap_or_default();
+                    let same = url == text || url.strip_prefix("mailto:") == Some(text);
+                    if !url.is_empty() && !same {
+                        let fmt = Fmt {
+                            url: true,
+                            ..Fmt::default()
+                        };
+                        self.push(&format!(" ({url})"), fmt);
+                    }
+                }
+            }
+            TagEnd::FootnoteDefinition
+            | TagEnd::DefinitionList
+            | TagEnd::DefinitionListTitle
+            | TagEnd::DefinitionListDefinition
+            | TagEnd::Superscript
+            | TagEnd::Subscript
+            | TagEnd::MetadataBlock(_) => {}
+        }
+    }
+
+    fn fmt(&self) -> Fmt {
+        Fmt {
+            bold: self.bold > 0 || self.heading,
+            italic: self.italic > 0,
+            strike: self.strike > 0,
+            code: false,
+            link: !self.links.is_empty(),
+            url: false,
+        }
+    }
+
+    fn push(&mut self, text: &str, fmt: Fmt) {
+        append(&mut self.spans, text, fmt);
+    }
+
+    /// Separates a new block from the one before it by a blank line. Text waiting in a tight
+    /// list item (which has no paragraph of its own) is its first block.
+    fn begin_block(&mut self) {
+        self.flush_inline();
+        if self.blank && !self.lines.is_empty() {
+            // Only quotes' bars continue through a blank line; it does not use up an item's
+            // marker.
+            let bars = self
+                .containers
+                .iter()
+                .filter(|c| matches!(c, Container::Quote))
+                .map(|_| self.style.dim("│"))
+                .collect::<Vec<_>>()
+                .join(" ");
+            self.lines.push(bars);
+        }
+        self.blank = false;
+    }
+
+    /// Columns left for content inside the open containers.
+    fn available(&self) -> usize {
+        let used: usize = self
+            .containers
+            .iter()
+            .map(|c| match c {
+                Container::Quote => 2,
+                Container::Item { marker, .. } => style::width(marker),
+            })
+            .sum();
+        self.width.saturating_sub(used).max(MIN_WIDTH)
+    }
+
+    /// Adds a line of content behind the containers' prefix (quote bars, an item's marker on
+    /// its first line and its hanging indent after).
+    fn emit(&mut self, content: String) {
+        let mut prefix = String::new();
+        for c in &mut self.containers {
+            match c {
+                Container::Quote => prefix.push_str(&self.style.dim("│ ")),
+                Container::Item { marker, shown } => {
+                    if *shown {
+                        prefix.push_str(&" ".repeat(style::width(marker)));
+                    } else {
+                        prefix.push_str(marker);
+                        *shown = true;
+                    }
+                }
+            }
+        }
+        let line = prefix + &content;
+        self.lines.push(line.trim_end().to_string());
+    }
+
+    /// Wraps and emits the inline content read so far.
+    fn flush_inline(&mut self) {
+        if self.spans.is_empty() || self.table.is_some() {
+            return;
+        }
+        let spans = std::mem::take(&mut self.spans);
+        for line in wrap(&spans, self.available()) {
+            let painted = paint(&line, self.style);
+            self.emit(painted);
+        }
+    }
+
+    fn code_block(&mut self, code: &CodeBlock) {
+        let text = code.text.strip_suffix('\n').unwrap_or(&code.text);
+        for line in text.split('\n') {
+            let line = highlight(line, code.lang, self.style);
+            self.emit(format!("{CODE_INDENT}{line}"));
+        }
+    }
+
+    fn table(&mut self, table: &Table) {
+        let cells: Vec<Vec<(String, String)>> = table
+            .rows
+            .iter()
+            .enumerate()
+            .map(|(r, row)| {
+                row.iter()
+                    .map(|spans| {
+                        let plain: String = spans
+                            .iter()
+                            .map(|s| s.text.replace('\n', " "))
+                            .collect::<String>()
+                            .trim()
+                            .to_string();
+                        let spans: Vec<Span> = spans
+                            .iter()
+                            .map(|s| Span {
+                                text: s.text.replace('\n', " "),
+                                fmt: Fmt {
+                                    bold: s.fmt.bold || r == 0,
+                                    ..s.fmt
+                                },
+                            })
+                            .collect();
+                        (plain, paint(&trim_spans(spans), self.style))
+                    })
+                    .collect()
+            })
+            .collect();
+        let columns = cells.iter().map(Vec::len).max().unwrap_or(0);
+        let mut widths = vec![0; columns];
+        for row in &cells {
+            for (i, (plain, _)) in row.iter().enumerate() {
+                widths[i] = widths[i].max(style::width(plain));
+            }
+        }
+        for (r, row) in cells.iter().enumerate() {
+            let line = (0..columns)
+                .map(|i| {
+                    let (plain, painted) = row
+                        .get(i)
+                        .map_or(("", ""), |(p, s)| (p.as_str(), s.as_str()));
+                    let gap = widths[i] - style::width(plain);
+                    let (left, right) = match table.aligns.get(i) {
+                        Some(Alignment::Right) => (gap, 0),
+                        Some(Alignment::Center) => (gap / 2, gap - gap / 2),
+                        _ => (0, gap),
+                    };
+                    format!("{}{painted}{}", " ".repeat(left), " ".repeat(right))
+                })
+                .collect::<Vec<_>>()
+                .join(&self.style.dim(" │ "));
+            self.emit(line);
+            if r == 0 {
+                let rule = widths
+                    .iter()
+                    .map(|w| "─".repeat(*w))
+                    .collect::<Vec<_>>()
+                    .join("─┼─");
+                let rule = self.style.dim(&rule);
+                self.emit(rule);
+            }
+        }
+    }
+}
+
+/// `spans` without leading and trailing whitespace.
+fn trim_spans(mut spans: Vec<Span>) -> Vec<Span> {
+    if let Some(first) = spans.first_mut() {
+        first.text = first.text.trim_start().to_string();
+    }
+    if let Some(last) = spans.last_mut() {
+        last.text = last.text.trim_end().to_string();
+    }
+    spans
+}
+
+/// A piece of inline content for wrapping.
+enum Token {
+    Word(Vec<Span>),
+    Space(Fmt),
+    Break,
+}
+
+/// Splits inline content into lines of at most `width` columns at spaces (runs of spaces count
+/// as one); a word wider than a line is cut where it must.
+fn wrap(spans: &[Span], width: usize) -> Vec<Vec<Span>> {
+    let mut tokens = Vec::new();
+    let mut word: Vec<Span> = Vec::new();
+    let end_word = |word: &mut Vec<Span>, tokens: &mut Vec<Token>| {
+        if !word.is_empty() {
+            tokens.push(Token::Word(std::mem::take(word)));
+        }
+    };
+    for span in spans {
+        for c in span.text.chars() {
+            if c == '\n' {
+                end_word(&mut word, &mut tokens);
+                tokens.push(Token::Break);
+            } else if c.is_whitespace() {
+                end_word(&mut word, &mut tokens);
+                tokens.push(Token::Space(span.fmt));
+            } else {
+                append(&mut word, c.encode_utf8(&mut [0; 4]), span.fmt);
+            }
+        }
+    }
+    end_word(&mut word, &mut tokens);
+
+    let mut lines = Vec::new();
+    let mut line: Vec<Span> = Vec::new();
+    let mut used = 0;
+    let mut space: Option<Fmt> = None;
+    for token in tokens {
+        match token {
+            Token::Space(fmt) => space = space.or(Some(fmt)),
+            Token::Break => {
+                lines.push(std::mem::take(&mut line));
+                used = 0;
+                space = None;
+            }
+            Token::Word(word) => {
+                let w: usize = word.iter().map(|s| style::width(&s.text)).sum();
+                if used > 0 && used + 1 + w > width {
+                    lines.push(std::mem::take(&mut line));
+                    used = 0;
+                }
+                if used > 0
+                    && let Some(fmt) = space
+                {
+                    append(&mut line, " ", fmt);
+                    used += 1;
+                }
+                space = None;
+                for span in word {
+                    for c in span.text.chars() {
+                        let cw = c.width().unwrap_or(0);
+                        if used > 0 && used + cw > width {
+                            lines.push(std::mem::take(&mut line));
+                            used = 0;
+                        }
+                        append(&mut line, c.encode_utf8(&mut [0; 4]), span.fmt);
+                        used += cw;
+                    }
+                }
+            }
+        }
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// Adds `text` to the last span if it has the same formatting, else as a new span.
+fn append(spans: &mut Vec<Span>, text: &str, fmt: Fmt) {
+    match spans.last_mut() {
+        Some(last) if last.fmt == fmt => last.text.push_str(text),
+        _ => spans.push(Span {
+            text: text.to_string(),
+            fmt,
+        }),
+    }
+}
+
+fn paint(spans: &[Span], style: Style) -> String {
+    spans
+        .iter()
+        .map(|s| style.paint(&s.text, &s.fmt.sgr()))
+        .collect()
+}
+
+/// The languages the highlighter knows, by a code fence's info string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lang {
+    Rust,
+    Python,
+    Shell,
+    Js,
+    Other,
+}
+
+impl Lang {
+    fn of(info: &str) -> Lang {
+        let name = info.split_whitespace().next().unwrap_or("");
+        match name.to_ascii_lowercase().as_str() {
+            "rust" | "rs" => Lang::Rust,
+            "python" | "py" => Lang::Python,
+            "sh" | "bash" | "shell" | "zsh" | "console" => Lang::Shell,
+            "js" | "javascript" | "jsx" | "ts" | "typescript" | "tsx" => Lang::Js,
+            _ => Lang::Other,
+        }
+    }
+
+    fn keywords(self) -> &'static [&'static str] {
+        match self {
+            Lang::Rust => &[
+                "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else",
+                "enum", "false", "fn", "for", "if", "impl", "in", "let", "loop", "match", "mod",
+                "move", "mut", "pub", "ref", "return", "self", "Self", "static", "struct", "super",
+                "trait", "true", "type", "unsafe", "use", "where", "while",
+            ],
+            Lang::Python => &[
+                "and", "as", "assert", "async", "await", "break", "class", "continue", "def",
+                "del", "elif", "else", "except", "False", "finally", "for", "from", "global", "if",
+                "import", "in", "is", "lambda", "None", "nonlocal", "not", "or", "pass", "raise",
+                "return", "True", "try", "while", "with", "yield",
+            ],
+            Lang::Shell => &[
+                "case", "do", "done", "elif", "else", "esac", "export", "fi", "for", "function",
+                "if", "in", "local", "return", "then", "until", "while",
+            ],
+            Lang::Js => &[
+                "async",
+                "await",
+                "break",
+                "case",
+                "catch",
+                "class",
+                "const",
+                "continue",
+                "default",
+                "delete",
+                "do",
+                "else",
+                "export",
+                "extends",
+                "false",
+                "finally",
+                "for",
+                "from",
+                "function",
+                "if",
+                "import",
+                "in",
+                "instanceof",
+                "let",
+                "new",
+                "null",
+                "of",
+                "return",
+                "switch",
+                "this",
+                "throw",
+                "true",
+                "try",
+                "typeof",
+                "undefined",
+                "var",
+                "while",
+                "yield",
+            ],
+            Lang::Other => &[],
+        }
+    }
+
+    fn line_comment(self) -> Option<&'static str> {
+        match self {
+            Lang::Rust | Lang::Js => Some("//"),
+            Lang::Python | Lang::Shell => Some("#"),
+            Lang::Other => None,
+        }
+    }
+
+    fn quotes(self) -> &'static [char] {
+        match self {
+            // A Rust `'` starts a lifetime as often as a character.
+            Lang::Rust => &['"'],
+            Lang::Python | Lang::Shell => &['"', '\''],
+            Lang::Js => &['"', '\'', '`'],
+            Lang::Other => &[],
+        }
+    }
+}
+
+/// One line of code with keywords, strings and line comments coloured; line by line, so a
+/// string or comment spanning lines is only coloured on its first.
+fn highlight(line: &str, lang: Lang, style: Style) -> String {
+    if !style.color || lang == Lang::Other {
+        return line.to_string();
+    }
+    let chars: Vec<(usize, char)> = line.char_indices().collect();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < chars.len() {
+        let (at, c) = chars[i];
+        let rest = &line[at..];
+        let word_start = i == 0 || chars[i - 1].1.is_whitespace();
+        if let Some(marker) = lang.line_comment()
+            && rest.starts_with(marker)
+            && (lang != Lang::Shell || word_start)
+        {
+            out.push_str(&style.paint(rest, &[DIM, ITALIC]));
+            break;
+        }
+        if lang.quotes().contains(&c) {
+            let mut j = i + 1;
+            while j < chars.len() && chars[j].1 != c {
+                j += if chars[j].1 == '\\' { 2 } else { 1 };
+            }
+            let end = chars.get(j + 1).map_or(line.len(), |(at, _)| *at);
+            out.push_str(&style.paint(&line[at..end], &[GREEN]));
+            i = j + 1;
+            continue;
+        }
+        if c.is_alphabetic() || c == '_' {
+            let mut j = i;
+            while j < chars.len() && (chars[j].1.is_alphanumeric() || chars[j].1 == '_') {
+                j += 1;
+            }
+            let end = chars.get(j).map_or(line.len(), |(at, _)| *at);
+            let word = &line[at..end];
+            if lang.keywords().contains(&word) {
+                out.push_str(&style.paint(word, &[MAGENTA]));
+            } else {
+                out.push_str(word);
+            }
+            i = j;
+            continue;
+        }
+        out.push(c);
+        i += 1;
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use insta::assert_snapshot;
+    use proptest::prelude::*;
+
+    fn plain(text: &str, width: usize) -> String {
+        render(text, width, Style::PLAIN).join("\n")
+    }
+
+    #[test]
+    fn inline_formatting_leaves_no_markdown_punctuation() {
+        let text = "Some **bold**, *italic*, ***both***, ~~gone~~ and `code`; \
+                    see [the docs](https://example.com/docs) or <https://example.com>.";
+        let out = plain(text, 80);
+        assert_snapshot!(out);
+        assert!(!out.contains("**") && !out.contains('`') && !out.contains("~~"));
+    }
+
+    #[test]
+    fn headings_lists_and_quotes() {
+        let text = "\
+# Plan
+
+## Steps
+
+1. Read the code
+2. Fix the bug, which is in a function whose name is long enough to wrap
+   - nested bullet
+   - another one
+     1. deeper
+3. Run the tests
+
+- [x] done task
+- [ ] open task
+
+> A quote that is long enough to be wrapped inside the quote bar.
+>
+> Second paragraph.
+
+---
+
+After the rule.";
+        assert_snapshot!(plain(text, 40));
+    }
+
+    #[test]
+    fn a_loose_list_keeps_its_blank_lines_and_hanging_indent() {
+        let text = "\
+1. **First step**
+
+   Its explanation, long enough to wrap onto a second line here.
+
+2. **Second step**";
+        assert_snapshot!(plain(text, 40));
+    }
+
+    #[test]
+    fn long_paragraph_wraps_at_40_columns_without_breaking_words() {
+        let text = "The quick brown fox jumps over the lazy dog, and then keeps running \
+                    across the whole field until the sun goes down behind the distant hills. \
+                    A URL like https://example.com/a/very/long/path/that/cannot/fit/on/one/line \
+                    is cut only because it is longer than a line.";
+        let out = render(text, 40, Style::PLAIN);
+        assert!(out.iter().all(|l| style::width(l) <= 40), "{out:#?}");
+        assert_snapshot!(out.join("\n"));
+    }
+
+    #[test]
+    fn wide_characters_count_two_columns_when_wrapping() {
+        let out = render(
+            "日本語の文章 はこのように 折り返されます 正しく",
+            14,
+            Style::PLAIN,
+        );
+        assert!(out.iter().all(|l| style::width(l) <= 14), "{out:#?}");
+        assert_eq!(
+            out,
+            ["日本語の文章", "はこのように", "折り返されます", "正しく"]
+        );
+    }
+
+    #[test]
+    fn table_columns_align_by_display_width() {
+        let text = "\
+| City | Population | Note |
+|:-----|-----------:|:----:|
+| 東京 | 13,960,000 | capital |
+| Paris | 2,100,000 | **big** |
+| Zürich | 420,000 | `zh` |";
+        let out = plain(text, 80);
+        assert_snapshot!(out);
+        let widths: Vec<usize> = out.lines().map(style::width).collect();
+        // Every row but the last column's padding is as wide as the header.
+        let bars: Vec<Vec<usize>> = out
+            .lines()
+            .map(|l| {
+                let mut col = 0;
+                let mut at = Vec::new();
+                for c in l.chars() {
+                    if c == '│' || c == '┼' {
+                        at.push(col);
+                    }
+                    col += c.width().unwrap_or(0);
+                }
+                at
+            })
+            .collect();
+        assert!(bars.iter().all(|b| b == &bars[0]), "{bars:?} {widths:?}");
+    }
+
+    #[test]
+    fn code_fences_are_indented_not_wrapped_and_highlighted_only_in_colour() {
+        let text = "\
+Run this:
+
+```rust
+// the entry point
+fn main() { let s = \"a string that is much longer than the forty columns of this test\"; }
+```
+
+```
+plain block
+```";
+        assert_snapshot!(plain(text, 40));
+        let coloured = render(text, 40, Style::COLOR).join("\n");
+        assert!(coloured.contains("\x1b[35mfn\x1b[0m"), "{coloured}");
+        assert!(coloured.contains("\x1b[32m\"a string"), "{coloured}");
+        assert!(
+            coloured.contains("\x1b[2;3m// the entry point\x1b[0m"),
+            "{coloured}"
+        );
+    }
+
+    #[test]
+    fn highlighting_knows_python_shell_and_js_comments_and_strings() {
+        let c = Style::COLOR;
+        assert_eq!(
+            highlight("def f(): return 'x' # c", Lang::Python, c),
+            "\x1b[35mdef\x1b[0m f(): \x1b[35mreturn\x1b[0m \x1b[32m'x'\x1b[0m \x1b[2;3m# c\x1b[0m"
+        );
+        // `$#` is not a comment in a shell.
+        assert_eq!(
+            highlight("echo $# # n", Lang::Shell, c),
+            "echo $# \x1b[2;3m# n\x1b[0m"
+        );
+        assert_eq!(
+            highlight("const s = `t`; // c", Lang::Js, c),
+            "\x1b[35mconst\x1b[0m s = \x1b[32m`t`\x1b[0m; \x1b[2;3m// c\x1b[0m"
+        );
+        // An unclosed string runs to the end of the line.
+        assert_eq!(
+            highlight("let s = \"open", Lang::Rust, c),
+            "\x1b[35mlet\x1b[0m s = \x1b[32m\"open\x1b[0m"
+        );
+    }
+
+    #[test]
+    fn colour_on_emits_escapes_and_colour_off_none() {
+        let text = "# Title\n\nSome **bold** and `code`.\n\n> quote";
+        let coloured = render(text, 80, Style::COLOR).join("\n");
+        assert!(coloured.contains("\x1b[1m# Title\x1b[0m"), "{coloured}");
+        assert!(coloured.contains("\x1b[1mbold\x1b[0m"), "{coloured}");
+        assert!(coloured.contains("\x1b[36mcode\x1b[0m"), "{coloured}");
+        let plain = render(text, 80, Style::PLAIN).join("\n");
+        assert!(!plain.contains('\x1b'), "{plain}");
+    }
+
+    #[test]
+    fn escape_sequences_in_the_text_are_not_passed_to_the_terminal() {
+        let out = plain("hello \x1b]0;pwned\x07world \x1b[2J", 80);
+        assert_eq!(out, "hello world");
+    }
+
+    /// Markdown-like text from pieces that open and close blocks and spans in any order.
+    fn markdownish() -> impl Strategy<Value = String> {
+        let pieces = vec![
+            "# ",
+            "**",
+            "*",
+            "`",
+            "```rust\n",
+            "```\n",
+            "~~",
+            "\n",
+            "\n\n",
+            "- ",
+            "1. ",
+            "  ",
+            "> ",
+            "| a | b |\n|---|--:|\n| 東 | x |\n",
+            "[x](u)",
+            "<b>",
+            "---\n",
+            "word ",
+            "東京 ",
+            "\x1b[31m",
+            "\t",
+            "\r",
+        ];
+        proptest::collection::vec(proptest::sample::select(pieces), 0..40).prop_map(|v| v.concat())
+    }
+
+    proptest! {
+        #[test]
+        fn any_text_renders_without_escapes_and_splits_at_a_line_start(
+            text in markdownish(),
+            width in 0usize..60,
+        ) {
+            let out = render(&text, width, Style::PLAIN);
+            prop_assert!(out.iter().all(|l| !l.contains(['\x1b', '\n', '\r'])), "{out:?}");
+            let n = complete_prefix(&text);
+            prop_assert!(n == 0 || text[..n].ends_with('\n'), "{n}");
+        }
+
+        #[test]
+        fn prose_fits_the_width_and_keeps_every_word(
+            // At most 12 columns a word, so that none has to be cut.
+            words in proptest::collection::vec("[a-z東é]{1,6}", 1..60),
+            width in 12usize..60,
+        ) {
+            let text = words.join(" ");
+            let out = render(&text, width, Style::PLAIN);
+            prop_assert!(out.iter().all(|l| style::width(l) <= width), "{out:?}");
+            let rewrapped: Vec<&str> = out.iter().flat_map(|l| l.split(' ')).collect();
+            prop_assert_eq!(rewrapped, words.iter().map(String::as_str).collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn complete_prefix_stops_at_the_last_finished_block() {
+        // Nothing finished yet.
+        assert_eq!(complete_prefix("A paragraph still stream"), 0);
+        // A blank line followed by the start of the next block.
+        assert_eq!(complete_prefix("First.\n\nSec"), 8);
+        // The blank line is there but what follows is unknown: it could continue an item.
+        assert_eq!(complete_prefix("1. item\n\n"), 0);
+        assert_eq!(complete_prefix("1. item\n\n   more of the item"), 0);
+        // Blank lines inside an open fence do not count; a closed fence ends a block.
+        let open = "Intro.\n\n```sh\nls\n\nmore";
+        assert_eq!(complete_prefix(open), 8);
+        let closed = "Intro.\n\n```sh\nls\n\nmore\n```\nnext";
+        assert_eq!(complete_prefix(closed), closed.len() - "next".len());
+        // A fence closed by a longer fence, and one that a shorter run does not close.
+        assert_eq!(complete_prefix("````\n```\n````\n"), 14);
+        assert_eq!(complete_prefix("````\n```\n"), 0);
+    }
+}

@@ -1,0 +1,331 @@
+//! A tool's result cut to what a person wants to see in the transcript: a command's exit code
+//! and the end of its output (where errors and summaries are), the start of a listing, the size
+//! of what was read. Works on the text the model reads, as the tools in `nop::tools` write it.
+
+use super::style;
+
+/// Shown lines are cut to this many columns.
+const MAX_WIDTH: usize = 200;
+
+/// The lines to show for the result `output` of `tool`, at most `max_lines` of them taken from
+/// the output plus a header or a `… +N` line for what is left out. `ok` is false when the call
+/// failed (the output is then the error the model read); a command that ran and exited non-zero
+/// is `ok`, and its exit code says it failed. Plain text, free of escapes: the caller colours.
+pub fn summarize(tool: &str, ok: bool, output: &str, max_lines: usize) -> Vec<String> {
+    let output = style::sanitize(output);
+    let lines: Vec<String> = if !ok {
+        head(&output, max_lines)
+    } else {
+        match tool {
+            "shell" => shell(&output, max_lines).unwrap_or_else(|| head(&output, max_lines)),
+            "list-files" | "search-files" => listing(&output, max_lines),
+            "read-file" => vec![read(&output)],
+            _ => head(&output, max_lines),
+        }
+    };
+    lines
+        .iter()
+        .map(|l| style::truncate(l, MAX_WIDTH))
+        .collect()
+}
+
+/// `shell`'s result: `exit code: N (T s)`, perhaps a note on the sandbox, `stdout:` and
+/// `stderr:` sections, notes on refusals; the orchestrator may have cut the middle of a long one
+/// (`[… N bytes omitted; the whole output is in out-….log …]`). Shows the header and the last
+/// lines; `None` if `output` is not in that form.
+fn shell(output: &str, max_lines: usize) -> Option<Vec<String>> {
+    let mut lines = output.lines();
+    let status = lines.next()?.strip_prefix("exit code: ")?;
+    let (code, time) = match status.rsplit_once(" (") {
+        Some((code, time)) => (code, time.strip_suffix(')')),
+        None => (status, None),
+    };
+    let body: Vec<&str> = trim_blank_ends(
+        lines
+            .filter(|l| *l != "stdout:" && *l != "stderr:")
+            .collect(),
+    );
+    let mut header = match code {
+        "0" => "exit code 0".to_string(),
+        code if code.parse::<i32>().is_ok() => format!("failed with exit code {code}"),
+        other => format!("failed: {other}"),
+    };
+    if let Some(time) = time {
+        header.push_str(&format!(" ({time})"));
+    }
+    if body.is_empty() {
+        header.push_str(", no output");
+        return Some(vec![header]);
+    }
+    let hidden = body.len().saturating_sub(max_lines);
+    let mut shown = vec![header];
+    if hidden > 0 {
+        let mut more = format!("… +{hidden} {}", plural(hidden, "line"));
+        // The whole output, when the middle was cut for the model.
+        if let Some(file) = body[..hidden].iter().find_map(|l| cut_output_file(l)) {
+            more.push_str(&format!(" (all of it in {file})"));
+        }
+        shown.push(more);
+    }
+    shown.extend(body[hidden..].iter().map(|l| l.to_string()));
+    Some(shown)
+}
+
+/// The file named by the orchestrator's note on a cut output.
+fn cut_output_file(line: &str) -> Option<&str> {
+    let rest = line.strip_prefix("[… ")?;
+    let (_, file) = rest.split_once("; the whole output is in ")?;
+    file.strip_suffix(" …]")
+}
+
+/// `list-files` (paths, then `[N more files not shown]`) or `search-files` (`path:line: text`,
+/// then `[N more matches not shown; …]`): the first lines and how many more there are.
+fn listing(output: &str, max_lines: usize) -> Vec<String> {
+    let mut lines: Vec<&str> = trim_blank_ends(output.lines().collect());
+    let mut more = 0;
+    if let Some(n) = lines.last().and_then(|l| not_shown(l)) {
+        more = n;
+        lines.pop();
+    }
+    let hidden = lines.len().saturating_sub(max_lines);
+    let mut shown: Vec<String> = lines[..lines.len() - hidden]
+        .iter()
+        .map(|l| l.to_string())
+        .collect();
+    if hidden + more > 0 {
+        shown.push(format!("… +{} more", hidden + more));
+    }
+    shown
+}
+
+/// The count in a listing's last line, `[N more files not shown]` or `[N more matches …]`.
+fn not_shown(line: &str) -> Option<usize> {
+    let rest = line.strip_prefix('[')?.strip_suffix(']')?;
+    let (n, rest) = rest.split_once(' ')?;
+    if rest.starts_with("more files not shown") || rest.starts_with("more matches not shown") {
+        n.parse().ok()
+    } else {
+        None
+    }
+}
+
+/// `read-file`: the file's lines as they are, or a range followed by `[lines A-B of N; …]`.
+fn read(output: &str) -> String {
+    if let Some(range) = output
+        .lines()
+        .last()
+        .and_then(|l| l.strip_prefix("[lines "))
+        .and_then(|l| l.split_once(';'))
+        .map(|(range, _)| range)
+    {
+        return format!("read lines {range}");
+    }
+    match output.lines().count() {
+        0 => "read an empty file".to_string(),
+        1 => "read 1 line".to_string(),
+        n => format!("read {n} lines"),
+    }
+}
+
+/// The first `max_lines` lines and how many more there are.
+fn head(output: &str, max_lines: usize) -> Vec<String> {
+    let lines = trim_blank_ends(output.lines().collect());
+    let hidden = lines.len().saturating_sub(max_lines);
+    let mut shown: Vec<String> = lines[..lines.len() - hidden]
+        .iter()
+        .map(|l| l.to_string())
+        .collect();
+    if hidden > 0 {
+        shown.push(format!("… +{hidden} more {}", plural(hidden, "line")));
+    }
+    shown
+}
+
+/// `noun` for one, `nouns` for other counts.
+fn plural(n: usize, noun: &str) -> String {
+    if n == 1 {
+        noun.to_string()
+    } else {
+        format!("{noun}s")
+    }
+}
+
+fn trim_blank_ends(mut lines: Vec<&str>) -> Vec<&str> {
+    while lines.last().is_some_and(|l| l.trim().is_empty()) {
+        lines.pop();
+    }
+    let first = lines
+        .iter()
+        .position(|l| !l.trim().is_empty())
+        .unwrap_or(lines.len());
+    lines.split_off(first)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use insta::assert_snapshot;
+
+    /// A failing `cargo test`, in the form the shell tool gives the model.
+    const CARGO_TEST_FAILED: &str = "\
+exit code: 101 (4.2 s)
+stdout:
+
+running 3 tests
+test parser::tests::empty ... ok
+test parser::tests::nested ... ok
+test parser::tests::unicode ... FAILED
+
+failures:
+
+---- parser::tests::unicode stdout ----
+
+thread 'parser::tests::unicode' panicked at src/parser.rs:88:9:
+assertion `left == right` failed
+  left: 3
+ right: 4
+note: run with `RUST_BACKTRACE=1` environment variable to display a backtrace
+
+
+failures:
+    parser::tests::unicode
+
+test result: FAILED. 2 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s
+
+stderr:
+   Compiling demo v0.1.0 (/work/demo)
+    Finished `test` profile [unoptimized + debuginfo] target(s) in 3.90s
+     Running unittests src/lib.rs (target/debug/deps/demo-1c2d3e4f5a6b7c8d)
+error: test failed, to rerun pass `--lib`
+";
+
+    #[test]
+    fn a_failing_command_shows_its_exit_code_and_the_tail() {
+        assert_snapshot!(summarize("shell", true, CARGO_TEST_FAILED, 8).join("\n"));
+    }
+
+    #[test]
+    fn a_succeeding_command_shows_the_tail_too() {
+        let output = "\
+exit code: 0 (12.5 s)
+stdout:
+
+running 42 tests
+test a ... ok
+test b ... ok
+test c ... ok
+
+test result: ok. 42 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.31s
+
+";
+        assert_snapshot!(summarize("shell", true, output, 3).join("\n"));
+        assert_eq!(
+            summarize("shell", true, "exit code: 0 (0.0 s)\n", 3),
+            ["exit code 0 (0.0 s), no output"]
+        );
+    }
+
+    #[test]
+    fn a_cut_command_output_names_the_file_with_all_of_it() {
+        let output = "\
+exit code: 2 (1.0 s)
+stdout:
+first
+[… 52000 bytes omitted; the whole output is in out-20261123T101010.123Z.log …]
+second
+third
+stderr:
+make: *** [all] Error 2
+";
+        assert_eq!(
+            summarize("shell", true, output, 2),
+            [
+                "failed with exit code 2 (1.0 s)",
+                "… +3 lines (all of it in out-20261123T101010.123Z.log)",
+                "third",
+                "make: *** [all] Error 2",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_command_killed_by_a_signal_is_a_failure() {
+        let output = "exit code: killed by a signal (0.3 s)\n";
+        assert_eq!(
+            summarize("shell", true, output, 5),
+            ["failed: killed by a signal (0.3 s), no output"]
+        );
+    }
+
+    #[test]
+    fn a_long_listing_shows_its_first_lines_and_how_many_more() {
+        let files: Vec<String> = (1..=50).map(|i| format!("src/module_{i:02}.rs")).collect();
+        let output = files.join("\n");
+        assert_snapshot!(summarize("list-files", true, &output, 5).join("\n"));
+        // With the tool's own limit reached, its count is added.
+        let limited = format!("{}\n[450 more files not shown]", files.join("\n"));
+        assert_eq!(
+            summarize("list-files", true, &limited, 5)
+                .last()
+                .map(String::as_str),
+            Some("… +495 more")
+        );
+        assert_eq!(summarize("list-files", true, "no files", 5), ["no files"]);
+    }
+
+    #[test]
+    fn search_results_are_a_listing() {
+        let output = "\
+src/a.rs:3: fn parse() {}
+src/b.rs:10: parse();
+src/c.rs:7: // parse later
+[12 more matches not shown; narrow the pattern, path or glob]";
+        assert_eq!(
+            summarize("search-files", true, output, 2),
+            [
+                "src/a.rs:3: fn parse() {}",
+                "src/b.rs:10: parse();",
+                "… +13 more"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_read_says_how_much_was_read_not_what() {
+        let file: String = (1..=120).map(|i| format!("line {i}\n")).collect();
+        assert_eq!(summarize("read-file", true, &file, 5), ["read 120 lines"]);
+        let part = "line 1\nline 2\n[lines 1-2 of 900; use offset/limit to read more]";
+        assert_eq!(
+            summarize("read-file", true, part, 5),
+            ["read lines 1-2 of 900"]
+        );
+        assert_eq!(summarize("read-file", true, "", 5), ["read an empty file"]);
+    }
+
+    #[test]
+    fn an_error_shows_its_first_lines() {
+        let output = "error (Timeout): `cargo test` did not finish within 300.0 s and was killed\n\
+                      [details: error-20261123T101010.123Z.log]";
+        assert_eq!(
+            summarize("shell", false, output, 1),
+            [
+                "error (Timeout): `cargo test` did not finish within 300.0 s and was killed",
+                "… +1 more line",
+            ]
+        );
+    }
+
+    #[test]
+    fn other_tools_show_their_first_lines_and_escapes_never_pass() {
+        let output = "plan updated:\n1 [completed] Parse\n2 [in_progress] \x1b[31mTest\x1b[0m\n3 [pending] Ship";
+        assert_eq!(
+            summarize("update-plan", true, output, 3),
+            [
+                "plan updated:",
+                "1 [completed] Parse",
+                "2 [in_progress] Test",
+                "… +1 more line",
+            ]
+        );
+    }
+}
