@@ -148,6 +148,12 @@ impl ModelAgent {
             };
             stats.input_tokens += reply.input_tokens;
             stats.output_tokens += reply.output_tokens;
+            let _ = events.send(Event::Usage {
+                input_tokens: reply.input_tokens,
+                output_tokens: reply.output_tokens,
+                run_input_tokens: stats.input_tokens,
+                run_output_tokens: stats.output_tokens,
+            });
             let now = Utc::now();
             let mut assistant = Message::new(Role::Assistant, reply.text.clone(), now);
             assistant.tool_calls = reply.tool_calls.clone();
@@ -242,10 +248,14 @@ impl ModelAgent {
                 .await;
             let (executed, abort) = self.retry(call, executed, ctx).await?;
             let was_aborted = matches!(executed.result, Err(ToolError::Aborted));
-            if let Ok(output) = &executed.result
-                && let ToolEffect::AskUser(q) = &output.effect
-            {
-                question = Some(q.clone());
+            let (mut change, mut plan_changed) = (None, None);
+            if let Ok(output) = &executed.result {
+                match &output.effect {
+                    ToolEffect::AskUser(q) => question = Some(q.clone()),
+                    ToolEffect::FileChanged(c) => change = Some(c.clone()),
+                    ToolEffect::PlanChanged(plan) => plan_changed = Some(plan.clone()),
+                    ToolEffect::None => {}
+                }
             }
             let ok = executed.result.is_ok();
             let duration_ms = executed.duration.as_millis() as u64;
@@ -254,7 +264,7 @@ impl ModelAgent {
             if let Some(message) = message {
                 // Recorded first, shown after: what the user saw is in session.json even if nop
                 // is killed right then.
-                let output: String = message.content.chars().take(2000).collect();
+                let output = shown_output(&message.content);
                 conversation.push(vec![message], None).await?;
                 let _ = events.send(Event::ToolResult {
                     id: call.id.clone(),
@@ -262,7 +272,11 @@ impl ModelAgent {
                     ok,
                     duration_ms,
                     output,
+                    change,
                 });
+                if let Some(plan) = plan_changed {
+                    let _ = events.send(Event::PlanUpdated { plan });
+                }
             }
             if was_aborted {
                 conversation
@@ -440,9 +454,37 @@ pub fn aborted(calls: &[ToolCall], why: &str) -> Vec<Message> {
         .collect()
 }
 
+/// A result as a `tool_result` event carries it: whole up to 8,000 characters; a longer one
+/// keeps its first 2,000 and last 4,000 (a command's error and summary are at its end).
+fn shown_output(content: &str) -> String {
+    const WHOLE: usize = 8_000;
+    const HEAD: usize = 2_000;
+    const TAIL: usize = 4_000;
+    let count = content.chars().count();
+    if count <= WHOLE {
+        return content.to_string();
+    }
+    let head: String = content.chars().take(HEAD).collect();
+    let tail: String = content.chars().skip(count - TAIL).collect();
+    format!(
+        "{head}\n[… {} characters not shown …]\n{tail}",
+        count - HEAD - TAIL
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_long_result_keeps_its_start_and_its_end() {
+        assert_eq!(shown_output("short"), "short");
+        let long = format!("{}{}", "a".repeat(5_000), "z".repeat(5_000));
+        let shown = shown_output(&long);
+        assert!(shown.starts_with(&"a".repeat(2_000)));
+        assert!(shown.ends_with(&"z".repeat(4_000)));
+        assert!(shown.contains("[… 4000 characters not shown …]"));
+    }
 
     #[test]
     fn modified_params_are_laid_over_the_original_arguments() {

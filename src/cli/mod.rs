@@ -6,9 +6,8 @@ mod memory;
 mod render;
 mod run;
 mod sandbox;
-// The live renderer adopts these next; until then only their tests use them.
-#[allow(dead_code)]
 mod term;
+mod transcript;
 
 pub use run::OutputFormat;
 

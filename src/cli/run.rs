@@ -1,7 +1,7 @@
 //! `nop run` (headless) and the interactive session, with the text, json and stream-json
 //! renderers of run events.
 
-use std::io::{IsTerminal, Read, Write};
+use std::io::{IsTerminal, Read};
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
@@ -9,6 +9,7 @@ use clap::ValueEnum;
 use tokio_util::sync::CancellationToken;
 
 use super::exit;
+use super::transcript::Renderer;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -184,7 +185,20 @@ async fn render(
 /// Shows a session's events until it ends or, an open handle, waits for input (then the
 /// session it has, if any). Approval questions are asked on the terminal.
 async fn show(session: &mut SessionHandle, renderer: &mut Renderer) -> Option<String> {
-    while let Some(event) = session.next_event().await {
+    loop {
+        let event = if renderer.wants_tick() {
+            let tick = tokio::time::sleep(std::time::Duration::from_millis(100));
+            tokio::select! {
+                event = session.next_event() => event,
+                () = tick => {
+                    renderer.tick();
+                    continue;
+                }
+            }
+        } else {
+            session.next_event().await
+        };
+        let event = event?;
         match &event {
             Event::ApprovalRequested {
                 id,
@@ -192,9 +206,9 @@ async fn show(session: &mut SessionHandle, renderer: &mut Renderer) -> Option<St
                 detail,
                 reason,
             } => {
+                renderer.pause();
                 let answer = ask_on_terminal(tool, detail, reason).await;
                 session.submit(Op::Approval { id: *id, answer });
-                continue;
             }
             Event::Idle { session_id } => {
                 renderer.finish();
@@ -202,225 +216,6 @@ async fn show(session: &mut SessionHandle, renderer: &mut Renderer) -> Option<St
             }
             _ => renderer.event(&event),
         }
-    }
-    None
-}
-
-/// Renders events as they come.
-struct Renderer {
-    format: OutputFormat,
-    /// Whether stdout is at the start of a line (text mode).
-    line_start: bool,
-}
-
-impl Renderer {
-    fn new(format: OutputFormat) -> Renderer {
-        Renderer {
-            format,
-            line_start: true,
-        }
-    }
-
-    fn event(&mut self, event: &Event) {
-        match self.format {
-            OutputFormat::StreamJson => {
-                if let Ok(line) = serde_json::to_string(event) {
-                    let mut out = std::io::stdout().lock();
-                    let _ = writeln!(out, "{line}");
-                    let _ = out.flush();
-                }
-            }
-            OutputFormat::Json => {
-                if let Event::Result(outcome) = event
-                    && let Ok(line) = serde_json::to_string(outcome)
-                {
-                    println!("{line}");
-                }
-            }
-            OutputFormat::Text => self.text(event),
-        }
-    }
-
-    fn text(&mut self, event: &Event) {
-        let mut out = std::io::stdout().lock();
-        match event {
-            Event::SessionStarted {
-                session_id,
-                agent,
-                model,
-                resumed,
-                priority,
-                emergency,
-            } => {
-                let verb = if *resumed { "continuing" } else { "session" };
-                let priority = match (priority, emergency) {
-                    (Some(p), Some(why)) => format!(" · priority {p} (emergency: {why})"),
-                    (Some(p), None) => format!(" · priority {p}"),
-                    _ => String::new(),
-                };
-                eprintln!("{verb} {session_id} · {agent} · {model}{priority}");
-            }
-            Event::TurnStarted { .. } => {}
-            Event::Text { delta } => {
-                let _ = out.write_all(delta.as_bytes());
-                let _ = out.flush();
-                self.line_start = delta.ends_with('\n');
-            }
-            Event::Retrying {
-                attempt,
-                delay_ms,
-                error,
-            } => {
-                self.end_line(&mut out);
-                eprintln!(
-                    "  ↻ attempt {attempt} failed ({error}); retrying in {:.1} s",
-                    *delay_ms as f64 / 1000.0
-                );
-            }
-            Event::ToolCall {
-                name, arguments, ..
-            } => {
-                self.end_line(&mut out);
-                eprintln!("⏺ {name} {}", brief_arguments(name, arguments));
-            }
-            Event::ToolResult {
-                ok,
-                output,
-                duration_ms,
-                name,
-                ..
-            } => {
-                let first = output.lines().next().unwrap_or_default();
-                let first: String = first.chars().take(160).collect();
-                let mark = if *ok { "⎿" } else { "⎿ ✗" };
-                // The shell's own first line already says how long it ran.
-                if name == "shell" && *ok {
-                    eprintln!("  {mark} {first}");
-                } else {
-                    eprintln!("  {mark} {first} ({:.1} s)", *duration_ms as f64 / 1000.0);
-                }
-            }
-            // Answered by whoever drives the handle before the renderer sees anything else.
-            Event::ApprovalRequested { .. } => {}
-            Event::Queued { position, stop, .. } => {
-                self.end_line(&mut out);
-                if *stop {
-                    eprintln!("  ■ stopping at the next checkpoint");
-                } else {
-                    eprintln!(
-                        "  ✉ queued (position {position}); the agent reads it between tool calls"
-                    );
-                }
-            }
-            Event::Warning { message } => {
-                self.end_line(&mut out);
-                eprintln!("warning: {message}");
-            }
-            Event::SubagentStarted {
-                agent, session_id, ..
-            } => {
-                self.end_line(&mut out);
-                eprintln!("  ↳ {agent} started (session {session_id})");
-            }
-            Event::SubagentFinished {
-                agent,
-                status,
-                duration_ms,
-                ..
-            } => {
-                eprintln!(
-                    "  ↳ {agent} {status} ({:.1} s)",
-                    *duration_ms as f64 / 1000.0
-                );
-            }
-            Event::Paused { .. } => {
-                self.end_line(&mut out);
-                eprintln!(
-                    "  ⏸ paused: a higher-priority session is running; waiting for it to end"
-                );
-            }
-            Event::Resumed { .. } => eprintln!("  ▶ resumed"),
-            Event::MessagesInjected { count } => {
-                self.end_line(&mut out);
-                eprintln!(
-                    "  ✉ {count} queued message{} taken into the conversation",
-                    if *count == 1 { "" } else { "s" }
-                );
-            }
-            Event::Compacted {
-                snapshot_id,
-                messages_before,
-                messages_after,
-            } => {
-                self.end_line(&mut out);
-                eprintln!(
-                    "  ⇣ compacted {messages_before} → {messages_after} messages (full history in snapshot {snapshot_id})"
-                );
-            }
-            Event::Error { message } => {
-                self.end_line(&mut out);
-                eprintln!("error: {message}");
-            }
-            // Shown by whoever drives an open handle: it is the prompt's turn.
-            Event::Idle { .. } => {}
-            // A chat's events (`nop chat` renders them); a run has none.
-            Event::BatchWaiting { .. } | Event::BatchAnswered { .. } | Event::Reply { .. } => {}
-            Event::Result(outcome) => {
-                self.end_line(&mut out);
-                let id = &outcome.session_id;
-                match outcome.status {
-                    RunStatus::Completed => {}
-                    RunStatus::WaitingInput => {
-                        let _ =
-                            writeln!(out, "{}", outcome.question.as_deref().unwrap_or_default());
-                        eprintln!("(waiting for your answer: nop run --session {id} \"…\")");
-                    }
-                    RunStatus::Error => eprintln!("error: {}", outcome.final_message),
-                    RunStatus::Cancelled => {
-                        eprintln!("cancelled; continue with: nop run --session {id} \"…\"")
-                    }
-                }
-            }
-        }
-    }
-
-    fn end_line(&mut self, out: &mut impl Write) {
-        if !self.line_start {
-            let _ = writeln!(out);
-            let _ = out.flush();
-            self.line_start = true;
-        }
-    }
-
-    fn finish(&mut self) {
-        if self.format == OutputFormat::Text {
-            let mut out = std::io::stdout().lock();
-            self.end_line(&mut out);
-        }
-    }
-}
-
-/// The part of a call's arguments worth a glance: the command, the path, or compact JSON.
-fn brief_arguments(name: &str, arguments: &serde_json::Value) -> String {
-    let pick = |key: &str| {
-        arguments
-            .get(key)
-            .and_then(|v| v.as_str())
-            .map(str::to_string)
-    };
-    let text = match name {
-        "shell" => pick("command"),
-        "search-files" => pick("pattern"),
-        "ask-user" => pick("question"),
-        "load-skill" => pick("name"),
-        _ => pick("path"),
-    }
-    .unwrap_or_else(|| arguments.to_string());
-    let text = text.replace('\n', "⏎");
-    if text.chars().count() > 120 {
-        format!("{}…", text.chars().take(120).collect::<String>())
-    } else {
-        text
     }
 }
 
@@ -460,7 +255,7 @@ pub fn interactive(
         };
         SessionHandle::open(runtime, prompts, open)
     };
-    let mut renderer = Renderer::new(OutputFormat::Text);
+    let mut renderer = Renderer::new(OutputFormat::Text).interactive();
     loop {
         let line = match editor.readline("› ") {
             Ok(line) => line,
@@ -477,7 +272,7 @@ pub fn interactive(
             "/exit" | "/quit" => break,
             "/help" => {
                 eprintln!(
-                    "/plan      the session's tasks\n/snapshot  save a snapshot you can fork from\n/compact   summarise the older part of the conversation now\n/exit      leave (the session stays on disk)"
+                    "/plan      the session's tasks\n/verbose   whole tool results and diffs (again: cut)\n/snapshot  save a snapshot you can fork from\n/compact   summarise the older part of the conversation now\n/exit      leave (the session stays on disk)"
                 );
                 continue;
             }
@@ -503,6 +298,18 @@ pub fn interactive(
                 continue;
             }
             "/compact" => Op::Compact,
+            "/verbose" => {
+                let on = renderer.toggle_verbose();
+                eprintln!(
+                    "{}",
+                    if on {
+                        "whole tool results and diffs from now on"
+                    } else {
+                        "tool results cut to their last lines from now on"
+                    }
+                );
+                continue;
+            }
             other if other.starts_with('/') => {
                 eprintln!("unknown command {other}; /help lists them");
                 continue;
@@ -671,23 +478,4 @@ pub fn stop(store: &nop::session::Store, id: &str, user: &str) -> Result<ExitCod
         None => println!("session {id} is not running; nothing to stop"),
     }
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_call_is_shown_by_the_argument_that_says_most_on_one_line() {
-        let shell = serde_json::json!({"command": "cargo test\n  --all", "timeout_s": 60});
-        assert_eq!(brief_arguments("shell", &shell), "cargo test⏎  --all");
-        let read = serde_json::json!({"path": "src/main.rs", "offset": 3});
-        assert_eq!(brief_arguments("read-file", &read), "src/main.rs");
-        let other = serde_json::json!({"a": 1});
-        assert_eq!(brief_arguments("demo.add", &other), r#"{"a":1}"#);
-        let long = serde_json::json!({"command": "x".repeat(300)});
-        let shown = brief_arguments("shell", &long);
-        assert_eq!(shown.chars().count(), 121);
-        assert!(shown.ends_with('…'));
-    }
 }

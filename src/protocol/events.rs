@@ -45,7 +45,21 @@ pub enum Event {
         ok: bool,
         duration_ms: u64,
         output: String,
+        /// The file a write changed, for a terminal's diff (not in stream-json: the whole text
+        /// twice would swamp it).
+        #[serde(skip)]
+        change: Option<FileChange>,
     },
+    /// A model request was answered: its tokens, and the run's so far. `input_tokens` is how
+    /// much context the request used.
+    Usage {
+        input_tokens: u64,
+        output_tokens: u64,
+        run_input_tokens: u64,
+        run_output_tokens: u64,
+    },
+    /// The agent changed the session's plan (`update-plan`): the whole plan as it is now.
+    PlanUpdated { plan: crate::protocol::Plan },
     /// A call needs a person's yes: answer with the handle's `Op::Approval { id, .. }`; the run
     /// waits. Only where someone can answer (a terminal without `--yes`).
     ApprovalRequested {
@@ -171,4 +185,14 @@ pub struct RunUsage {
 pub struct Denial {
     pub tool: String,
     pub reason: String,
+}
+
+/// A file's text before and after a write (`before`: `None` for a new file, or one that was not
+/// text): what a front end shows as a diff.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileChange {
+    /// As the tool names it: relative to the repository where it is inside it.
+    pub path: String,
+    pub before: Option<String>,
+    pub after: String,
 }

@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{ToolContext, ToolError, ToolOutput, TypedTool, paths};
+use super::{FileChange, ToolContext, ToolEffect, ToolError, ToolOutput, TypedTool, paths};
 use crate::permissions::Access;
 use crate::tools::ToolErrorKind;
 
@@ -74,11 +74,18 @@ impl TypedTool for EditFile {
             }
         };
         // Through the directory's descriptor, re-checked, as write-file does.
-        paths::write_verified_async(ctx, &path, updated.into_bytes()).await?;
-        Ok(ToolOutput::text(format!(
-            "edited {}: {count} replacement{}",
-            paths::display(&ctx.root, &path),
-            if count == 1 { "" } else { "s" }
-        )))
+        paths::write_verified_async(ctx, &path, updated.clone().into_bytes()).await?;
+        let shown = paths::display(&ctx.root, &path);
+        Ok(ToolOutput {
+            content: format!(
+                "edited {shown}: {count} replacement{}",
+                if count == 1 { "" } else { "s" }
+            ),
+            effect: ToolEffect::FileChanged(FileChange {
+                path: shown,
+                before: Some(text),
+                after: updated,
+            }),
+        })
     }
 }

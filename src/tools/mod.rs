@@ -145,7 +145,13 @@ pub enum ToolEffect {
     None,
     /// The agent asked the user a question: the run waits for input.
     AskUser(String),
+    /// A file was written: what it held before and after, for a front end's diff.
+    FileChanged(FileChange),
+    /// The session's plan is now this.
+    PlanChanged(crate::protocol::Plan),
 }
+
+pub use crate::protocol::events::FileChange;
 
 /// What kind of failure a tool call had: recorded as `errorType` in session.json and
 /// error-<ts>.log, and what decides whether retry-advisor is asked.

@@ -4,7 +4,7 @@ use chrono::Utc;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{ToolContext, ToolError, ToolOutput, TypedTool};
+use super::{ToolContext, ToolEffect, ToolError, ToolOutput, TypedTool};
 use crate::protocol::{Plan, Task, TaskStatus};
 use crate::tools::ToolErrorKind;
 
@@ -71,12 +71,16 @@ impl TypedTool for UpdatePlan {
             .map(|t| format!("{} [{}] {}", t.id, t.status, t.title))
             .collect::<Vec<_>>()
             .join("\n");
+        let stored = plan.clone();
         ctx.store
             .update_async(&ctx.session_id, Utc::now(), move |state| {
-                state.plan = plan;
+                state.plan = stored;
                 Ok(())
             })
             .await?;
-        Ok(ToolOutput::text(format!("plan updated:\n{summary}")))
+        Ok(ToolOutput {
+            content: format!("plan updated:\n{summary}"),
+            effect: ToolEffect::PlanChanged(plan),
+        })
     }
 }

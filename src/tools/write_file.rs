@@ -3,7 +3,7 @@
 use schemars::JsonSchema;
 use serde::Deserialize;
 
-use super::{ToolContext, ToolError, ToolOutput, TypedTool, paths};
+use super::{FileChange, ToolContext, ToolEffect, ToolError, ToolOutput, TypedTool, paths};
 use crate::permissions::Access;
 
 pub struct WriteFile;
@@ -26,13 +26,26 @@ impl TypedTool for WriteFile {
     async fn run(&self, args: WriteFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let path = paths::resolve(ctx, Self::NAME, &args.path, Access::Write).await?;
         let existed = path.exists();
-        let bytes = args.content.into_bytes();
-        let len = bytes.len();
-        paths::write_verified_async(ctx, &path, bytes).await?;
+        // What it held, for the diff a front end shows (a file that is not text has none).
+        let before = if existed {
+            paths::read_verified_async(ctx, &path)
+                .await
+                .ok()
+                .and_then(|b| String::from_utf8(b).ok())
+        } else {
+            None
+        };
+        let len = args.content.len();
+        paths::write_verified_async(ctx, &path, args.content.clone().into_bytes()).await?;
         let verb = if existed { "replaced" } else { "created" };
-        Ok(ToolOutput::text(format!(
-            "{verb} {} ({len} bytes)",
-            paths::display(&ctx.root, &path)
-        )))
+        let shown = paths::display(&ctx.root, &path);
+        Ok(ToolOutput {
+            content: format!("{verb} {shown} ({len} bytes)"),
+            effect: ToolEffect::FileChanged(FileChange {
+                path: shown,
+                before,
+                after: args.content,
+            }),
+        })
     }
 }

@@ -103,9 +103,11 @@ async fn the_turn_loop_runs_a_tool_and_answers_through_the_handle() {
         vec![
             "session_started",
             "turn_started",
+            "usage",
             "tool_call",
             "tool_result",
             "turn_started",
+            "usage",
             "result"
         ]
     );
@@ -360,7 +362,7 @@ async fn an_open_handle_runs_each_input_on_one_session_and_compacts_on_request()
     let first = until_idle(&mut session).await;
     assert_eq!(
         kinds(&first),
-        vec!["session_started", "turn_started", "result", "idle"]
+        vec!["session_started", "turn_started", "usage", "result", "idle"]
     );
     let Some(Event::Idle {
         session_id: Some(id),

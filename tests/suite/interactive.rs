@@ -4,7 +4,7 @@
 use serde_json::json;
 
 use crate::support::Repo;
-use crate::support::mock::{MockServer, openai};
+use crate::support::mock::{MockResponse, MockServer, openai};
 use crate::support::terminal::Terminal;
 
 #[test]
@@ -123,4 +123,88 @@ fn compact_in_the_interactive_session_summarises_the_older_conversation() {
                 .is_some_and(|c| c.contains("the gist of it"))
         });
     assert!(summary, "{session}");
+}
+
+#[test]
+fn the_transcript_shows_diffs_a_failing_commands_tail_the_plan_and_rendered_markdown() {
+    let repo = Repo::new();
+    std::fs::write(repo.path().join("notes.txt"), "one\ntwo\nthree\n").expect("write");
+    let failing =
+        "for i in $(seq 1 30); do echo line$i; done; echo 'error: the real cause' >&2; exit 3";
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "e1",
+            "edit-file",
+            json!({"path": "notes.txt", "old_string": "two", "new_string": "TWO"}),
+        )]),
+        openai::reply_tool_calls(&[("s1", "shell", json!({"command": failing}))]),
+        openai::reply_tool_calls(&[(
+            "p1",
+            "update-plan",
+            json!({"tasks": [
+                {"id": "1", "title": "Edit the notes", "status": "completed"},
+                {"id": "2", "title": "Find the cause", "status": "in_progress"},
+                {"id": "3", "title": "Tell the user", "status": "pending"},
+            ]}),
+        )]),
+        openai::reply_text("**Done**: changed `two`.\n\n- first point\n- second point\n"),
+    ]);
+    let t = Terminal::start(&repo, &server, "transcript", "run", &[], "/compact /exit");
+    t.type_line("do it");
+    let screen = t.wait_for_prompt_after("second point");
+    // The edit as a diff with line numbers.
+    assert!(screen.contains("notes.txt (+1 −1)"), "{screen}");
+    assert!(
+        screen
+            .lines()
+            .any(|l| l.contains("2") && l.contains("- two")),
+        "{screen}"
+    );
+    assert!(
+        screen
+            .lines()
+            .any(|l| l.contains("2") && l.contains("+ TWO")),
+        "{screen}"
+    );
+    // The failing command: its exit code and the end of its output, not its first line.
+    assert!(screen.contains("failed with exit code 3"), "{screen}");
+    assert!(screen.contains("error: the real cause"), "{screen}");
+    assert!(!screen.contains("line1\n"), "{screen}");
+    // The plan as a checklist.
+    assert!(screen.contains("☑ Edit the notes"), "{screen}");
+    assert!(screen.contains("◐ Find the cause"), "{screen}");
+    assert!(screen.contains("☐ Tell the user"), "{screen}");
+    // Markdown rendered: no literal markers.
+    assert!(screen.contains("Done: changed two."), "{screen}");
+    assert!(!screen.contains("**"), "{screen}");
+    assert!(screen.contains("• first point"), "{screen}");
+    // What the run cost, after it.
+    assert!(screen.contains("4 turns"), "{screen}");
+    t.type_line("/exit");
+}
+
+#[test]
+fn a_status_line_with_elapsed_time_shows_while_the_model_thinks_and_a_command_runs() {
+    let repo = Repo::new();
+    let slow = |text: &str| {
+        let mut chunks = vec![openai::role()];
+        chunks.extend(text.split(' ').map(|w| openai::text(&format!("{w} "))));
+        chunks.push(openai::finish("stop"));
+        chunks.push(openai::done());
+        MockResponse::Sse {
+            chunks,
+            delay: std::time::Duration::from_millis(700),
+        }
+    };
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("s1", "shell", json!({"command": "sleep 3; echo slept"}))]),
+        slow("all done now"),
+    ]);
+    let t = Terminal::start(&repo, &server, "status", "run", &[], "/compact /exit");
+    t.type_line("go");
+    t.wait_for("running sleep 3");
+    t.wait_for("2s · ");
+    t.wait_for("ctrl-c to interrupt");
+    t.wait_for_prompt_after("all done now");
+    t.type_line("/exit");
 }

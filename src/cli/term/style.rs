@@ -29,8 +29,10 @@ pub const CYAN: u8 = 36;
 
 impl Style {
     /// No escapes at all: for pipes, files, `NO_COLOR` and snapshots.
+    #[cfg(test)]
     pub const PLAIN: Style = Style { color: false };
     /// ANSI colours and attributes.
+    #[cfg(test)]
     pub const COLOR: Style = Style { color: true };
 
     /// Colour for a stream, unless `NO_COLOR` is set to something (<https://no-color.org>).
@@ -63,10 +65,6 @@ impl Style {
 
     pub fn dim(self, text: &str) -> String {
         self.paint(text, &[DIM])
-    }
-
-    pub fn italic(self, text: &str) -> String {
-        self.paint(text, &[ITALIC])
     }
 
     pub fn red(self, text: &str) -> String {

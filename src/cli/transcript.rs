@@ -1,0 +1,695 @@
+//! The renderer of a session's events: stream-json (one event per line), json (the outcome at
+//! the end) and text. Text is plain where stdout is not a terminal (the answer as it streams,
+//! one line per call and result on stderr); on a terminal it is a transcript for a person
+//! ([`Live`]): the answer as markdown, each result cut to what matters, diffs of edits, the plan
+//! as a checklist, and a status line while work is under way.
+
+use std::io::{IsTerminal, Write};
+use std::time::Instant;
+
+use super::run::OutputFormat;
+use super::term::style::Style;
+use super::term::{diff, markdown, output, plan};
+use nop::protocol::events::{Event, RunStatus};
+
+/// Renders events as they come.
+pub struct Renderer {
+    format: OutputFormat,
+    /// Whether stdout is at the start of a line (text mode).
+    line_start: bool,
+    /// Text mode on a terminal.
+    live: Option<Live>,
+    /// Whole results and diffs rather than their ends (`/verbose`).
+    verbose: bool,
+    /// A person drives the session here (the interactive session): no hints about how to go on
+    /// with `nop run`.
+    interactive: bool,
+}
+
+impl Renderer {
+    pub fn new(format: OutputFormat) -> Renderer {
+        let terminal = std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
+        Renderer {
+            format,
+            line_start: true,
+            live: (format == OutputFormat::Text && terminal).then(Live::new),
+            verbose: false,
+            interactive: false,
+        }
+    }
+
+    /// For the interactive session: what to do next is the prompt's business.
+    pub fn interactive(mut self) -> Renderer {
+        self.interactive = true;
+        self
+    }
+
+    /// Flips whole results on or off; says which it is now.
+    pub fn toggle_verbose(&mut self) -> bool {
+        self.verbose = !self.verbose;
+        self.verbose
+    }
+
+    /// Whether the status line wants [`Renderer::tick`] calls (work is under way).
+    pub fn wants_tick(&self) -> bool {
+        self.live.as_ref().is_some_and(|l| l.status.is_some())
+    }
+
+    /// Redraws the status line (spinner, elapsed time).
+    pub fn tick(&mut self) {
+        if let Some(live) = &mut self.live {
+            live.draw_status();
+        }
+    }
+
+    /// Takes the status line away before something else reads the terminal (an approval).
+    pub fn pause(&mut self) {
+        if let Some(live) = &mut self.live {
+            live.flush_text();
+            live.clear_status();
+        }
+    }
+
+    pub fn event(&mut self, event: &Event) {
+        match self.format {
+            OutputFormat::StreamJson => {
+                if let Ok(line) = serde_json::to_string(event) {
+                    let mut out = std::io::stdout().lock();
+                    let _ = writeln!(out, "{line}");
+                    let _ = out.flush();
+                }
+            }
+            OutputFormat::Json => {
+                if let Event::Result(outcome) = event
+                    && let Ok(line) = serde_json::to_string(outcome)
+                {
+                    println!("{line}");
+                }
+            }
+            OutputFormat::Text => match &mut self.live {
+                Some(live) => live.event(event, self.verbose, self.interactive),
+                None => self.text(event),
+            },
+        }
+    }
+
+    fn text(&mut self, event: &Event) {
+        let mut out = std::io::stdout().lock();
+        match event {
+            Event::SessionStarted {
+                session_id,
+                agent,
+                model,
+                resumed,
+                priority,
+                emergency,
+            } => {
+                let verb = if *resumed { "continuing" } else { "session" };
+                let priority = match (priority, emergency) {
+                    (Some(p), Some(why)) => format!(" · priority {p} (emergency: {why})"),
+                    (Some(p), None) => format!(" · priority {p}"),
+                    _ => String::new(),
+                };
+                eprintln!("{verb} {session_id} · {agent} · {model}{priority}");
+            }
+            Event::TurnStarted { .. } => {}
+            Event::Text { delta } => {
+                let _ = out.write_all(delta.as_bytes());
+                let _ = out.flush();
+                self.line_start = delta.ends_with('\n');
+            }
+            Event::Retrying {
+                attempt,
+                delay_ms,
+                error,
+            } => {
+                self.end_line(&mut out);
+                eprintln!(
+                    "  ↻ attempt {attempt} failed ({error}); retrying in {:.1} s",
+                    *delay_ms as f64 / 1000.0
+                );
+            }
+            Event::ToolCall {
+                name, arguments, ..
+            } => {
+                self.end_line(&mut out);
+                eprintln!("⏺ {name} {}", brief_arguments(name, arguments));
+            }
+            Event::ToolResult {
+                ok,
+                output,
+                duration_ms,
+                name,
+                ..
+            } => {
+                let first = output.lines().next().unwrap_or_default();
+                let first: String = first.chars().take(160).collect();
+                let mark = if *ok { "⎿" } else { "⎿ ✗" };
+                // The shell's own first line already says how long it ran.
+                if name == "shell" && *ok {
+                    eprintln!("  {mark} {first}");
+                } else {
+                    eprintln!("  {mark} {first} ({:.1} s)", *duration_ms as f64 / 1000.0);
+                }
+            }
+            // Answered by whoever drives the handle before the renderer sees anything else.
+            Event::ApprovalRequested { .. } => {}
+            Event::Queued { position, stop, .. } => {
+                self.end_line(&mut out);
+                if *stop {
+                    eprintln!("  ■ stopping at the next checkpoint");
+                } else {
+                    eprintln!(
+                        "  ✉ queued (position {position}); the agent reads it between tool calls"
+                    );
+                }
+            }
+            Event::Warning { message } => {
+                self.end_line(&mut out);
+                eprintln!("warning: {message}");
+            }
+            Event::SubagentStarted {
+                agent, session_id, ..
+            } => {
+                self.end_line(&mut out);
+                eprintln!("  ↳ {agent} started (session {session_id})");
+            }
+            Event::SubagentFinished {
+                agent,
+                status,
+                duration_ms,
+                ..
+            } => {
+                eprintln!(
+                    "  ↳ {agent} {status} ({:.1} s)",
+                    *duration_ms as f64 / 1000.0
+                );
+            }
+            Event::Paused { .. } => {
+                self.end_line(&mut out);
+                eprintln!(
+                    "  ⏸ paused: a higher-priority session is running; waiting for it to end"
+                );
+            }
+            Event::Resumed { .. } => eprintln!("  ▶ resumed"),
+            Event::MessagesInjected { count } => {
+                self.end_line(&mut out);
+                eprintln!(
+                    "  ✉ {count} queued message{} taken into the conversation",
+                    if *count == 1 { "" } else { "s" }
+                );
+            }
+            Event::Compacted {
+                snapshot_id,
+                messages_before,
+                messages_after,
+            } => {
+                self.end_line(&mut out);
+                eprintln!(
+                    "  ⇣ compacted {messages_before} → {messages_after} messages (full history in snapshot {snapshot_id})"
+                );
+            }
+            Event::Error { message } => {
+                self.end_line(&mut out);
+                eprintln!("error: {message}");
+            }
+            // Shown by whoever drives an open handle: it is the prompt's turn.
+            Event::Idle { .. } => {}
+            // Shown by the terminal renderer (issue 16, in progress).
+            Event::Usage { .. } | Event::PlanUpdated { .. } => {}
+            // A chat's events (`nop chat` renders them); a run has none.
+            Event::BatchWaiting { .. } | Event::BatchAnswered { .. } | Event::Reply { .. } => {}
+            Event::Result(outcome) => {
+                self.end_line(&mut out);
+                let id = &outcome.session_id;
+                match outcome.status {
+                    RunStatus::Completed => {}
+                    RunStatus::WaitingInput => {
+                        let _ =
+                            writeln!(out, "{}", outcome.question.as_deref().unwrap_or_default());
+                        eprintln!("(waiting for your answer: nop run --session {id} \"…\")");
+                    }
+                    RunStatus::Error => eprintln!("error: {}", outcome.final_message),
+                    RunStatus::Cancelled => {
+                        eprintln!("cancelled; continue with: nop run --session {id} \"…\"")
+                    }
+                }
+            }
+        }
+    }
+
+    fn end_line(&mut self, out: &mut impl Write) {
+        if !self.line_start {
+            let _ = writeln!(out);
+            let _ = out.flush();
+            self.line_start = true;
+        }
+    }
+
+    pub fn finish(&mut self) {
+        if let Some(live) = &mut self.live {
+            live.flush_text();
+            live.clear_status();
+            return;
+        }
+        if self.format == OutputFormat::Text {
+            let mut out = std::io::stdout().lock();
+            self.end_line(&mut out);
+        }
+    }
+}
+
+/// The part of a call's arguments worth a glance: the command, the path, or compact JSON.
+pub fn brief_arguments(name: &str, arguments: &serde_json::Value) -> String {
+    let pick = |key: &str| {
+        arguments
+            .get(key)
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+    };
+    if name == "update-plan"
+        && let Some(tasks) = arguments.get("tasks").and_then(|t| t.as_array())
+    {
+        return format!(
+            "{} task{}",
+            tasks.len(),
+            if tasks.len() == 1 { "" } else { "s" }
+        );
+    }
+    let text = match name {
+        "shell" => pick("command"),
+        "search-files" => pick("pattern"),
+        "ask-user" => pick("question"),
+        "load-skill" => pick("name"),
+        _ => pick("path"),
+    }
+    .unwrap_or_else(|| arguments.to_string());
+    let text = text.replace('\n', "⏎");
+    if text.chars().count() > 120 {
+        format!("{}…", text.chars().take(120).collect::<String>())
+    } else {
+        text
+    }
+}
+
+/// Spinner frames of the status line.
+const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+
+/// Lines of a result shown by default (`/verbose` shows all).
+const RESULT_LINES: usize = 6;
+
+/// Lines of a diff shown by default.
+const DIFF_LINES: usize = 40;
+
+/// The transcript on a terminal.
+struct Live {
+    /// Colour on stdout (the answer) and on stderr (everything else).
+    out: Style,
+    err: Style,
+    /// Answer text not shown yet: the markdown block it is in has not ended.
+    pending: String,
+    /// A block of this answer is already shown (the next one is set off by a blank line).
+    shown_block: bool,
+    /// What is under way and since when; `None`: nothing (the status line is off).
+    status: Option<(String, Instant)>,
+    /// The status line is on the screen (the last line of stderr).
+    drawn: bool,
+    frame: usize,
+    /// Tokens: the last request's input (the context it used), and the run's totals.
+    context: u64,
+    run_in: u64,
+    run_out: u64,
+    started: Instant,
+}
+
+impl Live {
+    fn new() -> Live {
+        Live {
+            out: Style::detect(true),
+            err: Style::detect(true),
+            pending: String::new(),
+            shown_block: false,
+            status: None,
+            drawn: false,
+            frame: 0,
+            context: 0,
+            run_in: 0,
+            run_out: 0,
+            started: Instant::now(),
+        }
+    }
+
+    fn width() -> usize {
+        crossterm::terminal::size()
+            .map(|(w, _)| usize::from(w))
+            .unwrap_or(80)
+            .clamp(20, 160)
+    }
+
+    fn event(&mut self, event: &Event, verbose: bool, interactive: bool) {
+        let err = self.err;
+        match event {
+            Event::Text { delta } => {
+                self.pending.push_str(delta);
+                let done = markdown::complete_prefix(&self.pending);
+                if done > 0 {
+                    let block: String = self.pending.drain(..done).collect();
+                    self.show_text(&block);
+                }
+                self.set_status("writing");
+                return;
+            }
+            Event::Usage {
+                input_tokens,
+                run_input_tokens,
+                run_output_tokens,
+                ..
+            } => {
+                self.context = *input_tokens;
+                self.run_in = *run_input_tokens;
+                self.run_out = *run_output_tokens;
+                return;
+            }
+            _ => {}
+        }
+        self.flush_text();
+        self.clear_status();
+        match event {
+            Event::SessionStarted {
+                session_id,
+                agent,
+                model,
+                resumed,
+                priority,
+                ..
+            } => {
+                self.started = Instant::now();
+                let verb = if *resumed { "continuing" } else { "session" };
+                let priority = priority
+                    .map(|p| format!(" · priority {p}"))
+                    .unwrap_or_default();
+                eprintln!(
+                    "{}",
+                    err.dim(&format!(
+                        "{verb} {session_id} · {agent} · {model}{priority}"
+                    ))
+                );
+            }
+            Event::TurnStarted { .. } => {
+                self.shown_block = false;
+                self.set_status("thinking");
+            }
+            Event::Retrying {
+                attempt,
+                delay_ms,
+                error,
+            } => {
+                eprintln!(
+                    "{}",
+                    err.yellow(&format!(
+                        "  ↻ attempt {attempt} failed ({error}); retrying in {:.1} s",
+                        *delay_ms as f64 / 1000.0
+                    ))
+                );
+                self.set_status("thinking");
+            }
+            Event::ToolCall {
+                name, arguments, ..
+            } => {
+                let brief = brief_arguments(name, arguments);
+                eprintln!("{} {} {brief}", err.cyan("⏺"), err.bold(name));
+                let doing = match name.as_str() {
+                    "shell" => format!("running {}", short(&brief, 40)),
+                    _ => format!("{name} {}", short(&brief, 40)),
+                };
+                self.set_status(&doing);
+            }
+            Event::ToolResult {
+                name,
+                ok,
+                output: text,
+                duration_ms,
+                change,
+                ..
+            } => {
+                let lines = if verbose { usize::MAX } else { RESULT_LINES };
+                // A new plan is shown as its checklist (`plan_updated`), not as its echo.
+                let summary = if *ok && name == "update-plan" {
+                    Vec::new()
+                } else {
+                    output::summarize(name, *ok, text, lines)
+                };
+                let failed = !ok || summary.first().is_some_and(|l| l.starts_with("failed"));
+                for (i, line) in summary.iter().enumerate() {
+                    let mark = if i == 0 { "  ⎿ " } else { "    " };
+                    let line = if i == 0 && failed {
+                        err.red(line)
+                    } else if i == 0 {
+                        line.clone()
+                    } else {
+                        err.dim(line)
+                    };
+                    eprintln!("{mark}{line}");
+                }
+                if *duration_ms >= 1000 && name != "shell" {
+                    eprintln!(
+                        "    {}",
+                        err.dim(&format!("{:.1} s", *duration_ms as f64 / 1000.0))
+                    );
+                }
+                if let Some(change) = change {
+                    let before = change.before.as_deref().unwrap_or_default();
+                    let lines = diff::unified(&change.path, before, &change.after, 3, err);
+                    let shown = if verbose { lines.len() } else { DIFF_LINES };
+                    for line in lines.iter().take(shown) {
+                        eprintln!("    {line}");
+                    }
+                    if lines.len() > shown {
+                        eprintln!(
+                            "    {}",
+                            err.dim(&format!(
+                                "… {} more lines (/verbose shows all)",
+                                lines.len() - shown
+                            ))
+                        );
+                    }
+                }
+                self.set_status("thinking");
+            }
+            Event::PlanUpdated { plan: p } => {
+                eprintln!("  {}", err.bold("Plan"));
+                for line in plan::checklist(p, err) {
+                    eprintln!("    {line}");
+                }
+                self.set_status("thinking");
+            }
+            Event::ApprovalRequested { .. } | Event::Idle { .. } | Event::Usage { .. } => {}
+            Event::Text { .. } => {}
+            Event::Warning { message } => {
+                eprintln!("{}", err.yellow(&format!("warning: {message}")))
+            }
+            Event::Error { message } => eprintln!("{}", err.red(&format!("error: {message}"))),
+            Event::SubagentStarted {
+                agent, session_id, ..
+            } => {
+                eprintln!("  ↳ {agent} started (session {session_id})");
+                self.set_status(&format!("{agent} working"));
+            }
+            Event::SubagentFinished {
+                agent,
+                status,
+                duration_ms,
+                ..
+            } => {
+                eprintln!(
+                    "  ↳ {agent} {status} ({:.1} s)",
+                    *duration_ms as f64 / 1000.0
+                );
+                self.set_status("thinking");
+            }
+            Event::Paused { .. } => {
+                eprintln!(
+                    "  ⏸ paused: a higher-priority session is running; waiting for it to end"
+                );
+                self.set_status("paused");
+            }
+            Event::Resumed { .. } => {
+                eprintln!("  ▶ resumed");
+                self.set_status("thinking");
+            }
+            Event::Queued { position, stop, .. } => {
+                if *stop {
+                    eprintln!("  ■ stopping at the next checkpoint");
+                } else {
+                    eprintln!(
+                        "  ✉ queued (position {position}); the agent reads it between tool calls"
+                    );
+                }
+                self.set_status("working");
+            }
+            Event::MessagesInjected { count } => {
+                eprintln!(
+                    "  ✉ {count} queued message{} taken into the conversation",
+                    if *count == 1 { "" } else { "s" }
+                );
+                self.set_status("thinking");
+            }
+            Event::Compacted {
+                snapshot_id,
+                messages_before,
+                messages_after,
+            } => eprintln!(
+                "  ⇣ compacted {messages_before} → {messages_after} messages (full history in snapshot {snapshot_id})"
+            ),
+            Event::Result(outcome) => {
+                let id = &outcome.session_id;
+                match outcome.status {
+                    RunStatus::Completed => {}
+                    RunStatus::WaitingInput => {
+                        let question = outcome.question.as_deref().unwrap_or_default();
+                        println!("{} {question}", self.out.bold("?"));
+                        if !interactive {
+                            eprintln!("(waiting for your answer: nop run --session {id} \"…\")");
+                        }
+                    }
+                    RunStatus::Error => {
+                        eprintln!("{}", err.red(&format!("error: {}", outcome.final_message)))
+                    }
+                    RunStatus::Cancelled if interactive => {
+                        eprintln!("{}", err.yellow("interrupted"))
+                    }
+                    RunStatus::Cancelled => {
+                        eprintln!("cancelled; continue with: nop run --session {id} \"…\"")
+                    }
+                }
+                eprintln!(
+                    "{}",
+                    err.dim(&format!(
+                        "  {} in · {} out · context {} · {} turn{} · {:.1} s",
+                        tokens(self.run_in),
+                        tokens(self.run_out),
+                        tokens(self.context),
+                        outcome.turns,
+                        if outcome.turns == 1 { "" } else { "s" },
+                        self.started.elapsed().as_secs_f64()
+                    ))
+                );
+            }
+            Event::BatchWaiting { .. } | Event::BatchAnswered { .. } | Event::Reply { .. } => {}
+        }
+    }
+
+    /// Shows a complete markdown block of the answer.
+    fn show_text(&mut self, block: &str) {
+        let lines = markdown::render(block, Live::width(), self.out);
+        if lines.is_empty() {
+            return;
+        }
+        self.clear_status();
+        let mut out = std::io::stdout().lock();
+        if self.shown_block {
+            let _ = writeln!(out);
+        }
+        for line in lines {
+            let _ = writeln!(out, "{line}");
+        }
+        let _ = out.flush();
+        self.shown_block = true;
+    }
+
+    /// Shows what is left of the answer (its turn ended).
+    fn flush_text(&mut self) {
+        if !self.pending.trim().is_empty() {
+            let rest = std::mem::take(&mut self.pending);
+            self.show_text(&rest);
+        }
+        self.pending.clear();
+    }
+
+    fn set_status(&mut self, doing: &str) {
+        match &mut self.status {
+            Some((what, _)) if what == doing => {}
+            Some((what, _)) if doing == "writing" => *what = doing.to_string(),
+            _ => self.status = Some((doing.to_string(), Instant::now())),
+        }
+        self.draw_status();
+    }
+
+    fn draw_status(&mut self) {
+        let Some((what, since)) = &self.status else {
+            return;
+        };
+        self.frame = (self.frame + 1) % SPINNER.len();
+        let mut line = format!(
+            "{} {what}… {}s",
+            SPINNER[self.frame],
+            since.elapsed().as_secs()
+        );
+        if self.run_in > 0 {
+            line.push_str(&format!(" · context {}", tokens(self.context)));
+        }
+        line.push_str(" · ctrl-c to interrupt");
+        let line = super::term::style::truncate(&line, Live::width().saturating_sub(1));
+        eprint!("\r\x1b[2K{}", self.err.dim(&line));
+        let _ = std::io::stderr().flush();
+        self.drawn = true;
+    }
+
+    fn clear_status(&mut self) {
+        if self.drawn {
+            eprint!("\r\x1b[2K");
+            let _ = std::io::stderr().flush();
+            self.drawn = false;
+        }
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.clear_status();
+    }
+}
+
+/// A token count the way people read it: 950, 12.3k, 1.2M.
+fn tokens(n: u64) -> String {
+    match n {
+        0..1_000 => n.to_string(),
+        1_000..1_000_000 => format!("{:.1}k", n as f64 / 1_000.0),
+        _ => format!("{:.1}M", n as f64 / 1_000_000.0),
+    }
+}
+
+/// `text` cut to `max` characters.
+fn short(text: &str, max: usize) -> String {
+    if text.chars().count() > max {
+        format!("{}…", text.chars().take(max).collect::<String>())
+    } else {
+        text.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_counts_read_as_people_say_them() {
+        assert_eq!(tokens(950), "950");
+        assert_eq!(tokens(12_345), "12.3k");
+        assert_eq!(tokens(1_200_000), "1.2M");
+    }
+
+    #[test]
+    fn a_call_is_shown_by_the_argument_that_says_most_on_one_line() {
+        let shell = serde_json::json!({"command": "cargo test\n  --all", "timeout_s": 60});
+        assert_eq!(brief_arguments("shell", &shell), "cargo test⏎  --all");
+        let read = serde_json::json!({"path": "src/main.rs", "offset": 3});
+        assert_eq!(brief_arguments("read-file", &read), "src/main.rs");
+        let other = serde_json::json!({"a": 1});
+        assert_eq!(brief_arguments("demo.add", &other), r#"{"a":1}"#);
+        let long = serde_json::json!({"command": "x".repeat(300)});
+        let shown = brief_arguments("shell", &long);
+        assert_eq!(shown.chars().count(), 121);
+        assert!(shown.ends_with('…'));
+    }
+}
