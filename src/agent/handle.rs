@@ -258,6 +258,9 @@ async fn serve(
     let mut leaving = false;
     loop {
         tokio::select! {
+            // In order: what the run said comes before an approval question it asks after it.
+            biased;
+            Some(event) = from_runs.recv() => forward(event, &mut session, &events),
             done = until_done(&mut work) => {
                 work = None;
                 // Every event the work sent is in the channel before it returns.
@@ -303,7 +306,6 @@ async fn serve(
                 cancel = CancellationToken::new();
                 let _ = events.send(Event::Idle { session_id: session.clone() });
             }
-            Some(event) = from_runs.recv() => forward(event, &mut session, &events),
             Some(op) = ops.recv() => match op {
                 Op::UserInput { text } => match (&work, &open) {
                     (None, Some(open)) => {

@@ -2,6 +2,7 @@
 //! prints; everything it does goes through the library.
 
 mod chat;
+mod keys;
 mod memory;
 mod render;
 mod run;

@@ -9,9 +9,8 @@ use clap::ValueEnum;
 use tokio_util::sync::CancellationToken;
 
 use super::exit;
+use super::keys::{Key, Keys};
 use super::transcript::Renderer;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::mpsc;
 
@@ -83,8 +82,7 @@ pub fn approver(mode: ApprovalMode, yes: bool, on_terminal: bool) -> (Approver, 
 async fn ask_on_terminal(tool: &str, detail: &str, reason: &str) -> ApprovalAnswer {
     eprintln!("\n? {tool} wants to: {detail}\n  {reason}");
     eprint!("  allow? [y]es once, [a]lways in this session, [n]o: ");
-    PROMPTING.store(true, Ordering::SeqCst);
-    let answer = tokio::task::spawn_blocking(|| {
+    tokio::task::spawn_blocking(|| {
         let mut line = String::new();
         match std::io::stdin().read_line(&mut line) {
             Ok(0) | Err(_) => ApprovalAnswer::No,
@@ -96,9 +94,7 @@ async fn ask_on_terminal(tool: &str, detail: &str, reason: &str) -> ApprovalAnsw
         }
     })
     .await
-    .unwrap_or(ApprovalAnswer::No);
-    PROMPTING.store(false, Ordering::SeqCst);
-    answer
+    .unwrap_or(ApprovalAnswer::No)
 }
 
 /// Interrupts the session on the first SIGINT or SIGTERM; a second one exits at once.
@@ -177,26 +173,38 @@ async fn render(
     format: OutputFormat,
 ) -> Result<RunOutcome, nop::agent::RunError> {
     let mut renderer = Renderer::new(format);
-    show(&mut session, &mut renderer).await;
+    show(&mut session, &mut renderer, None, &mut String::new()).await;
     renderer.finish();
     session.finish().await
 }
 
 /// Shows a session's events until it ends or, an open handle, waits for input (then the
 /// session it has, if any). Approval questions are asked on the terminal.
-async fn show(session: &mut SessionHandle, renderer: &mut Renderer) -> Option<String> {
+/// In key mode (`keys`), what is typed and not yet queued is kept in `typed`: the next prompt
+/// starts with it.
+async fn show(
+    session: &mut SessionHandle,
+    renderer: &mut Renderer,
+    mut keys: Option<&mut Keys>,
+    typed: &mut String,
+) -> Option<String> {
+    // The approval being answered by key.
+    let mut asking: Option<Asking> = None;
     loop {
-        let event = if renderer.wants_tick() {
-            let tick = tokio::time::sleep(std::time::Duration::from_millis(100));
-            tokio::select! {
-                event = session.next_event() => event,
-                () = tick => {
-                    renderer.tick();
-                    continue;
-                }
+        let tick = renderer.wants_tick();
+        let event = tokio::select! {
+            event = session.next_event() => event,
+            () = tokio::time::sleep(std::time::Duration::from_millis(100)), if tick => {
+                renderer.tick();
+                continue;
             }
-        } else {
-            session.next_event().await
+            key = next_key(&mut keys) => {
+                match asking.take() {
+                    Some(question) => asking = answer_by_key(session, question, key),
+                    None => typing(session, renderer, typed, key),
+                }
+                continue;
+            }
         };
         let event = event?;
         match &event {
@@ -207,8 +215,18 @@ async fn show(session: &mut SessionHandle, renderer: &mut Renderer) -> Option<St
                 reason,
             } => {
                 renderer.pause();
-                let answer = ask_on_terminal(tool, detail, reason).await;
-                session.submit(Op::Approval { id: *id, answer });
+                if keys.is_some() {
+                    eprintln!(
+                        "\n? {tool} wants to: {detail}\n  {reason}\n  allow? [y] yes  [a] always in this session  [n] no  [t] no, and tell it what to do instead"
+                    );
+                    asking = Some(Asking {
+                        id: *id,
+                        instead: None,
+                    });
+                } else {
+                    let answer = ask_on_terminal(tool, detail, reason).await;
+                    session.submit(Op::Approval { id: *id, answer });
+                }
             }
             Event::Idle { session_id } => {
                 renderer.finish();
@@ -217,6 +235,96 @@ async fn show(session: &mut SessionHandle, renderer: &mut Renderer) -> Option<St
             _ => renderer.event(&event),
         }
     }
+}
+
+/// An approval question answered with keys: its id, and the text of a "no, do this instead"
+/// being typed.
+struct Asking {
+    id: u64,
+    instead: Option<String>,
+}
+
+async fn next_key(keys: &mut Option<&mut Keys>) -> Key {
+    match keys {
+        Some(keys) => keys.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A key while an approval waits: y, a, n (or Esc), or t and then what to do instead.
+/// Returns the question while it is still open.
+fn answer_by_key(session: &SessionHandle, mut question: Asking, key: Key) -> Option<Asking> {
+    let answer = match (&mut question.instead, key) {
+        (None, Key::Char('y' | 'Y')) => ApprovalAnswer::Once,
+        (None, Key::Char('a' | 'A')) => ApprovalAnswer::Always,
+        (None, Key::Char('n' | 'N') | Key::Esc) => ApprovalAnswer::No,
+        (None, Key::Char('t' | 'T')) => {
+            eprint!("  instead: ");
+            question.instead = Some(String::new());
+            return Some(question);
+        }
+        (None, _) => return Some(question),
+        (Some(text), Key::Enter) if !text.trim().is_empty() => {
+            ApprovalAnswer::Instead(text.trim().to_string())
+        }
+        (Some(_), Key::Esc) => {
+            eprintln!();
+            eprintln!(
+                "  allow? [y] yes  [a] always in this session  [n] no  [t] no, and tell it what to do instead"
+            );
+            question.instead = None;
+            return Some(question);
+        }
+        (Some(text), Key::Backspace) => {
+            if text.pop().is_some() {
+                eprint!("\u{8} \u{8}");
+            }
+            return Some(question);
+        }
+        (Some(text), Key::Char(c)) => {
+            text.push(c);
+            eprint!("{c}");
+            return Some(question);
+        }
+        (Some(_), _) => return Some(question),
+    };
+    let said = match &answer {
+        ApprovalAnswer::Once => "  ✓ yes".to_string(),
+        ApprovalAnswer::Always => "  ✓ yes, always in this session".to_string(),
+        ApprovalAnswer::No => "  ✗ no".to_string(),
+        ApprovalAnswer::Instead(_) => String::new(),
+    };
+    eprintln!("{said}");
+    session.submit(Op::Approval {
+        id: question.id,
+        answer,
+    });
+    None
+}
+
+/// A key while the agent works: Esc interrupts, Enter queues the line typed, Ctrl-O flips
+/// whole results.
+fn typing(session: &SessionHandle, renderer: &mut Renderer, typed: &mut String, key: Key) {
+    match key {
+        Key::Esc => session.submit(Op::Interrupt),
+        Key::Enter => {
+            let text = std::mem::take(typed);
+            if !text.trim().is_empty() {
+                session.submit(Op::Queue {
+                    text: text.trim().to_string(),
+                    priority: nop::queue::QueuePriority::High,
+                });
+            }
+        }
+        Key::Backspace => {
+            typed.pop();
+        }
+        Key::Char(c) => typed.push(c),
+        Key::Verbose => {
+            renderer.toggle_verbose();
+        }
+    }
+    renderer.set_input(typed);
 }
 
 /// The interactive session: a line editor, streamed answers, `/plan`, `/snapshot`,
@@ -256,10 +364,23 @@ pub fn interactive(
         SessionHandle::open(runtime, prompts, open)
     };
     let mut renderer = Renderer::new(OutputFormat::Text).interactive();
+    let mut interrupted = false;
+    // Typed while the last answer came, not queued: the next prompt begins with it.
+    let mut typed = String::new();
     loop {
-        let line = match editor.readline("› ") {
-            Ok(line) => line,
-            Err(rustyline::error::ReadlineError::Interrupted) => continue,
+        let line = match editor.readline_with_initial("› ", (&std::mem::take(&mut typed), "")) {
+            Ok(line) => {
+                interrupted = false;
+                line
+            }
+            Err(rustyline::error::ReadlineError::Interrupted) => {
+                // Twice in a row at the prompt leaves; once clears the line.
+                if std::mem::replace(&mut interrupted, true) {
+                    break;
+                }
+                eprintln!("(Ctrl-C again or Ctrl-D to leave)");
+                continue;
+            }
             Err(rustyline::error::ReadlineError::Eof) => break,
             Err(e) => return Err(e.into()),
         };
@@ -318,9 +439,8 @@ pub fn interactive(
                 text: input.to_string(),
             },
         };
-        // While the agent works, what you type is queued for it; a stop word stops it.
-        let done = Arc::new(AtomicBool::new(false));
-        let watcher = watch_typing(handle.submitter(), Arc::clone(&done));
+        // While the agent works the terminal is in key mode: Esc interrupts, what is typed
+        // is queued for the agent with Enter, and never echoed into the answer.
         let idle = rt.block_on(async {
             let listener = {
                 let session = handle.submitter();
@@ -330,13 +450,13 @@ pub fn interactive(
                     }
                 })
             };
+            let mut keys = Keys::start();
             handle.submit(op);
-            let idle = show(&mut handle, &mut renderer).await;
+            let idle = show(&mut handle, &mut renderer, keys.as_mut(), &mut typed).await;
+            drop(keys);
             listener.abort();
             idle
         });
-        done.store(true, Ordering::SeqCst);
-        let _ = watcher.join();
         if idle.is_some() {
             session = idle;
         }
@@ -425,50 +545,6 @@ pub fn deliver(
         Some(session) => drive(&rt, session, format),
         None => Ok(ExitCode::SUCCESS),
     }
-}
-
-/// Set while an approval prompt reads the terminal, so the typing watcher keeps off it.
-static PROMPTING: AtomicBool = AtomicBool::new(false);
-
-/// Reads lines typed while a run is going and hands them to its session (seed 004 in the
-/// interactive mode): Enter queues the line for the next checkpoint, a stop word stops the
-/// agent there. The session says how it went (a `queued` event).
-fn watch_typing(
-    session: nop::agent::handle::Submitter,
-    done: Arc<AtomicBool>,
-) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        use nix::poll::{PollFd, PollFlags, poll};
-        use std::os::fd::AsFd;
-        let stdin = std::io::stdin();
-        while !done.load(Ordering::SeqCst) {
-            if PROMPTING.load(Ordering::SeqCst) {
-                std::thread::sleep(std::time::Duration::from_millis(50));
-                continue;
-            }
-            let readable = {
-                let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
-                poll(&mut fds, 100u16).is_ok_and(|n| n > 0)
-            };
-            if !readable || done.load(Ordering::SeqCst) || PROMPTING.load(Ordering::SeqCst) {
-                continue;
-            }
-            let mut line = String::new();
-            if stdin.read_line(&mut line).unwrap_or(0) == 0 {
-                return;
-            }
-            let text = line.trim();
-            let queued = text.is_empty()
-                // A queued line, never a new run: the run may have ended a moment ago.
-                || session.submit(Op::Queue {
-                    text: text.to_string(),
-                    priority: nop::queue::QueuePriority::High,
-                });
-            if !queued {
-                eprintln!("  (the run had just ended: say it again at the prompt)");
-            }
-        }
-    })
 }
 
 /// `nop stop`: a stop for the process running session `id`.

@@ -62,6 +62,14 @@ impl Renderer {
         }
     }
 
+    /// What is typed while the agent works, shown on the status line until Enter queues it.
+    pub fn set_input(&mut self, typed: &str) {
+        if let Some(live) = &mut self.live {
+            live.input = typed.to_string();
+            live.draw_status();
+        }
+    }
+
     /// Takes the status line away before something else reads the terminal (an approval).
     pub fn pause(&mut self) {
         if let Some(live) = &mut self.live {
@@ -250,6 +258,7 @@ impl Renderer {
         if let Some(live) = &mut self.live {
             live.flush_text();
             live.clear_status();
+            live.input.clear();
             return;
         }
         if self.format == OutputFormat::Text {
@@ -320,6 +329,8 @@ struct Live {
     run_in: u64,
     run_out: u64,
     started: Instant,
+    /// Typed while the agent works, not queued yet.
+    input: String,
 }
 
 impl Live {
@@ -336,6 +347,7 @@ impl Live {
             run_in: 0,
             run_out: 0,
             started: Instant::now(),
+            input: String::new(),
         }
     }
 
@@ -562,13 +574,20 @@ impl Live {
                         eprintln!("cancelled; continue with: nop run --session {id} \"…\"")
                     }
                 }
+                let used = if self.run_in + self.run_out > 0 {
+                    format!(
+                        "{} in · {} out · context {} · ",
+                        tokens(self.run_in),
+                        tokens(self.run_out),
+                        tokens(self.context)
+                    )
+                } else {
+                    String::new()
+                };
                 eprintln!(
                     "{}",
                     err.dim(&format!(
-                        "  {} in · {} out · context {} · {} turn{} · {:.1} s",
-                        tokens(self.run_in),
-                        tokens(self.run_out),
-                        tokens(self.context),
+                        "  {used}{} turn{} · {:.1} s",
                         outcome.turns,
                         if outcome.turns == 1 { "" } else { "s" },
                         self.started.elapsed().as_secs_f64()
@@ -620,6 +639,14 @@ impl Live {
             return;
         };
         self.frame = (self.frame + 1) % SPINNER.len();
+        if !self.input.is_empty() {
+            let line = format!("✎ {}  (enter: queue it for the agent)", self.input);
+            let line = super::term::style::truncate(&line, Live::width().saturating_sub(1));
+            eprint!("\r\x1b[2K{line}");
+            let _ = std::io::stderr().flush();
+            self.drawn = true;
+            return;
+        }
         let mut line = format!(
             "{} {what}… {}s",
             SPINNER[self.frame],
@@ -628,7 +655,7 @@ impl Live {
         if self.run_in > 0 {
             line.push_str(&format!(" · context {}", tokens(self.context)));
         }
-        line.push_str(" · ctrl-c to interrupt");
+        line.push_str(" · esc to interrupt");
         let line = super::term::style::truncate(&line, Live::width().saturating_sub(1));
         eprint!("\r\x1b[2K{}", self.err.dim(&line));
         let _ = std::io::stderr().flush();

@@ -20,12 +20,14 @@ pub enum ApprovalMode {
 }
 
 /// A person's answer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApprovalAnswer {
     Once,
     /// Yes, and do not ask again for the same thing in this session.
     Always,
     No,
+    /// No, and do this instead: the text goes back to the agent with the refusal.
+    Instead(String),
 }
 
 /// A question for the front end.
@@ -127,6 +129,9 @@ impl Approver {
                 Ok(())
             }
             ApprovalAnswer::No => Err(format!("{reason}; the user said no")),
+            ApprovalAnswer::Instead(text) => Err(format!(
+                "{reason}; the user said no, and asks you to do this instead: {text}"
+            )),
         }
     }
 

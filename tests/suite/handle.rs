@@ -151,7 +151,12 @@ async fn an_interrupt_ends_a_stalled_model_request_and_keeps_the_session() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn approvals_are_events_answered_with_an_op() {
-    for (answer, written) in [(ApprovalAnswer::Once, true), (ApprovalAnswer::No, false)] {
+    let instead = ApprovalAnswer::Instead("put it in notes.md".into());
+    for (answer, written) in [
+        (ApprovalAnswer::Once, true),
+        (ApprovalAnswer::No, false),
+        (instead, false),
+    ] {
         let repo = Repo::new();
         let server = MockServer::start(vec![
             openai::reply_tool_calls(&[(
@@ -175,10 +180,20 @@ async fn approvals_are_events_answered_with_an_op() {
             {
                 asked += 1;
                 assert_eq!((tool.as_str(), detail.as_str()), ("write-file", "out.txt"));
+                let answer = answer.clone();
                 session.submit(Op::Approval { id: *id, answer });
             }
         }
         assert_eq!(asked, 1);
+        // "No, do this instead": the model reads the instruction as the call's result.
+        if let ApprovalAnswer::Instead(text) = &answer {
+            let requests = server.requests();
+            let results = requests.last().expect("a request").tool_results();
+            assert!(
+                results.iter().any(|r| r.contains(text.as_str())),
+                "{results:?}"
+            );
+        }
         let outcome = session.finish().await.expect("outcome");
         assert_eq!(outcome.status, RunStatus::Completed);
         assert_eq!(repo.path().join("out.txt").exists(), written, "{answer:?}");

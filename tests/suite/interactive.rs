@@ -204,7 +204,97 @@ fn a_status_line_with_elapsed_time_shows_while_the_model_thinks_and_a_command_ru
     t.type_line("go");
     t.wait_for("running sleep 3");
     t.wait_for("2s · ");
-    t.wait_for("ctrl-c to interrupt");
+    t.wait_for("esc to interrupt");
     t.wait_for_prompt_after("all done now");
+    t.type_line("/exit");
+}
+
+/// An answer streamed a word every `ms` milliseconds.
+fn slow_answer(text: &str, ms: u64) -> MockResponse {
+    let mut chunks = vec![openai::role()];
+    chunks.extend(text.split(' ').map(|w| openai::text(&format!("{w} "))));
+    chunks.push(openai::finish("stop"));
+    chunks.push(openai::done());
+    MockResponse::Sse {
+        chunks,
+        delay: std::time::Duration::from_millis(ms),
+    }
+}
+
+#[test]
+fn typing_while_the_agent_answers_leaves_the_answer_intact_and_esc_interrupts() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        slow_answer("alpha beta gamma delta", 400),
+        slow_answer("one two three four five six seven eight nine ten", 1000),
+    ]);
+    let t = Terminal::start(&repo, &server, "keys", "run", &[], "/compact /exit");
+    t.type_line("first");
+    t.wait_for("writing");
+    // Typed mid-answer, no Enter: shown on the status line, never inside the answer.
+    t.press(&["z", "z", "z"]);
+    // The answer intact; what was typed waits on the next prompt line.
+    let screen = t.wait_for("› zzz");
+    assert!(screen.contains("alpha beta gamma delta\n"), "{screen}");
+    assert_eq!(screen.matches("zzz").count(), 1, "{screen}");
+    // Esc stops the next answer; the session waits for the next prompt.
+    t.press(&["C-u"]);
+    t.type_line("second");
+    t.wait_for("esc to interrupt");
+    t.press(&["Escape"]);
+    let screen = t.wait_for_prompt_after("interrupted");
+    assert!(!screen.contains("ten"), "{screen}");
+    // Ctrl-C twice at an empty prompt leaves.
+    t.press(&["C-c"]);
+    t.wait_for("Ctrl-C again");
+    t.press(&["C-c"]);
+    t.wait_for("saved; continue with");
+}
+
+#[test]
+fn an_approval_is_one_key_and_t_tells_the_agent_what_to_do_instead() {
+    let repo = Repo::new();
+    std::fs::write(
+        repo.path().join(".nop/.permissions/agent-coder.yml"),
+        "agent: coder\ntools:\n  allowed: [\"*\"]\nfile-access:\n  - pattern: \"notes/**\"\n    access: ask\n  - pattern: \"**\"\n    access: read\n",
+    )
+    .expect("permissions");
+    let write = || {
+        openai::reply_tool_calls(&[(
+            "w",
+            "write-file",
+            json!({"path": "notes/today.md", "content": "x"}),
+        )])
+    };
+    let server = MockServer::start(vec![
+        write(),
+        openai::reply_text("did not write"),
+        write(),
+        openai::reply_text("fine, elsewhere"),
+    ]);
+    let t = Terminal::start(&repo, &server, "keysapproval", "run", &[], "/compact /exit");
+    t.type_line("note it");
+    t.wait_for("allow?");
+    t.press(&["n"]);
+    t.wait_for_prompt_after("did not write");
+    assert!(!repo.path().join("notes/today.md").exists());
+    t.type_line("again");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while t.screen().matches("allow?").count() < 2 {
+        assert!(std::time::Instant::now() < deadline, "{}", t.screen());
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    t.press(&["t"]);
+    t.wait_for("instead:");
+    t.type_line("write it to scratch.md");
+    t.wait_for_prompt_after("fine, elsewhere");
+    let requests = server.requests();
+    let results = requests.last().expect("request").tool_results();
+    assert!(
+        results
+            .iter()
+            .any(|r| r.contains("do this instead: write it to scratch.md")),
+        "{results:?}"
+    );
     t.type_line("/exit");
 }

@@ -69,6 +69,15 @@ impl Terminal {
             .expect("keys");
     }
 
+    /// Keys as tmux names them (`Escape`, `C-c`, `y`), without Enter.
+    pub fn press(&self, keys: &[&str]) {
+        Command::new("tmux")
+            .args(["send-keys", "-t", &self.0])
+            .args(keys)
+            .status()
+            .expect("keys");
+    }
+
     /// What the terminal shows now.
     pub fn screen(&self) -> String {
         let out = Command::new("tmux")
