@@ -109,12 +109,18 @@ impl Runtime {
         &self.store
     }
 
-    pub(super) fn workspace(&self) -> &Workspace {
+    pub fn workspace(&self) -> &Workspace {
         &self.ws
     }
 
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// The same runtime with the model `model` (`/model NAME`).
+    pub fn with_model(mut self, model: &str) -> Runtime {
+        self.config.provider.model = Some(model.to_string());
+        self
     }
 
     /// The model client of the configuration.

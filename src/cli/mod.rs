@@ -7,6 +7,7 @@ mod memory;
 mod render;
 mod run;
 mod sandbox;
+mod slash;
 mod term;
 mod transcript;
 

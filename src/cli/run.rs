@@ -327,13 +327,13 @@ fn typing(session: &SessionHandle, renderer: &mut Renderer, typed: &mut String, 
     renderer.set_input(typed);
 }
 
-/// The interactive session: a line editor, streamed answers, `/plan`, `/snapshot`,
-/// `/compact`, `/exit`. One open session handle runs every prompt.
+/// The interactive session: a line editor, the transcript of each run, slash commands. One
+/// open session handle runs every prompt; `/clear`, `/resume`, `/fork` and `/model` open another.
 pub fn interactive(
     runtime: Runtime,
     prompts: Prompts,
     ws: &Workspace,
-    mut session: Option<String>,
+    session: Option<String>,
     agent: Option<String>,
     max_turns: Option<u32>,
 ) -> Result<ExitCode> {
@@ -347,23 +347,19 @@ pub fn interactive(
     let history = ws.nop_dir().join("logs").join("history.txt");
     let _ = editor.load_history(&history);
     eprintln!(
-        "nop · {} · /plan /snapshot /compact /exit · Ctrl-C stops the agent, Ctrl-D leaves",
+        "nop · {} · /help for commands · Esc stops the agent, Ctrl-D leaves",
         ws.root.display()
     );
-    if let Some(id) = &session {
-        eprintln!("continuing session {id}");
-    }
-    let store = runtime.store().clone();
-    let mut handle = {
-        let _inside = rt.enter();
-        let open = nop::agent::Open {
-            session: session.clone(),
-            agent,
-            max_turns,
-        };
-        SessionHandle::open(runtime, prompts, open)
+    let mut here = Interactive {
+        handle: None,
+        runtime,
+        prompts,
+        agent,
+        max_turns,
+        session: None,
+        renderer: Renderer::new(OutputFormat::Text).interactive(),
     };
-    let mut renderer = Renderer::new(OutputFormat::Text).interactive();
+    here.switch(&rt, session);
     let mut interrupted = false;
     // Typed while the last answer came, not queued: the next prompt begins with it.
     let mut typed = String::new();
@@ -389,58 +385,76 @@ pub fn interactive(
             continue;
         }
         let _ = editor.add_history_entry(input);
-        let op = match input {
-            "/exit" | "/quit" => break,
-            "/help" => {
-                eprintln!(
-                    "/plan      the session's tasks\n/verbose   whole tool results and diffs (again: cut)\n/snapshot  save a snapshot you can fork from\n/compact   summarise the older part of the conversation now\n/exit      leave (the session stays on disk)"
-                );
-                continue;
+        let op = if input.starts_with('/') {
+            match here.command(&rt, &mut editor, input) {
+                Command::Leave => break,
+                Command::Done => continue,
+                Command::Run(op) => op,
             }
-            "/plan" | "/snapshot" => {
-                let Some(id) = &session else {
-                    eprintln!("no session yet: say something first");
-                    continue;
-                };
-                if input == "/plan" {
-                    match store.read(id) {
-                        Ok(state) => {
-                            let mut out = std::io::stdout().lock();
-                            let _ = super::render::plan(&mut out, &state.plan, false);
-                        }
-                        Err(e) => eprintln!("error: {e}"),
-                    }
-                } else {
-                    match store.snapshot(id, chrono::Utc::now()) {
-                        Ok(snap) => println!("snapshot {snap} (nop fork {id} --snapshot {snap})"),
-                        Err(e) => eprintln!("error: {e}"),
-                    }
-                }
-                continue;
-            }
-            "/compact" => Op::Compact,
-            "/verbose" => {
-                let on = renderer.toggle_verbose();
-                eprintln!(
-                    "{}",
-                    if on {
-                        "whole tool results and diffs from now on"
-                    } else {
-                        "tool results cut to their last lines from now on"
-                    }
-                );
-                continue;
-            }
-            other if other.starts_with('/') => {
-                eprintln!("unknown command {other}; /help lists them");
-                continue;
-            }
-            _ => Op::UserInput {
+        } else {
+            Op::UserInput {
                 text: input.to_string(),
-            },
+            }
         };
-        // While the agent works the terminal is in key mode: Esc interrupts, what is typed
-        // is queued for the agent with Enter, and never echoed into the answer.
+        here.run(&rt, op, &mut typed);
+    }
+    let _ = editor.save_history(&history);
+    here.close(&rt);
+    if let Some(id) = here.session {
+        eprintln!("session {id} saved; continue with: nop run --session {id}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The interactive session's state.
+struct Interactive {
+    /// The open handle (always set between calls; taken while it is being replaced).
+    handle: Option<SessionHandle>,
+    runtime: Runtime,
+    prompts: Prompts,
+    agent: Option<String>,
+    max_turns: Option<u32>,
+    session: Option<String>,
+    renderer: Renderer,
+}
+
+/// What a slash command leaves to do.
+enum Command {
+    Done,
+    Leave,
+    Run(Op),
+}
+
+impl Interactive {
+    /// Closes the open handle, if any, and opens one on `session` (`None`: a new one with the
+    /// next prompt); a session that has history shows its last exchanges.
+    fn switch(&mut self, rt: &tokio::runtime::Runtime, session: Option<String>) {
+        if let Some(id) = &session {
+            match self.runtime.store().read_session(id) {
+                Ok(file) => self.renderer.replay(&file.messages, 3),
+                Err(e) => eprintln!("error: {e}"),
+            }
+            eprintln!("continuing session {id}");
+        }
+        self.reopen(rt, session);
+    }
+
+    fn close(&mut self, rt: &tokio::runtime::Runtime) {
+        if let Some(handle) = self.handle.take() {
+            handle.submit(Op::Shutdown);
+            // How the last run ended was shown as it ended.
+            let _ = rt.block_on(handle.finish());
+        }
+    }
+
+    /// Runs `op` and shows what happens until the handle waits for input again. While the
+    /// agent works the terminal is in key mode: Esc interrupts, what is typed is queued for
+    /// the agent with Enter, and never echoed into the answer.
+    fn run(&mut self, rt: &tokio::runtime::Runtime, op: Op, typed: &mut String) {
+        let Some(handle) = self.handle.as_mut() else {
+            return;
+        };
+        let renderer = &mut self.renderer;
         let idle = rt.block_on(async {
             let listener = {
                 let session = handle.submitter();
@@ -452,23 +466,176 @@ pub fn interactive(
             };
             let mut keys = Keys::start();
             handle.submit(op);
-            let idle = show(&mut handle, &mut renderer, keys.as_mut(), &mut typed).await;
+            let idle = show(handle, renderer, keys.as_mut(), typed).await;
             drop(keys);
             listener.abort();
             idle
         });
         if idle.is_some() {
-            session = idle;
+            self.session = idle;
         }
     }
-    let _ = editor.save_history(&history);
-    handle.submit(Op::Shutdown);
-    // How the last run ended was shown as it ended.
-    let _ = rt.block_on(handle.finish());
-    if let Some(id) = session {
-        eprintln!("session {id} saved; continue with: nop run --session {id}");
+
+    fn command(
+        &mut self,
+        rt: &tokio::runtime::Runtime,
+        editor: &mut rustyline::DefaultEditor,
+        input: &str,
+    ) -> Command {
+        let (name, argument) = match input.split_once(char::is_whitespace) {
+            Some((name, rest)) => (name, rest.trim()),
+            None => (input, ""),
+        };
+        let store = self.runtime.store().clone();
+        match name {
+            "/exit" | "/quit" => return Command::Leave,
+            "/help" => eprintln!("{}", super::slash::help()),
+            "/compact" => return Command::Run(Op::Compact),
+            "/verbose" => {
+                let on = self.renderer.toggle_verbose();
+                eprintln!(
+                    "{}",
+                    if on {
+                        "whole tool results and diffs from now on"
+                    } else {
+                        "tool results cut to their last lines from now on"
+                    }
+                );
+            }
+            "/status" | "/cost" => {
+                let file = self
+                    .session
+                    .as_ref()
+                    .and_then(|id| store.read_session(id).ok());
+                let model = self.model();
+                for line in super::slash::status(&model, file.as_ref(), self.renderer.context()) {
+                    eprintln!("{line}");
+                }
+            }
+            "/model" if argument.is_empty() => eprintln!("model {}", self.model()),
+            "/model" => {
+                self.runtime = self.runtime.clone().with_model(argument);
+                let session = self.session.clone();
+                self.reopen(rt, session);
+                eprintln!("model {argument} from the next prompt on");
+            }
+            "/clear" => {
+                self.reopen(rt, None);
+                eprintln!("new session: it starts with your next prompt");
+            }
+            "/resume" => {
+                let recent = super::slash::recent(&store, 10);
+                if recent.is_empty() {
+                    eprintln!("no sessions yet");
+                    return Command::Done;
+                }
+                for (i, r) in recent.iter().enumerate() {
+                    let when = r
+                        .updated
+                        .with_timezone(&chrono::Local)
+                        .format("%b %d %H:%M");
+                    let prompt: String = r.first_prompt.chars().take(70).collect();
+                    eprintln!("{:>2}. {when}  {}  {prompt}", i + 1, r.id);
+                }
+                let picked = editor
+                    .readline("resume which (number, Enter to cancel)? ")
+                    .ok()
+                    .and_then(|l| l.trim().parse::<usize>().ok())
+                    .and_then(|n| n.checked_sub(1))
+                    .and_then(|n| recent.get(n));
+                if let Some(r) = picked {
+                    let id = r.id.clone();
+                    self.switch(rt, Some(id));
+                }
+            }
+            "/fork" => {
+                let Some(id) = self.session.clone() else {
+                    eprintln!("no session yet: say something first");
+                    return Command::Done;
+                };
+                match store.fork(&id, None, chrono::Utc::now()) {
+                    Ok(fork) => {
+                        eprintln!("forked {id} → {}; you are in the fork", fork.session_id);
+                        self.reopen(rt, Some(fork.session_id));
+                    }
+                    Err(e) => eprintln!("error: {e}"),
+                }
+            }
+            "/diff" => {
+                let Some(id) = &self.session else {
+                    eprintln!("no session yet: say something first");
+                    return Command::Done;
+                };
+                match store.read_session(id) {
+                    Ok(file) => {
+                        let root = self.runtime.workspace().root.clone();
+                        let style = super::term::style::Style::detect(true);
+                        for line in super::slash::session_diff(&root, &file.messages, style) {
+                            eprintln!("{line}");
+                        }
+                    }
+                    Err(e) => eprintln!("error: {e}"),
+                }
+            }
+            "/plan" | "/snapshot" => {
+                let Some(id) = &self.session else {
+                    eprintln!("no session yet: say something first");
+                    return Command::Done;
+                };
+                if name == "/plan" {
+                    match store.read(id) {
+                        Ok(state) => {
+                            let style = super::term::style::Style::detect(true);
+                            let lines = super::term::plan::checklist(&state.plan, style);
+                            if lines.is_empty() {
+                                eprintln!("no tasks");
+                            }
+                            for line in lines {
+                                eprintln!("{line}");
+                            }
+                        }
+                        Err(e) => eprintln!("error: {e}"),
+                    }
+                } else {
+                    match store.snapshot(id, chrono::Utc::now()) {
+                        Ok(snap) => println!("snapshot {snap} (nop fork {id} --snapshot {snap})"),
+                        Err(e) => eprintln!("error: {e}"),
+                    }
+                }
+            }
+            other => match super::slash::nearest(other) {
+                Some(near) => eprintln!("unknown command {other}; did you mean {near}?"),
+                None => eprintln!("unknown command {other}; /help lists them"),
+            },
+        }
+        Command::Done
     }
-    Ok(ExitCode::SUCCESS)
+
+    /// Opens a new handle on `session` without replaying it (it is on the screen already).
+    fn reopen(&mut self, rt: &tokio::runtime::Runtime, session: Option<String>) {
+        self.close(rt);
+        self.session = session.clone();
+        let _inside = rt.enter();
+        let open = nop::agent::Open {
+            session,
+            agent: self.agent.clone(),
+            max_turns: self.max_turns,
+        };
+        self.handle = Some(SessionHandle::open(
+            self.runtime.clone(),
+            self.prompts.clone(),
+            open,
+        ));
+    }
+
+    fn model(&self) -> String {
+        self.runtime
+            .config()
+            .provider
+            .model
+            .clone()
+            .unwrap_or_else(|| "the provider's default".into())
+    }
 }
 
 /// `nop compact ID`: snapshot, CompactAgent summary, new messages.

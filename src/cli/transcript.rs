@@ -62,6 +62,52 @@ impl Renderer {
         }
     }
 
+    /// The context the last model request used, once one was made here.
+    pub fn context(&self) -> Option<u64> {
+        self.live.as_ref().map(|l| l.context).filter(|c| *c > 0)
+    }
+
+    /// The last `exchanges` prompts of a resumed session and what the agent did and said.
+    pub fn replay(&mut self, messages: &[nop::protocol::Message], exchanges: usize) {
+        use nop::protocol::Role;
+        let starts: Vec<usize> = messages
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.role == Role::User && !m.content.trim().is_empty())
+            .map(|(i, _)| i)
+            .collect();
+        let Some(&from) = starts.get(starts.len().saturating_sub(exchanges.max(1))) else {
+            return;
+        };
+        let style = self.live.as_ref().map_or(Style::detect(false), |l| l.out);
+        let width = if self.live.is_some() {
+            Live::width()
+        } else {
+            100
+        };
+        if from > 0 {
+            eprintln!("{}", style.dim("  … earlier messages in the session file"));
+        }
+        for m in &messages[from..] {
+            match m.role {
+                Role::User => println!("{} {}", style.bold("›"), m.content.trim()),
+                Role::Assistant => {
+                    if !m.content.trim().is_empty() {
+                        for line in markdown::render(&m.content, width, style) {
+                            println!("{line}");
+                        }
+                    }
+                    for call in &m.tool_calls {
+                        let brief = brief_arguments(&call.name, &call.arguments);
+                        println!("{} {} {brief}", style.cyan("⏺"), style.bold(&call.name));
+                    }
+                }
+                _ => {}
+            }
+        }
+        eprintln!("{}", style.dim("  ─── resumed ───"));
+    }
+
     /// What is typed while the agent works, shown on the status line until Enter queues it.
     pub fn set_input(&mut self, typed: &str) {
         if let Some(live) = &mut self.live {
@@ -424,6 +470,9 @@ impl Live {
                     ))
                 );
                 self.set_status("thinking");
+            }
+            // The question is shown once, when the run waits for its answer.
+            Event::ToolCall { name, .. } | Event::ToolResult { name, .. } if name == "ask-user" => {
             }
             Event::ToolCall {
                 name, arguments, ..

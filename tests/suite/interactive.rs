@@ -20,7 +20,14 @@ fn the_interactive_session_answers_takes_what_is_typed_meanwhile_and_keeps_the_s
         )]),
         openai::reply_text("did both"),
     ]);
-    let t = Terminal::start(&repo, &server, "interactive", "run", &[], "/compact /exit");
+    let t = Terminal::start(
+        &repo,
+        &server,
+        "interactive",
+        "run",
+        &[],
+        "/help for commands",
+    );
     t.type_line("hello");
     t.wait_for_prompt_after("hi there");
     t.type_line("run the long thing");
@@ -68,7 +75,7 @@ fn an_approval_is_asked_on_the_terminal_and_always_holds_for_the_rest_of_the_ses
         write("second"),
         openai::reply_text("wrote it again"),
     ]);
-    let t = Terminal::start(&repo, &server, "approval", "run", &[], "/compact /exit");
+    let t = Terminal::start(&repo, &server, "approval", "run", &[], "/help for commands");
     t.type_line("note something");
     t.wait_for("allow?");
     t.type_line("a");
@@ -98,7 +105,7 @@ fn compact_in_the_interactive_session_summarises_the_older_conversation() {
         "compact",
         "run",
         &[("NOP_COMPACTION_KEEP_LAST", "1")],
-        "/compact /exit",
+        "/help for commands",
     );
     t.type_line("/compact");
     t.wait_for("no session yet: there is nothing to compact");
@@ -149,7 +156,14 @@ fn the_transcript_shows_diffs_a_failing_commands_tail_the_plan_and_rendered_mark
         )]),
         openai::reply_text("**Done**: changed `two`.\n\n- first point\n- second point\n"),
     ]);
-    let t = Terminal::start(&repo, &server, "transcript", "run", &[], "/compact /exit");
+    let t = Terminal::start(
+        &repo,
+        &server,
+        "transcript",
+        "run",
+        &[],
+        "/help for commands",
+    );
     t.type_line("do it");
     let screen = t.wait_for_prompt_after("second point");
     // The edit as a diff with line numbers.
@@ -200,7 +214,7 @@ fn a_status_line_with_elapsed_time_shows_while_the_model_thinks_and_a_command_ru
         openai::reply_tool_calls(&[("s1", "shell", json!({"command": "sleep 3; echo slept"}))]),
         slow("all done now"),
     ]);
-    let t = Terminal::start(&repo, &server, "status", "run", &[], "/compact /exit");
+    let t = Terminal::start(&repo, &server, "status", "run", &[], "/help for commands");
     t.type_line("go");
     t.wait_for("running sleep 3");
     t.wait_for("2s · ");
@@ -228,7 +242,7 @@ fn typing_while_the_agent_answers_leaves_the_answer_intact_and_esc_interrupts() 
         slow_answer("alpha beta gamma delta", 400),
         slow_answer("one two three four five six seven eight nine ten", 1000),
     ]);
-    let t = Terminal::start(&repo, &server, "keys", "run", &[], "/compact /exit");
+    let t = Terminal::start(&repo, &server, "keys", "run", &[], "/help for commands");
     t.type_line("first");
     t.wait_for("writing");
     // Typed mid-answer, no Enter: shown on the status line, never inside the answer.
@@ -272,7 +286,14 @@ fn an_approval_is_one_key_and_t_tells_the_agent_what_to_do_instead() {
         write(),
         openai::reply_text("fine, elsewhere"),
     ]);
-    let t = Terminal::start(&repo, &server, "keysapproval", "run", &[], "/compact /exit");
+    let t = Terminal::start(
+        &repo,
+        &server,
+        "keysapproval",
+        "run",
+        &[],
+        "/help for commands",
+    );
     t.type_line("note it");
     t.wait_for("allow?");
     t.press(&["n"]);
@@ -296,5 +317,77 @@ fn an_approval_is_one_key_and_t_tells_the_agent_what_to_do_instead() {
             .any(|r| r.contains("do this instead: write it to scratch.md")),
         "{results:?}"
     );
+    t.type_line("/exit");
+}
+
+#[test]
+fn resume_lists_recent_sessions_and_shows_the_last_exchanges() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_text("the **first** answer"),
+        openai::reply_text("second answer"),
+    ]);
+    repo.model_ok(&server, &["run", "fix the parser"]);
+    let id = repo.first_session()["sessionId"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    let t = Terminal::start(&repo, &server, "resume", "run", &[], "/help for commands");
+    t.type_line("/resum");
+    t.wait_for("did you mean /resume?");
+    t.type_line("/resume");
+    let screen = t.wait_for("resume which");
+    assert!(
+        screen.contains(&id) && screen.contains("fix the parser"),
+        "{screen}"
+    );
+    t.type_line("1");
+    let screen = t.wait_for("resumed");
+    assert!(screen.contains("› fix the parser"), "{screen}");
+    assert!(screen.contains("the first answer"), "{screen}");
+    t.type_line("go on");
+    t.wait_for_prompt_after("second answer");
+    t.type_line("/status");
+    let screen = t.wait_for("tokens");
+    assert!(
+        screen.contains("mock-model") && screen.contains(&id),
+        "{screen}"
+    );
+    t.type_line("/exit");
+    t.wait_for("saved; continue with");
+    // The same session went on.
+    let session = repo.session_json(&id);
+    let users: Vec<&str> = session["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert_eq!(users, vec!["fix the parser", "go on"]);
+}
+
+#[test]
+fn a_question_from_the_agent_is_shown_once_without_a_headless_hint() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "q",
+            "ask-user",
+            json!({"question": "Which branch should I use?"}),
+        )]),
+        openai::reply_text("using main"),
+    ]);
+    let t = Terminal::start(&repo, &server, "askuser", "run", &[], "/help for commands");
+    t.type_line("start");
+    let screen = t.wait_for_prompt_after("Which branch should I use?");
+    assert_eq!(
+        screen.matches("Which branch should I use?").count(),
+        1,
+        "{screen}"
+    );
+    assert!(!screen.contains("nop run --session"), "{screen}");
+    t.type_line("main");
+    t.wait_for_prompt_after("using main");
     t.type_line("/exit");
 }

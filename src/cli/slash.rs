@@ -1,0 +1,183 @@
+//! The interactive session's slash commands that read or show something: their list and help,
+//! the nearest one to a mistyped name, recent sessions for `/resume`, `/status`, and `/diff`.
+
+use std::path::Path;
+
+use super::term::diff;
+use super::term::style::Style;
+use nop::protocol::{Message, Role, SessionFile};
+use nop::session::Store;
+
+/// Every slash command with what it does, as `/help` lists them.
+pub const COMMANDS: &[(&str, &str)] = &[
+    ("/help", "this list"),
+    ("/status", "model, session, tokens and context (also /cost)"),
+    ("/cost", "the same as /status"),
+    (
+        "/model",
+        "the model; /model NAME uses NAME from the next prompt on",
+    ),
+    ("/plan", "the session's tasks"),
+    ("/diff", "the files this session changed, as diffs"),
+    (
+        "/compact",
+        "summarise the older part of the conversation now",
+    ),
+    ("/clear", "a new session (this one stays on disk)"),
+    ("/resume", "pick a recent session to go on with"),
+    (
+        "/fork",
+        "go on in a copy of this session (the original stays as it is)",
+    ),
+    ("/snapshot", "save a snapshot you can fork from"),
+    ("/verbose", "whole tool results and diffs (again: cut)"),
+    (
+        "/exit",
+        "leave (the session stays on disk; also /quit, Ctrl-D)",
+    ),
+];
+
+/// The help text.
+pub fn help() -> String {
+    COMMANDS
+        .iter()
+        .map(|(name, what)| format!("{name:<10} {what}"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The command nearest to a mistyped `name` (at most two edits away).
+pub fn nearest(name: &str) -> Option<&'static str> {
+    COMMANDS
+        .iter()
+        .map(|(command, _)| (*command, distance(name, command)))
+        .filter(|(_, d)| *d <= 2)
+        .min_by_key(|(_, d)| *d)
+        .map(|(command, _)| command)
+}
+
+/// Levenshtein distance in characters.
+fn distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != *cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
+/// A session `/resume` offers: its id, when it was last used, and its first prompt.
+pub struct Recent {
+    pub id: String,
+    pub updated: chrono::DateTime<chrono::Utc>,
+    pub first_prompt: String,
+}
+
+/// The `n` most recently used sessions a person started (not subagents' or advisors').
+pub fn recent(store: &Store, n: usize) -> Vec<Recent> {
+    let Ok((mut summaries, _)) = store.summaries() else {
+        return Vec::new();
+    };
+    summaries.sort_by_key(|s| std::cmp::Reverse(s.updated_at));
+    summaries
+        .into_iter()
+        .filter_map(|s| {
+            let session = store.read_session(&s.id).ok()?;
+            if session.caller.is_some() {
+                return None;
+            }
+            let first = session.messages.iter().find(|m| m.role == Role::User)?;
+            Some(Recent {
+                id: s.id,
+                updated: s.updated_at,
+                first_prompt: first.content.lines().next().unwrap_or_default().to_string(),
+            })
+        })
+        .take(n)
+        .collect()
+}
+
+/// `/status`: the model, the session, its tokens and the context its last request used.
+pub fn status(model: &str, session: Option<&SessionFile>, context: Option<u64>) -> Vec<String> {
+    let mut lines = vec![format!("model    {model}")];
+    let Some(session) = session else {
+        lines.push("session  none yet: say something first".into());
+        return lines;
+    };
+    let usage = session.usage;
+    lines.push(format!(
+        "session  {} · {} · {} messages",
+        session.session_id,
+        session.agent,
+        session.messages.len()
+    ));
+    lines.push(format!(
+        "tokens   {} in · {} out · {} requests",
+        usage.input_tokens, usage.output_tokens, usage.requests
+    ));
+    if let Some(context) = context {
+        lines.push(format!("context  {context} tokens in the last request"));
+    }
+    lines
+}
+
+/// `/diff`: each file the session wrote or edited, as it was at the last commit (or nothing,
+/// untracked) against how it is now.
+pub fn session_diff(root: &Path, messages: &[Message], style: Style) -> Vec<String> {
+    let mut paths: Vec<String> = Vec::new();
+    for call in messages.iter().flat_map(|m| &m.tool_calls) {
+        if matches!(call.name.as_str(), "write-file" | "edit-file")
+            && let Some(path) = call.arguments.get("path").and_then(|p| p.as_str())
+            && !paths.iter().any(|p| p == path)
+        {
+            paths.push(path.to_string());
+        }
+    }
+    if paths.is_empty() {
+        return vec!["this session has not changed any file".into()];
+    }
+    let mut lines = Vec::new();
+    for path in paths {
+        let now = std::fs::read_to_string(root.join(&path)).unwrap_or_default();
+        let committed = std::process::Command::new("git")
+            .args(["show", &format!("HEAD:./{path}")])
+            .current_dir(root)
+            .stderr(std::process::Stdio::null())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        lines.extend(diff::unified(&path, &committed, &now, 3, style));
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mistyped_command_has_a_nearest_one() {
+        assert_eq!(nearest("/stauts"), Some("/status"));
+        assert_eq!(nearest("/comapct"), Some("/compact"));
+        assert_eq!(nearest("/resum"), Some("/resume"));
+        assert_eq!(nearest("/frobnicate"), None);
+    }
+
+    #[test]
+    fn help_lists_every_command() {
+        let help = help();
+        for (name, _) in COMMANDS {
+            assert!(help.contains(name));
+        }
+    }
+}
