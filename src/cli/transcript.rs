@@ -41,6 +41,9 @@ impl Renderer {
     /// For the interactive session: what to do next is the prompt's business.
     pub fn interactive(mut self) -> Renderer {
         self.interactive = true;
+        if let Some(live) = &mut self.live {
+            live.keys = true;
+        }
         self
     }
 
@@ -377,6 +380,8 @@ struct Live {
     started: Instant,
     /// Typed while the agent works, not queued yet.
     input: String,
+    /// Keys are read while the agent works (the interactive session): Esc interrupts.
+    keys: bool,
 }
 
 impl Live {
@@ -394,6 +399,7 @@ impl Live {
             run_out: 0,
             started: Instant::now(),
             input: String::new(),
+            keys: false,
         }
     }
 
@@ -704,7 +710,11 @@ impl Live {
         if self.run_in > 0 {
             line.push_str(&format!(" · context {}", tokens(self.context)));
         }
-        line.push_str(" · esc to interrupt");
+        line.push_str(if self.keys {
+            " · esc to interrupt"
+        } else {
+            " · ctrl-c to interrupt"
+        });
         let line = super::term::style::truncate(&line, Live::width().saturating_sub(1));
         eprint!("\r\x1b[2K{}", self.err.dim(&line));
         let _ = std::io::stderr().flush();

@@ -69,6 +69,26 @@ impl Terminal {
             .expect("keys");
     }
 
+    /// Waits until a line showing `text` comes after the last line showing `after` (a
+    /// question asked after a given prompt, whatever scrolled away).
+    pub fn wait_for_after(&self, after: &str, text: &str) -> String {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let s = self.screen();
+            let lines: Vec<&str> = s.lines().collect();
+            if let Some(from) = lines.iter().rposition(|l| l.contains(after))
+                && lines[from + 1..].iter().any(|l| l.contains(text))
+            {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "`{text}` never appeared after `{after}`; screen:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
     /// Keys as tmux names them (`Escape`, `C-c`, `y`), without Enter.
     pub fn press(&self, keys: &[&str]) {
         Command::new("tmux")
