@@ -26,8 +26,12 @@ impl TypedTool for WriteFile {
     async fn run(&self, args: WriteFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let path = paths::resolve(ctx, Self::NAME, &args.path, Access::Write).await?;
         let existed = path.exists();
-        // What it held, for the diff a front end shows (a file that is not text has none).
-        let before = if existed {
+        // What it held, for the diff a front end shows (a file that is not text, or over 1 MiB,
+        // has none).
+        let small = tokio::fs::metadata(&path)
+            .await
+            .is_ok_and(|m| m.len() <= 1 << 20);
+        let before = if existed && small {
             paths::read_verified_async(ctx, &path)
                 .await
                 .ok()
