@@ -219,6 +219,8 @@ fn a_status_line_with_elapsed_time_shows_while_the_model_thinks_and_a_command_ru
     t.wait_for("running sleep 3");
     t.wait_for("2s · ");
     t.wait_for("esc to interrupt");
+    // The answer after it comes slowly: the model is thinking meanwhile.
+    t.wait_for("thinking…");
     t.wait_for_prompt_after("all done now");
     t.type_line("/exit");
 }
