@@ -384,6 +384,7 @@ async fn serve(
                     tool: question.tool,
                     detail: question.detail,
                     reason: question.reason,
+                    scope: question.scope,
                 });
             }
         }

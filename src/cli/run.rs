@@ -213,6 +213,7 @@ async fn show(
                 tool,
                 detail,
                 reason,
+                ..
             } => {
                 renderer.pause();
                 if keys.is_some() {

@@ -1,11 +1,18 @@
 //! Approvals: `ask` rules and `--approval` modes need a person's yes. Interactive runs ask on
-//! the terminal (once / always for this session / no); headless runs deny, unless `--yes`, and
-//! the reason goes to the model and the json output. Every decision is logged.
+//! the terminal (once / always / no); headless runs deny, unless `--yes`, and the reason goes to
+//! the model and the json output. Every decision is logged.
+//!
+//! What an "always" covers is a [`Scope`] (a command's prefix, a file's directory, a tool), said
+//! in the question, and it holds only for the same [`Gate`]: an "always" given under
+//! `--approval always` never lifts a file-access `ask` rule, nor one rule's "always" another's.
 
-use std::collections::HashSet;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::{mpsc, oneshot};
+
+use super::Source;
+use super::scope::{Action, Scope};
 
 /// When to ask the person.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -23,7 +30,7 @@ pub enum ApprovalMode {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ApprovalAnswer {
     Once,
-    /// Yes, and do not ask again for the same thing in this session.
+    /// Yes, and do not ask again in this session for what the question's `scope` says.
     Always,
     No,
     /// No, and do this instead: the text goes back to the agent with the refusal.
@@ -38,7 +45,41 @@ pub struct ApprovalRequest {
     pub detail: String,
     /// Why approval is needed (the rule).
     pub reason: String,
+    /// What an "always" answer would cover, in words (`"cargo test …" commands`, `writing
+    /// files under src/cli/`).
+    pub scope: String,
     pub respond: oneshot::Sender<ApprovalAnswer>,
+}
+
+/// Which check asks. An "always" holds for later asks of the same check only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Gate {
+    /// Whether the call may run at all: `--approval always`, or a tool rule.
+    Call,
+    /// A file-access `ask` rule, by where it is written.
+    FileRule(Source),
+}
+
+/// A call that needs a person's yes.
+#[derive(Debug, Clone)]
+pub struct Ask<'a> {
+    pub tool: &'a str,
+    /// What exactly would happen (the command, the path), as shown.
+    pub detail: &'a str,
+    /// Why approval is needed (the rule).
+    pub reason: &'a str,
+    pub gate: Gate,
+    /// What the call would do, which the scope of an "always" is made from and matched against.
+    pub action: Action,
+    /// The repository root (canonical): a file inside it gets its directory as scope.
+    pub root: &'a Path,
+}
+
+/// What an "always" answer granted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Grant {
+    gate: Gate,
+    scope: Scope,
 }
 
 pub use crate::protocol::events::Denial;
@@ -48,7 +89,7 @@ pub struct Approver {
     mode: ApprovalMode,
     yes: bool,
     prompt: Option<mpsc::UnboundedSender<ApprovalRequest>>,
-    always: Arc<Mutex<HashSet<String>>>,
+    always: Arc<Mutex<Vec<Grant>>>,
     denials: Arc<Mutex<Vec<Denial>>>,
 }
 
@@ -78,16 +119,22 @@ impl Approver {
         self.mode
     }
 
-    /// Asks for approval of `detail`; `Err(reason)` when refused. `key` identifies what an
-    /// "always" answer covers.
-    pub async fn approve(
-        &self,
-        key: &str,
-        tool: &str,
-        detail: &str,
-        reason: &str,
-    ) -> Result<(), String> {
-        if self.always.lock().is_ok_and(|a| a.contains(key)) {
+    /// Asks for approval of `ask`; `Err(reason)` when refused.
+    pub async fn approve(&self, ask: Ask<'_>) -> Result<(), String> {
+        let Ask {
+            tool,
+            detail,
+            reason,
+            ..
+        } = ask;
+        if self.covered(&ask.gate, &ask.action) {
+            tracing::info!(
+                op = "approval",
+                result = "approved",
+                tool,
+                detail,
+                "covered by an earlier \"always\": {reason}"
+            );
             return Ok(());
         }
         if self.mode == ApprovalMode::Never {
@@ -108,23 +155,31 @@ impl Approver {
                 "{reason}; no one to approve it in a headless run (pass --yes to approve)"
             ));
         };
+        let scope = Scope::of(&ask.action, ask.root);
         let (tx, rx) = oneshot::channel();
         let request = ApprovalRequest {
             tool: tool.to_string(),
             detail: detail.to_string(),
             reason: reason.to_string(),
+            scope: scope.describe(ask.root),
             respond: tx,
         };
         if prompt.send(request).is_err() {
             return Err(format!("{reason}; the approval prompt is gone"));
         }
         let answer = rx.await.unwrap_or(ApprovalAnswer::No);
-        tracing::info!(op = "approval", result = ?answer, tool, detail, "{reason}");
+        tracing::info!(op = "approval", result = ?answer, tool, detail, ?scope, "{reason}");
         match answer {
             ApprovalAnswer::Once => Ok(()),
             ApprovalAnswer::Always => {
                 if let Ok(mut always) = self.always.lock() {
-                    always.insert(key.to_string());
+                    let grant = Grant {
+                        gate: ask.gate,
+                        scope,
+                    };
+                    if !always.contains(&grant) {
+                        always.push(grant);
+                    }
                 }
                 Ok(())
             }
@@ -133,6 +188,15 @@ impl Approver {
                 "{reason}; the user said no, and asks you to do this instead: {text}"
             )),
         }
+    }
+
+    /// Whether an earlier "always" for the same gate covers `action`.
+    fn covered(&self, gate: &Gate, action: &Action) -> bool {
+        self.always.lock().is_ok_and(|grants| {
+            grants
+                .iter()
+                .any(|g| &g.gate == gate && g.scope.covers(action))
+        })
     }
 
     pub fn record_denial(&self, tool: &str, reason: &str) {
@@ -147,5 +211,124 @@ impl Approver {
 
     pub fn denials(&self) -> Vec<Denial> {
         self.denials.lock().map(|d| d.clone()).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::permissions::Access;
+    use pretty_assertions::assert_eq;
+    use std::path::PathBuf;
+
+    fn shell(line: &str) -> Action {
+        Action::Command {
+            line: line.to_string(),
+            workdir: None,
+        }
+    }
+
+    fn ask<'a>(detail: &'a str, gate: Gate, action: Action, root: &'a Path) -> Ask<'a> {
+        Ask {
+            tool: "shell",
+            detail,
+            reason: "--approval always",
+            gate,
+            action,
+            root,
+        }
+    }
+
+    /// A question as the person saw it: detail, scope.
+    type Asked = (String, String);
+
+    /// An interactive approver whose person answers every question with the next of
+    /// `answers`, and the questions it was asked.
+    fn person(answers: Vec<ApprovalAnswer>) -> (Approver, tokio::task::JoinHandle<Vec<Asked>>) {
+        let (tx, mut rx) = mpsc::unbounded_channel::<ApprovalRequest>();
+        let approver = Approver::interactive(ApprovalMode::Always, tx);
+        let asked = tokio::spawn(async move {
+            let mut asked = Vec::new();
+            let mut answers = answers.into_iter();
+            while let Some(q) = rx.recv().await {
+                asked.push((q.detail, q.scope));
+                let _ = q.respond.send(answers.next().unwrap_or(ApprovalAnswer::No));
+            }
+            asked
+        });
+        (approver, asked)
+    }
+
+    #[tokio::test]
+    async fn always_covers_the_scope_it_named_and_nothing_else() {
+        let root = PathBuf::from("/repo");
+        let (approver, asked) = person(vec![ApprovalAnswer::Always, ApprovalAnswer::No]);
+        let call = |line: &'static str| ask(line, Gate::Call, shell(line), &root);
+        assert_eq!(approver.approve(call("ls -la")).await, Ok(()));
+        // Covered: asked no more, and a clone shares what was granted.
+        assert_eq!(approver.approve(call("ls src")).await, Ok(()));
+        assert_eq!(approver.clone().approve(call("ls")).await, Ok(()));
+        // Outside it: asked again (and refused).
+        assert!(approver.approve(call("ls; echo pwned")).await.is_err());
+        drop(approver);
+        let asked = asked.await.unwrap_or_default();
+        let shown: Vec<(&str, &str)> = asked
+            .iter()
+            .map(|(d, s)| (d.as_str(), s.as_str()))
+            .collect();
+        assert_eq!(
+            shown,
+            [
+                ("ls -la", "\"ls …\" commands"),
+                ("ls; echo pwned", "this exact command")
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn an_always_never_lifts_a_different_gate() {
+        let root = PathBuf::from("/repo");
+        let (approver, asked) = person(vec![
+            ApprovalAnswer::Always,
+            ApprovalAnswer::Always,
+            ApprovalAnswer::No,
+        ]);
+        let write = |path: &str| Action::File {
+            path: PathBuf::from(path),
+            access: Access::Write,
+        };
+        let rule = |line| Source::File {
+            path: ".nop/.permissions/agent-default.yml".into(),
+            line,
+        };
+        // `--approval always` for README.md covers every write in the repository…
+        let mode = ask("README.md", Gate::Call, write("/repo/README.md"), &root);
+        assert_eq!(approver.approve(mode).await, Ok(()));
+        let mode = ask("src/lib.rs", Gate::Call, write("/repo/src/lib.rs"), &root);
+        assert_eq!(approver.approve(mode).await, Ok(()));
+        // … but not a file an `ask` rule names; that rule's "always" not another rule's file.
+        let secret = ask(
+            "secrets/a",
+            Gate::FileRule(rule(3)),
+            write("/repo/secrets/a"),
+            &root,
+        );
+        assert_eq!(approver.approve(secret.clone()).await, Ok(()));
+        assert_eq!(approver.approve(secret).await, Ok(()));
+        let other = ask(
+            "secrets/b",
+            Gate::FileRule(rule(7)),
+            write("/repo/secrets/b"),
+            &root,
+        );
+        assert!(approver.approve(other).await.is_err());
+        drop(approver);
+        let asked: Vec<String> = asked
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(d, _)| d)
+            .collect();
+        assert_eq!(asked, ["README.md", "secrets/a", "secrets/b"]);
     }
 }

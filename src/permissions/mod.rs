@@ -22,11 +22,13 @@ pub mod approval;
 mod landlock_map;
 mod load;
 mod policy;
+mod scope;
 mod shell_view;
 #[cfg(test)]
 pub(crate) use shell_view::test_support;
 pub use shell_view::{Effect, Protection, ShellOptions, ShellView, shell_view};
 
-pub use approval::{ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, Denial};
+pub use approval::{ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, Ask, Denial, Gate};
 pub use load::{PermissionError, load_chain, load_policy, validate_all};
 pub use policy::{Access, Decision, FileAccess, Policy, RuleSet, Source, resolve};
+pub use scope::{Action, Scope};

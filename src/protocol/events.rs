@@ -69,6 +69,9 @@ pub enum Event {
         detail: String,
         /// Why approval is needed (the rule).
         reason: String,
+        /// What answering "always" would approve for the rest of the session, in words
+        /// (`"cargo test …" commands`, `writing files under src/cli/`, `this exact command`).
+        scope: String,
     },
     /// Something the user should know that does not stop the run.
     Warning { message: String },

@@ -18,7 +18,7 @@ use serde_json::{Map, Value};
 
 use super::{NOT_YET_AVAILABLE, Registry, ToolContext, ToolEffect, ToolError, ToolOutput};
 use crate::hooks::{self, Hook, HookOutcome};
-use crate::permissions::{ApprovalMode, Decision};
+use crate::permissions::{Access, Action, ApprovalMode, Ask, Decision, Gate};
 use crate::protocol::{Message, Role, ToolCall};
 use crate::session::ErrorRecord;
 use crate::tools::ToolErrorKind;
@@ -133,6 +133,7 @@ async fn run(
     }
 }
 
+/// Asks whether `call` may run.
 async fn approve(ctx: &ToolContext, call: &ToolCall, reason: &str) -> Result<(), ToolError> {
     let detail = match call
         .arguments
@@ -142,15 +143,57 @@ async fn approve(ctx: &ToolContext, call: &ToolCall, reason: &str) -> Result<(),
         Some(Value::String(s)) => s.clone(),
         _ => call.arguments.to_string(),
     };
-    let key = format!("{}:{detail}", call.name);
+    let ask = Ask {
+        tool: &call.name,
+        detail: &detail,
+        reason,
+        gate: Gate::Call,
+        action: action(ctx, call),
+        root: &ctx.root,
+    };
     // Ctrl-C ends the wait for an answer at once.
     tokio::select! {
-        answer = ctx.approver.approve(&key, &call.name, &detail, reason) => answer.map_err(|reason| {
+        answer = ctx.approver.approve(ask) => answer.map_err(|reason| {
             ctx.approver.record_denial(&call.name, &reason);
             ToolError::model(ToolErrorKind::PermissionDenied, reason)
         }),
         () = ctx.cancel.cancelled() => Err(ToolError::Aborted),
     }
+}
+
+/// What `call` would do, which decides what an "always" answer covers: a built-in tool's command
+/// or file, every call of any other tool. A built-in call whose subject cannot be read (no
+/// `command`, a path that cannot be resolved) is matched only by an identical call.
+fn action(ctx: &ToolContext, call: &ToolCall) -> Action {
+    let text = |key: &str| call.arguments.get(key).and_then(Value::as_str);
+    let file = |access| {
+        let path = crate::permissions::resolve(&ctx.root, text("path")?).ok()?;
+        Some(Action::File { path, access })
+    };
+    let subject = match call.name.as_str() {
+        "shell" => match (text("command"), call.arguments.get("workdir")) {
+            (Some(line), None) => Some(Action::Command {
+                line: line.to_string(),
+                workdir: None,
+            }),
+            (Some(line), Some(Value::String(dir))) => Some(Action::Command {
+                line: line.to_string(),
+                workdir: Some(dir.clone()),
+            }),
+            _ => None,
+        },
+        "write-file" | "edit-file" => file(Access::Write),
+        "read-file" => file(Access::Read),
+        _ => {
+            return Action::Tool {
+                tool: call.name.clone(),
+            };
+        }
+    };
+    subject.unwrap_or_else(|| Action::Call {
+        tool: call.name.clone(),
+        arguments: call.arguments.to_string(),
+    })
 }
 
 /// The tool message recording `executed`, with its logs written. `Ok(None)` for a question to

@@ -8,7 +8,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use super::{ToolContext, ToolError};
-use crate::permissions::{Access, Decision};
+use crate::permissions::{Access, Action, Ask, Decision, Gate};
 use crate::tools::ToolErrorKind;
 
 /// Resolves and checks `path` for `access` by tool `tool`; returns the canonical path.
@@ -38,11 +38,21 @@ async fn decide(
         (Decision::Allow { .. }, Some(resolved)) => Ok(resolved),
         (Decision::Ask { source }, Some(resolved)) => {
             let reason = format!("{verb} `{path}` needs approval ({source})");
-            let key = format!("{tool}:{verb}:{}", resolved.display());
             let detail = format!("{verb} {}", display(&ctx.root, &resolved));
+            let ask = Ask {
+                tool,
+                detail: &detail,
+                reason: &reason,
+                gate: Gate::FileRule(source),
+                action: Action::File {
+                    path: resolved.clone(),
+                    access,
+                },
+                root: &ctx.root,
+            };
             // Ctrl-C ends the wait for an answer at once.
             let answer = tokio::select! {
-                answer = ctx.approver.approve(&key, tool, &detail, &reason) => answer,
+                answer = ctx.approver.approve(ask) => answer,
                 () = ctx.cancel.cancelled() => return Err(ToolError::Aborted),
             };
             match answer {

@@ -201,6 +201,113 @@ async fn approvals_are_events_answered_with_an_op() {
     }
 }
 
+/// Runs `calls` (one model reply) under `--approval always`, answering each question with the
+/// next of `answers`; returns the questions (tool, detail, scope), the tool results
+/// the model read, and the outcome.
+async fn approving(
+    repo: &Repo,
+    calls: &[(&str, &str, Value)],
+    answers: Vec<ApprovalAnswer>,
+) -> (
+    Vec<(String, String, String)>,
+    Vec<String>,
+    nop::protocol::events::RunOutcome,
+) {
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(calls),
+        openai::reply_text("done"),
+    ]);
+    let (rt, questions) = runtime(repo, &server, Some(ApprovalMode::Always));
+    let mut session = SessionHandle::start(
+        rt,
+        questions.map(nop::agent::handle::approvals),
+        prompt("go"),
+    );
+    let mut answers = answers.into_iter();
+    let mut asked = Vec::new();
+    drain_answering(&mut session, |event| match event {
+        Event::ApprovalRequested {
+            tool,
+            detail,
+            scope,
+            ..
+        } => {
+            asked.push((tool.clone(), detail.clone(), scope.clone()));
+            Some(answers.next().unwrap_or(ApprovalAnswer::No))
+        }
+        _ => None,
+    })
+    .await;
+    let results = server
+        .requests()
+        .last()
+        .map(|r| r.tool_results())
+        .unwrap_or_default();
+    let outcome = session.finish().await.expect("outcome");
+    (asked, results, outcome)
+}
+
+/// Every event up to the end; `answer` answers the approval questions among them.
+async fn drain_answering(
+    session: &mut SessionHandle,
+    mut answer: impl FnMut(&Event) -> Option<ApprovalAnswer>,
+) -> Vec<Event> {
+    let mut events = Vec::new();
+    while let Some(event) = tokio::time::timeout(Duration::from_secs(30), session.next_event())
+        .await
+        .expect("an event within 30 s")
+    {
+        if let (Event::ApprovalRequested { id, .. }, Some(reply)) = (&event, answer(&event)) {
+            session.submit(Op::Approval {
+                id: *id,
+                answer: reply,
+            });
+        }
+        events.push(event);
+    }
+    events
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn always_for_a_command_covers_its_prefix_and_nothing_else() {
+    let repo = Repo::new();
+    std::fs::create_dir_all(repo.path().join("src")).expect("mkdir");
+    let (asked, results, outcome) = approving(
+        &repo,
+        &[
+            ("c1", "shell", json!({"command": "ls -la"})),
+            ("c2", "shell", json!({"command": "ls src"})),
+            ("c3", "shell", json!({"command": "ls; echo pwned"})),
+            ("c4", "shell", json!({"command": "echo ls"})),
+            ("c5", "shell", json!({"command": "lsblk"})),
+        ],
+        vec![ApprovalAnswer::Always],
+    )
+    .await;
+    let asked: Vec<(&str, &str)> = asked
+        .iter()
+        .map(|(_, detail, scope)| (detail.as_str(), scope.as_str()))
+        .collect();
+    assert_eq!(
+        asked,
+        vec![
+            ("ls -la", "\"ls …\" commands"),
+            ("ls; echo pwned", "this exact command"),
+            ("echo ls", "\"echo ls …\" commands"),
+            ("lsblk", "\"lsblk …\" commands"),
+        ]
+    );
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert_eq!(results.len(), 5, "{results:?}");
+    for refused in &results[2..] {
+        assert!(refused.contains("the user said no"), "{refused}");
+    }
+    for ran in &results[..2] {
+        assert!(!ran.contains("approval"), "{ran}");
+    }
+    assert_eq!(outcome.permission_denials.len(), 3);
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_message_queued_during_a_run_enters_at_the_next_checkpoint() {
     let repo = Repo::new();
