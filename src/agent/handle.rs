@@ -385,6 +385,7 @@ async fn serve(
                     detail: question.detail,
                     reason: question.reason,
                     scope: question.scope,
+                    preview: question.preview,
                 });
             }
         }

@@ -6,6 +6,7 @@
 //! in the question, and it holds only for the same [`Gate`]: an "always" given under
 //! `--approval always` never lifts a file-access `ask` rule, nor one rule's "always" another's.
 
+use std::future::Future;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -13,6 +14,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::Source;
 use super::scope::{Action, Scope};
+use crate::protocol::events::FileChange;
 
 /// When to ask the person.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -48,6 +50,8 @@ pub struct ApprovalRequest {
     /// What an "always" answer would cover, in words (`"cargo test …" commands`, `writing
     /// files under src/cli/`).
     pub scope: String,
+    /// The change a `write-file` or `edit-file` call would make, when it can be worked out.
+    pub preview: Option<FileChange>,
     pub respond: oneshot::Sender<ApprovalAnswer>,
 }
 
@@ -119,8 +123,13 @@ impl Approver {
         self.mode
     }
 
-    /// Asks for approval of `ask`; `Err(reason)` when refused.
-    pub async fn approve(&self, ask: Ask<'_>) -> Result<(), String> {
+    /// Asks for approval of `ask`; `Err(reason)` when refused. `preview` is awaited only when a
+    /// person is actually asked.
+    pub async fn approve(
+        &self,
+        ask: Ask<'_>,
+        preview: impl Future<Output = Option<FileChange>>,
+    ) -> Result<(), String> {
         let Ask {
             tool,
             detail,
@@ -162,6 +171,7 @@ impl Approver {
             detail: detail.to_string(),
             reason: reason.to_string(),
             scope: scope.describe(ask.root),
+            preview: preview.await,
             respond: tx,
         };
         if prompt.send(request).is_err() {
@@ -239,8 +249,8 @@ mod tests {
         }
     }
 
-    /// A question as the person saw it: detail, scope.
-    type Asked = (String, String);
+    /// A question as the person saw it: detail, scope, preview.
+    type Asked = (String, String, Option<FileChange>);
 
     /// An interactive approver whose person answers every question with the next of
     /// `answers`, and the questions it was asked.
@@ -251,7 +261,7 @@ mod tests {
             let mut asked = Vec::new();
             let mut answers = answers.into_iter();
             while let Some(q) = rx.recv().await {
-                asked.push((q.detail, q.scope));
+                asked.push((q.detail, q.scope, q.preview));
                 let _ = q.respond.send(answers.next().unwrap_or(ApprovalAnswer::No));
             }
             asked
@@ -263,18 +273,24 @@ mod tests {
     async fn always_covers_the_scope_it_named_and_nothing_else() {
         let root = PathBuf::from("/repo");
         let (approver, asked) = person(vec![ApprovalAnswer::Always, ApprovalAnswer::No]);
+        let none = || std::future::ready(None);
         let call = |line: &'static str| ask(line, Gate::Call, shell(line), &root);
-        assert_eq!(approver.approve(call("ls -la")).await, Ok(()));
+        assert_eq!(approver.approve(call("ls -la"), none()).await, Ok(()));
         // Covered: asked no more, and a clone shares what was granted.
-        assert_eq!(approver.approve(call("ls src")).await, Ok(()));
-        assert_eq!(approver.clone().approve(call("ls")).await, Ok(()));
+        assert_eq!(approver.approve(call("ls src"), none()).await, Ok(()));
+        assert_eq!(approver.clone().approve(call("ls"), none()).await, Ok(()));
         // Outside it: asked again (and refused).
-        assert!(approver.approve(call("ls; echo pwned")).await.is_err());
+        assert!(
+            approver
+                .approve(call("ls; echo pwned"), none())
+                .await
+                .is_err()
+        );
         drop(approver);
         let asked = asked.await.unwrap_or_default();
         let shown: Vec<(&str, &str)> = asked
             .iter()
-            .map(|(d, s)| (d.as_str(), s.as_str()))
+            .map(|(d, s, _)| (d.as_str(), s.as_str()))
             .collect();
         assert_eq!(
             shown,
@@ -301,11 +317,12 @@ mod tests {
             path: ".nop/.permissions/agent-default.yml".into(),
             line,
         };
+        let none = || std::future::ready(None);
         // `--approval always` for README.md covers every write in the repository…
         let mode = ask("README.md", Gate::Call, write("/repo/README.md"), &root);
-        assert_eq!(approver.approve(mode).await, Ok(()));
+        assert_eq!(approver.approve(mode, none()).await, Ok(()));
         let mode = ask("src/lib.rs", Gate::Call, write("/repo/src/lib.rs"), &root);
-        assert_eq!(approver.approve(mode).await, Ok(()));
+        assert_eq!(approver.approve(mode, none()).await, Ok(()));
         // … but not a file an `ask` rule names; that rule's "always" not another rule's file.
         let secret = ask(
             "secrets/a",
@@ -313,22 +330,57 @@ mod tests {
             write("/repo/secrets/a"),
             &root,
         );
-        assert_eq!(approver.approve(secret.clone()).await, Ok(()));
-        assert_eq!(approver.approve(secret).await, Ok(()));
+        assert_eq!(approver.approve(secret.clone(), none()).await, Ok(()));
+        assert_eq!(approver.approve(secret, none()).await, Ok(()));
         let other = ask(
             "secrets/b",
             Gate::FileRule(rule(7)),
             write("/repo/secrets/b"),
             &root,
         );
-        assert!(approver.approve(other).await.is_err());
+        assert!(approver.approve(other, none()).await.is_err());
         drop(approver);
         let asked: Vec<String> = asked
             .await
             .unwrap_or_default()
             .into_iter()
-            .map(|(d, _)| d)
+            .map(|(d, _, _)| d)
             .collect();
         assert_eq!(asked, ["README.md", "secrets/a", "secrets/b"]);
+    }
+
+    #[tokio::test]
+    async fn the_preview_is_worked_out_only_for_a_person() {
+        let root = PathBuf::from("/repo");
+        let change = FileChange {
+            path: "a.txt".into(),
+            before: Some("one\n".into()),
+            after: "two\n".into(),
+        };
+        let worked = Arc::new(Mutex::new(0));
+        let preview = || {
+            let (worked, change) = (worked.clone(), change.clone());
+            async move {
+                if let Ok(mut n) = worked.lock() {
+                    *n += 1;
+                }
+                Some(change)
+            }
+        };
+        let a = || ask("a.txt", Gate::Call, shell("true"), &root);
+        let headless = Approver::headless(ApprovalMode::Always, false);
+        assert!(headless.approve(a(), preview()).await.is_err());
+        let yes = Approver::headless(ApprovalMode::Always, true);
+        assert_eq!(yes.approve(a(), preview()).await, Ok(()));
+        assert_eq!(worked.lock().map(|n| *n).unwrap_or(99), 0);
+
+        let (approver, asked) = person(vec![ApprovalAnswer::Always]);
+        assert_eq!(approver.approve(a(), preview()).await, Ok(()));
+        assert_eq!(approver.approve(a(), preview()).await, Ok(()));
+        drop(approver);
+        let asked = asked.await.unwrap_or_default();
+        assert_eq!(asked.len(), 1);
+        assert_eq!(asked[0].2.as_ref(), Some(&change));
+        assert_eq!(worked.lock().map(|n| *n).unwrap_or(99), 1);
     }
 }

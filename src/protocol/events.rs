@@ -72,6 +72,10 @@ pub enum Event {
         /// What answering "always" would approve for the rest of the session, in words
         /// (`"cargo test …" commands`, `writing files under src/cli/`, `this exact command`).
         scope: String,
+        /// For `write-file` and `edit-file`, the change the call would make, for a diff in the
+        /// question (not in stream-json, like `tool_result`'s `change`).
+        #[serde(skip)]
+        preview: Option<FileChange>,
     },
     /// Something the user should know that does not stop the run.
     Warning { message: String },

@@ -31,19 +31,10 @@ impl TypedTool for EditFile {
     const DESCRIPTION: &'static str = "Edit a file in place by replacing an exact string with another. Fails if the string is not found, or is found more than once (give more context to make it unique, or set replace_all).";
 
     async fn run(&self, args: EditFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let path = paths::resolve(ctx, Self::NAME, &args.path, Access::Write).await?;
-        if args.old_string.is_empty() {
-            return Err(ToolError::model(
-                ToolErrorKind::InvalidArguments,
-                "old_string is empty; use write-file to create a file",
-            ));
-        }
-        if args.old_string == args.new_string {
-            return Err(ToolError::model(
-                ToolErrorKind::InvalidArguments,
-                "old_string and new_string are the same",
-            ));
-        }
+        let preview = TypedTool::preview(self, &args, ctx);
+        let path =
+            paths::resolve_previewing(ctx, Self::NAME, &args.path, Access::Write, preview).await?;
+        args.check()?;
         let bytes = paths::read_verified_async(ctx, &path).await?;
         let text = String::from_utf8(bytes).map_err(|_| {
             ToolError::model(
@@ -51,28 +42,7 @@ impl TypedTool for EditFile {
                 format!("{} is not UTF-8 text", args.path),
             )
         })?;
-        let count = text.matches(&args.old_string).count();
-        let updated = match (count, args.replace_all) {
-            (0, _) => {
-                return Err(ToolError::model(
-                    ToolErrorKind::NotFound,
-                    format!(
-                        "old_string does not occur in {}; read the file and copy the text exactly",
-                        args.path
-                    ),
-                ));
-            }
-            (1, _) | (_, true) => text.replace(&args.old_string, &args.new_string),
-            (n, false) => {
-                return Err(ToolError::model(
-                    ToolErrorKind::NotUnique,
-                    format!(
-                        "old_string occurs {n} times in {}; include more surrounding text or set replace_all",
-                        args.path
-                    ),
-                ));
-            }
-        };
+        let (updated, count) = args.apply(&text)?;
         // Through the directory's descriptor, re-checked, as write-file does.
         paths::write_verified_async(ctx, &path, updated.clone().into_bytes()).await?;
         let shown = paths::display(&ctx.root, &path);
@@ -87,5 +57,60 @@ impl TypedTool for EditFile {
                 after: updated,
             }),
         })
+    }
+
+    /// The edit as `run` would make it, on the file as it is now (none for a file the rules
+    /// deny reading or over [`paths::DIFF_MAX_BYTES`], or an edit that would fail).
+    async fn preview(&self, args: &EditFileArgs, ctx: &ToolContext) -> Option<FileChange> {
+        args.check().ok()?;
+        let (path, before) = paths::current_text(ctx, &args.path).await?;
+        let before = before?;
+        let (after, _) = args.apply(&before).ok()?;
+        Some(FileChange {
+            path: paths::display(&ctx.root, &path),
+            before: Some(before),
+            after,
+        })
+    }
+}
+
+impl EditFileArgs {
+    /// Refuses arguments that cannot describe an edit.
+    fn check(&self) -> Result<(), ToolError> {
+        if self.old_string.is_empty() {
+            return Err(ToolError::model(
+                ToolErrorKind::InvalidArguments,
+                "old_string is empty; use write-file to create a file",
+            ));
+        }
+        if self.old_string == self.new_string {
+            return Err(ToolError::model(
+                ToolErrorKind::InvalidArguments,
+                "old_string and new_string are the same",
+            ));
+        }
+        Ok(())
+    }
+
+    /// `text` with the replacement made, and how many occurrences were replaced.
+    fn apply(&self, text: &str) -> Result<(String, usize), ToolError> {
+        let count = text.matches(&self.old_string).count();
+        match (count, self.replace_all) {
+            (0, _) => Err(ToolError::model(
+                ToolErrorKind::NotFound,
+                format!(
+                    "old_string does not occur in {}; read the file and copy the text exactly",
+                    self.path
+                ),
+            )),
+            (1, _) | (_, true) => Ok((text.replace(&self.old_string, &self.new_string), count)),
+            (n, false) => Err(ToolError::model(
+                ToolErrorKind::NotUnique,
+                format!(
+                    "old_string occurs {n} times in {}; include more surrounding text or set replace_all",
+                    self.path
+                ),
+            )),
+        }
     }
 }

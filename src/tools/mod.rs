@@ -343,6 +343,16 @@ pub trait Tool: Send + Sync {
         args: Value,
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
+    /// The change a call would make to a file, shown to the person asked to approve it
+    /// (`write-file`, `edit-file`); `None` for other tools, or when it cannot be worked out.
+    /// It changes nothing, asks no one, and reads only what the rules do not deny.
+    fn preview<'a>(
+        &'a self,
+        _args: &'a Value,
+        _ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Option<FileChange>> {
+        Box::pin(std::future::ready(None))
+    }
 }
 
 /// A tool with a typed argument struct: its doc comments become the schema the model reads, and
@@ -359,6 +369,15 @@ pub trait TypedTool: Send + Sync + 'static {
         args: Self::Args,
         ctx: &ToolContext,
     ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send;
+
+    /// See [`Tool::preview`].
+    fn preview(
+        &self,
+        _args: &Self::Args,
+        _ctx: &ToolContext,
+    ) -> impl Future<Output = Option<FileChange>> + Send {
+        std::future::ready(None)
+    }
 }
 
 impl<T: TypedTool> Tool for T {
@@ -386,6 +405,17 @@ impl<T: TypedTool> Tool for T {
         Box::pin(async move {
             let args = parse_args::<T::Args>(args)?;
             self.run(args, ctx).await
+        })
+    }
+
+    fn preview<'a>(
+        &'a self,
+        args: &'a Value,
+        ctx: &'a ToolContext,
+    ) -> BoxFuture<'a, Option<FileChange>> {
+        Box::pin(async move {
+            let args = parse_args::<T::Args>(args.clone()).ok()?;
+            TypedTool::preview(self, &args, ctx).await
         })
     }
 }

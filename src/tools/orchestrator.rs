@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use serde_json::{Map, Value};
 
-use super::{NOT_YET_AVAILABLE, Registry, ToolContext, ToolEffect, ToolError, ToolOutput};
+use super::{NOT_YET_AVAILABLE, Registry, Tool, ToolContext, ToolEffect, ToolError, ToolOutput};
 use crate::hooks::{self, Hook, HookOutcome};
 use crate::permissions::{Access, Action, ApprovalMode, Ask, Decision, Gate};
 use crate::protocol::{Message, Role, ToolCall};
@@ -101,11 +101,11 @@ async fn run(
         }
         Decision::Ask { source } => {
             let reason = format!("calling `{}` needs approval ({source})", call.name);
-            approve(ctx, call, &reason).await?;
+            approve(tool, ctx, call, &reason).await?;
         }
     }
     if ctx.approver.mode() == ApprovalMode::Always && tool.is_mutating() {
-        approve(ctx, call, "--approval always").await?;
+        approve(tool, ctx, call, "--approval always").await?;
     }
     let payload = || {
         serde_json::json!({
@@ -133,8 +133,14 @@ async fn run(
     }
 }
 
-/// Asks whether `call` may run.
-async fn approve(ctx: &ToolContext, call: &ToolCall, reason: &str) -> Result<(), ToolError> {
+/// Asks whether `call` may run, with the change it would make to a file (the tool's preview,
+/// worked out only when a person is asked).
+async fn approve(
+    tool: &dyn Tool,
+    ctx: &ToolContext,
+    call: &ToolCall,
+    reason: &str,
+) -> Result<(), ToolError> {
     let detail = match call
         .arguments
         .get("command")
@@ -151,9 +157,10 @@ async fn approve(ctx: &ToolContext, call: &ToolCall, reason: &str) -> Result<(),
         action: action(ctx, call),
         root: &ctx.root,
     };
+    let preview = tool.preview(&call.arguments, ctx);
     // Ctrl-C ends the wait for an answer at once.
     tokio::select! {
-        answer = ctx.approver.approve(ask) => answer.map_err(|reason| {
+        answer = ctx.approver.approve(ask, preview) => answer.map_err(|reason| {
             ctx.approver.record_denial(&call.name, &reason);
             ToolError::model(ToolErrorKind::PermissionDenied, reason)
         }),
@@ -311,6 +318,7 @@ fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
 mod tests {
     use super::*;
     use crate::session::Store;
+    use crate::tools::FileChange;
     use serde_json::json;
     use tokio_util::sync::CancellationToken;
 
@@ -470,6 +478,81 @@ mod tests {
             !marker.exists(),
             "a process of the timed-out command survived"
         );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_preview_is_the_change_the_call_would_make_and_reads_only_what_it_may()
+    -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let ctx = context(dir.path())?;
+        std::fs::write(ctx.root.join("a.txt"), "one two two\n")?;
+        let registry = Registry::builtin();
+        let preview = |tool: &str, args: Value| {
+            let (registry, ctx) = (&registry, &ctx);
+            let tool = tool.to_string();
+            async move {
+                match registry.get(&tool) {
+                    Some(t) => t.preview(&args, ctx).await,
+                    None => None,
+                }
+            }
+        };
+        let change = |path: &str, before: Option<&str>, after: &str| {
+            Some(FileChange {
+                path: path.into(),
+                before: before.map(Into::into),
+                after: after.into(),
+            })
+        };
+        let edit = json!({"path": "a.txt", "old_string": "one", "new_string": "1"});
+        assert_eq!(
+            preview("edit-file", edit).await,
+            change("a.txt", Some("one two two\n"), "1 two two\n")
+        );
+        let all =
+            json!({"path": "a.txt", "old_string": "two", "new_string": "2", "replace_all": true});
+        assert_eq!(
+            preview("edit-file", all).await,
+            change("a.txt", Some("one two two\n"), "one 2 2\n")
+        );
+        // An edit that would fail has no preview, and nothing was changed.
+        for failing in [
+            json!({"path": "a.txt", "old_string": "two", "new_string": "2"}),
+            json!({"path": "a.txt", "old_string": "six", "new_string": "6"}),
+            json!({"path": "a.txt", "old_string": "", "new_string": "6"}),
+            json!({"path": "missing.txt", "old_string": "a", "new_string": "b"}),
+            json!({"path": "a.txt", "old": "a"}),
+        ] {
+            assert_eq!(
+                preview("edit-file", failing.clone()).await,
+                None,
+                "{failing}"
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(ctx.root.join("a.txt"))?,
+            "one two two\n"
+        );
+        let write = json!({"path": "sub/new.txt", "content": "new\n"});
+        assert_eq!(
+            preview("write-file", write).await,
+            change("sub/new.txt", None, "new\n")
+        );
+        assert!(!ctx.root.join("sub").exists());
+        // A file the rules deny reading is not read for the preview.
+        let denied = ".nop/.permissions/agent-default.yml";
+        let write = json!({"path": denied, "content": "x"});
+        assert_eq!(
+            preview("write-file", write).await,
+            change(denied, None, "x")
+        );
+        // Nor is one over the limit of a diff.
+        std::fs::write(ctx.root.join("big.txt"), "a".repeat(1 << 21))?;
+        let big =
+            json!({"path": "big.txt", "old_string": "a", "new_string": "b", "replace_all": true});
+        assert_eq!(preview("edit-file", big).await, None);
+        assert_eq!(preview("shell", json!({"command": "ls"})).await, None);
         Ok(())
     }
 

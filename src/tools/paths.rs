@@ -7,9 +7,13 @@ use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use super::{ToolContext, ToolError};
+use super::{FileChange, ToolContext, ToolError};
 use crate::permissions::{Access, Action, Ask, Decision, Gate};
 use crate::tools::ToolErrorKind;
+
+/// The largest file whose old text is read for a diff (a write's result, an approval's preview):
+/// a bigger one has none.
+pub const DIFF_MAX_BYTES: u64 = 1 << 20;
 
 /// Resolves and checks `path` for `access` by tool `tool`; returns the canonical path.
 pub async fn resolve(
@@ -18,8 +22,43 @@ pub async fn resolve(
     path: &str,
     access: Access,
 ) -> Result<PathBuf, ToolError> {
+    resolve_previewing(ctx, tool, path, access, std::future::ready(None)).await
+}
+
+/// [`resolve`], showing `preview` (the change the tool would make, worked out only if a person
+/// is asked) when an `ask` rule asks.
+pub async fn resolve_previewing(
+    ctx: &ToolContext,
+    tool: &str,
+    path: &str,
+    access: Access,
+    preview: impl std::future::Future<Output = Option<FileChange>>,
+) -> Result<PathBuf, ToolError> {
     let (resolved, decision) = ctx.policy.check_path(path, access);
-    decide(ctx, tool, path, access, resolved, decision).await
+    decide(ctx, tool, path, access, resolved, decision, preview).await
+}
+
+/// The canonical path `path` names and, when the rules do not deny reading it, the text it
+/// holds now: what a preview of a change to it starts from. Never asks anyone. `None` for a
+/// path that cannot be resolved; the text is `None` for a file that is missing, denied, not a
+/// regular file, over [`DIFF_MAX_BYTES`], or not UTF-8.
+pub async fn current_text(ctx: &ToolContext, path: &str) -> Option<(PathBuf, Option<String>)> {
+    let resolved = crate::permissions::resolve(&ctx.root, path).ok()?;
+    let readable = !matches!(
+        ctx.policy.check_resolved(&resolved, Access::Read),
+        Decision::Deny { .. }
+    ) && tokio::fs::metadata(&resolved)
+        .await
+        .is_ok_and(|m| m.len() <= DIFF_MAX_BYTES);
+    let text = if readable {
+        read_verified_async(ctx, &resolved)
+            .await
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok())
+    } else {
+        None
+    };
+    Some((resolved, text))
 }
 
 async fn decide(
@@ -29,6 +68,7 @@ async fn decide(
     access: Access,
     resolved: Option<PathBuf>,
     decision: Decision,
+    preview: impl std::future::Future<Output = Option<FileChange>>,
 ) -> Result<PathBuf, ToolError> {
     let verb = match access {
         Access::Read => "read",
@@ -52,7 +92,7 @@ async fn decide(
             };
             // Ctrl-C ends the wait for an answer at once.
             let answer = tokio::select! {
-                answer = ctx.approver.approve(ask) => answer,
+                answer = ctx.approver.approve(ask, preview) => answer,
                 () = ctx.cancel.cancelled() => return Err(ToolError::Aborted),
             };
             match answer {

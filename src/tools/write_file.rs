@@ -24,13 +24,15 @@ impl TypedTool for WriteFile {
     const DESCRIPTION: &'static str = "Create a file or replace its whole contents. For a change to part of an existing file use edit-file instead.";
 
     async fn run(&self, args: WriteFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let path = paths::resolve(ctx, Self::NAME, &args.path, Access::Write).await?;
+        let preview = TypedTool::preview(self, &args, ctx);
+        let path =
+            paths::resolve_previewing(ctx, Self::NAME, &args.path, Access::Write, preview).await?;
         let existed = path.exists();
         // What it held, for the diff a front end shows (a file that is not text, or over 1 MiB,
         // has none).
         let small = tokio::fs::metadata(&path)
             .await
-            .is_ok_and(|m| m.len() <= 1 << 20);
+            .is_ok_and(|m| m.len() <= paths::DIFF_MAX_BYTES);
         let before = if existed && small {
             paths::read_verified_async(ctx, &path)
                 .await
@@ -50,6 +52,15 @@ impl TypedTool for WriteFile {
                 before,
                 after: args.content,
             }),
+        })
+    }
+
+    async fn preview(&self, args: &WriteFileArgs, ctx: &ToolContext) -> Option<FileChange> {
+        let (path, before) = paths::current_text(ctx, &args.path).await?;
+        Some(FileChange {
+            path: paths::display(&ctx.root, &path),
+            before,
+            after: args.content.clone(),
         })
     }
 }

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use nop::agent::{Op, RunRequest, Runtime, SessionHandle};
 use nop::permissions::{ApprovalAnswer, ApprovalMode, Approver};
-use nop::protocol::events::{Event, RunStatus};
+use nop::protocol::events::{Event, FileChange, RunStatus};
 use nop::workspace::Workspace;
 
 use crate::support::mock::{MockResponse, MockServer, RecordedRequest, openai};
@@ -202,14 +202,14 @@ async fn approvals_are_events_answered_with_an_op() {
 }
 
 /// Runs `calls` (one model reply) under `--approval always`, answering each question with the
-/// next of `answers`; returns the questions (tool, detail, scope), the tool results
+/// next of `answers`; returns the questions (tool, detail, scope, preview), the tool results
 /// the model read, and the outcome.
 async fn approving(
     repo: &Repo,
     calls: &[(&str, &str, Value)],
     answers: Vec<ApprovalAnswer>,
 ) -> (
-    Vec<(String, String, String)>,
+    Vec<(String, String, String, Option<FileChange>)>,
     Vec<String>,
     nop::protocol::events::RunOutcome,
 ) {
@@ -230,9 +230,10 @@ async fn approving(
             tool,
             detail,
             scope,
+            preview,
             ..
         } => {
-            asked.push((tool.clone(), detail.clone(), scope.clone()));
+            asked.push((tool.clone(), detail.clone(), scope.clone(), preview.clone()));
             Some(answers.next().unwrap_or(ApprovalAnswer::No))
         }
         _ => None,
@@ -269,6 +270,68 @@ async fn drain_answering(
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn an_approval_shows_the_diff_and_what_always_covers() {
+    let repo = Repo::new();
+    std::fs::create_dir_all(repo.path().join("src")).expect("mkdir");
+    std::fs::write(repo.path().join("src/notes.txt"), "one\ntwo\nthree\n").expect("write");
+    let (asked, results, outcome) = approving(
+        &repo,
+        &[
+            (
+                "c1",
+                "edit-file",
+                json!({"path": "src/notes.txt", "old_string": "two", "new_string": "TWO"}),
+            ),
+            // Under src/ as well: covered by the "always" for the edit, not asked.
+            (
+                "c2",
+                "write-file",
+                json!({"path": "src/new.txt", "content": "new\n"}),
+            ),
+            // Elsewhere: asked, a new file's preview has no "before".
+            (
+                "c3",
+                "write-file",
+                json!({"path": "docs/guide.md", "content": "# Guide\n"}),
+            ),
+        ],
+        vec![ApprovalAnswer::Always, ApprovalAnswer::Once],
+    )
+    .await;
+    assert_eq!(
+        asked,
+        vec![
+            (
+                "edit-file".to_string(),
+                "src/notes.txt".to_string(),
+                "writing files under src/".to_string(),
+                Some(FileChange {
+                    path: "src/notes.txt".into(),
+                    before: Some("one\ntwo\nthree\n".into()),
+                    after: "one\nTWO\nthree\n".into(),
+                })
+            ),
+            (
+                "write-file".to_string(),
+                "docs/guide.md".to_string(),
+                "writing files under docs/".to_string(),
+                Some(FileChange {
+                    path: "docs/guide.md".into(),
+                    before: None,
+                    after: "# Guide\n".into(),
+                })
+            ),
+        ]
+    );
+    assert_eq!(outcome.status, RunStatus::Completed);
+    assert!(outcome.permission_denials.is_empty(), "{results:?}");
+    let read = |p: &str| std::fs::read_to_string(repo.path().join(p)).expect("read");
+    assert_eq!(read("src/notes.txt"), "one\nTWO\nthree\n");
+    assert_eq!(read("src/new.txt"), "new\n");
+    assert_eq!(read("docs/guide.md"), "# Guide\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn always_for_a_command_covers_its_prefix_and_nothing_else() {
     let repo = Repo::new();
     std::fs::create_dir_all(repo.path().join("src")).expect("mkdir");
@@ -286,7 +349,7 @@ async fn always_for_a_command_covers_its_prefix_and_nothing_else() {
     .await;
     let asked: Vec<(&str, &str)> = asked
         .iter()
-        .map(|(_, detail, scope)| (detail.as_str(), scope.as_str()))
+        .map(|(_, detail, scope, _)| (detail.as_str(), scope.as_str()))
         .collect();
     assert_eq!(
         asked,
