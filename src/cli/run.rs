@@ -78,10 +78,9 @@ pub fn approver(mode: ApprovalMode, yes: bool, on_terminal: bool) -> (Approver, 
     )
 }
 
-/// Asks the person on the terminal whether `tool` may do `detail`.
-async fn ask_on_terminal(tool: &str, detail: &str, reason: &str) -> ApprovalAnswer {
-    eprintln!("\n? {tool} wants to: {detail}\n  {reason}");
-    eprint!("  allow? [y]es once, [a]lways in this session, [n]o: ");
+/// Asks the person on the terminal, a line for an answer, the question of `event`.
+async fn ask_on_terminal(event: &Event) -> ApprovalAnswer {
+    eprint!("{}", super::transcript::approval_question(event, false));
     tokio::task::spawn_blocking(|| {
         let mut line = String::new();
         match std::io::stdin().read_line(&mut line) {
@@ -208,24 +207,17 @@ async fn show(
         };
         let event = event?;
         match &event {
-            Event::ApprovalRequested {
-                id,
-                tool,
-                detail,
-                reason,
-                ..
-            } => {
+            Event::ApprovalRequested { id, scope, .. } => {
                 renderer.pause();
                 if keys.is_some() {
-                    eprintln!(
-                        "\n? {tool} wants to: {detail}\n  {reason}\n  allow? [y] yes  [a] always in this session  [n] no  [t] no, and tell it what to do instead"
-                    );
+                    eprintln!("{}", super::transcript::approval_question(&event, true));
                     asking = Some(Asking {
                         id: *id,
+                        scope: scope.clone(),
                         instead: None,
                     });
                 } else {
-                    let answer = ask_on_terminal(tool, detail, reason).await;
+                    let answer = ask_on_terminal(&event).await;
                     session.submit(Op::Approval { id: *id, answer });
                 }
             }
@@ -242,6 +234,8 @@ async fn show(
 /// being typed.
 struct Asking {
     id: u64,
+    /// What "always" covers, in words.
+    scope: String,
     instead: Option<String>,
 }
 
@@ -271,7 +265,8 @@ fn answer_by_key(session: &SessionHandle, mut question: Asking, key: Key) -> Opt
         (Some(_), Key::Esc) => {
             eprintln!();
             eprintln!(
-                "  allow? [y] yes  [a] always in this session  [n] no  [t] no, and tell it what to do instead"
+                "{}",
+                super::transcript::approval_answers(&question.scope, true)
             );
             question.instead = None;
             return Some(question);
@@ -291,7 +286,7 @@ fn answer_by_key(session: &SessionHandle, mut question: Asking, key: Key) -> Opt
     };
     let said = match &answer {
         ApprovalAnswer::Once => "  ✓ yes".to_string(),
-        ApprovalAnswer::Always => "  ✓ yes, always in this session".to_string(),
+        ApprovalAnswer::Always => format!("  ✓ yes, and from now on: {}", question.scope),
         ApprovalAnswer::No => "  ✗ no".to_string(),
         ApprovalAnswer::Instead(_) => String::new(),
     };

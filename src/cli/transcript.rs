@@ -350,6 +350,51 @@ pub fn brief_arguments(name: &str, arguments: &serde_json::Value) -> String {
     }
 }
 
+/// An approval question for the terminal: what the call would do, why it is asked, the diff of
+/// a write, and the answers (`keys`: one key each; otherwise a line).
+pub fn approval_question(event: &Event, keys: bool) -> String {
+    let Event::ApprovalRequested {
+        tool,
+        detail,
+        reason,
+        scope,
+        preview,
+        ..
+    } = event
+    else {
+        return String::new();
+    };
+    let style = Style::detect(std::io::stderr().is_terminal());
+    let mut out = format!(
+        "\n{} {tool} wants to: {detail}\n  {reason}\n",
+        style.bold("?")
+    );
+    if let Some(change) = preview {
+        let before = change.before.as_deref().unwrap_or_default();
+        let lines = diff::unified(&change.path, before, &change.after, 3, style);
+        for line in lines.iter().take(DIFF_LINES) {
+            out.push_str(&format!("    {line}\n"));
+        }
+        if lines.len() > DIFF_LINES {
+            let more = format!("… {} more lines", lines.len() - DIFF_LINES);
+            out.push_str(&format!("    {}\n", style.dim(&more)));
+        }
+    }
+    out.push_str(&approval_answers(scope, keys));
+    out
+}
+
+/// The answers to an approval question, with what "always" covers.
+pub fn approval_answers(scope: &str, keys: bool) -> String {
+    if keys {
+        format!(
+            "  allow? [y] yes  [a] always: {scope}  [n] no  [t] no, and tell it what to do instead"
+        )
+    } else {
+        format!("  allow? [y]es once, [a]lways ({scope}), [n]o: ")
+    }
+}
+
 /// Spinner frames of the status line.
 const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
 

@@ -299,7 +299,14 @@ fn an_approval_is_one_key_and_t_tells_the_agent_what_to_do_instead() {
         "/help for commands",
     );
     t.type_line("note it");
-    t.wait_for("allow?");
+    let screen = t.wait_for("allow?");
+    // The question shows the diff of the write and what "always" would cover.
+    assert!(screen.contains("notes/today.md (new file, +1)"), "{screen}");
+    assert!(screen.contains("+ x"), "{screen}");
+    assert!(
+        screen.contains("[a] always: writing files under notes/"),
+        "{screen}"
+    );
     t.press(&["n"]);
     t.wait_for_prompt_after("did not write");
     assert!(!repo.path().join("notes/today.md").exists());
