@@ -15,7 +15,7 @@ fn main() -> ExitCode {
         std::process::exit(nop::sandbox::sandbox_main(&args[2..]));
     }
     nop::sandbox::protect_this_process();
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(cli::implicit_run(args));
     let outside = Outside {
         cwd: std::env::current_dir().unwrap_or_else(|_| ".".into()),
         // Configuration reads NOP_* variables; the provider reads its key variable. Variables

@@ -117,6 +117,17 @@ pub enum Command {
     /// Run the agent on a task: a new session, or `--session ID` to continue one (answering its
     /// question if it asked one). Without PROMPT on a terminal: an interactive session.
     Run(RunArgs),
+    /// Go on with a session: ID, or a picker of recent sessions on a terminal (the most recent
+    /// one elsewhere). With PROMPT it runs that headless; without, an interactive session.
+    Resume {
+        id: Option<String>,
+        prompt: Option<String>,
+        /// The model for this run (instead of `provider.model`).
+        #[arg(long, value_name = "NAME")]
+        model: Option<String>,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        output_format: OutputFormat,
+    },
     /// Create .nop/ (configuration, agents, permissions, prompts) in the current directory.
     Init {
         /// Replace files that differ from the templates, keeping a .bak-<time> copy of each.
@@ -200,10 +211,17 @@ pub enum Command {
 
 #[derive(Debug, Subcommand)]
 pub enum SessionsCommand {
-    /// One line per session: id, agent, status, created, updated, messages, parent.
+    /// One line per session, newest first: id, agent, status, updated, messages, parent and its
+    /// first prompt. Subagents' and advisors' sessions only with `--all`.
     List {
         #[arg(long)]
         json: bool,
+        /// Also the sessions agents called (subagents, advisors).
+        #[arg(long)]
+        all: bool,
+        /// At most this many.
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
     },
     /// A session's details and messages.
     Show {
@@ -247,6 +265,12 @@ pub struct RunArgs {
     /// Continue this session (id or unique prefix).
     #[arg(long, short = 's', value_name = "ID")]
     session: Option<String>,
+    /// Continue the most recent session of this repository (not a subagent's).
+    #[arg(long = "continue", short = 'c', conflicts_with_all = ["session", "agent"])]
+    continue_last: bool,
+    /// The model for this run (instead of `provider.model`).
+    #[arg(long, value_name = "NAME")]
+    model: Option<String>,
     /// The agent of a new session (default: agent.default, `coder`).
     #[arg(long, value_name = "NAME", conflicts_with = "session")]
     agent: Option<String>,
@@ -441,7 +465,15 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
         return run::interactive(runtime, prompts, &ws, None, None, None);
     };
     match command {
-        Command::Run(args) => {
+        Command::Run(mut args) => {
+            if args.continue_last {
+                let ws = Workspace::discover(&cwd)?;
+                let base = ws.config(None, None, outside.env.clone(), cli_settings.clone())?;
+                match last_session(&ws.store(&base.config)) {
+                    Some(id) => args.session = Some(id),
+                    None => bail!("no session to continue in {}", ws.root.display()),
+                }
+            }
             let Opened {
                 ws,
                 session,
@@ -480,8 +512,11 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             let on_terminal = std::io::stdin().is_terminal();
             let (approver, prompts) = run::approver(args.approval.into(), args.yes, on_terminal);
             let priority = resolved.config.queue.default_priority;
-            let runtime =
+            let mut runtime =
                 nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user);
+            if let Some(model) = &args.model {
+                runtime = runtime.with_model(model);
+            }
             match (prompt, session) {
                 (Some(input), Some(id)) => run::deliver(
                     runtime,
@@ -513,6 +548,69 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
                 (None, _) => {
                     eprintln!(
                         "error: no PROMPT given (pass the task as an argument, or `-` to read it from standard input)"
+                    );
+                    Ok(ExitCode::from(exit::USAGE))
+                }
+            }
+        }
+        Command::Resume {
+            id,
+            prompt,
+            model,
+            output_format,
+        } => {
+            let ws = Workspace::discover(&cwd)?;
+            let base = ws.config(None, None, outside.env.clone(), cli_settings.clone())?;
+            let store = ws.store(&base.config);
+            let interactive = prompt.is_none() && std::io::stdin().is_terminal();
+            let id = match id {
+                Some(id) => store.resolve(&id)?,
+                None if interactive => match run::pick_session(&store)? {
+                    Some(id) => id,
+                    None => return Ok(ExitCode::SUCCESS),
+                },
+                None => match last_session(&store) {
+                    Some(id) => id,
+                    None => bail!("no session to resume in {}", ws.root.display()),
+                },
+            };
+            let Opened { ws, resolved, .. } =
+                open(&cwd, &outside.env, cli_settings, None, Some(&id))?;
+            let prompt = match run::read_prompt(prompt) {
+                Ok(p) => p,
+                Err(e) => {
+                    eprintln!("error: {e:#}");
+                    return Ok(ExitCode::from(exit::USAGE));
+                }
+            };
+            let (approver, prompts) = run::approver(
+                ApprovalMode::OnRequest,
+                false,
+                std::io::stdin().is_terminal(),
+            );
+            let priority = resolved.config.queue.default_priority;
+            let mut runtime =
+                nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user);
+            if let Some(model) = &model {
+                runtime = runtime.with_model(model);
+            }
+            match prompt {
+                Some(input) => run::deliver(
+                    runtime,
+                    prompts,
+                    &id,
+                    input,
+                    priority,
+                    output_format,
+                    None,
+                    false,
+                ),
+                None if interactive => {
+                    run::interactive(runtime, prompts, &ws, Some(id), None, None)
+                }
+                None => {
+                    eprintln!(
+                        "error: no PROMPT given and standard input is not a terminal: `nop resume {id} \"…\"`"
                     );
                     Ok(ExitCode::from(exit::USAGE))
                 }
@@ -692,8 +790,11 @@ fn run_session_command(
     out: &mut impl Write,
 ) -> Result<ExitCode> {
     match command {
-        Command::Sessions(SessionsCommand::List { json }) => {
-            let (summaries, failed) = store.summaries()?;
+        Command::Sessions(SessionsCommand::List { json, all, limit }) => {
+            let (mut summaries, failed) = store.summaries()?;
+            summaries.retain(|s| all || !s.called);
+            summaries.sort_by_key(|s| std::cmp::Reverse(s.updated_at));
+            summaries.truncate(limit.unwrap_or(usize::MAX));
             render::session_list(out, &summaries, json)?;
             for e in &failed {
                 eprintln!("error: {e}");
@@ -890,8 +991,59 @@ fn run_session_command(
         | Command::Stop { .. }
         | Command::Memory(_)
         | Command::Sandbox(_)
-        | Command::Chat { .. } => Ok(ExitCode::from(exit::USAGE)),
+        | Command::Chat { .. }
+        | Command::Resume { .. } => Ok(ExitCode::from(exit::USAGE)),
     }
+}
+
+/// The most recently used session a person started (not a subagent's or an advisor's).
+fn last_session(store: &nop::session::Store) -> Option<String> {
+    let (summaries, _) = store.summaries().ok()?;
+    summaries
+        .into_iter()
+        .filter(|s| !s.called)
+        .max_by_key(|s| s.updated_at)
+        .map(|s| s.id)
+}
+
+/// `nop "PROMPT"` is `nop run "PROMPT"`: the arguments with `run` put in front of the prompt when
+/// the first one that is not an option names no command. A lone word close to a command's name
+/// (`nop sesions`) is left for clap to say "did you mean"; it is not sent to the model.
+pub fn implicit_run(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let command = Cli::command();
+    let mut i = 1;
+    while let Some(arg) = args.get(i).and_then(|a| a.to_str()) {
+        match arg {
+            "-C" | "--directory" | "--log-level" | "--set" | "--user" => i += 2,
+            a if a.starts_with('-') => return args,
+            _ => break,
+        }
+    }
+    let Some(first) = args.get(i).and_then(|a| a.to_str()) else {
+        return args;
+    };
+    let names: Vec<String> = command
+        .get_subcommands()
+        .flat_map(|c| {
+            std::iter::once(c.get_name().to_string()).chain(c.get_all_aliases().map(str::to_string))
+        })
+        .chain(["help".to_string()])
+        .collect();
+    if names.iter().any(|n| n == first) {
+        return args;
+    }
+    let one_word = !first.trim().contains(char::is_whitespace);
+    if one_word && names.iter().any(|n| near(n, first)) {
+        return args;
+    }
+    let mut args = args;
+    args.insert(i, "run".into());
+    args
+}
+
+/// Whether `a` is at most two edits from `b` (a mistyped command).
+fn near(a: &str, b: &str) -> bool {
+    slash::distance(a, b) <= 2
 }
 
 fn permissions(
@@ -1062,4 +1214,37 @@ fn open(
 fn start_logging(ws: &Workspace, resolved: &Resolved) {
     let level: LogLevel = resolved.config.log.level;
     nop::logging::init(Some((&ws.logs_dir(), &ws.sessions_dir())), level);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        let os = list.iter().map(std::ffi::OsString::from).collect();
+        implicit_run(os)
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn a_prompt_alone_runs_and_commands_and_near_misses_do_not() {
+        assert_eq!(
+            args(&["nop", "fix the test"]),
+            ["nop", "run", "fix the test"]
+        );
+        assert_eq!(
+            args(&["nop", "-C", "sub", "explain"]),
+            ["nop", "-C", "sub", "run", "explain"]
+        );
+        assert_eq!(
+            args(&["nop", "sessions", "list"]),
+            ["nop", "sessions", "list"]
+        );
+        // A mistyped command is clap's to refuse, not a prompt for the model.
+        assert_eq!(args(&["nop", "sesions"]), ["nop", "sesions"]);
+        assert_eq!(args(&["nop", "--version"]), ["nop", "--version"]);
+        assert_eq!(args(&["nop"]), ["nop"]);
+    }
 }

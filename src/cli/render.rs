@@ -36,17 +36,22 @@ pub fn session_list(out: Out<'_>, sessions: &[SessionSummary], json: bool) -> st
         .max(5);
     writeln!(
         out,
-        "{:<15}  {:<agent_width$}  {:<13}  {:<20}  {:<20}  {:>5}  PARENT",
-        "ID", "AGENT", "STATUS", "CREATED", "UPDATED", "MSGS"
+        "{:<15}  {:<agent_width$}  {:<13}  {:<20}  {:>5}  {:<15}  TITLE",
+        "ID", "AGENT", "STATUS", "UPDATED", "MSGS", "PARENT"
     )?;
     for s in sessions {
+        let title: String = s.title.chars().take(60).collect();
+        let cut = if s.title.chars().count() > 60 {
+            "…"
+        } else {
+            ""
+        };
         writeln!(
             out,
-            "{:<15}  {:<agent_width$}  {:<13}  {:<20}  {:<20}  {:>5}  {}",
+            "{:<15}  {:<agent_width$}  {:<13}  {:<20}  {:>5}  {:<15}  {title}{cut}",
             s.id,
             s.agent,
             s.status.as_str(),
-            time(s.created_at),
             time(s.updated_at),
             s.messages,
             s.parent.as_deref().unwrap_or("-")

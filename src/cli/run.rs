@@ -58,9 +58,52 @@ pub fn read_prompt(prompt: Option<String>) -> Result<Option<String>> {
             Ok(Some(text))
         }
         Some(p) if p.trim().is_empty() => bail!("the prompt is empty"),
-        Some(p) => Ok(Some(p.to_string())),
+        Some(p) => Ok(Some(match piped_input()? {
+            Some(piped) => attach_piped(p, &piped),
+            None => p.to_string(),
+        })),
         None => Ok(None),
     }
+}
+
+/// How much piped input goes with a prompt.
+const PIPED_MAX_BYTES: usize = 100 * 1024;
+
+/// What is piped into nop along with a prompt (`cat error.log | nop run "explain this"`): read
+/// when standard input is a pipe or a file, never from a terminal or a device (a CI runner's
+/// `/dev/null`), at most [`PIPED_MAX_BYTES`] and one more byte to know it was cut.
+fn piped_input() -> Result<Option<Vec<u8>>> {
+    use nix::sys::stat::{SFlag, fstat};
+    use std::os::fd::AsFd;
+    let stdin = std::io::stdin();
+    let Ok(stat) = fstat(stdin.as_fd()) else {
+        return Ok(None);
+    };
+    let kind = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT;
+    if kind != SFlag::S_IFIFO && kind != SFlag::S_IFREG {
+        return Ok(None);
+    }
+    let mut bytes = Vec::new();
+    stdin
+        .lock()
+        .take(PIPED_MAX_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)?;
+    Ok((!bytes.iter().all(u8::is_ascii_whitespace)).then_some(bytes))
+}
+
+/// `prompt` with `piped` after it as a fenced block, cut to [`PIPED_MAX_BYTES`] with a note.
+fn attach_piped(prompt: &str, piped: &[u8]) -> String {
+    let cut = piped.len() > PIPED_MAX_BYTES;
+    let text = String::from_utf8_lossy(&piped[..piped.len().min(PIPED_MAX_BYTES)]);
+    let fence = if text.contains("```") { "~~~~" } else { "```" };
+    let mut out = format!("{prompt}\n\n{fence}\n{}\n{fence}", text.trim_end());
+    if cut {
+        out.push_str(&format!(
+            "\n(the input piped to nop was cut to its first {} KiB)",
+            PIPED_MAX_BYTES / 1024
+        ));
+    }
+    out
 }
 
 /// Approval questions come to the terminal when there is one; otherwise nobody is asked.
@@ -520,27 +563,7 @@ impl Interactive {
                 eprintln!("new session: it starts with your next prompt");
             }
             "/resume" => {
-                let recent = super::slash::recent(&store, 10);
-                if recent.is_empty() {
-                    eprintln!("no sessions yet");
-                    return Command::Done;
-                }
-                for (i, r) in recent.iter().enumerate() {
-                    let when = r
-                        .updated
-                        .with_timezone(&chrono::Local)
-                        .format("%b %d %H:%M");
-                    let prompt: String = r.first_prompt.chars().take(70).collect();
-                    eprintln!("{:>2}. {when}  {}  {prompt}", i + 1, r.id);
-                }
-                let picked = editor
-                    .readline("resume which (number, Enter to cancel)? ")
-                    .ok()
-                    .and_then(|l| l.trim().parse::<usize>().ok())
-                    .and_then(|n| n.checked_sub(1))
-                    .and_then(|n| recent.get(n));
-                if let Some(r) = picked {
-                    let id = r.id.clone();
+                if let Some(id) = pick(&store, editor) {
                     self.switch(rt, Some(id));
                 }
             }
@@ -634,6 +657,37 @@ impl Interactive {
     }
 }
 
+/// Lists the recent sessions and reads a number: the session picked (`None`: none, or
+/// cancelled).
+fn pick(store: &nop::session::Store, editor: &mut rustyline::DefaultEditor) -> Option<String> {
+    let recent = super::slash::recent(store, 10);
+    if recent.is_empty() {
+        eprintln!("no sessions yet");
+        return None;
+    }
+    for (i, r) in recent.iter().enumerate() {
+        let when = r
+            .updated
+            .with_timezone(&chrono::Local)
+            .format("%b %d %H:%M");
+        let prompt: String = r.first_prompt.chars().take(70).collect();
+        eprintln!("{:>2}. {when}  {}  {prompt}", i + 1, r.id);
+    }
+    editor
+        .readline("resume which (number, Enter to cancel)? ")
+        .ok()
+        .and_then(|l| l.trim().parse::<usize>().ok())
+        .and_then(|n| n.checked_sub(1))
+        .and_then(|n| recent.get(n))
+        .map(|r| r.id.clone())
+}
+
+/// `nop resume` on a terminal: the picker of recent sessions.
+pub fn pick_session(store: &nop::session::Store) -> Result<Option<String>> {
+    let mut editor = rustyline::DefaultEditor::new()?;
+    Ok(pick(store, &mut editor))
+}
+
 /// `nop compact ID`: snapshot, CompactAgent summary, new messages.
 pub fn compact(runtime: Runtime, id: &str) -> Result<ExitCode> {
     let (events, mut shown) = mpsc::unbounded_channel();
@@ -717,4 +771,24 @@ pub fn stop(store: &nop::session::Store, id: &str, user: &str) -> Result<ExitCod
         None => println!("session {id} is not running; nothing to stop"),
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn piped_input_follows_the_prompt_fenced_and_cut_with_a_note() {
+        assert_eq!(
+            attach_piped("explain this", b"error: boom\n"),
+            "explain this\n\n```\nerror: boom\n```"
+        );
+        let fenced = attach_piped("x", b"```rust\nfn f() {}\n```");
+        assert!(fenced.starts_with("x\n\n~~~~\n```rust"));
+        let big = vec![b'a'; PIPED_MAX_BYTES + 1];
+        let cut = attach_piped("x", &big);
+        assert!(cut.ends_with("(the input piped to nop was cut to its first 100 KiB)"));
+        assert!(cut.contains(&"a".repeat(PIPED_MAX_BYTES)));
+        assert!(!cut.contains(&"a".repeat(PIPED_MAX_BYTES + 1)));
+    }
 }

@@ -57,7 +57,7 @@ pub fn nearest(name: &str) -> Option<&'static str> {
 }
 
 /// Levenshtein distance in characters.
-fn distance(a: &str, b: &str) -> usize {
+pub fn distance(a: &str, b: &str) -> usize {
     let b: Vec<char> = b.chars().collect();
     let mut row: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.chars().enumerate() {

@@ -36,6 +36,10 @@ pub struct SessionSummary {
     pub updated_at: DateTime<Utc>,
     pub messages: usize,
     pub parent: Option<String>,
+    /// The first thing the user asked, on one line (none yet: empty).
+    pub title: String,
+    /// A subagent's or advisor's session (called by another session), not one a person started.
+    pub called: bool,
 }
 
 /// Something `nop sessions check` found wrong, with the file it is in.
@@ -273,6 +277,14 @@ impl Store {
         for id in self.ids()? {
             match self.read_session(&id) {
                 Ok(s) => ok.push(SessionSummary {
+                    title: s
+                        .messages
+                        .iter()
+                        .find(|m| m.role == crate::protocol::Role::User)
+                        .and_then(|m| m.content.lines().find(|l| !l.trim().is_empty()))
+                        .map(|l| l.trim().to_string())
+                        .unwrap_or_default(),
+                    called: s.caller.is_some(),
                     messages: s.messages.len(),
                     parent: s.parent_session.map(|p| p.id),
                     id: s.session_id,

@@ -43,15 +43,18 @@ fn system_prompt(request: &RecordedRequest) -> String {
         .to_string()
 }
 
-/// Every session of the repository as JSON.
+/// Every session of the repository as JSON, oldest first.
 fn sessions(repo: &Repo) -> Vec<Value> {
     let list: Value =
-        serde_json::from_str(&repo.run(&["sessions", "list", "--json"])).expect("json");
-    list.as_array()
+        serde_json::from_str(&repo.run(&["sessions", "list", "--json", "--all"])).expect("json");
+    let mut all: Vec<Value> = list
+        .as_array()
         .expect("array")
         .iter()
         .map(|s| repo.session_json(s["id"].as_str().expect("id")))
-        .collect()
+        .collect();
+    all.sort_by_key(|s| s["sessionId"].as_str().unwrap_or_default().to_string());
+    all
 }
 
 #[test]

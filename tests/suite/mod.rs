@@ -3,6 +3,7 @@ mod chat;
 mod cli;
 mod concurrency;
 mod crash;
+mod first_contact;
 mod handle;
 mod hooks;
 mod interactive;

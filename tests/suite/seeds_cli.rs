@@ -351,7 +351,7 @@ fn sessions_delete_checks_references_and_force_keeps_forks_whole() {
     assert!(!repo.session_dir(&parent).exists());
     assert_eq!(temporaries(&repo), Vec::<String>::new());
     let list: Value =
-        serde_json::from_str(&repo.run(&["sessions", "list", "--json"])).expect("json");
+        serde_json::from_str(&repo.run(&["sessions", "list", "--json", "--all"])).expect("json");
     let mut ids: Vec<&str> = list
         .as_array()
         .expect("list")

@@ -1,0 +1,133 @@
+//! What a new user does on day one (issue 17): `nop "PROMPT"`, piping a file into a prompt,
+//! continuing the last session, choosing the model, and a session list that reads.
+
+use std::fs;
+
+use serde_json::{Value, json};
+
+use crate::support::Repo;
+use crate::support::mock::{MockServer, openai};
+
+fn json_of(text: &str) -> Value {
+    serde_json::from_str(text).expect("json")
+}
+
+#[test]
+fn a_prompt_without_a_command_runs_it() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![openai::reply_text("hello from the agent")]);
+    let out = repo.model_ok(&server, &["say hi"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("hello from the agent"));
+    assert_eq!(server.requests()[0].user_messages(), vec!["say hi"]);
+    // A mistyped command is refused, not sent to the model.
+    let out = repo
+        .nop_model(&server, "openai")
+        .args(["sesions"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
+fn piped_input_goes_with_the_prompt_as_a_fenced_block() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![openai::reply_text("it is a null pointer")]);
+    let out = repo
+        .nop_model(&server, "openai")
+        .args(["run", "explain this"])
+        .write_stdin("error: null pointer at line 3\n")
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let users = server.requests()[0].user_messages();
+    assert_eq!(
+        users,
+        vec!["explain this\n\n```\nerror: null pointer at line 3\n```"]
+    );
+}
+
+#[test]
+fn continue_takes_the_last_session_and_model_picks_the_model() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_text("first answer"),
+        openai::reply_text("second answer"),
+        openai::reply_text("third answer"),
+    ]);
+    repo.model_ok(&server, &["run", "first"]);
+    let id = repo.first_session()["sessionId"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    repo.model_ok(&server, &["run", "-c", "--model", "other-model", "second"]);
+    let requests = server.requests();
+    assert_eq!(requests[1].user_messages(), vec!["first", "second"]);
+    assert_eq!(requests[1].body["model"], "other-model");
+    assert_eq!(requests[0].body["model"], "mock-model");
+    // `nop resume ID PROMPT` goes on with it too.
+    repo.model_ok(&server, &["resume", &id[..8], "third"]);
+    assert_eq!(
+        server.requests()[2].user_messages(),
+        vec!["first", "second", "third"]
+    );
+    let list = json_of(&repo.run(&["sessions", "list", "--json"]));
+    assert_eq!(list.as_array().map(Vec::len), Some(1));
+}
+
+#[test]
+fn continue_without_a_session_says_so() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![]);
+    let out = repo
+        .nop_model(&server, "openai")
+        .args(["run", "-c", "go on"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no session to continue"));
+}
+
+#[test]
+fn the_session_list_has_titles_newest_first_and_hides_called_sessions() {
+    let repo = Repo::new();
+    let old = repo.new_session();
+    repo.run(&[
+        "sessions",
+        "append",
+        &old,
+        "fix the parser\nit chokes on arrays",
+    ]);
+    let child = repo.new_session();
+    let path = repo.session_dir(&child).join("session.json");
+    let mut session: Value = json_of(&fs::read_to_string(&path).expect("read"));
+    session["caller"] = json!({"sessionId": old, "agent": "coder", "depth": 1});
+    fs::write(&path, serde_json::to_string_pretty(&session).expect("json")).expect("write");
+    let new = repo.new_session();
+    repo.run(&["sessions", "append", &new, "write the docs"]);
+
+    let list = json_of(&repo.run(&["sessions", "list", "--json"]));
+    let ids: Vec<&str> = list
+        .as_array()
+        .expect("array")
+        .iter()
+        .filter_map(|s| s["id"].as_str())
+        .collect();
+    assert_eq!(ids, vec![new.as_str(), old.as_str()]);
+    assert_eq!(list[1]["title"], "fix the parser");
+    let all = json_of(&repo.run(&["sessions", "list", "--json", "--all"]));
+    assert_eq!(all.as_array().map(Vec::len), Some(3));
+    let one = json_of(&repo.run(&["sessions", "list", "--json", "--limit", "1"]));
+    assert_eq!(one.as_array().map(Vec::len), Some(1));
+    let text = repo.run(&["sessions", "list"]);
+    assert!(
+        text.lines().next().is_some_and(|l| l.ends_with("TITLE")),
+        "{text}"
+    );
+    assert!(text.contains("write the docs"), "{text}");
+}
