@@ -211,60 +211,21 @@ impl Renderer {
             }
             // Answered by whoever drives the handle before the renderer sees anything else.
             Event::ApprovalRequested { .. } => {}
-            Event::Queued { position, stop, .. } => {
-                self.end_line(&mut out);
-                if *stop {
-                    eprintln!("  ■ stopping at the next checkpoint");
-                } else {
-                    eprintln!(
-                        "  ✉ queued (position {position}); the agent reads it between tool calls"
-                    );
-                }
-            }
             Event::Warning { message } => {
                 self.end_line(&mut out);
                 eprintln!("warning: {message}");
             }
-            Event::SubagentStarted {
-                agent, session_id, ..
-            } => {
+            Event::Queued { .. }
+            | Event::SubagentStarted { .. }
+            | Event::SubagentFinished { .. }
+            | Event::Paused { .. }
+            | Event::Resumed { .. }
+            | Event::MessagesInjected { .. }
+            | Event::Compacted { .. } => {
                 self.end_line(&mut out);
-                eprintln!("  ↳ {agent} started (session {session_id})");
-            }
-            Event::SubagentFinished {
-                agent,
-                status,
-                duration_ms,
-                ..
-            } => {
-                eprintln!(
-                    "  ↳ {agent} {status} ({:.1} s)",
-                    *duration_ms as f64 / 1000.0
-                );
-            }
-            Event::Paused { .. } => {
-                self.end_line(&mut out);
-                eprintln!(
-                    "  ⏸ paused: a higher-priority session is running; waiting for it to end"
-                );
-            }
-            Event::Resumed { .. } => eprintln!("  ▶ resumed"),
-            Event::MessagesInjected { count } => {
-                self.end_line(&mut out);
-                eprintln!(
-                    "  ✉ {count} queued message{} taken into the conversation",
-                    if *count == 1 { "" } else { "s" }
-                );
-            }
-            Event::Compacted {
-                snapshot_id,
-                messages_before,
-                messages_after,
-            } => {
-                self.end_line(&mut out);
-                eprintln!(
-                    "  ⇣ compacted {messages_before} → {messages_after} messages (full history in snapshot {snapshot_id})"
-                );
+                if let Some((line, _)) = note(event) {
+                    eprintln!("{line}");
+                }
             }
             Event::Error { message } => {
                 self.end_line(&mut out);
@@ -601,58 +562,20 @@ impl Live {
                 eprintln!("{}", err.yellow(&format!("warning: {message}")))
             }
             Event::Error { message } => eprintln!("{}", err.red(&format!("error: {message}"))),
-            Event::SubagentStarted {
-                agent, session_id, ..
-            } => {
-                eprintln!("  ↳ {agent} started (session {session_id})");
-                self.set_status(&format!("{agent} working"));
-            }
-            Event::SubagentFinished {
-                agent,
-                status,
-                duration_ms,
-                ..
-            } => {
-                eprintln!(
-                    "  ↳ {agent} {status} ({:.1} s)",
-                    *duration_ms as f64 / 1000.0
-                );
-                self.set_status("thinking");
-            }
-            Event::Paused { .. } => {
-                eprintln!(
-                    "  ⏸ paused: a higher-priority session is running; waiting for it to end"
-                );
-                self.set_status("paused");
-            }
-            Event::Resumed { .. } => {
-                eprintln!("  ▶ resumed");
-                self.set_status("thinking");
-            }
-            Event::Queued { position, stop, .. } => {
-                if *stop {
-                    eprintln!("  ■ stopping at the next checkpoint");
-                } else {
-                    eprintln!(
-                        "  ✉ queued (position {position}); the agent reads it between tool calls"
-                    );
+            Event::Queued { .. }
+            | Event::SubagentStarted { .. }
+            | Event::SubagentFinished { .. }
+            | Event::Paused { .. }
+            | Event::Resumed { .. }
+            | Event::MessagesInjected { .. }
+            | Event::Compacted { .. } => {
+                if let Some((line, doing)) = note(event) {
+                    eprintln!("{line}");
+                    if let Some(doing) = doing {
+                        self.set_status(&doing);
+                    }
                 }
-                self.set_status("working");
             }
-            Event::MessagesInjected { count } => {
-                eprintln!(
-                    "  ✉ {count} queued message{} taken into the conversation",
-                    if *count == 1 { "" } else { "s" }
-                );
-                self.set_status("thinking");
-            }
-            Event::Compacted {
-                snapshot_id,
-                messages_before,
-                messages_after,
-            } => eprintln!(
-                "  ⇣ compacted {messages_before} → {messages_after} messages (full history in snapshot {snapshot_id})"
-            ),
             Event::Result(outcome) => {
                 let id = &outcome.session_id;
                 match outcome.status {
@@ -779,6 +702,63 @@ impl Drop for Live {
     fn drop(&mut self) {
         self.clear_status();
     }
+}
+
+/// The line an event of the run's course is shown as, the same plain or live, and what the
+/// status line says after it (live).
+fn note(event: &Event) -> Option<(String, Option<String>)> {
+    let thinking = Some("thinking".to_string());
+    Some(match event {
+        Event::Queued { stop: true, .. } => (
+            "  ■ stopping at the next checkpoint".into(),
+            Some("working".into()),
+        ),
+        Event::Queued { position, .. } => (
+            format!("  ✉ queued (position {position}); the agent reads it between tool calls"),
+            Some("working".into()),
+        ),
+        Event::SubagentStarted {
+            agent, session_id, ..
+        } => (
+            format!("  ↳ {agent} started (session {session_id})"),
+            Some(format!("{agent} working")),
+        ),
+        Event::SubagentFinished {
+            agent,
+            status,
+            duration_ms,
+            ..
+        } => (
+            format!(
+                "  ↳ {agent} {status} ({:.1} s)",
+                *duration_ms as f64 / 1000.0
+            ),
+            thinking,
+        ),
+        Event::Paused { .. } => (
+            "  ⏸ paused: a higher-priority session is running; waiting for it to end".into(),
+            Some("paused".into()),
+        ),
+        Event::Resumed { .. } => ("  ▶ resumed".into(), thinking),
+        Event::MessagesInjected { count } => (
+            format!(
+                "  ✉ {count} queued message{} taken into the conversation",
+                if *count == 1 { "" } else { "s" }
+            ),
+            thinking,
+        ),
+        Event::Compacted {
+            snapshot_id,
+            messages_before,
+            messages_after,
+        } => (
+            format!(
+                "  ⇣ compacted {messages_before} → {messages_after} messages (full history in snapshot {snapshot_id})"
+            ),
+            None,
+        ),
+        _ => return None,
+    })
 }
 
 /// A token count the way people read it: 950, 12.3k, 1.2M.
