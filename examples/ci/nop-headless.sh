@@ -6,7 +6,8 @@
 set -euo pipefail
 task=${1:?usage: $0 TASK}
 
-[ -f .nop/config.yml ] || nop init >/dev/null
+# No `nop init` needed: without .nop/ nop uses its built-in configuration and creates only
+# .nop/sessions, .nop/logs and .nop/.gitignore.
 
 # stream-json: one event per line, kept as a build artifact; the last line is the result.
 set +e

@@ -28,7 +28,7 @@ pub fn configured_prompt(ws: &Workspace, agent: &str, builtin: &str) -> String {
     ws.agents()
         .ok()
         .and_then(|a| a.get(agent).and_then(|d| d.prompt.clone()))
-        .and_then(|p| std::fs::read_to_string(ws.nop_dir().join(p)).ok())
+        .and_then(|p| ws.read_file(&p).ok())
         .unwrap_or_else(|| builtin.to_string())
 }
 
@@ -51,14 +51,12 @@ pub fn system_prompt_noting(
     now: DateTime<Utc>,
 ) -> Result<(String, Option<String>), PromptError> {
     let base = match agent.and_then(|a| a.prompt.as_deref()) {
-        Some(relative) => {
-            let path = ws.nop_dir().join(relative);
-            std::fs::read_to_string(&path).map_err(|source| PromptError {
-                agent: agent_name.to_string(),
-                path,
-                source,
-            })?
-        }
+        // A prompt file nop ships and that is not there reads as its built-in text.
+        Some(relative) => ws.read_file(relative).map_err(|source| PromptError {
+            agent: agent_name.to_string(),
+            path: ws.nop_dir().join(relative),
+            source,
+        })?,
         None => BUILTIN_CODER.to_string(),
     };
     // The agent's long-term memory: its prompt history's summaries follow the prompt (seed 001).

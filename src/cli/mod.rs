@@ -128,7 +128,8 @@ pub enum Command {
         #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
         output_format: OutputFormat,
     },
-    /// Create .nop/ (configuration, agents, permissions, prompts) in the current directory.
+    /// Write nop's configuration, agents, permissions and prompts into .nop/ of the repository
+    /// root, to customise them (optional: without them nop uses the same built-in texts).
     Init {
         /// Replace files that differ from the templates, keeping a .bak-<time> copy of each.
         #[arg(long)]
@@ -456,7 +457,7 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             let _ = Cli::command().write_help(&mut err);
             return Ok(ExitCode::from(exit::USAGE));
         }
-        let ws = Workspace::discover(&cwd)?;
+        let ws = workspace_at(&cwd, &outside.env)?;
         let resolved = ws.config(None, None, outside.env.clone(), cli_settings)?;
         start_logging(&ws, &resolved);
         let (approver, prompts) = run::approver(ApprovalMode::OnRequest, false, true);
@@ -467,7 +468,7 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
     match command {
         Command::Run(mut args) => {
             if args.continue_last {
-                let ws = Workspace::discover(&cwd)?;
+                let ws = workspace_at(&cwd, &outside.env)?;
                 let base = ws.config(None, None, outside.env.clone(), cli_settings.clone())?;
                 match last_session(&ws.store(&base.config)) {
                     Some(id) => args.session = Some(id),
@@ -559,7 +560,7 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             model,
             output_format,
         } => {
-            let ws = Workspace::discover(&cwd)?;
+            let ws = workspace_at(&cwd, &outside.env)?;
             let base = ws.config(None, None, outside.env.clone(), cli_settings.clone())?;
             let store = ws.store(&base.config);
             let interactive = prompt.is_none() && std::io::stdin().is_terminal();
@@ -668,7 +669,7 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             )
         }
         Command::Stop { session } => {
-            let ws = Workspace::discover(&cwd)?;
+            let ws = workspace_at(&cwd, &outside.env)?;
             let base = ws.config(None, None, outside.env.clone(), cli_settings)?;
             start_logging(&ws, &base);
             let store = ws.store(&base.config);
@@ -676,7 +677,7 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             run::stop(&store, &id, &user)
         }
         Command::Memory(command) => {
-            let ws = Workspace::discover(&cwd)?;
+            let ws = workspace_at(&cwd, &outside.env)?;
             let resolved = ws.config(None, None, outside.env.clone(), cli_settings)?;
             start_logging(&ws, &resolved);
             memory::memory(&ws, resolved.config, outside.env, &user, command)
@@ -696,8 +697,12 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             run::compact(runtime, &session.session_id)
         }
         Command::Init { force } => {
-            let report = workspace::init(&cwd, force, Utc::now())?;
-            let ws = Workspace::discover(&cwd)?;
+            let home = home_of(&outside.env);
+            let root = Workspace::discover(&cwd, home)?.root;
+            let report = workspace::init(&root, force, Utc::now())?;
+            let ws = Workspace::discover(&cwd, home)?;
+            // The root is canonical; so are the paths shown relative to the working directory.
+            let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
             let resolved = ws.config(None, None, outside.env, cli_settings)?;
             start_logging(&ws, &resolved);
             for (path, action) in &report {
@@ -731,7 +736,7 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             session,
             agent,
         }) => {
-            let ws = Workspace::discover(&cwd)?;
+            let ws = workspace_at(&cwd, &outside.env)?;
             let base = ws.config(None, None, outside.env.clone(), cli_settings.clone())?;
             start_logging(&ws, &base);
             let session = match session {
@@ -757,7 +762,7 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Sandbox(command) => {
-            let ws = Workspace::discover(&cwd)?;
+            let ws = workspace_at(&cwd, &outside.env)?;
             let agent = match &command {
                 sandbox::SandboxCommand::Check { agent, .. }
                 | sandbox::SandboxCommand::Run { agent, .. } => agent.clone(),
@@ -772,7 +777,7 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             sandbox::sandbox(&ws, &resolved.config, &cwd, command, &mut out)
         }
         command => {
-            let ws = Workspace::discover(&cwd)?;
+            let ws = workspace_at(&cwd, &outside.env)?;
             let resolved = ws.config(None, None, outside.env, cli_settings)?;
             start_logging(&ws, &resolved);
             let store = ws.store(&resolved.config);
@@ -1062,6 +1067,11 @@ fn permissions(
                     .unwrap_or(&path)
                     .display()
                     .to_string();
+                let shown = if path.exists() {
+                    shown
+                } else {
+                    format!("{shown} (built in: no such file)")
+                };
                 match result {
                     Ok(()) => writeln!(out, "ok       {shown}")?,
                     Err(e) => {
@@ -1186,6 +1196,33 @@ struct Opened {
     resolved: Resolved,
 }
 
+/// HOME as the environment gives it, for finding the repository root.
+fn home_of(env: &BTreeMap<String, String>) -> Option<&std::path::Path> {
+    env.get("HOME")
+        .filter(|h| !h.is_empty())
+        .map(std::path::Path::new)
+}
+
+/// The repository `cwd` is in (see `Workspace::discover`), with `.nop/` created for sessions and
+/// logs if it has none; that is said once, when it happens.
+fn workspace_at(cwd: &std::path::Path, env: &BTreeMap<String, String>) -> Result<Workspace> {
+    let ws = Workspace::discover(cwd, home_of(env))?;
+    if ws.create_nop_dir()? {
+        let sessions = ws.sessions_dir();
+        let at_cwd = std::fs::canonicalize(cwd).is_ok_and(|c| c == ws.root);
+        let shown = if at_cwd {
+            sessions.strip_prefix(&ws.root).unwrap_or(&sessions)
+        } else {
+            &sessions
+        };
+        eprintln!(
+            "nop: using the built-in configuration; sessions go to {} (run `nop init` to customise)",
+            shown.display()
+        );
+    }
+    Ok(ws)
+}
+
 /// Finds the workspace above `cwd`, starts logging, resolves the session prefix `session`, and
 /// the configuration for `agent` and that session (seed 002 §11.2 precedence).
 fn open(
@@ -1195,7 +1232,7 @@ fn open(
     agent: Option<&str>,
     session: Option<&str>,
 ) -> Result<Opened> {
-    let ws = Workspace::discover(cwd)?;
+    let ws = workspace_at(cwd, env)?;
     let base = ws.config(None, None, env.clone(), settings.clone())?;
     start_logging(&ws, &base);
     let store = ws.store(&base.config);

@@ -1,4 +1,9 @@
 //! Reading `.nop/.permissions/agent-*.yml`, with `extends` and the fallback to agent-default.yml.
+//! A repository without `.nop/.permissions/` reads the texts `nop init` would install there, so
+//! it is confined exactly as a freshly initialised one. Where the directory exists it is the
+//! user's and the only source: a missing file there is never filled in from the built-in texts
+//! (the fallback to agent-default.yml holds, and without that file an agent has no rules), and
+//! a file that cannot be read or parsed is an error (fail closed).
 
 use std::path::{Path, PathBuf};
 
@@ -75,10 +80,30 @@ fn pos(location: &serde_saphyr::Location) -> Option<TextPos> {
     })
 }
 
-fn parse(path: &Path) -> Result<Option<File>, PermissionError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+/// The built-in text of agent `name`'s permission file, if nop ships one.
+fn built_in(name: &str) -> Option<&'static str> {
+    crate::workspace::template(&format!(".permissions/agent-{name}.yml"))
+}
+
+/// Whether the repository at `root` has no permission directory (a dangling link counts as
+/// one), so that the built-in texts stand in for it.
+fn without_directory(root: &Path) -> bool {
+    std::fs::symlink_metadata(root.join(PERMISSIONS_DIR))
+        .is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound)
+}
+
+/// Parses agent `name`'s file at `path` (in the repository at `root`), or its built-in text when
+/// the repository has no permission directory; `Ok(None)` when there is neither. The flag says
+/// the rules are built in.
+fn parse(root: &Path, path: &Path, name: &str) -> Result<Option<(File, bool)>, PermissionError> {
+    let (text, builtin) = match std::fs::read_to_string(path) {
+        Ok(text) => (text, false),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            match built_in(name).filter(|_| without_directory(root)) {
+                Some(text) => (text.to_string(), true),
+                None => return Ok(None),
+            }
+        }
         Err(e) => {
             return Err(PermissionError::Io {
                 path: path.to_path_buf(),
@@ -111,7 +136,7 @@ fn parse(path: &Path) -> Result<Option<File>, PermissionError> {
                 .into(),
         });
     }
-    Ok(Some(file))
+    Ok(Some((file, builtin)))
 }
 
 /// The rule set of one agent: its file (or agent-default.yml), then what it extends.
@@ -133,7 +158,7 @@ pub fn load_ruleset(root: &Path, agent: &str) -> Result<RuleSet, PermissionError
         }
         chain.push(name.clone());
         let path = file_of(root, &name);
-        let (file, path, name) = match parse(&path)? {
+        let (file, path, name) = match parse(root, &path, &name)? {
             Some(file) => (file, path, name),
             // A file named by `extends` must exist: a typo never silently means "default".
             None if named_by.is_some() => {
@@ -147,7 +172,7 @@ pub fn load_ruleset(root: &Path, agent: &str) -> Result<RuleSet, PermissionError
             }
             None if name != "default" => {
                 let default = file_of(root, "default");
-                match parse(&default)? {
+                match parse(root, &default, "default")? {
                     Some(file) => (file, default, "default".to_string()),
                     None => {
                         return Err(PermissionError::Missing {
@@ -167,10 +192,24 @@ pub fn load_ruleset(root: &Path, agent: &str) -> Result<RuleSet, PermissionError
         if !chain.contains(&name) {
             chain.push(name.clone());
         }
+        let (file, builtin) = file;
         set.files.push(path.clone());
-        let source = |s: &Spanned<String>| Source::File {
-            path: path.clone(),
-            line: usize::try_from(s.referenced.line()).unwrap_or(0),
+        if builtin {
+            set.built_in.push(path.clone());
+        }
+        let source = |s: &Spanned<String>| {
+            let line = usize::try_from(s.referenced.line()).unwrap_or(0);
+            if builtin {
+                Source::BuiltIn {
+                    path: path.clone(),
+                    line,
+                }
+            } else {
+                Source::File {
+                    path: path.clone(),
+                    line,
+                }
+            }
         };
         if let Some(tools) = &file.tools {
             if let (Some(allowed), false) = (&tools.allowed, tools_allowed_done) {
@@ -237,20 +276,28 @@ pub fn load_policy(root: &Path, agent: &str) -> Result<Policy, PermissionError> 
     ))
 }
 
-/// Parses every permission file; returns each file with its error, if any.
+/// Parses every permission file (the built-in ones where the repository has no permission
+/// directory); returns each file with its error, if any.
 pub fn validate_all(root: &Path) -> Vec<(PathBuf, Result<(), PermissionError>)> {
     let dir = root.join(PERMISSIONS_DIR);
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter_map(|e| e.file_name().into_string().ok())
-        .filter_map(|n| {
-            n.strip_prefix("agent-")
-                .and_then(|r| r.strip_suffix(".yml"))
-                .map(str::to_string)
-        })
-        .collect();
+    let agent_of = |n: &str| {
+        n.strip_prefix("agent-")
+            .and_then(|r| r.strip_suffix(".yml"))
+            .map(str::to_string)
+    };
+    let mut names: Vec<String> = if without_directory(root) {
+        crate::workspace::templates_under(".permissions/")
+            .filter_map(agent_of)
+            .collect()
+    } else {
+        std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter_map(|n| agent_of(&n))
+            .collect()
+    };
     names.sort();
     if !names.iter().any(|n| n == "default") {
         names.insert(0, "default".into());
@@ -273,4 +320,127 @@ pub fn load_chain(
         sets.push(load_ruleset(root, ancestor)?);
     }
     Ok(Policy::new(root.to_path_buf(), sets))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Allowed tools, denied tools, and each file rule with its line.
+    type Said = (Vec<String>, Vec<String>, Vec<(String, FileAccess, usize)>);
+
+    /// What a rule set says, without where it was read from.
+    fn said(set: &RuleSet) -> Said {
+        let line = |s: &Source| match s {
+            Source::File { line, .. } | Source::BuiltIn { line, .. } => *line,
+            Source::Floor => 0,
+        };
+        (
+            set.tools_allowed.iter().map(|p| p.text.clone()).collect(),
+            set.tools_denied.iter().map(|p| p.text.clone()).collect(),
+            set.rules
+                .iter()
+                .map(|r| (r.pattern.clone(), r.access, line(&r.source)))
+                .collect(),
+        )
+    }
+
+    /// Without `.nop/.permissions/`, every agent gets exactly the rules `nop init` would install,
+    /// line for line; the sources say they are built in.
+    #[test]
+    fn without_permission_files_the_rules_are_those_init_installs() -> anyhow::Result<()> {
+        let bare = tempfile::tempdir()?;
+        let initialised = tempfile::tempdir()?;
+        crate::workspace::init(initialised.path(), false, chrono::Utc::now())?;
+        for agent in [
+            "default",
+            "coder",
+            "retry-advisor",
+            "consistency-checker",
+            "compression-advisor",
+            "summarizer",
+            "splitter",
+            "someone-else",
+        ] {
+            let built_in = load_ruleset(bare.path(), agent)?;
+            let installed = load_ruleset(initialised.path(), agent)?;
+            assert_eq!(said(&built_in), said(&installed), "{agent}");
+            assert_eq!(built_in.built_in, built_in.files, "{agent}");
+            assert!(installed.built_in.is_empty());
+            assert!(
+                built_in
+                    .rules
+                    .iter()
+                    .all(|r| matches!(r.source, Source::BuiltIn { .. })),
+                "{agent}"
+            );
+        }
+        let checked = validate_all(bare.path());
+        assert_eq!(checked.len(), validate_all(initialised.path()).len());
+        assert!(checked.iter().all(|(_, r)| r.is_ok()));
+        Ok(())
+    }
+
+    /// A permission file that exists but is broken or unreadable is an error, not a fallback to
+    /// the built-in rules.
+    #[test]
+    fn a_broken_file_fails_closed_even_where_a_built_in_one_exists() -> anyhow::Result<()> {
+        let root = tempfile::tempdir()?;
+        let dir = root.path().join(PERMISSIONS_DIR);
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join("agent-default.yml"), "tools: [\n")?;
+        assert!(matches!(
+            load_ruleset(root.path(), "coder"),
+            Err(PermissionError::Parse { .. })
+        ));
+        std::fs::write(dir.join("agent-default.yml"), "# nothing\n")?;
+        assert!(load_ruleset(root.path(), "default").is_err());
+        std::fs::remove_file(dir.join("agent-default.yml"))?;
+        std::fs::create_dir(dir.join("agent-default.yml"))?;
+        assert!(matches!(
+            load_ruleset(root.path(), "default"),
+            Err(PermissionError::Io { .. })
+        ));
+        std::fs::remove_dir(dir.join("agent-default.yml"))?;
+        std::fs::write(dir.join("agent-coder.yml"), "extends: nobody\n")?;
+        assert!(matches!(
+            load_ruleset(root.path(), "coder"),
+            Err(PermissionError::ExtendsMissing { .. })
+        ));
+        Ok(())
+    }
+    /// Where the permission directory exists, it is the only source: a missing agent file falls
+    /// back to the user's agent-default.yml, and without that there are no rules (an error),
+    /// never the built-in ones. A dangling link in place of the directory counts as one.
+    #[test]
+    fn an_existing_directory_is_never_filled_in_from_the_built_in_texts() -> anyhow::Result<()> {
+        let root = tempfile::tempdir()?;
+        let dir = root.path().join(PERMISSIONS_DIR);
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(
+            dir.join("agent-default.yml"),
+            "tools:\n  allowed: [read-file]\nfile-access:\n  - pattern: \"**\"\n    access: read-only\n",
+        )?;
+        let set = load_ruleset(root.path(), "retry-advisor")?;
+        assert_eq!(set.files, [dir.join("agent-default.yml")]);
+        assert!(set.built_in.is_empty());
+        assert_eq!(set.rules.len(), 1);
+        std::fs::remove_file(dir.join("agent-default.yml"))?;
+        for agent in ["default", "retry-advisor", "coder"] {
+            assert!(
+                matches!(
+                    load_ruleset(root.path(), agent),
+                    Err(PermissionError::Missing { .. })
+                ),
+                "{agent}"
+            );
+        }
+        std::fs::remove_dir(&dir)?;
+        std::os::unix::fs::symlink(root.path().join("nowhere"), &dir)?;
+        assert!(matches!(
+            load_ruleset(root.path(), "default"),
+            Err(PermissionError::Missing { .. })
+        ));
+        Ok(())
+    }
 }

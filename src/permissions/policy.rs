@@ -15,6 +15,12 @@ pub enum Source {
         path: PathBuf,
         line: usize,
     },
+    /// The text `nop init` installs at `path`, which does not exist: a repository without the
+    /// file is confined by nop's defaults.
+    BuiltIn {
+        path: PathBuf,
+        line: usize,
+    },
 }
 
 impl std::fmt::Display for Source {
@@ -23,6 +29,10 @@ impl std::fmt::Display for Source {
             Source::Floor => f.write_str("nop's built-in floor"),
             Source::File { path, line: 0 } => write!(f, "{}", path.display()),
             Source::File { path, line } => write!(f, "{}:{line}", path.display()),
+            Source::BuiltIn { path, line: 0 } => write!(f, "built-in default {}", path.display()),
+            Source::BuiltIn { path, line } => {
+                write!(f, "built-in default {}:{line}", path.display())
+            }
         }
     }
 }
@@ -237,6 +247,8 @@ pub struct RuleSet {
     pub agent: String,
     /// The files the rules came from, most specific first.
     pub files: Vec<PathBuf>,
+    /// Those of `files` that do not exist: their rules are the built-in defaults.
+    pub built_in: Vec<PathBuf>,
     pub tools_allowed: Vec<Pattern>,
     pub tools_denied: Vec<Pattern>,
     pub rules: Vec<FileRule>,
@@ -247,6 +259,7 @@ impl RuleSet {
         RuleSet {
             agent: agent.to_string(),
             files: Vec::new(),
+            built_in: Vec::new(),
             tools_allowed: Vec::new(),
             tools_denied: Vec::new(),
             rules: Vec::new(),
@@ -272,9 +285,13 @@ impl RuleSet {
                     "tool `{tool}` is not in the allowed tools of agent `{}`",
                     self.agent
                 ),
-                source: self.files.first().map(|f| Source::File {
-                    path: f.clone(),
-                    line: 0,
+                source: self.files.first().map(|f| {
+                    let (path, line) = (f.clone(), 0);
+                    if self.built_in.contains(f) {
+                        Source::BuiltIn { path, line }
+                    } else {
+                        Source::File { path, line }
+                    }
                 }),
             },
         }

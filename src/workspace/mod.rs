@@ -1,5 +1,7 @@
-//! The repository's `.nop/` directory: finding it from any sub-directory, creating it
-//! (`nop init`), and opening the configuration, agents and session store it holds.
+//! The repository's `.nop/` directory: finding the repository root from any sub-directory,
+//! creating `.nop/` (on first use, or in full by `nop init`), and opening the configuration,
+//! agents and session store it holds. A file `nop init` would install but that is missing reads
+//! as its built-in template, so a repository works without `nop init`.
 
 mod templates;
 
@@ -19,8 +21,6 @@ pub const AGENTS_FILE: &str = "agents.yml";
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorkspaceError {
-    #[error("no .nop/ directory in {} or any parent directory; run `nop init` in your repository first", start.display())]
-    NotFound { start: PathBuf },
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,
@@ -51,26 +51,105 @@ fn text_of(path: &Path, bytes: Vec<u8>) -> Result<String, WorkspaceError> {
     })
 }
 
-/// A repository that has a `.nop/` directory.
+/// A repository nop works in; its `.nop/` may not exist yet (see [`Workspace::create_nop_dir`]).
 #[derive(Debug, Clone)]
 pub struct Workspace {
-    /// The repository root: the directory that holds `.nop/`.
+    /// The repository root: the directory that holds (or will hold) `.nop/`.
     pub root: PathBuf,
 }
 
 impl Workspace {
-    /// Finds `.nop/config.yml` in `start` or the nearest parent that has one, as git finds
-    /// `.git`. A `.nop/` without config.yml (such as a user's `~/.nop/` of personal skills) is
-    /// passed over.
-    pub fn discover(start: &Path) -> Result<Workspace, WorkspaceError> {
+    /// The repository root for a command run in `start`:
+    /// 1. the nearest directory, from `start` upwards, that has `.nop/config.yml` — inside a git
+    ///    repository only up to its root; outside one, not above `home`;
+    /// 2. else the root of the git repository (the nearest directory with `.git`, a directory or
+    ///    a file);
+    /// 3. else `start`.
+    ///
+    /// The `.nop/` of `home` counts only when `start` is `home` itself: `nop init` run in `~` does
+    /// not make `~` the root of everything beneath it. A `.nop/` without config.yml (such as a
+    /// user's `~/.nop/` of personal skills, or one made by a first run) never marks a root.
+    pub fn discover(start: &Path, home: Option<&Path>) -> Result<Workspace, WorkspaceError> {
         let start = fs::canonicalize(start).map_err(io(start))?;
-        start
-            .ancestors()
-            .find(|dir| dir.join(NOP_DIR).join(CONFIG_FILE).is_file())
-            .map(|dir| Workspace {
-                root: dir.to_path_buf(),
-            })
-            .ok_or(WorkspaceError::NotFound { start })
+        let home = home.map(|h| fs::canonicalize(h).unwrap_or_else(|_| h.to_path_buf()));
+        let git_root = start.ancestors().find(|dir| dir.join(".git").exists());
+        for dir in start.ancestors() {
+            let home_above = dir != start && home.as_deref() == Some(dir);
+            if home_above && git_root.is_none() {
+                break;
+            }
+            if !home_above && dir.join(NOP_DIR).join(CONFIG_FILE).is_file() {
+                return Ok(Workspace {
+                    root: dir.to_path_buf(),
+                });
+            }
+            if Some(dir) == git_root {
+                break;
+            }
+        }
+        Ok(Workspace {
+            root: git_root.map_or(start.clone(), Path::to_path_buf),
+        })
+    }
+
+    /// Creates `.nop/` for a repository used without `nop init`: only what nop writes there
+    /// (`sessions/`, `logs/`) and the `.gitignore` that keeps them out of git; configuration,
+    /// agents, permissions and prompts stay built in. Returns whether it created `.nop/` (false
+    /// when it exists). Built under a temporary name and renamed into place, so a failure never
+    /// leaves half of it, and of two nop processes starting at once only one creates it.
+    pub fn create_nop_dir(&self) -> Result<bool, WorkspaceError> {
+        let nop = self.nop_dir();
+        if fs::symlink_metadata(&nop).is_ok() {
+            return Ok(false);
+        }
+        let temp = self.root.join(format!(
+            ".nop.new-{}-{}",
+            std::process::id(),
+            Utc::now().timestamp_nanos_opt().unwrap_or_default()
+        ));
+        let built = (|| {
+            fs::create_dir(&temp).map_err(io(&temp))?;
+            for sub in ["sessions", "logs"] {
+                let path = temp.join(sub);
+                fs::create_dir(&path).map_err(io(&path))?;
+            }
+            let gitignore = templates::get(".gitignore").unwrap_or_default();
+            crate::session::create_new_atomic(
+                &temp.join(".gitignore"),
+                gitignore.as_bytes(),
+                false,
+            )?;
+            Ok::<(), WorkspaceError>(())
+        })();
+        if let Err(e) = built {
+            let _ = fs::remove_dir_all(&temp);
+            return Err(e);
+        }
+        match fs::rename(&temp, &nop) {
+            Ok(()) => {
+                crate::session::sync_dir(&self.root)?;
+                Ok(true)
+            }
+            Err(e) => {
+                let _ = fs::remove_dir_all(&temp);
+                if nop.is_dir() {
+                    Ok(false) // another nop process made it first
+                } else {
+                    Err(io(&nop)(e))
+                }
+            }
+        }
+    }
+
+    /// The text of `.nop/<relative>`, or its built-in template when the file does not exist
+    /// (a file that exists but cannot be read stays an error).
+    pub fn read_file(&self, relative: &str) -> std::io::Result<String> {
+        match fs::read_to_string(self.nop_dir().join(relative)) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                templates::get(relative).map(str::to_string).ok_or(e)
+            }
+            read => read,
+        }
     }
 
     pub fn nop_dir(&self) -> PathBuf {
@@ -97,18 +176,22 @@ impl Workspace {
         self.logs_dir().join("system.log")
     }
 
-    /// Reads and validates `.nop/agents.yml` (a missing file means no agents defined).
+    /// Reads and validates `.nop/agents.yml`; without the file, the built-in one.
     pub fn agents(&self) -> Result<AgentsFile, WorkspaceError> {
         let path = self.agents_path();
-        match fs::read(&path) {
-            Ok(bytes) => Ok(AgentsFile::parse(&path, &text_of(&path, bytes)?)?),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(AgentsFile::default()),
-            Err(e) => Err(io(&path)(e)),
-        }
+        let text = match fs::read(&path) {
+            Ok(bytes) => text_of(&path, bytes)?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                templates::get(AGENTS_FILE).unwrap_or_default().to_string()
+            }
+            Err(e) => return Err(io(&path)(e)),
+        };
+        Ok(AgentsFile::parse(&path, &text)?)
     }
 
     /// The effective configuration: config.yml, then the given agent's and session's overrides,
-    /// the environment and the command line.
+    /// the environment and the command line. Without config.yml, the defaults (which are what
+    /// the built-in config.yml says; a test holds them equal).
     pub fn config(
         &self,
         agent: Option<&str>,
@@ -117,12 +200,16 @@ impl Workspace {
         cli: Vec<(String, String, String)>,
     ) -> Result<Resolved, WorkspaceError> {
         let path = self.config_path();
-        let text = text_of(&path, fs::read(&path).map_err(io(&path))?)?;
+        let text = match fs::read(&path) {
+            Ok(bytes) => Some(text_of(&path, bytes)?),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return Err(io(&path)(e)),
+        };
         let agents = self.agents()?;
         let agent_name = agent.or(session.map(|s| s.agent.as_str()));
         let agent_def = agent_name.and_then(|name| agents.get(name));
         let inputs = ConfigInputs {
-            file: Some((&path, &text)),
+            file: text.as_deref().map(|text| (path.as_path(), text)),
             agent: agent_def.map(|a| (a.name.as_str(), &a.config)),
             session: session.map(|s| (s.session_id.as_str(), &s.config)),
             env,
@@ -134,6 +221,18 @@ impl Workspace {
     pub fn store(&self, config: &crate::config::Config) -> Store {
         Store::new(self.sessions_dir(), config.lock_timeout())
     }
+}
+
+/// The built-in text of `.nop/<relative>` (what `nop init` installs there), if there is one.
+pub fn template(relative: &str) -> Option<&'static str> {
+    templates::get(relative)
+}
+
+/// The paths (relative to `.nop/`, without `dir`) of the templates under `dir`.
+pub fn templates_under(dir: &str) -> impl Iterator<Item = &'static str> + '_ {
+    templates::FILES
+        .iter()
+        .filter_map(move |(path, _)| path.strip_prefix(dir))
 }
 
 /// What `nop init` did with one file.
@@ -232,19 +331,151 @@ mod tests {
         Ok(())
     }
 
+    fn initialised(dir: &Path) -> anyhow::Result<PathBuf> {
+        init(dir, false, Utc::now())?;
+        Ok(fs::canonicalize(dir)?)
+    }
+
     #[test]
     fn discovery_skips_a_nop_dir_without_config() -> anyhow::Result<()> {
         let home = tempfile::tempdir()?;
         fs::create_dir_all(home.path().join(".nop/skills"))?;
         let repo = home.path().join("repo");
-        init(&repo, false, Utc::now())?;
+        let root = initialised(&repo)?;
         fs::create_dir_all(repo.join("src/deep"))?;
-        let found = Workspace::discover(&repo.join("src/deep"))?;
-        assert_eq!(found.root, fs::canonicalize(&repo)?);
-        assert!(matches!(
-            Workspace::discover(home.path()),
-            Err(WorkspaceError::NotFound { .. })
-        ));
+        let found = Workspace::discover(&repo.join("src/deep"), None)?;
+        assert_eq!(found.root, root);
+        // No config.yml anywhere up: the working directory itself.
+        let found = Workspace::discover(home.path(), None)?;
+        assert_eq!(found.root, fs::canonicalize(home.path())?);
+        Ok(())
+    }
+
+    /// `nop init` in `~`, then a git repository beneath it: the repository is the root, from
+    /// its root and from deep inside it, and HOME's `.nop/` is passed over even when HOME is not
+    /// known (the git root bounds the search).
+    #[test]
+    fn a_git_repository_below_an_initialised_home_is_its_own_root() -> anyhow::Result<()> {
+        let home = tempfile::tempdir()?;
+        let home_root = initialised(home.path())?;
+        let project = home.path().join("src/project");
+        fs::create_dir_all(project.join(".git"))?;
+        fs::create_dir_all(project.join("lib/deep"))?;
+        let project = fs::canonicalize(&project)?;
+        for at in [project.clone(), project.join("lib/deep")] {
+            for known in [Some(home.path()), None] {
+                assert_eq!(Workspace::discover(&at, known)?.root, project, "{at:?}");
+            }
+        }
+        // HOME itself is still a root when nop runs there.
+        assert_eq!(
+            Workspace::discover(home.path(), Some(home.path()))?.root,
+            home_root
+        );
+        // A git worktree or submodule has a `.git` file: the same rule.
+        let worktree = home.path().join("src/worktree");
+        fs::create_dir_all(worktree.join("sub"))?;
+        fs::write(worktree.join(".git"), "gitdir: /elsewhere\n")?;
+        assert_eq!(
+            Workspace::discover(&worktree.join("sub"), Some(home.path()))?.root,
+            fs::canonicalize(&worktree)?
+        );
+        Ok(())
+    }
+
+    /// Inside a git repository, an initialised directory between the working directory and the
+    /// git root is the root; outside git, the nearest initialised directory below HOME, else the
+    /// working directory — never HOME above it.
+    #[test]
+    fn initialised_directories_inside_the_repository_and_outside_git() -> anyhow::Result<()> {
+        let home = tempfile::tempdir()?;
+        initialised(home.path())?;
+        let repo = home.path().join("repo");
+        fs::create_dir_all(repo.join(".git"))?;
+        let nested = initialised(&repo.join("packages/web"))?;
+        fs::create_dir_all(nested.join("src"))?;
+        assert_eq!(
+            Workspace::discover(&nested.join("src"), Some(home.path()))?.root,
+            nested
+        );
+
+        let notes = initialised(&home.path().join("notes"))?;
+        fs::create_dir_all(notes.join("drafts"))?;
+        assert_eq!(
+            Workspace::discover(&notes.join("drafts"), Some(home.path()))?.root,
+            notes
+        );
+        let downloads = home.path().join("downloads");
+        fs::create_dir_all(&downloads)?;
+        assert_eq!(
+            Workspace::discover(&downloads, Some(home.path()))?.root,
+            fs::canonicalize(&downloads)?
+        );
+        Ok(())
+    }
+
+    /// The built-in config.yml says exactly the defaults, so a repository without one is
+    /// configured as an initialised one.
+    #[test]
+    fn the_built_in_config_file_is_the_defaults() -> anyhow::Result<()> {
+        let path = Path::new(".nop/config.yml");
+        let text = templates::get(CONFIG_FILE).unwrap_or_default();
+        let with_file = Resolved::from_inputs(&ConfigInputs {
+            file: Some((path, text)),
+            agent: None,
+            session: None,
+            env: BTreeMap::new(),
+            cli: Vec::new(),
+        })?;
+        let without = Resolved::from_inputs(&ConfigInputs {
+            file: None,
+            agent: None,
+            session: None,
+            env: BTreeMap::new(),
+            cli: Vec::new(),
+        })?;
+        assert_eq!(
+            serde_json::to_value(&with_file.config)?,
+            serde_json::to_value(&without.config)?
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn missing_files_read_as_their_templates_and_broken_ones_stay_errors() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let ws = Workspace::discover(dir.path(), None)?;
+        assert!(ws.create_nop_dir()?);
+        assert!(!ws.create_nop_dir()?, "a second time creates nothing");
+        let mut entries: Vec<String> = fs::read_dir(ws.nop_dir())?
+            .map(|e| Ok(e?.file_name().to_string_lossy().into_owned()))
+            .collect::<anyhow::Result<_>>()?;
+        entries.sort();
+        assert_eq!(entries, [".gitignore", "logs", "sessions"]);
+        let leftovers = fs::read_dir(&ws.root)?
+            .filter_map(Result::ok)
+            .filter(|e| e.file_name() != NOP_DIR)
+            .count();
+        assert_eq!(leftovers, 0, "no temporary directory left beside .nop/");
+
+        assert_eq!(
+            ws.read_file(".system/agents/coder.md")?,
+            templates::get(".system/agents/coder.md").unwrap_or_default()
+        );
+        assert!(ws.read_file(".system/agents/nobody.md").is_err());
+        assert!(ws.agents()?.get("retry-advisor").is_some());
+        assert_eq!(
+            ws.config(None, None, BTreeMap::new(), Vec::new())?
+                .config
+                .agent
+                .default,
+            "coder"
+        );
+
+        fs::write(ws.agents_path(), "agents: [\n")?;
+        assert!(ws.agents().is_err(), "a broken agents.yml is an error");
+        fs::write(ws.config_path(), "log: [\n")?;
+        assert!(ws.config(None, None, BTreeMap::new(), Vec::new()).is_err());
         Ok(())
     }
 }

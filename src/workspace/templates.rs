@@ -1,4 +1,6 @@
-//! The files `nop init` installs: this repository's own `.nop/`, embedded at build time.
+//! The files `nop init` installs: this repository's own `.nop/`, embedded at build time. They are
+//! also the built-in configuration of a repository without them: a missing file reads as its
+//! template (`Workspace::read_file`, the permission loader).
 
 pub const FILES: &[(&str, &str)] = &[
     (".gitignore", include_str!("../../.nop/.gitignore")),
@@ -61,3 +63,11 @@ pub const FILES: &[(&str, &str)] = &[
     ("agents.yml", include_str!("../../.nop/agents.yml")),
     ("config.yml", include_str!("../../.nop/config.yml")),
 ];
+
+/// The template of `.nop/<relative>`, if this build carries one.
+pub fn get(relative: &str) -> Option<&'static str> {
+    FILES
+        .iter()
+        .find(|(path, _)| *path == relative)
+        .map(|(_, text)| *text)
+}

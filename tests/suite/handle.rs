@@ -26,7 +26,7 @@ fn runtime(
     Runtime,
     Option<tokio::sync::mpsc::UnboundedReceiver<nop::permissions::ApprovalRequest>>,
 ) {
-    let ws = Workspace::discover(repo.path()).expect("workspace");
+    let ws = Workspace::discover(repo.path(), None).expect("workspace");
     let env: std::collections::BTreeMap<String, String> =
         model_env(server, "openai").into_iter().collect();
     let resolved = ws
@@ -529,7 +529,7 @@ async fn an_open_handle_runs_each_input_on_one_session_and_compacts_on_request()
         openai::reply_text("second answer"),
         openai::reply_text("the gist"),
     ]);
-    let ws = Workspace::discover(repo.path()).expect("workspace");
+    let ws = Workspace::discover(repo.path(), None).expect("workspace");
     let mut env: std::collections::BTreeMap<String, String> =
         model_env(&server, "openai").into_iter().collect();
     env.insert("NOP_COMPACTION_KEEP_LAST".into(), "1".into());

@@ -10,6 +10,7 @@ mod interactive;
 mod memory;
 mod memory_search;
 mod mock_server;
+mod no_init;
 mod permissions_paths;
 mod permissions_run;
 mod plugins;

@@ -728,8 +728,8 @@ fn the_ci_example_script_runs_headless_and_keeps_the_result() {
     .expect("json");
     assert_eq!(result["type"], "result");
     assert_eq!(result["final_message"], "CI done");
-    assert!(
-        repo.path().join(".nop/config.yml").is_file(),
-        "the script ran nop init"
-    );
+    // No `nop init`: the built-in configuration, and the session kept in .nop/sessions.
+    assert!(!repo.path().join(".nop/config.yml").exists());
+    let sessions = std::fs::read_dir(repo.path().join(".nop/sessions")).expect("sessions");
+    assert_eq!(sessions.count(), 1);
 }
