@@ -29,6 +29,8 @@ pub struct Engine(pub(super) Arc<Inner>);
 
 pub(super) struct Inner {
     pub(super) ws: Workspace,
+    /// The user's working directory (see `Runtime::with_cwd`).
+    pub(super) cwd: std::path::PathBuf,
     pub(super) config: Config,
     pub(super) store: Store,
     pub(super) provider: Provider,
@@ -56,8 +58,10 @@ pub struct QueueSettings {
 }
 
 impl Engine {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         ws: Workspace,
+        cwd: std::path::PathBuf,
         config: Config,
         store: Store,
         provider: Provider,
@@ -67,6 +71,7 @@ impl Engine {
     ) -> Engine {
         Engine(Arc::new(Inner {
             ws,
+            cwd,
             config,
             store,
             provider,

@@ -70,6 +70,9 @@ pub struct Runtime {
     store: Store,
     approver: Approver,
     queue: RunnerIdentity,
+    /// The user's working directory (canonical): project instructions are read from the root
+    /// down to it. The root unless [`Runtime::with_cwd`].
+    cwd: std::path::PathBuf,
 }
 
 /// Who is running: the user of seed 000's per-user stack.
@@ -88,6 +91,7 @@ impl Runtime {
     ) -> Runtime {
         let store = ws.store(&config);
         Runtime {
+            cwd: ws.root.clone(),
             ws,
             config,
             env,
@@ -95,6 +99,18 @@ impl Runtime {
             approver,
             queue: RunnerIdentity { user },
         }
+    }
+
+    /// The same runtime for a user working in `cwd` (where `nop` was started, the repository
+    /// root or a directory inside it).
+    pub fn with_cwd(mut self, cwd: &std::path::Path) -> Runtime {
+        self.cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+        self
+    }
+
+    /// The user's working directory.
+    pub fn cwd(&self) -> &std::path::Path {
+        &self.cwd
     }
 
     pub fn user(&self) -> &str {
@@ -237,6 +253,7 @@ impl Runtime {
 
         let engine = Engine::new(
             self.ws.clone(),
+            self.cwd.clone(),
             self.config.clone(),
             self.store.clone(),
             provider,
@@ -275,8 +292,9 @@ impl Runtime {
             self.update_status(&session_id, SessionStatus::Running, after)
                 .await?;
         } else {
-            let (system, warning) = prompt::system_prompt_noting(&self.ws, &agent_name, def, now)?;
-            if let Some(message) = warning {
+            let (system, warnings) =
+                prompt::system_prompt_noting(&self.ws, &self.cwd, &agent_name, def, now)?;
+            for message in warnings {
                 let _ = events.send(Event::Warning { message });
             }
             let mut first = vec![Message::new(Role::System, system, now)];
@@ -453,6 +471,7 @@ impl Runtime {
         let provider = Provider::from_config(&self.config.provider, &self.env)?;
         let engine = Engine::new(
             self.ws.clone(),
+            self.cwd.clone(),
             self.config.clone(),
             self.store.clone(),
             provider,

@@ -5,6 +5,7 @@ mod concurrency;
 mod crash;
 mod handle;
 mod hooks;
+mod instructions;
 mod interactive;
 mod memory;
 mod memory_search;
