@@ -254,8 +254,18 @@ impl Engine {
         }
         let now = Utc::now();
         let names: Vec<String> = messages.iter().map(|(n, _)| n.clone()).collect();
-        let queued: Vec<crate::queue::QueuedMessage> =
-            messages.iter().map(|(_, q)| q.clone()).collect();
+        // `@path` mentions, from this process's working directory, before the message is stored.
+        let mut queued: Vec<crate::queue::QueuedMessage> = Vec::with_capacity(messages.len());
+        for (_, q) in &messages {
+            let expanded = super::mentions::expand(ctx, &self.0.cwd, &q.text).await;
+            for message in expanded.warnings {
+                self.emit(Event::Warning { message });
+            }
+            queued.push(crate::queue::QueuedMessage {
+                text: expanded.text,
+                ..q.clone()
+            });
+        }
         let count = self
             .0
             .store

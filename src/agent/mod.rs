@@ -12,6 +12,7 @@ mod conversation;
 pub mod engine;
 pub mod handle;
 pub mod instructions;
+pub mod mentions;
 pub mod prompt;
 pub mod recall;
 pub mod runtime;

@@ -71,7 +71,7 @@ pub struct Runtime {
     approver: Approver,
     queue: RunnerIdentity,
     /// The user's working directory (canonical): project instructions are read from the root
-    /// down to it. The root unless [`Runtime::with_cwd`].
+    /// down to it, and `@path` mentions are taken from it. The root unless [`Runtime::with_cwd`].
     cwd: std::path::PathBuf,
 }
 
@@ -277,11 +277,23 @@ impl Runtime {
             cancel.clone(),
             true,
         )?;
+        // `@path` mentions attach files before the input is stored: session.json holds what the
+        // model is sent.
+        let input = match &request.input {
+            Some(text) => {
+                let expanded = super::mentions::expand(&ctx, &self.cwd, text).await;
+                for message in expanded.warnings {
+                    let _ = events.send(Event::Warning { message });
+                }
+                Some(expanded.text)
+            }
+            None => None,
+        };
         if resumed {
             // Close what a killed process left open (or answer the agent's question), then the
             // messages queued while nobody ran the session (they came first), then the input.
             let session = self.blocking_read(&session_id).await?;
-            let (before, mut after) = resume_messages(&session, request.input.as_deref());
+            let (before, mut after) = resume_messages(&session, input.as_deref());
             if let Some(recall) = self.recall(&agent_name, request.input.as_deref()) {
                 after.insert(0, recall);
             }
@@ -301,8 +313,8 @@ impl Runtime {
             if let Some(recall) = self.recall(&agent_name, request.input.as_deref()) {
                 first.push(recall);
             }
-            if let Some(input) = &request.input {
-                first.push(Message::new(Role::User, input.clone(), now));
+            if let Some(input) = input {
+                first.push(Message::new(Role::User, input, now));
             }
             self.update_status(&session_id, SessionStatus::Running, first)
                 .await?;

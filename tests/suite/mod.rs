@@ -9,6 +9,7 @@ mod instructions;
 mod interactive;
 mod memory;
 mod memory_search;
+mod mentions;
 mod mock_server;
 mod permissions_paths;
 mod permissions_run;
