@@ -29,15 +29,21 @@ pub struct BatchResult {
     pub via: &'static str,
 }
 
-/// Creates a chat session for `agent` (its system prompt, no messages yet); an agent that
-/// `nop run` would refuse (disabled, unknown) is refused here too.
-fn open_session(ws: &Workspace, store: &Store, agent: &str) -> Result<String, RunError> {
+/// Creates a chat session for `agent` (its system prompt, with the project instructions down to
+/// `cwd`; no messages yet); an agent that `nop run` would refuse (disabled, unknown) is refused
+/// here too.
+fn open_session(
+    ws: &Workspace,
+    cwd: &std::path::Path,
+    store: &Store,
+    agent: &str,
+) -> Result<String, RunError> {
     let agents = ws.agents()?;
     let def = agents
         .for_new_session(agent, &ws.agents_path())
         .map_err(RunError::Agent)?;
     let now = Utc::now();
-    let system = super::prompt::system_prompt(ws, agent, def, now)?;
+    let system = super::prompt::system_prompt(ws, cwd, agent, def, now)?;
     let session = store.create(agent, now)?;
     store.update(&session.session_id, now, |state| {
         state
@@ -63,9 +69,10 @@ pub struct ChatSession {
 }
 
 impl ChatSession {
-    /// Opens `session` (or a new session of `agent`) for chatting.
+    /// Opens `session` (or a new session of `agent`, for a user working in `cwd`) for chatting.
     pub async fn open(
         ws: &Workspace,
+        cwd: &std::path::Path,
         config: &Config,
         store: &Store,
         session: Option<String>,
@@ -77,7 +84,7 @@ impl ChatSession {
                 let agent = store.read_session_async(&id).await?.agent;
                 (id, agent)
             }
-            None => (open_session(ws, store, agent)?, agent.to_string()),
+            None => (open_session(ws, cwd, store, agent)?, agent.to_string()),
         };
         let guard = match crate::queue::RunGuard::try_acquire(&store.dir(&id)) {
             Ok(Some(guard)) => guard,

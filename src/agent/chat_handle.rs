@@ -84,7 +84,7 @@ async fn open_chat(
     agent: &str,
 ) -> Result<ChatSession, RunError> {
     let (ws, config, store) = (runtime.workspace(), runtime.config(), runtime.store());
-    ChatSession::open(ws, config, store, session, agent).await
+    ChatSession::open(ws, runtime.cwd(), config, store, session, agent).await
 }
 
 /// The batch answered at once, then the chat closed.

@@ -29,6 +29,8 @@ pub struct Engine(pub(super) Arc<Inner>);
 
 pub(super) struct Inner {
     pub(super) ws: Workspace,
+    /// The user's working directory (see `Runtime::with_cwd`).
+    pub(super) cwd: std::path::PathBuf,
     pub(super) config: Config,
     pub(super) store: Store,
     pub(super) provider: Provider,
@@ -56,8 +58,10 @@ pub struct QueueSettings {
 }
 
 impl Engine {
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         ws: Workspace,
+        cwd: std::path::PathBuf,
         config: Config,
         store: Store,
         provider: Provider,
@@ -67,6 +71,7 @@ impl Engine {
     ) -> Engine {
         Engine(Arc::new(Inner {
             ws,
+            cwd,
             config,
             store,
             provider,
@@ -249,8 +254,18 @@ impl Engine {
         }
         let now = Utc::now();
         let names: Vec<String> = messages.iter().map(|(n, _)| n.clone()).collect();
-        let queued: Vec<crate::queue::QueuedMessage> =
-            messages.iter().map(|(_, q)| q.clone()).collect();
+        // `@path` mentions, from this process's working directory, before the message is stored.
+        let mut queued: Vec<crate::queue::QueuedMessage> = Vec::with_capacity(messages.len());
+        for (_, q) in &messages {
+            let expanded = super::mentions::expand(ctx, &self.0.cwd, &q.text).await;
+            for message in expanded.warnings {
+                self.emit(Event::Warning { message });
+            }
+            queued.push(crate::queue::QueuedMessage {
+                text: expanded.text,
+                ..q.clone()
+            });
+        }
         let count = self
             .0
             .store

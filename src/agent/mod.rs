@@ -11,6 +11,8 @@ mod chat_handle;
 mod conversation;
 pub mod engine;
 pub mod handle;
+pub mod instructions;
+pub mod mentions;
 pub mod prompt;
 pub mod recall;
 pub mod runtime;

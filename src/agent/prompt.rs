@@ -1,5 +1,7 @@
-//! The system prompt of a new session: the agent's prompt file, the repository's AGENTS.md, the
-//! environment, and the list of skills (names and one-line descriptions only, bounded).
+//! The system prompt of a new session: the agent's prompt file, the environment, the project
+//! instructions (AGENTS.md / CLAUDE.md from the root down to the working directory, see
+//! [`super::instructions`]), and the list of skills (names and one-line descriptions only,
+//! bounded).
 
 use std::path::Path;
 
@@ -10,8 +12,6 @@ use crate::workspace::Workspace;
 
 /// The coder prompt this build ships, used when agents.yml does not define `coder`.
 pub const BUILTIN_CODER: &str = include_str!("../../.nop/.system/agents/coder.md");
-/// AGENTS.md beyond this many bytes is cut (a prompt is not the place for a whole manual).
-const AGENTS_MD_MAX: usize = 32 * 1024;
 const MAX_SKILLS: usize = 50;
 
 #[derive(Debug, thiserror::Error)]
@@ -32,24 +32,27 @@ pub fn configured_prompt(ws: &Workspace, agent: &str, builtin: &str) -> String {
         .unwrap_or_else(|| builtin.to_string())
 }
 
-/// Builds the system prompt for `agent` in `ws`.
+/// Builds the system prompt for `agent` in `ws`, for a run started in `cwd` (the repository root
+/// or a directory inside it).
 pub fn system_prompt(
     ws: &Workspace,
+    cwd: &Path,
     agent_name: &str,
     agent: Option<&AgentDef>,
     now: DateTime<Utc>,
 ) -> Result<String, PromptError> {
-    system_prompt_noting(ws, agent_name, agent, now).map(|(prompt, _)| prompt)
+    system_prompt_noting(ws, cwd, agent_name, agent, now).map(|(prompt, _)| prompt)
 }
 
-/// [`system_prompt`], and a warning when the agent's long-term memory could not be read (the
-/// prompt then goes without it; the warning says so, it is never silent).
+/// [`system_prompt`], and warnings for the user: the agent's long-term memory could not be read
+/// (the prompt then goes without it), an instruction file was left out or cut. Never silent.
 pub fn system_prompt_noting(
     ws: &Workspace,
+    cwd: &Path,
     agent_name: &str,
     agent: Option<&AgentDef>,
     now: DateTime<Utc>,
-) -> Result<(String, Option<String>), PromptError> {
+) -> Result<(String, Vec<String>), PromptError> {
     let base = match agent.and_then(|a| a.prompt.as_deref()) {
         // A prompt file nop ships and that is not there reads as its built-in text.
         Some(relative) => ws.read_file(relative).map_err(|source| PromptError {
@@ -60,34 +63,46 @@ pub fn system_prompt_noting(
         None => BUILTIN_CODER.to_string(),
     };
     // The agent's long-term memory: its prompt history's summaries follow the prompt (seed 001).
-    let (memory, warning) = match crate::memory::MemoryStore::new(&ws.nop_dir()).load(agent_name) {
-        Ok(memory) => (memory, None),
+    let mut warnings = Vec::new();
+    let memory = match crate::memory::MemoryStore::new(&ws.nop_dir()).load(agent_name) {
+        Ok(memory) => memory,
         Err(e) => {
             let warning = format!(
                 "the long-term memory of `{agent_name}` could not be read, so this session \
                  starts without it: {e}"
             );
             tracing::warn!(agent = %agent_name, op = "memory", result = "unreadable", "{warning}");
-            (None, Some(warning))
+            warnings.push(warning);
+            None
         }
     };
     let mut prompt = match memory {
         Some(m) => m.current_prompt(&base),
         None => base.trim_end().to_string(),
     };
+    let place = match cwd.strip_prefix(&ws.root) {
+        Ok(below) if !below.as_os_str().is_empty() => format!(
+            "- Repository root: {}\n- Working directory of the user: {} (tool paths are relative \
+             to the repository root)\n",
+            ws.root.display(),
+            below.display()
+        ),
+        _ => format!(
+            "- Repository root (working directory): {}\n",
+            ws.root.display()
+        ),
+    };
     prompt.push_str(&format!(
-        "\n\n# Environment\n- Repository root (working directory): {}\n- Platform: {}\n- Date: {}\n",
-        ws.root.display(),
+        "\n\n# Environment\n{place}- Platform: {}\n- Date: {}\n",
         std::env::consts::OS,
         now.format("%Y-%m-%d")
     ));
-    if let Some(agents_md) = read_agents_md(&ws.root) {
-        prompt.push_str("\n# Repository instructions (AGENTS.md)\n");
-        prompt.push_str(&agents_md);
-        if !prompt.ends_with('\n') {
-            prompt.push('\n');
-        }
+    let instructions =
+        super::instructions::project_instructions(&ws.root, cwd, super::instructions::MAX_BYTES);
+    if let Some(section) = instructions.section {
+        prompt.push_str(&section);
     }
+    warnings.extend(instructions.warnings);
     let skills = crate::tools::list_skills(&ws.root);
     if !skills.is_empty() {
         prompt.push_str("\n# Skills\nLoad one with the load-skill tool when it fits the task:\n");
@@ -99,20 +114,5 @@ pub fn system_prompt_noting(
             prompt.push_str(&format!("- … and {} more\n", skills.len() - MAX_SKILLS));
         }
     }
-    Ok((prompt, warning))
-}
-
-fn read_agents_md(root: &Path) -> Option<String> {
-    let text = std::fs::read_to_string(root.join("AGENTS.md")).ok()?;
-    if text.len() <= AGENTS_MD_MAX {
-        return Some(text);
-    }
-    let mut end = AGENTS_MD_MAX;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    Some(format!(
-        "{}\n[AGENTS.md cut at {AGENTS_MD_MAX} bytes]",
-        &text[..end]
-    ))
+    Ok((prompt, warnings))
 }

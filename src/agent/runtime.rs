@@ -70,6 +70,9 @@ pub struct Runtime {
     store: Store,
     approver: Approver,
     queue: RunnerIdentity,
+    /// The user's working directory (canonical): project instructions are read from the root
+    /// down to it, and `@path` mentions are taken from it. The root unless [`Runtime::with_cwd`].
+    cwd: std::path::PathBuf,
 }
 
 /// Who is running: the user of seed 000's per-user stack.
@@ -88,6 +91,7 @@ impl Runtime {
     ) -> Runtime {
         let store = ws.store(&config);
         Runtime {
+            cwd: ws.root.clone(),
             ws,
             config,
             env,
@@ -95,6 +99,18 @@ impl Runtime {
             approver,
             queue: RunnerIdentity { user },
         }
+    }
+
+    /// The same runtime for a user working in `cwd` (where `nop` was started, the repository
+    /// root or a directory inside it).
+    pub fn with_cwd(mut self, cwd: &std::path::Path) -> Runtime {
+        self.cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+        self
+    }
+
+    /// The user's working directory.
+    pub fn cwd(&self) -> &std::path::Path {
+        &self.cwd
     }
 
     pub fn user(&self) -> &str {
@@ -237,6 +253,7 @@ impl Runtime {
 
         let engine = Engine::new(
             self.ws.clone(),
+            self.cwd.clone(),
             self.config.clone(),
             self.store.clone(),
             provider,
@@ -260,11 +277,23 @@ impl Runtime {
             cancel.clone(),
             true,
         )?;
+        // `@path` mentions attach files before the input is stored: session.json holds what the
+        // model is sent.
+        let input = match &request.input {
+            Some(text) => {
+                let expanded = super::mentions::expand(&ctx, &self.cwd, text).await;
+                for message in expanded.warnings {
+                    let _ = events.send(Event::Warning { message });
+                }
+                Some(expanded.text)
+            }
+            None => None,
+        };
         if resumed {
             // Close what a killed process left open (or answer the agent's question), then the
             // messages queued while nobody ran the session (they came first), then the input.
             let session = self.blocking_read(&session_id).await?;
-            let (before, mut after) = resume_messages(&session, request.input.as_deref());
+            let (before, mut after) = resume_messages(&session, input.as_deref());
             if let Some(recall) = self.recall(&agent_name, request.input.as_deref()) {
                 after.insert(0, recall);
             }
@@ -275,16 +304,17 @@ impl Runtime {
             self.update_status(&session_id, SessionStatus::Running, after)
                 .await?;
         } else {
-            let (system, warning) = prompt::system_prompt_noting(&self.ws, &agent_name, def, now)?;
-            if let Some(message) = warning {
+            let (system, warnings) =
+                prompt::system_prompt_noting(&self.ws, &self.cwd, &agent_name, def, now)?;
+            for message in warnings {
                 let _ = events.send(Event::Warning { message });
             }
             let mut first = vec![Message::new(Role::System, system, now)];
             if let Some(recall) = self.recall(&agent_name, request.input.as_deref()) {
                 first.push(recall);
             }
-            if let Some(input) = &request.input {
-                first.push(Message::new(Role::User, input.clone(), now));
+            if let Some(input) = input {
+                first.push(Message::new(Role::User, input, now));
             }
             self.update_status(&session_id, SessionStatus::Running, first)
                 .await?;
@@ -453,6 +483,7 @@ impl Runtime {
         let provider = Provider::from_config(&self.config.provider, &self.env)?;
         let engine = Engine::new(
             self.ws.clone(),
+            self.cwd.clone(),
             self.config.clone(),
             self.store.clone(),
             provider,

@@ -75,7 +75,7 @@ impl Engine {
             ));
         }
         let now = Utc::now();
-        let system = prompt::system_prompt(&inner.ws, target, def, now)
+        let system = prompt::system_prompt(&inner.ws, &inner.cwd, target, def, now)
             .map_err(|e| ToolError::model(ToolErrorKind::ConfigError, e.to_string()))?;
         let caller = Caller {
             session_id: parent.session_id.clone(),

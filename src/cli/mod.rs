@@ -462,7 +462,8 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
         start_logging(&ws, &resolved);
         let (approver, prompts) = run::approver(ApprovalMode::OnRequest, false, true);
         let runtime =
-            nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user);
+            nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user)
+                .with_cwd(&cwd);
         return run::interactive(runtime, prompts, &ws, None, None, None);
     };
     match command {
@@ -500,7 +501,8 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
                     outside.env,
                     approver,
                     user,
-                );
+                )
+                .with_cwd(&cwd);
                 return chat::batch(runtime, session, &agent, args.messages, args.output_format);
             }
             let prompt = match run::read_prompt(args.prompt) {
@@ -514,7 +516,8 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             let (approver, prompts) = run::approver(args.approval.into(), args.yes, on_terminal);
             let priority = resolved.config.queue.default_priority;
             let mut runtime =
-                nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user);
+                nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user)
+                    .with_cwd(&cwd);
             if let Some(model) = &args.model {
                 runtime = runtime.with_model(model);
             }
@@ -591,7 +594,8 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             );
             let priority = resolved.config.queue.default_priority;
             let mut runtime =
-                nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user);
+                nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user)
+                    .with_cwd(&cwd);
             if let Some(model) = &model {
                 runtime = runtime.with_model(model);
             }
@@ -632,7 +636,8 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             let agent = agent.unwrap_or_else(|| resolved.config.agent.default.clone());
             let approver = nop::permissions::Approver::headless(ApprovalMode::Never, false);
             let runtime =
-                nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user);
+                nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user)
+                    .with_cwd(&cwd);
             chat::chat(runtime, session.map(|s| s.session_id), &agent)
         }
         Command::Send {
@@ -656,7 +661,8 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             let priority = priority.map_or(resolved.config.queue.default_priority, Into::into);
             let (approver, prompts) = run::approver(ApprovalMode::OnRequest, false, false);
             let runtime =
-                nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user);
+                nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user)
+                    .with_cwd(&cwd);
             run::deliver(
                 runtime,
                 prompts,
