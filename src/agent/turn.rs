@@ -192,8 +192,8 @@ impl ModelAgent {
         Ok(Ok(AgentResponse {
             status: AgentStatus::Error,
             message: format!(
-                "stopped after {} model requests without finishing (--max-turns / agent.max_turns); continue with `nop run --session ID`",
-                self.max_turns
+                "stopped after {} model requests without finishing (--max-turns / agent.max_turns); continue with `nop run --session {}`",
+                self.max_turns, ctx.session_id
             ),
         }))
     }

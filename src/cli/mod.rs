@@ -2,6 +2,7 @@
 //! prints; everything it does goes through the library.
 
 mod chat;
+mod config;
 mod keys;
 mod memory;
 mod render;
@@ -193,7 +194,7 @@ pub enum Command {
     /// Long-term memory: each agent's summaries of earlier days, and search over them.
     #[command(subcommand)]
     Memory(MemoryCommand),
-    /// Show the effective configuration.
+    /// Show the effective configuration, or set a key in the repository's or your own file.
     #[command(subcommand)]
     Config(ConfigCommand),
     /// Explain and validate the agents' permission files.
@@ -276,7 +277,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME", conflicts_with = "session")]
     agent: Option<String>,
     /// Stop after this many model requests.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_name = "N", value_parser = max_turns)]
     max_turns: Option<u32>,
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     output_format: OutputFormat,
@@ -296,6 +297,16 @@ pub struct RunArgs {
     messages: Vec<String>,
     /// The task, or the answer to the agent's question; `-` reads it from standard input.
     prompt: Option<String>,
+}
+
+/// `--max-turns`, whose error says what it accepts (clap's own says "invalid digit found in
+/// string").
+fn max_turns(text: &str) -> Result<u32, String> {
+    text.trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| format!("must be a whole number from 1 to {}", u32::MAX))
 }
 
 #[derive(Debug, Args)]
@@ -424,6 +435,25 @@ pub enum ConfigCommand {
         /// Include this agent's overrides from agents.yml.
         #[arg(long, value_name = "NAME")]
         agent: Option<String>,
+    },
+    /// Set KEY to VALUE in the repository's .nop/config.yml, or with --user in your own
+    /// ~/.config/nop/config.yml (under XDG_CONFIG_HOME if set), which serves every repository.
+    /// The rest of the file, comments included, is kept; the value is checked first.
+    Set {
+        /// A key as `nop config show` lists it; `model`, `provider`, `base_url` and
+        /// `api_key_env` are short for the `provider.` ones.
+        key: String,
+        /// YAML scalar syntax: `5`, `true`, `gpt-4.1`; a list as `["A", "B"]`.
+        #[arg(allow_hyphen_values = true)]
+        value: String,
+        /// Write your user file instead of the repository's.
+        #[arg(
+            long = "user",
+            id = "user",
+            num_args = 0,
+            default_missing_value = config::USER_FILE
+        )]
+        user_file: Option<String>,
     },
 }
 
@@ -766,6 +796,22 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             )?;
             render::config(&mut out, &resolved, json)?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Config(ConfigCommand::Set {
+            key,
+            value,
+            user_file,
+        }) => {
+            let user_file = user_file.as_deref() == Some(config::USER_FILE);
+            config::set(
+                &cwd,
+                &outside.env,
+                cli_settings,
+                &key,
+                &value,
+                user_file,
+                &mut out,
+            )
         }
         Command::Sandbox(command) => {
             let ws = workspace_at(&cwd, &outside.env)?;

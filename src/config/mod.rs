@@ -1,11 +1,19 @@
 //! Typed configuration built from layers, keeping where each value came from.
 //!
 //! Precedence (seed 002 §11.2): command line > environment (`NOP_*`) > session > agent >
-//! `.nop/config.yml` > built-in defaults. Every layer is flattened to dotted keys
-//! (`session.lock_timeout_s`); an unknown key or a value of the wrong type is an error naming the
-//! key and the layer it came from, and a file error also names its line and column.
+//! `.nop/config.yml` > the user's file (`~/.config/nop/config.yml`) > built-in defaults. Every
+//! layer is flattened to dotted keys (`session.lock_timeout_s`); an unknown key or a value of the
+//! wrong type is an error naming the key, the layer it came from and what the key accepts, and a
+//! file error also names its line and column.
+//!
+//! The user's file is the one file this module reads itself: it is found from the environment
+//! the caller passes in (never the process's own), so every caller that resolves the
+//! configuration gets it, and a test that gives no `HOME` gets none.
 
 mod agents;
+mod edit;
+mod file;
+mod keys;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -15,29 +23,58 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 pub use agents::{AgentDef, AgentsFile};
+pub use edit::{Edit, set_key};
+use file::{must_be, parse_file};
+pub use file::{read_config_text, user_config_path};
+pub use keys::{canonical_key, is_secret_key};
 
 use crate::protocol::TextPos;
 
 /// The effective configuration.
+///
+/// A section whose keys are all commented out (`log:` alone, as in the shipped config.yml) is
+/// null in YAML: it counts as empty.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
+    #[serde(deserialize_with = "null_is_default")]
     pub log: LogConfig,
+    #[serde(deserialize_with = "null_is_default")]
     pub session: SessionConfig,
+    #[serde(deserialize_with = "null_is_default")]
     pub provider: ProviderConfig,
+    #[serde(deserialize_with = "null_is_default")]
     pub tools: ToolsConfig,
+    #[serde(deserialize_with = "null_is_default")]
     pub agent: AgentConfig,
     /// Whether `shell` commands run confined (Landlock) to the agent's file rules.
     pub sandbox: SandboxMode,
+    #[serde(deserialize_with = "null_is_default")]
     pub shell: ShellConfig,
+    #[serde(deserialize_with = "null_is_default")]
     pub subagents: SubagentsConfig,
+    #[serde(deserialize_with = "null_is_default")]
     pub advisors: AdvisorsConfig,
+    #[serde(deserialize_with = "null_is_default")]
     pub consistency: ConsistencyConfig,
+    #[serde(deserialize_with = "null_is_default")]
     pub compaction: CompactionConfig,
+    #[serde(deserialize_with = "null_is_default")]
     pub queue: QueueConfig,
+    #[serde(deserialize_with = "null_is_default")]
     pub memory: MemoryConfig,
+    #[serde(deserialize_with = "null_is_default")]
     pub chat: ChatConfig,
+    #[serde(deserialize_with = "null_is_default")]
     pub hooks: HooksConfig,
+}
+
+fn null_is_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de> + Default,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 /// Commands run at points of a run, each given a JSON event on standard input (like Claude
@@ -423,68 +460,7 @@ impl LogLevel {
 impl Config {
     /// Range checks that types cannot express: `(key, problem)`.
     fn check_ranges(&self) -> Vec<(&'static str, String)> {
-        let mut problems = Vec::new();
-        let t = self.session.lock_timeout_s;
-        if !(t > 0.0 && t <= 3600.0) {
-            problems.push((
-                "session.lock_timeout_s",
-                format!("must be more than 0 and at most 3600 seconds, not {t}"),
-            ));
-        }
-        let positive = [
-            (
-                "provider.connect_timeout_s",
-                self.provider.connect_timeout_s,
-            ),
-            (
-                "provider.stream_idle_timeout_s",
-                self.provider.stream_idle_timeout_s,
-            ),
-            ("tools.timeout_s", self.tools.timeout_s),
-        ];
-        for (key, value) in positive {
-            if !(value > 0.0 && value <= 86_400.0) {
-                problems.push((
-                    key,
-                    format!("must be more than 0 and at most 86400 seconds, not {value}"),
-                ));
-            }
-        }
-        if !(1..=100).contains(&self.provider.max_attempts) {
-            problems.push((
-                "provider.max_attempts",
-                format!("must be 1 to 100, not {}", self.provider.max_attempts),
-            ));
-        }
-        if !(self.compaction.threshold > 0.0 && self.compaction.threshold <= 1.0) {
-            problems.push((
-                "compaction.threshold",
-                format!(
-                    "must be more than 0 and at most 1, not {}",
-                    self.compaction.threshold
-                ),
-            ));
-        }
-        for (key, value) in [
-            ("subagents.timeout_s", self.subagents.timeout_s),
-            ("advisors.timeout_s", self.advisors.timeout_s),
-        ] {
-            if !(value > 0.0 && value <= 86_400.0) {
-                problems.push((
-                    key,
-                    format!("must be more than 0 and at most 86400 seconds, not {value}"),
-                ));
-            }
-        }
-        if !(self.advisors.retry_delay_s >= 0.0 && self.advisors.retry_delay_s <= 3600.0) {
-            problems.push((
-                "advisors.retry_delay_s",
-                format!(
-                    "must be 0 to 3600 seconds, not {}",
-                    self.advisors.retry_delay_s
-                ),
-            ));
-        }
+        let mut problems = keys::out_of_range(&to_value(self));
         let c = &self.chat;
         if !(c.wait_min_s >= 0.0 && c.wait_max_s >= c.wait_min_s && c.wait_max_s <= 3600.0) {
             problems.push((
@@ -512,13 +488,14 @@ impl Config {
                 problems.push((key, error));
             }
         }
-        if self.agent.max_turns == 0 {
-            problems.push(("agent.max_turns", "must be at least 1".to_string()));
-        }
-        if self.tools.output_max_bytes < 1000 {
+        if let Some(var) = &self.provider.api_key_env
+            && !is_variable_name(var)
+        {
             problems.push((
-                "tools.output_max_bytes",
-                format!("must be at least 1000, not {}", self.tools.output_max_bytes),
+                "provider.api_key_env",
+                "must be the name of the environment variable that holds the key (letters, \
+                 digits and _, such as OPENAI_API_KEY), never the key itself"
+                    .to_string(),
             ));
         }
         problems
@@ -529,11 +506,22 @@ impl Config {
     }
 }
 
+fn is_variable_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
 /// Where a configuration value came from.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "layer", content = "source", rename_all = "lowercase")]
 pub enum Origin {
     Default,
+    /// The user's own file, `~/.config/nop/config.yml`.
+    User(PathBuf),
+    /// The repository's `.nop/config.yml`.
     File(PathBuf),
     Agent(String),
     Session(String),
@@ -545,6 +533,7 @@ impl fmt::Display for Origin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Origin::Default => f.write_str("default"),
+            Origin::User(path) => write!(f, "user file {}", path.display()),
             Origin::File(path) => write!(f, "file {}", path.display()),
             Origin::Agent(name) => write!(f, "agent {name} (agents.yml)"),
             Origin::Session(id) => write!(f, "session {id} (session.json)"),
@@ -562,11 +551,12 @@ pub enum ConfigError {
         pos: Option<TextPos>,
         message: String,
     },
-    #[error("unknown configuration key `{key}` (from {origin}); known keys: {known}")]
+    /// `hint` suggests at most five close keys.
+    #[error("unknown configuration key `{key}` (from {origin}); {hint}")]
     UnknownKey {
         key: String,
         origin: Origin,
-        known: String,
+        hint: String,
     },
     #[error("configuration key `{key}` (from {origin}): {message}")]
     Invalid {
@@ -580,19 +570,39 @@ pub enum ConfigError {
         #[source]
         source: std::io::Error,
     },
+    /// `nop config set` of a key that would hold the API key itself.
+    #[error(
+        "`{key}` would put the API key in a file, which nop never does: keep the key in an \
+         environment variable and set `provider.api_key_env` to that variable's name \
+         (e.g. `nop config set provider.api_key_env OPENAI_API_KEY --user`)"
+    )]
+    Secret { key: String },
+    /// A file that does not load is never rewritten.
+    #[error("{} was not changed: it does not load ({source}); fix it first", path.display())]
+    Unchanged {
+        path: PathBuf,
+        source: Box<ConfigError>,
+    },
+    /// The change would leave a file that does not load, so it was not made.
+    #[error("{} was not changed: with that value it would not load: {source}", path.display())]
+    Refused {
+        path: PathBuf,
+        source: Box<ConfigError>,
+    },
 }
 
 /// Everything the layers are built from. Environment and command line are passed in, never read
 /// here, so tests never touch the process environment.
 #[derive(Debug, Default)]
 pub struct ConfigInputs<'a> {
-    /// `.nop/config.yml`: its path and text.
+    /// `.nop/config.yml`: its path and text. (The user's file is found from `env`.)
     pub file: Option<(&'a Path, &'a str)>,
     /// The agent's `config:` overrides in agents.yml.
     pub agent: Option<(&'a str, &'a Map<String, Value>)>,
     /// The session's `config` overrides in session.json.
     pub session: Option<(&'a str, &'a Map<String, Value>)>,
-    /// Environment variables (only `NOP_*` ones are looked at).
+    /// Environment variables: `NOP_*` ones, and `XDG_CONFIG_HOME` / `HOME` to find the user's
+    /// file.
     pub env: BTreeMap<String, String>,
     /// Command-line settings: (flag as typed, key, value text).
     pub cli: Vec<(String, String, String)>,
@@ -619,8 +629,25 @@ pub fn env_var_for(key: &str) -> String {
 }
 
 impl Resolved {
-    /// Builds the configuration from its layers, lowest precedence first.
+    /// Builds the configuration from its layers, lowest precedence first; the user's file is
+    /// read from where `inputs.env` says ([`user_config_path`]).
     pub fn from_inputs(inputs: &ConfigInputs<'_>) -> Result<Resolved, ConfigError> {
+        let user = match user_config_path(&inputs.env) {
+            Some(path) => read_config_text(&path)?.map(|text| (path, text)),
+            None => None,
+        };
+        Resolved::with_user_file(
+            inputs,
+            user.as_ref().map(|(p, t)| (p.as_path(), t.as_str())),
+        )
+    }
+
+    /// [`Resolved::from_inputs`] with the user's file given (its path and text): how the
+    /// configuration would look with a file not yet written.
+    pub fn with_user_file(
+        inputs: &ConfigInputs<'_>,
+        user: Option<(&Path, &str)>,
+    ) -> Result<Resolved, ConfigError> {
         let defaults = to_value(&Config::default());
         let mut entries: BTreeMap<String, (Value, Origin)> = BTreeMap::new();
         flatten("", &defaults, &mut |key, value| {
@@ -633,11 +660,15 @@ impl Resolved {
             values.into_iter().map(|(k, v)| (k, v, None)).collect()
         };
         let mut layers: Vec<(Origin, Layer)> = Vec::new();
+        if let Some((path, text)) = user {
+            let origin = Origin::User(path.to_path_buf());
+            let values = parse_file(&origin, text)?;
+            layers.push((origin, typed(values)));
+        }
         if let Some((path, text)) = inputs.file {
-            layers.push((
-                Origin::File(path.to_path_buf()),
-                typed(parse_file(path, text)?),
-            ));
+            let origin = Origin::File(path.to_path_buf());
+            let values = parse_file(&origin, text)?;
+            layers.push((origin, typed(values)));
         }
         if let Some((name, map)) = inputs.agent {
             layers.push((Origin::Agent(name.to_string()), typed(flatten_map(map))));
@@ -661,20 +692,18 @@ impl Resolved {
             layers.push((Origin::Env(var), vec![(key, scalar(&text), Some(text))]));
         }
         for (flag, key, text) in &inputs.cli {
+            let key = canonical_key(key).to_string();
             layers.push((
                 Origin::Cli(flag.clone()),
-                vec![(key.clone(), scalar(text), Some(text.clone()))],
+                vec![(key, scalar(text), Some(text.clone()))],
             ));
         }
 
         for (origin, values) in layers {
             for (key, value, text) in values {
                 if !entries.contains_key(&key) {
-                    return Err(ConfigError::UnknownKey {
-                        key,
-                        origin,
-                        known: entries.keys().cloned().collect::<Vec<_>>().join(", "),
-                    });
+                    let hint = keys::hint(&key, entries.keys().cloned());
+                    return Err(ConfigError::UnknownKey { key, origin, hint });
                 }
                 // `NOP_MODEL=3.5` is the string "3.5" when the key takes a string.
                 let value = match (check_leaf(&defaults, &key, &value), text) {
@@ -684,11 +713,12 @@ impl Resolved {
                     {
                         Value::String(text)
                     }
-                    (Err(message), _) => {
+                    (Err(complaint), text) => {
+                        let shown = text.unwrap_or_else(|| value.to_string());
                         return Err(ConfigError::Invalid {
-                            key: key.clone(),
-                            origin: origin.clone(),
-                            message,
+                            message: must_be(&defaults, &key, &complaint, &shown),
+                            key,
+                            origin,
                         });
                     }
                 };
@@ -715,37 +745,6 @@ impl Resolved {
         }
         Ok(Resolved { config, entries })
     }
-}
-
-/// Parses config.yml, reporting unknown keys and wrong types with their position.
-fn parse_file(path: &Path, text: &str) -> Result<Vec<(String, Value)>, ConfigError> {
-    let parse_err = |e: serde_saphyr::Error| {
-        let pos = e.location().map(|l| TextPos {
-            line: usize::try_from(l.line()).unwrap_or(0),
-            column: usize::try_from(l.column()).unwrap_or(0),
-        });
-        ConfigError::Parse {
-            path: path.to_path_buf(),
-            pos,
-            message: first_line(&e.to_string()),
-        }
-    };
-    if text.trim().is_empty() {
-        return Ok(Vec::new());
-    }
-    // Typed parse first: it names unknown keys and wrong types with their line and column.
-    let config: Config = serde_saphyr::from_str(text).map_err(parse_err)?;
-    if let Some((key, message)) = config.check_ranges().into_iter().next() {
-        return Err(ConfigError::Invalid {
-            key: key.to_string(),
-            origin: Origin::File(path.to_path_buf()),
-            message,
-        });
-    }
-    let value: Value = serde_saphyr::from_str(text).map_err(parse_err)?;
-    let mut out = Vec::new();
-    flatten("", &value, &mut |key, value| out.push((key, value.clone())));
-    Ok(out)
 }
 
 /// The first line of a YAML error message, without the `error: line N column M:` that the
@@ -892,6 +891,114 @@ mod tests {
     }
 
     #[test]
+    fn the_user_file_sits_between_the_defaults_and_the_repository_file() -> anyhow::Result<()> {
+        let home = tempfile::tempdir()?;
+        let user = home.path().join("xdg/nop/config.yml");
+        std::fs::create_dir_all(home.path().join("xdg/nop"))?;
+        std::fs::write(&user, "provider:\n  model: user-model\n  kind: anthropic\n")?;
+        let mut env = BTreeMap::new();
+        env.insert("HOME".to_string(), "/nonexistent".to_string());
+        env.insert(
+            "XDG_CONFIG_HOME".to_string(),
+            home.path().join("xdg").display().to_string(),
+        );
+        let repo = Path::new("/repo/.nop/config.yml");
+        let r = resolve(ConfigInputs {
+            file: Some((repo, "provider:\n  model: repo-model\n")),
+            env: env.clone(),
+            ..Default::default()
+        })?;
+        assert_eq!(r.config.provider.model.as_deref(), Some("repo-model"));
+        assert_eq!(r.entries["provider.model"].1, Origin::File(repo.into()));
+        assert_eq!(r.config.provider.kind, ProviderKind::Anthropic);
+        assert_eq!(r.entries["provider.kind"].1, Origin::User(user.clone()));
+        assert_eq!(
+            r.entries["provider.kind"].1.to_string(),
+            format!("user file {}", user.display())
+        );
+
+        // Without XDG_CONFIG_HOME: HOME/.config; a relative value is ignored.
+        assert_eq!(
+            user_config_path(&BTreeMap::from([
+                ("HOME".to_string(), "/home/u".to_string()),
+                ("XDG_CONFIG_HOME".to_string(), "relative".to_string()),
+            ])),
+            Some(PathBuf::from("/home/u/.config/nop/config.yml"))
+        );
+        assert_eq!(user_config_path(&BTreeMap::new()), None);
+
+        std::fs::write(&user, "agent:\n  max_turns: 0\n")?;
+        let err = resolve(ConfigInputs {
+            env,
+            ..Default::default()
+        })
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(
+            err.contains("agent.max_turns") && err.contains(&user.display().to_string()),
+            "{err}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn bad_numbers_in_a_file_name_the_key_and_the_range() {
+        let path = Path::new("/repo/.nop/config.yml");
+        for (text, expected) in [
+            (
+                "agent:\n  max_turns: -5\n",
+                "/repo/.nop/config.yml:2:14: `agent.max_turns` must be a whole number from 1 to 4294967295, not -5",
+            ),
+            (
+                "log:\n  level: info\nagent:\n  max_turns: 5000000000\n",
+                "/repo/.nop/config.yml:4:14: `agent.max_turns` must be a whole number from 1 to 4294967295, not 5000000000",
+            ),
+            (
+                "session:\n  lock_timeout_s: soon\n",
+                "/repo/.nop/config.yml:2:19: `session.lock_timeout_s` must be more than 0 and at most 3600 seconds, not \"soon\"",
+            ),
+            (
+                "modle: x\n",
+                "/repo/.nop/config.yml:1:1: unknown configuration key `modle`; did you mean `provider.model`?",
+            ),
+        ] {
+            let err = resolve(ConfigInputs {
+                file: Some((path, text)),
+                ..Default::default()
+            })
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+            assert_eq!(err, expected, "{text}");
+        }
+        // Range checks after the typed parse name the key and the file as well.
+        let err = resolve(ConfigInputs {
+            file: Some((path, "agent:\n  max_turns: 0\n")),
+            ..Default::default()
+        })
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert_eq!(
+            err,
+            "configuration key `agent.max_turns` (from file /repo/.nop/config.yml): must be a whole number from 1 to 4294967295, not 0"
+        );
+    }
+
+    #[test]
+    fn yaml_1_1_words_are_the_values_the_key_takes() -> anyhow::Result<()> {
+        let path = Path::new("/repo/.nop/config.yml");
+        let r = resolve(ConfigInputs {
+            file: Some((path, "sandbox: off\nshell:\n  namespaces: off\n")),
+            ..Default::default()
+        })?;
+        assert_eq!(r.config.sandbox, SandboxMode::Off);
+        assert_eq!(r.config.shell.namespaces, NamespacesMode::Off);
+        Ok(())
+    }
+
+    #[test]
     fn file_errors_name_key_and_position() {
         let path = Path::new("config.yml");
         for (text, needle, line) in [
@@ -948,5 +1055,41 @@ mod tests {
             ..Default::default()
         });
         assert!(matches!(err, Err(ConfigError::Invalid { .. })), "{err:?}");
+        let err = err.err().map(|e| e.to_string()).unwrap_or_default();
+        assert_eq!(
+            err,
+            "configuration key `log.level` (from environment NOP_LOG): must be one of error, warn, info, debug, not loud"
+        );
+
+        let err = resolve(ConfigInputs {
+            cli: vec![("--set".into(), "agent.max_turns".into(), "-1".into())],
+            ..Default::default()
+        })
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert_eq!(
+            err,
+            "configuration key `agent.max_turns` (from command line --set): must be a whole number from 1 to 4294967295, not -1"
+        );
+    }
+
+    #[test]
+    fn an_unknown_key_suggests_at_most_five() {
+        let err = resolve(ConfigInputs {
+            cli: vec![("--set".into(), "timeout".into(), "1".into())],
+            ..Default::default()
+        })
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(
+            err.starts_with(
+                "unknown configuration key `timeout` (from command line --set); did you mean `"
+            ),
+            "{err}"
+        );
+        assert!(err.matches('`').count() <= 2 + 2 * 5, "{err}");
+        assert!(!err.contains("chat.batching"), "{err}");
     }
 }

@@ -77,8 +77,9 @@ pub enum ProviderError {
         message: String,
         retry_after: Option<Duration>,
     },
-    #[error("could not reach the model API: {0}")]
-    Connect(String),
+    /// No answer at all: the connection, DNS or TLS failed. `cause` is the lowest-level reason.
+    #[error("could not reach the model API at {url}: {cause}")]
+    Connect { url: String, cause: String },
     #[error("the model API did not answer in time: {0}")]
     Timeout(String),
     #[error("the model API sent an empty stream (no text, no tool calls, no end marker)")]
@@ -99,7 +100,7 @@ impl ProviderError {
     pub fn is_retryable(&self) -> bool {
         match self {
             ProviderError::Http { status, .. } => matches!(status, 408 | 409 | 429 | 500..=599),
-            ProviderError::Connect(_)
+            ProviderError::Connect { .. }
             | ProviderError::Timeout(_)
             | ProviderError::EmptyStream
             | ProviderError::Truncated(_)
@@ -423,11 +424,13 @@ impl Provider {
     }
 
     fn transport_error(&self, e: &reqwest::Error) -> ProviderError {
-        let text = self.scrub(&e.to_string());
         if e.is_timeout() {
-            ProviderError::Timeout(text)
+            ProviderError::Timeout(self.scrub(&e.to_string()))
         } else {
-            ProviderError::Connect(text)
+            ProviderError::Connect {
+                url: self.url.clone(),
+                cause: self.scrub(&transport_cause(e)),
+            }
         }
     }
 
@@ -460,6 +463,51 @@ impl Provider {
             message: self.scrub(message.trim()),
             retry_after,
         }
+    }
+}
+
+/// Why a request got no answer, from the bottom of the error's chain: reqwest's own message
+/// only repeats the URL ("error sending request for url (…)"), the reason (connection refused,
+/// a DNS failure, a certificate the TLS handshake rejected) is in its sources.
+fn transport_cause(e: &reqwest::Error) -> String {
+    use std::error::Error as _;
+    let mut reasons: Vec<String> = Vec::new();
+    let mut kind = None;
+    let mut next = e.source();
+    while let Some(s) = next {
+        next = s.source();
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            kind = kind.or(match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => Some("connection refused"),
+                std::io::ErrorKind::ConnectionReset => Some("connection reset"),
+                std::io::ErrorKind::TimedOut => Some("connection timed out"),
+                _ => None,
+            });
+            // An io::Error's `source()` skips the error it wraps (tokio-rustls wraps the
+            // handshake's error, sometimes twice): step into it instead.
+            if let Some(inner) = io.get_ref() {
+                next = Some(inner);
+            }
+        }
+        let text = s.to_string();
+        if s.is::<rustls::Error>() {
+            kind = kind.or(Some("TLS failed"));
+        } else if text.starts_with("dns error") {
+            kind = kind.or(Some("DNS lookup failed"));
+        }
+        // hyper's "client error (Connect)" says nothing the rest does not.
+        if !text.is_empty() && !text.starts_with("client error (") && !reasons.contains(&text) {
+            reasons.push(text);
+        }
+    }
+    let detail = if reasons.is_empty() {
+        e.to_string()
+    } else {
+        reasons.join(": ")
+    };
+    match kind {
+        Some(kind) => format!("{kind} ({detail})"),
+        None => detail,
     }
 }
 

@@ -24,3 +24,4 @@ mod sandbox;
 mod seeds_cli;
 mod shell_sandbox;
 mod skills;
+mod user_config;
