@@ -131,3 +131,60 @@ fn the_session_list_has_titles_newest_first_and_hides_called_sessions() {
     );
     assert!(text.contains("write the docs"), "{text}");
 }
+
+/// The README's first command, without the install: in a fresh git repository with no `.nop/`
+/// and a HOME with nothing in it, set the model once for the user, then run a task.
+#[test]
+fn the_readme_first_commands_work_in_a_fresh_repository_with_only_a_user_config() {
+    let base = crate::support::repo_dir();
+    let repo = base.path().join("project");
+    let home = base.path().join("home");
+    fs::create_dir_all(&repo).expect("repo");
+    fs::create_dir_all(&home).expect("home");
+    let git = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .current_dir(&repo)
+        .status()
+        .expect("git");
+    assert!(git.success());
+    let server = MockServer::start(vec![openai::reply_text("It is a small demo.")]);
+    let nop = |args: &[&str]| {
+        let out = assert_cmd::Command::cargo_bin("nop")
+            .expect("nop")
+            .current_dir(&repo)
+            .env_clear()
+            .env("HOME", &home)
+            .env("OPENAI_API_KEY", "sk-test")
+            .args(args)
+            .output()
+            .expect("run");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "nop {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    };
+    // Where the model is: set once, for the user (a real user sets only the model).
+    nop(&[
+        "config",
+        "set",
+        "base_url",
+        &server.openai_base_url(),
+        "--user",
+    ]);
+    nop(&["config", "set", "model", "gpt-4.1", "--user"]);
+    let out = nop(&["say what this repository does"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("It is a small demo."));
+    let requests = server.requests();
+    assert_eq!(requests[0].body["model"], "gpt-4.1");
+    assert!(home.join(".config/nop/config.yml").is_file());
+    let mut made: Vec<String> = fs::read_dir(repo.join(".nop"))
+        .expect(".nop")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    made.sort();
+    assert_eq!(made, vec![".gitignore", "logs", "sessions"]);
+}
