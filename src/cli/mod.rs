@@ -497,159 +497,40 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
         return run::interactive(runtime, prompts, &ws, None, None, None);
     };
     match command {
-        Command::Run(mut args) => {
-            if args.continue_last {
-                let ws = workspace_at(&cwd, &outside.env)?;
-                let base = ws.config(None, None, outside.env.clone(), cli_settings.clone())?;
-                match last_session(&ws.store(&base.config)) {
-                    Some(id) => args.session = Some(id),
-                    None => bail!("no session to continue in {}", ws.root.display()),
-                }
-            }
-            let Opened {
-                ws,
-                session,
-                resolved,
-            } = open(
-                &cwd,
-                &outside.env,
-                cli_settings,
-                args.agent.as_deref(),
-                args.session.as_deref(),
-            )?;
-            let session = session.map(|s| s.session_id);
-            if !args.messages.is_empty() {
-                let agent = args
-                    .agent
-                    .clone()
-                    .unwrap_or_else(|| resolved.config.agent.default.clone());
-                // A chat runs no tools: nothing is asked.
-                let approver = nop::permissions::Approver::headless(ApprovalMode::Never, false);
-                let runtime = nop::agent::Runtime::new(
-                    ws.clone(),
-                    resolved.config,
-                    outside.env,
-                    approver,
-                    user,
-                )
-                .with_cwd(&cwd);
-                return chat::batch(runtime, session, &agent, args.messages, args.output_format);
-            }
-            let prompt = match run::read_prompt(args.prompt) {
-                Ok(p) => p,
-                Err(e) => {
-                    eprintln!("error: {e:#}");
-                    return Ok(ExitCode::from(exit::USAGE));
-                }
-            };
-            let on_terminal = std::io::stdin().is_terminal();
-            let (approver, prompts) = run::approver(args.approval.into(), args.yes, on_terminal);
-            let priority = resolved.config.queue.default_priority;
-            let mut runtime =
-                nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user)
-                    .with_cwd(&cwd);
-            if let Some(model) = &args.model {
-                runtime = runtime.with_model(model);
-            }
-            match (prompt, session) {
-                (Some(input), Some(id)) => run::deliver(
-                    runtime,
-                    prompts,
-                    &id,
-                    input,
-                    priority,
-                    args.output_format,
-                    args.max_turns,
-                    args.emergency,
-                ),
-                (Some(input), None) => {
-                    let request = nop::agent::RunRequest {
-                        session: None,
-                        agent: args.agent,
-                        input: Some(input),
-                        max_turns: args.max_turns,
-                        emergency: args.emergency,
-                        guard: None,
-                    };
-                    run::headless(runtime, prompts, request, args.output_format)
-                }
-                (None, session)
-                    if std::io::stdin().is_terminal()
-                        && args.output_format == OutputFormat::Text =>
-                {
-                    run::interactive(runtime, prompts, &ws, session, args.agent, args.max_turns)
-                }
-                (None, _) => {
-                    eprintln!(
-                        "error: no PROMPT given (pass the task as an argument, or `-` to read it from standard input)"
-                    );
-                    Ok(ExitCode::from(exit::USAGE))
-                }
-            }
-        }
+        Command::Run(args) => run_command(args, &cwd, outside, cli_settings, user),
         Command::Resume {
             id,
             prompt,
             model,
             output_format,
         } => {
+            // A run of the session picked here: ID, a picker on a terminal, else the latest.
+            let interactive = prompt.is_none() && std::io::stdin().is_terminal();
             let ws = workspace_at(&cwd, &outside.env)?;
             let base = ws.config(None, None, outside.env.clone(), cli_settings.clone())?;
             let store = ws.store(&base.config);
-            let interactive = prompt.is_none() && std::io::stdin().is_terminal();
-            let id = match id {
-                Some(id) => store.resolve(&id)?,
+            let session = match id {
+                Some(id) => Some(store.resolve(&id)?),
                 None if interactive => match run::pick_session(&store)? {
-                    Some(id) => id,
+                    Some(id) => Some(id),
                     None => return Ok(ExitCode::SUCCESS),
                 },
-                None => match last_session(&store) {
-                    Some(id) => id,
-                    None => bail!("no session to resume in {}", ws.root.display()),
-                },
+                None => None,
             };
-            let Opened { ws, resolved, .. } =
-                open(&cwd, &outside.env, cli_settings, None, Some(&id))?;
-            let prompt = match run::read_prompt(prompt) {
-                Ok(p) => p,
-                Err(e) => {
-                    eprintln!("error: {e:#}");
-                    return Ok(ExitCode::from(exit::USAGE));
-                }
+            let args = RunArgs {
+                continue_last: session.is_none(),
+                session,
+                model,
+                agent: None,
+                max_turns: None,
+                output_format,
+                approval: ApprovalArg::OnRequest,
+                yes: false,
+                emergency: false,
+                messages: Vec::new(),
+                prompt,
             };
-            let (approver, prompts) = run::approver(
-                ApprovalMode::OnRequest,
-                false,
-                std::io::stdin().is_terminal(),
-            );
-            let priority = resolved.config.queue.default_priority;
-            let mut runtime =
-                nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user)
-                    .with_cwd(&cwd);
-            if let Some(model) = &model {
-                runtime = runtime.with_model(model);
-            }
-            match prompt {
-                Some(input) => run::deliver(
-                    runtime,
-                    prompts,
-                    &id,
-                    input,
-                    priority,
-                    output_format,
-                    None,
-                    false,
-                ),
-                None if interactive => {
-                    run::interactive(runtime, prompts, &ws, Some(id), None, None)
-                }
-                None => {
-                    eprintln!(
-                        "error: no PROMPT given and standard input is not a terminal: `nop resume {id} \"…\"`"
-                    );
-                    Ok(ExitCode::from(exit::USAGE))
-                }
-            }
+            run_command(args, &cwd, outside, cli_settings, user)
         }
         Command::Chat { session, agent } => {
             let Opened {
@@ -1053,14 +934,101 @@ fn run_session_command(
     }
 }
 
+/// `nop run` (and `nop resume`, which is a run of the session it picks).
+fn run_command(
+    mut args: RunArgs,
+    cwd: &std::path::Path,
+    outside: Outside,
+    cli_settings: Vec<(String, String, String)>,
+    user: String,
+) -> Result<ExitCode> {
+    if args.continue_last {
+        let ws = workspace_at(cwd, &outside.env)?;
+        let base = ws.config(None, None, outside.env.clone(), cli_settings.clone())?;
+        match last_session(&ws.store(&base.config)) {
+            Some(id) => args.session = Some(id),
+            None => bail!("no session to continue in {}", ws.root.display()),
+        }
+    }
+    let Opened {
+        ws,
+        session,
+        resolved,
+    } = open(
+        cwd,
+        &outside.env,
+        cli_settings,
+        args.agent.as_deref(),
+        args.session.as_deref(),
+    )?;
+    let session = session.map(|s| s.session_id);
+    if !args.messages.is_empty() {
+        let agent = args
+            .agent
+            .clone()
+            .unwrap_or_else(|| resolved.config.agent.default.clone());
+        // A chat runs no tools: nothing is asked.
+        let approver = nop::permissions::Approver::headless(ApprovalMode::Never, false);
+        let runtime =
+            nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user)
+                .with_cwd(cwd);
+        return chat::batch(runtime, session, &agent, args.messages, args.output_format);
+    }
+    let prompt = match run::read_prompt(args.prompt) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return Ok(ExitCode::from(exit::USAGE));
+        }
+    };
+    let on_terminal = std::io::stdin().is_terminal();
+    let (approver, prompts) = run::approver(args.approval.into(), args.yes, on_terminal);
+    let priority = resolved.config.queue.default_priority;
+    let mut runtime =
+        nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user)
+            .with_cwd(cwd);
+    if let Some(model) = &args.model {
+        runtime = runtime.with_model(model);
+    }
+    match (prompt, session) {
+        (Some(input), Some(id)) => run::deliver(
+            runtime,
+            prompts,
+            &id,
+            input,
+            priority,
+            args.output_format,
+            args.max_turns,
+            args.emergency,
+        ),
+        (Some(input), None) => {
+            let request = nop::agent::RunRequest {
+                session: None,
+                agent: args.agent,
+                input: Some(input),
+                max_turns: args.max_turns,
+                emergency: args.emergency,
+                guard: None,
+            };
+            run::headless(runtime, prompts, request, args.output_format)
+        }
+        (None, session)
+            if std::io::stdin().is_terminal() && args.output_format == OutputFormat::Text =>
+        {
+            run::interactive(runtime, prompts, &ws, session, args.agent, args.max_turns)
+        }
+        (None, _) => {
+            eprintln!(
+                "error: no PROMPT given (pass the task as an argument, or `-` to read it from standard input)"
+            );
+            Ok(ExitCode::from(exit::USAGE))
+        }
+    }
+}
+
 /// The most recently used session a person started (not a subagent's or an advisor's).
 fn last_session(store: &nop::session::Store) -> Option<String> {
-    let (summaries, _) = store.summaries().ok()?;
-    summaries
-        .into_iter()
-        .filter(|s| !s.called)
-        .max_by_key(|s| s.updated_at)
-        .map(|s| s.id)
+    slash::recent(store, 1).pop().map(|s| s.id)
 }
 
 /// `nop "PROMPT"` is `nop run "PROMPT"`: the arguments with `run` put in front of the prompt when
@@ -1100,7 +1068,7 @@ pub fn implicit_run(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
 
 /// Whether `a` is at most two edits from `b` (a mistyped command).
 fn near(a: &str, b: &str) -> bool {
-    slash::distance(a, b) <= 2
+    nop::config::edit_distance(a, b) <= 2
 }
 
 fn permissions(

@@ -69,6 +69,9 @@ pub fn read_prompt(prompt: Option<String>) -> Result<Option<String>> {
 /// How much piped input goes with a prompt.
 const PIPED_MAX_BYTES: usize = 100 * 1024;
 
+/// How long piped input may take to begin.
+const PIPED_WAIT_MS: u16 = 2000;
+
 /// What is piped into nop along with a prompt (`cat error.log | nop run "explain this"`): read
 /// when standard input is a pipe or a file, never from a terminal or a device (a CI runner's
 /// `/dev/null`), at most [`PIPED_MAX_BYTES`] and one more byte to know it was cut.
@@ -82,6 +85,19 @@ fn piped_input() -> Result<Option<Vec<u8>>> {
     let kind = SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT;
     if kind != SFlag::S_IFIFO && kind != SFlag::S_IFREG {
         return Ok(None);
+    }
+    // A pipe nobody writes to or closes (`ssh host nop "…"`, some task runners) would hold the
+    // run forever: what is piped has to start within a moment.
+    if kind == SFlag::S_IFIFO {
+        use nix::poll::{PollFd, PollFlags, poll};
+        let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
+        if !poll(&mut fds, PIPED_WAIT_MS).is_ok_and(|n| n > 0) {
+            eprintln!(
+                "nop: nothing came on the standard input pipe within {} s; going on without it",
+                PIPED_WAIT_MS / 1000
+            );
+            return Ok(None);
+        }
     }
     let mut bytes = Vec::new();
     stdin
@@ -667,10 +683,10 @@ fn pick(store: &nop::session::Store, editor: &mut rustyline::DefaultEditor) -> O
     }
     for (i, r) in recent.iter().enumerate() {
         let when = r
-            .updated
+            .updated_at
             .with_timezone(&chrono::Local)
             .format("%b %d %H:%M");
-        let prompt: String = r.first_prompt.chars().take(70).collect();
+        let prompt: String = r.title.chars().take(70).collect();
         eprintln!("{:>2}. {when}  {}  {prompt}", i + 1, r.id);
     }
     editor

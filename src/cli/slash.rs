@@ -5,8 +5,8 @@ use std::path::Path;
 
 use super::term::diff;
 use super::term::style::Style;
-use nop::protocol::{Message, Role, SessionFile};
-use nop::session::Store;
+use nop::protocol::{Message, SessionFile};
+use nop::session::{SessionSummary, Store};
 
 /// Every slash command with what it does, as `/help` lists them.
 pub const COMMANDS: &[(&str, &str)] = &[
@@ -50,59 +50,22 @@ pub fn help() -> String {
 pub fn nearest(name: &str) -> Option<&'static str> {
     COMMANDS
         .iter()
-        .map(|(command, _)| (*command, distance(name, command)))
+        .map(|(command, _)| (*command, nop::config::edit_distance(name, command)))
         .filter(|(_, d)| *d <= 2)
         .min_by_key(|(_, d)| *d)
         .map(|(command, _)| command)
 }
 
-/// Levenshtein distance in characters.
-pub fn distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut diagonal = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let above = row[j + 1];
-            row[j + 1] = (above + 1)
-                .min(row[j] + 1)
-                .min(diagonal + usize::from(ca != *cb));
-            diagonal = above;
-        }
-    }
-    row[b.len()]
-}
-
-/// A session `/resume` offers: its id, when it was last used, and its first prompt.
-pub struct Recent {
-    pub id: String,
-    pub updated: chrono::DateTime<chrono::Utc>,
-    pub first_prompt: String,
-}
-
-/// The `n` most recently used sessions a person started (not subagents' or advisors').
-pub fn recent(store: &Store, n: usize) -> Vec<Recent> {
+/// The `n` most recently used sessions a person started and said something in (not subagents'
+/// or advisors'), newest first.
+pub fn recent(store: &Store, n: usize) -> Vec<SessionSummary> {
     let Ok((mut summaries, _)) = store.summaries() else {
         return Vec::new();
     };
+    summaries.retain(|s| !s.called && !s.title.is_empty());
     summaries.sort_by_key(|s| std::cmp::Reverse(s.updated_at));
+    summaries.truncate(n);
     summaries
-        .into_iter()
-        .filter_map(|s| {
-            let session = store.read_session(&s.id).ok()?;
-            if session.caller.is_some() {
-                return None;
-            }
-            let first = session.messages.iter().find(|m| m.role == Role::User)?;
-            Some(Recent {
-                id: s.id,
-                updated: s.updated_at,
-                first_prompt: first.content.lines().next().unwrap_or_default().to_string(),
-            })
-        })
-        .take(n)
-        .collect()
 }
 
 /// `/status`: the model, the session, its tokens and the context its last request used.

@@ -238,7 +238,7 @@ pub(crate) fn hint(key: &str, known: impl Iterator<Item = String>) -> String {
 
 /// Optimal string alignment distance: insertions, deletions, substitutions and swaps of two
 /// neighbours each cost one (`modle` is one step from `model`).
-fn distance(a: &str, b: &str) -> usize {
+pub fn distance(a: &str, b: &str) -> usize {
     let a: Vec<char> = a.chars().collect();
     let b: Vec<char> = b.chars().collect();
     let width = b.len() + 1;

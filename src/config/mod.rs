@@ -26,7 +26,7 @@ pub use agents::{AgentDef, AgentsFile};
 pub use edit::{Edit, set_key};
 use file::{must_be, parse_file};
 pub use file::{read_config_text, user_config_path};
-pub use keys::{canonical_key, is_secret_key};
+pub use keys::{canonical_key, distance as edit_distance, is_secret_key};
 
 use crate::protocol::TextPos;
 

@@ -188,3 +188,31 @@ fn the_readme_first_commands_work_in_a_fresh_repository_with_only_a_user_config(
     made.sort();
     assert_eq!(made, vec![".gitignore", "logs", "sessions"]);
 }
+
+#[test]
+fn a_pipe_that_never_writes_does_not_hold_the_run() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![openai::reply_text("answered anyway")]);
+    let mut child = repo
+        .nop_model_process(&server, "openai")
+        .args(["run", "explain this"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Held open, never written: as `ssh host nop "…"` leaves it.
+    let _open = child.stdin.take();
+    let status = child.wait().expect("wait");
+    let mut stderr = String::new();
+    use std::io::Read;
+    if let Some(mut err) = child.stderr.take() {
+        err.read_to_string(&mut stderr).expect("stderr");
+    }
+    assert!(status.success(), "{stderr}");
+    assert!(
+        stderr.contains("nothing came on the standard input pipe"),
+        "{stderr}"
+    );
+    assert_eq!(server.requests()[0].user_messages(), vec!["explain this"]);
+}
