@@ -246,14 +246,19 @@ impl ModelAgent {
             let executed = orchestrator::execute(&self.registry, call, ctx)
                 .instrument(span)
                 .await;
-            let (executed, abort) = self.retry(call, executed, ctx).await?;
+            let (mut executed, abort) = self.retry(call, executed, ctx).await?;
             let was_aborted = matches!(executed.result, Err(ToolError::Aborted));
+            // What the front end shows is taken out, not copied (a file's text twice); a
+            // question stays, since recording the call looks at it.
             let (mut change, mut plan_changed) = (None, None);
-            if let Ok(output) = &executed.result {
-                match &output.effect {
-                    ToolEffect::AskUser(q) => question = Some(q.clone()),
-                    ToolEffect::FileChanged(c) => change = Some(c.clone()),
-                    ToolEffect::PlanChanged(plan) => plan_changed = Some(plan.clone()),
+            if let Ok(output) = &mut executed.result {
+                match std::mem::replace(&mut output.effect, ToolEffect::None) {
+                    ToolEffect::AskUser(q) => {
+                        question = Some(q.clone());
+                        output.effect = ToolEffect::AskUser(q);
+                    }
+                    ToolEffect::FileChanged(c) => change = Some(c),
+                    ToolEffect::PlanChanged(plan) => plan_changed = Some(plan),
                     ToolEffect::None => {}
                 }
             }

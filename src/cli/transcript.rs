@@ -153,21 +153,10 @@ impl Renderer {
     fn text(&mut self, event: &Event) {
         let mut out = std::io::stdout().lock();
         match event {
-            Event::SessionStarted {
-                session_id,
-                agent,
-                model,
-                resumed,
-                priority,
-                emergency,
-            } => {
-                let verb = if *resumed { "continuing" } else { "session" };
-                let priority = match (priority, emergency) {
-                    (Some(p), Some(why)) => format!(" · priority {p} (emergency: {why})"),
-                    (Some(p), None) => format!(" · priority {p}"),
-                    _ => String::new(),
-                };
-                eprintln!("{verb} {session_id} · {agent} · {model}{priority}");
+            Event::SessionStarted { .. } => {
+                if let Some((line, _)) = note(event) {
+                    eprintln!("{line}");
+                }
             }
             Event::TurnStarted { .. } => {}
             Event::Text { delta } => {
@@ -445,25 +434,11 @@ impl Live {
         self.flush_text();
         self.clear_status();
         match event {
-            Event::SessionStarted {
-                session_id,
-                agent,
-                model,
-                resumed,
-                priority,
-                ..
-            } => {
+            Event::SessionStarted { .. } => {
                 self.started = Instant::now();
-                let verb = if *resumed { "continuing" } else { "session" };
-                let priority = priority
-                    .map(|p| format!(" · priority {p}"))
-                    .unwrap_or_default();
-                eprintln!(
-                    "{}",
-                    err.dim(&format!(
-                        "{verb} {session_id} · {agent} · {model}{priority}"
-                    ))
-                );
+                if let Some((line, _)) = note(event) {
+                    eprintln!("{}", err.dim(&line));
+                }
             }
             Event::TurnStarted { .. } => {
                 self.shown_block = false;
@@ -704,11 +679,30 @@ impl Drop for Live {
     }
 }
 
-/// The line an event of the run's course is shown as, the same plain or live, and what the
+/// The line an event of the run's course is shown as (on stderr), the same plain or live, and what the
 /// status line says after it (live).
 fn note(event: &Event) -> Option<(String, Option<String>)> {
     let thinking = Some("thinking".to_string());
     Some(match event {
+        Event::SessionStarted {
+            session_id,
+            agent,
+            model,
+            resumed,
+            priority,
+            emergency,
+        } => {
+            let verb = if *resumed { "continuing" } else { "session" };
+            let priority = match (priority, emergency) {
+                (Some(p), Some(why)) => format!(" · priority {p} (emergency: {why})"),
+                (Some(p), None) => format!(" · priority {p}"),
+                _ => String::new(),
+            };
+            (
+                format!("{verb} {session_id} · {agent} · {model}{priority}"),
+                None,
+            )
+        }
         Event::Queued { stop: true, .. } => (
             "  ■ stopping at the next checkpoint".into(),
             Some("working".into()),

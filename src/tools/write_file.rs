@@ -28,16 +28,12 @@ impl TypedTool for WriteFile {
         let path =
             paths::resolve_previewing(ctx, Self::NAME, &args.path, Access::Write, preview).await?;
         let existed = path.exists();
-        // What it held, for the diff a front end shows (a file that is not text, or over 1 MiB,
-        // has none).
-        let small = tokio::fs::metadata(&path)
-            .await
-            .is_ok_and(|m| m.len() <= paths::DIFF_MAX_BYTES);
-        let before = if existed && small {
-            paths::read_verified_async(ctx, &path)
+        // What it held, for the diff a front end shows: as the approval preview reads it (none
+        // for a file the rules keep from reading, over 1 MiB, or not text).
+        let before = if existed {
+            paths::current_text(ctx, &args.path)
                 .await
-                .ok()
-                .and_then(|b| String::from_utf8(b).ok())
+                .and_then(|(_, text)| text)
         } else {
             None
         };
