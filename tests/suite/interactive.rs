@@ -161,7 +161,8 @@ fn the_transcript_shows_diffs_a_failing_commands_tail_the_plan_and_rendered_mark
         &server,
         "transcript",
         "run",
-        &[],
+        // As a user has it: advisors on (none has a reason to speak in this run).
+        &[("NOP_ADVISORS_ENABLED", "true")],
         "/help for commands",
     );
     t.type_line("do it");
