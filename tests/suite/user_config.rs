@@ -427,3 +427,52 @@ fn the_max_turns_hint_names_the_real_session() {
     );
     assert!(!text.contains("--session ID"), "{text}");
 }
+
+/// The model must not widen its own rights through the user's configuration: neither a shell
+/// command (writing the file, or running `nop config set --user`) nor write-file can change the
+/// user file, which lives outside the repository (HOME here is beside it, not under /tmp).
+#[test]
+fn the_agent_cannot_rewrite_the_users_configuration() {
+    let repo = Repo::new();
+    let home = crate::support::repo_dir();
+    let user_file = home.path().join(".config/nop/config.yml");
+    write_user_file(&user_file, "sandbox: required\n");
+    let nop = assert_cmd::cargo::cargo_bin("nop");
+    let attack = format!(
+        "echo 'sandbox: off' > {file}; {nop} config set sandbox off --user; echo done",
+        file = user_file.display(),
+        nop = nop.display()
+    );
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("s", "shell", json!({"command": attack}))]),
+        openai::reply_tool_calls(&[(
+            "w",
+            "write-file",
+            json!({"path": user_file.display().to_string(), "content": "sandbox: off\n"}),
+        )]),
+        openai::reply_text("tried"),
+    ]);
+    let output = repo
+        .nop_model(&server, "openai")
+        .env("HOME", home.path())
+        .args(["run", "--output-format", "json", "loosen your limits"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        fs::read_to_string(&user_file).expect("user file"),
+        "sandbox: required\n"
+    );
+    let results = server.requests()[2].tool_results();
+    assert!(
+        results
+            .iter()
+            .any(|r| r.contains("refused") || r.contains("denied")),
+        "{results:?}"
+    );
+}
