@@ -80,6 +80,13 @@ pub async fn compact(
             Utc::now(),
         ),
     ];
+    if !host.afford(&crate::agent::meter::estimate_next(None, &request, &[])) {
+        return Err(ToolError::model(
+            ToolErrorKind::CompactionFailed,
+            "the CompactAgent was not asked: its request would pass the run's budget \
+             (--max-budget-usd)",
+        ));
+    }
     let mut ignore = |_| {};
     let reply = host
         .provider()
@@ -87,6 +94,7 @@ pub async fn compact(
             ChatRequest {
                 messages: &request,
                 tools: &[],
+                cache_key: None,
             },
             &ctx.cancel,
             &mut ignore,
@@ -117,7 +125,8 @@ pub async fn compact(
     // since stays after the compacted part; if the part it read has changed (another compaction
     // finished first), nothing is replaced.
     let read = messages.clone();
-    let (input_tokens, output_tokens) = (reply.input_tokens, reply.output_tokens);
+    let tokens = reply.usage;
+    let cost = host.charge_advisor(ctx, &tokens);
     let applied = store
         .update_async(&ctx.session_id, Utc::now(), move |s| {
             let unchanged =
@@ -129,8 +138,7 @@ pub async fn compact(
             s.session.messages = new_messages;
             s.session.messages.extend(appended);
             s.session.compressions.push(record);
-            s.session.usage.input_tokens += input_tokens;
-            s.session.usage.output_tokens += output_tokens;
+            s.session.usage.advisors.record(&tokens, cost);
             Ok(true)
         })
         .await?;

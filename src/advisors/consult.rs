@@ -44,6 +44,14 @@ pub trait Host: Send + Sync {
         input: String,
         timeout: Duration,
     ) -> BoxFuture<'a, Result<AdvisorAnswer, ToolError>>;
+    /// Charges a request the CompactAgent made to the run; its cost, `None` when unknown.
+    fn charge_advisor(
+        &self,
+        ctx: &ToolContext,
+        tokens: &crate::protocol::TokenUsage,
+    ) -> Option<f64>;
+    /// Whether the run's budget allows a request estimated at `next`.
+    fn afford(&self, next: &crate::protocol::TokenUsage) -> bool;
 }
 
 /// How an advisor's session ended, and its last answer.
@@ -373,6 +381,18 @@ mod tests {
                     message,
                 })
             })
+        }
+
+        fn charge_advisor(
+            &self,
+            _ctx: &ToolContext,
+            _tokens: &crate::protocol::TokenUsage,
+        ) -> Option<f64> {
+            None
+        }
+
+        fn afford(&self, _next: &crate::protocol::TokenUsage) -> bool {
+            true
         }
     }
 

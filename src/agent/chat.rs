@@ -12,7 +12,7 @@ use super::RunError;
 use crate::chat::{Reply, ScheduledReply, batch_instruction, parse_replies, schedule};
 use crate::config::Config;
 use crate::hooks::Hook;
-use crate::protocol::{Message, Role};
+use crate::protocol::{Message, Role, TokenUsage};
 use crate::providers::{ChatRequest, Provider};
 use crate::session::Store;
 use crate::workspace::Workspace;
@@ -164,23 +164,27 @@ impl ChatSession {
     }
 }
 
+/// One request; `cache_key` is the chat session's id for the batch itself (its history is the
+/// prefix the cache holds), `None` for the splitter.
 async fn ask(
     provider: &Provider,
     messages: &[Message],
+    cache_key: Option<&str>,
     cancel: &CancellationToken,
-) -> Result<(String, u64, u64), RunError> {
+) -> Result<(String, TokenUsage), RunError> {
     let mut ignore = |_| {};
     let reply = provider
         .complete(
             ChatRequest {
                 messages,
                 tools: &[],
+                cache_key,
             },
             cancel,
             &mut ignore,
         )
         .await?;
-    Ok((reply.text, reply.input_tokens, reply.output_tokens))
+    Ok((reply.text, reply.usage))
 }
 
 /// Answers `messages` as one batch of session `session_id`. A history question among them
@@ -196,6 +200,7 @@ async fn answer_batch(
     cancel: &CancellationToken,
 ) -> Result<BatchResult, RunError> {
     let max_delay = config.chat.max_delay_s;
+    let price = crate::providers::pricing::price_for(provider.model(), &config.pricing);
     let batch_id = crate::protocol::new_id();
     let now = Utc::now();
     let agent = store.read_session_async(session_id).await?.agent;
@@ -227,7 +232,8 @@ async fn answer_batch(
         batch_instruction(max_delay),
         now,
     ));
-    let (answer, mut input_tokens, mut output_tokens) = ask(provider, &request, cancel).await?;
+    let (answer, tokens) = ask(provider, &request, Some(session_id), cancel).await?;
+    let mut used = vec![tokens];
     let (replies, via): (Vec<Reply>, &'static str) = match parse_replies(&answer, max_delay) {
         Some(r) => (r, "json"),
         None => {
@@ -239,10 +245,9 @@ async fn answer_batch(
             ];
             let mut found = None;
             for attempt in 1..=2 {
-                match ask(provider, &split, cancel).await {
-                    Ok((text, i, o)) => {
-                        input_tokens += i;
-                        output_tokens += o;
+                match ask(provider, &split, None, cancel).await {
+                    Ok((text, tokens)) => {
+                        used.push(tokens);
                         if let Some(r) = parse_replies(&text, max_delay) {
                             found = Some(r);
                             break;
@@ -287,9 +292,10 @@ async fn answer_batch(
     store
         .update_async(session_id, Utc::now(), move |state| {
             state.session.messages.extend(stored);
-            state.session.usage.input_tokens += input_tokens;
-            state.session.usage.output_tokens += output_tokens;
-            state.session.usage.requests += 1;
+            for tokens in &used {
+                let cost = price.map(|p| p.cost(tokens));
+                state.session.usage.own.record(tokens, cost);
+            }
             Ok(())
         })
         .await?;

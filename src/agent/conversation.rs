@@ -3,7 +3,7 @@
 
 use chrono::Utc;
 
-use crate::protocol::Message;
+use crate::protocol::{Message, TokenUsage};
 use crate::session::Store;
 use crate::tools::ToolError;
 
@@ -27,11 +27,11 @@ impl Conversation {
             .messages)
     }
 
-    /// Appends messages (and a model request's token counts) in one write.
+    /// Appends messages (and a model request's tokens and cost) in one write.
     pub async fn push(
         &self,
         messages: Vec<Message>,
-        usage: Option<(u64, u64)>,
+        usage: Option<(TokenUsage, Option<f64>)>,
     ) -> Result<(), ToolError> {
         if messages.is_empty() && usage.is_none() {
             return Ok(());
@@ -39,10 +39,8 @@ impl Conversation {
         self.store
             .update_async(&self.session_id, Utc::now(), move |state| {
                 state.session.messages.extend(messages);
-                if let Some((input, output)) = usage {
-                    state.session.usage.input_tokens += input;
-                    state.session.usage.output_tokens += output;
-                    state.session.usage.requests += 1;
+                if let Some((tokens, cost)) = usage {
+                    state.session.usage.own.record(&tokens, cost);
                 }
                 Ok(())
             })

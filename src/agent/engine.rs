@@ -46,6 +46,8 @@ pub(super) struct Inner {
     pub(super) stopped_by: Mutex<Option<String>>,
     /// Set once the priority stack could not be read at a checkpoint (warned about once).
     pub(super) priority_unreadable: std::sync::atomic::AtomicBool,
+    /// What the run spends, and its budget.
+    pub(super) meter: super::meter::Meter,
 }
 
 /// The user's session stack and the stop words (seeds 000, 004).
@@ -69,7 +71,9 @@ impl Engine {
         events: EventSink,
         queue: QueueSettings,
     ) -> Engine {
+        let meter = super::meter::Meter::new(&config, provider.model());
         Engine(Arc::new(Inner {
+            meter,
             ws,
             cwd,
             config,
@@ -107,6 +111,11 @@ impl Engine {
             .map(|t| t.clone())
             .unwrap_or_default();
         Registry::with(&tools)
+    }
+
+    /// What the run spends, and its budget.
+    pub fn meter(&self) -> &super::meter::Meter {
+        &self.0.meter
     }
 
     /// The stop word that ended the task, if one did.
@@ -484,6 +493,18 @@ impl RunServices for Engine {
             Duration::from_secs_f64(advisors.retry_delay_s),
         )
     }
+
+    fn worth_a_retry(&self, kind: crate::tools::ToolErrorKind) -> bool {
+        self.0.config.advisors.retries(kind)
+    }
+
+    fn charge(&self, tokens: &crate::protocol::TokenUsage) -> Option<f64> {
+        self.0.meter.charge(tokens)
+    }
+
+    fn afford(&self, next: &crate::protocol::TokenUsage) -> Result<(), super::meter::OverBudget> {
+        self.0.meter.afford(next)
+    }
 }
 
 impl advisors::Host for Engine {
@@ -505,6 +526,26 @@ impl advisors::Host for Engine {
 
     fn cached_answer(&self, key: &str) -> Option<Value> {
         self.0.cache.lock().ok().and_then(|c| c.get(key).cloned())
+    }
+
+    fn charge_advisor(
+        &self,
+        ctx: &ToolContext,
+        tokens: &crate::protocol::TokenUsage,
+    ) -> Option<f64> {
+        let cost = self.0.meter.charge(tokens);
+        if ctx.depth == 0 {
+            let mut spent = crate::protocol::Spent::default();
+            spent.record(tokens, cost);
+            self.0
+                .meter
+                .add_called(super::meter::Spender::Advisor, &spent);
+        }
+        cost
+    }
+
+    fn afford(&self, next: &crate::protocol::TokenUsage) -> bool {
+        self.0.meter.afford(next).is_ok()
     }
 
     fn cache_answer(&self, key: String, value: Value) {

@@ -226,7 +226,7 @@ enum Plan {
 type Work = std::pin::Pin<Box<dyn std::future::Future<Output = Done> + Send>>;
 
 enum Done {
-    Run(Result<RunOutcome, RunError>),
+    Run(Box<Result<RunOutcome, RunError>>),
     Compact(Result<Option<String>, RunError>),
 }
 
@@ -269,6 +269,7 @@ async fn serve(
                 }
                 match done {
                     Done::Run(result) => {
+                        let result = *result;
                         if let Ok(outcome) = &result {
                             session = Some(outcome.session_id.clone());
                         }
@@ -400,7 +401,7 @@ fn run(
     cancel: &CancellationToken,
 ) -> Work {
     let (runtime, events, cancel) = (runtime.clone(), events.clone(), cancel.clone());
-    Box::pin(async move { Done::Run(runs(&runtime, request, events, &cancel).await) })
+    Box::pin(async move { Done::Run(Box::new(runs(&runtime, request, events, &cancel).await)) })
 }
 
 async fn until_done(work: &mut Option<Work>) -> Done {

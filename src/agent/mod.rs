@@ -13,6 +13,7 @@ pub mod engine;
 pub mod handle;
 pub mod instructions;
 pub mod mentions;
+pub mod meter;
 pub mod prompt;
 pub mod recall;
 pub mod runtime;
@@ -33,6 +34,8 @@ pub enum AgentStatus {
     WaitingInput,
     Completed,
     Error,
+    /// The run stopped before a request that would have passed its budget.
+    OverBudget,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

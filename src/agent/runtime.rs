@@ -14,7 +14,7 @@ use super::{AgentStatus, Interrupted};
 use crate::config::Config;
 use crate::hooks::{self, Hook};
 use crate::permissions::{Approver, PermissionError, load_policy};
-use crate::protocol::events::{Event, RunOutcome, RunStatus, RunUsage};
+use crate::protocol::events::{Event, RunOutcome, RunSpent, RunStatus, RunUsage};
 use crate::protocol::{Message, Role, SessionFile, SessionStatus};
 use crate::providers::{Provider, ProviderError};
 use crate::session::{SessionError, Store};
@@ -139,6 +139,13 @@ impl Runtime {
         self
     }
 
+    /// The most this run may spend, in US dollars (`--max-budget-usd`, over
+    /// `agent.max_budget_usd`).
+    pub fn with_budget(mut self, usd: f64) -> Runtime {
+        self.config.agent.max_budget_usd = usd;
+        self
+    }
+
     /// The model client of the configuration.
     pub(super) fn provider(&self) -> Result<Provider, ProviderError> {
         Provider::from_config(&self.config.provider, &self.env)
@@ -153,6 +160,10 @@ impl Runtime {
         cancel: CancellationToken,
     ) -> Result<RunOutcome, RunError> {
         let provider = Provider::from_config(&self.config.provider, &self.env)?;
+        // A budget nop cannot count against stops the run before anything happens.
+        super::meter::Meter::new(&self.config, provider.model())
+            .check_priced()
+            .map_err(RunError::Agent)?;
         let agents = self.ws.agents()?;
         let agent_name = match &request.session {
             Some(id) => self.blocking_read(id).await?.agent,
@@ -374,6 +385,16 @@ impl Runtime {
                     response.message,
                     None,
                 ),
+                // Nothing failed: the session waits for more budget (`nop run --session ID`).
+                AgentStatus::OverBudget => (
+                    RunStatus::BudgetExceeded,
+                    SessionStatus::Idle,
+                    format!(
+                        "{}; raise --max-budget-usd (agent.max_budget_usd) and continue with `nop run --session {session_id}`",
+                        response.message
+                    ),
+                    None,
+                ),
             },
             Ok(Err(Interrupted)) => {
                 let why = match engine.stopped_by() {
@@ -410,15 +431,25 @@ impl Runtime {
         })
         .await;
         tracing::info!(session = %session_id, agent = %agent_name, op = "run", result = session_status.as_str(), turns = stats.turns, tool_calls = stats.tool_calls, "run ended");
+        let called = engine.meter().called();
+        let usage = RunUsage {
+            own: stats.spent.into(),
+            subagents: called.subagents.into(),
+            advisors: called.advisors.into(),
+        };
+        let total: RunSpent = crate::protocol::Usage {
+            own: stats.spent,
+            ..called
+        }
+        .total()
+        .into();
         let outcome = RunOutcome {
             session_id,
             status,
             final_message: message,
             question,
-            usage: RunUsage {
-                input_tokens: stats.input_tokens,
-                output_tokens: stats.output_tokens,
-            },
+            usage,
+            total_cost_usd: total.cost_usd,
             turns: stats.turns,
             tool_calls: stats.tool_calls,
             permission_denials: self.approver.denials(),
@@ -452,6 +483,14 @@ impl Runtime {
         );
         match tokio::time::timeout(limit, work).await {
             Ok(Ok(summary)) => {
+                // The summarizer is one of nop's own agents: counted with the advisors.
+                if let Some(tokens) = &summary.tokens {
+                    let mut spent = crate::protocol::Spent::default();
+                    spent.record(tokens, engine.meter().charge(tokens));
+                    engine
+                        .meter()
+                        .add_called(super::meter::Spender::Advisor, &spent);
+                }
                 for line in summary.left_out {
                     engine.warn(format!(
                         "the automatic summary of {day} left out a session: {line}"

@@ -9,10 +9,11 @@ use futures_util::future::BoxFuture;
 use serde_json::{Value, json};
 
 use super::engine::Engine;
+use super::meter::Spender;
 use super::turn::TurnStats;
 use super::{AgentStatus, Interrupted, prompt};
 use crate::protocol::events::Event;
-use crate::protocol::{CallMetrics, Caller, Message, Role, SessionStatus};
+use crate::protocol::{CallMetrics, Caller, Message, Role, SessionStatus, Spent};
 use crate::tools::{AgentCaller, ToolContext, ToolError, ToolErrorKind};
 
 /// How one subagent call went.
@@ -127,8 +128,8 @@ impl Engine {
         let metrics = CallMetrics {
             duration_ms: started.elapsed().as_millis() as u64,
             tool_calls: stats.tool_calls,
-            input_tokens: stats.input_tokens,
-            output_tokens: stats.output_tokens,
+            input_tokens: stats.spent.input_tokens,
+            output_tokens: stats.spent.output_tokens,
         };
         let timed_out = result.is_err();
         let (status, message) = match result {
@@ -147,7 +148,9 @@ impl Engine {
             Ok(Ok(Ok(response))) => match response.status {
                 AgentStatus::Completed => (SessionStatus::Completed, response.message),
                 AgentStatus::WaitingInput => (SessionStatus::WaitingInput, response.message),
-                AgentStatus::Error => (SessionStatus::Error, response.message),
+                AgentStatus::Error | AgentStatus::OverBudget => {
+                    (SessionStatus::Error, response.message)
+                }
             },
         };
         let store = inner.store.clone();
@@ -156,11 +159,16 @@ impl Engine {
             .update_async(&id, Utc::now(), move |state| {
                 state.session.status = status;
                 state.session.metrics = Some(metrics);
-                state.session.usage.input_tokens = metrics.input_tokens;
-                state.session.usage.output_tokens = metrics.output_tokens;
-                Ok(())
+                Ok(state.session.usage.total())
             })
             .await;
+        match &recorded {
+            Ok(spent) => self.charge_caller(parent, advisor, spent).await,
+            Err(_) => {
+                // What the child spent is still the caller's: from what its turns counted.
+                self.charge_caller(parent, advisor, &stats.spent).await;
+            }
+        }
         if let Err(e) = recorded {
             tracing::error!(session = %child, agent = %target, op = "subagent", error = %e, "the subagent's final status could not be recorded");
             self.emit(Event::Warning {
@@ -187,6 +195,47 @@ impl Engine {
             metrics,
             timed_out,
         })
+    }
+}
+
+impl Engine {
+    /// Adds what a subagent or advisor spent (its own requests and its callees') to its
+    /// caller's session, apart from the caller's own (`usage.subagents`, `usage.advisors`), and
+    /// to the run's outcome when the caller is the top-level session. A caller whose
+    /// session.json cannot record it gets a warning; the run goes on.
+    async fn charge_caller(&self, parent: &ToolContext, advisor: bool, spent: &Spent) {
+        if spent.is_empty() {
+            return;
+        }
+        let who = if advisor {
+            Spender::Advisor
+        } else {
+            Spender::Subagent
+        };
+        if parent.depth == 0 {
+            self.0.meter.add_called(who, spent);
+        }
+        let spent = *spent;
+        let recorded = self
+            .0
+            .store
+            .update_async(&parent.session_id, Utc::now(), move |state| {
+                match who {
+                    Spender::Advisor => state.session.usage.advisors.add(&spent),
+                    Spender::Subagent => state.session.usage.subagents.add(&spent),
+                }
+                Ok(())
+            })
+            .await;
+        if let Err(e) = recorded {
+            tracing::warn!(session = %parent.session_id, op = "usage", error = %e, "what a called agent spent could not be recorded");
+            self.emit(Event::Warning {
+                message: format!(
+                    "session {} could not record what an agent it called spent: {e}",
+                    parent.session_id
+                ),
+            });
+        }
     }
 }
 

@@ -26,6 +26,8 @@ pub struct Summary {
     pub entry: Option<Entry>,
     /// One line per session left out: its id and why.
     pub left_out: Vec<String>,
+    /// What the summarizer's request used (none when nothing was asked).
+    pub tokens: Option<crate::protocol::TokenUsage>,
 }
 
 /// Every session of the store that reads, and one line (id and error) per one that does not.
@@ -146,6 +148,7 @@ pub async fn summarize_day(
         return Ok(Summary {
             entry: None,
             left_out,
+            tokens: None,
         });
     }
     let (text, messages, user) = render(&sessions);
@@ -165,6 +168,7 @@ pub async fn summarize_day(
             ChatRequest {
                 messages: &request,
                 tools: &[],
+                cache_key: None,
             },
             cancel,
             &mut ignore,
@@ -189,6 +193,7 @@ pub async fn summarize_day(
     Ok(Summary {
         entry: Some(entry),
         left_out,
+        tokens: Some(reply.usage),
     })
 }
 

@@ -12,7 +12,7 @@ use super::{AgentResponse, AgentStatus, Interrupted};
 
 use crate::advisors::{RetryAction, RetryDecision};
 use crate::protocol::events::Event;
-use crate::protocol::{Message, Role, ToolCall};
+use crate::protocol::{Message, Role, Spent, TokenUsage, ToolCall};
 use crate::providers::{ChatRequest, Provider, ProviderError, StreamEvent, ToolSpec};
 use crate::tools::orchestrator::{self, Executed};
 use crate::tools::{Registry, ToolContext, ToolEffect, ToolError, ToolErrorKind};
@@ -22,8 +22,8 @@ use crate::tools::{Registry, ToolContext, ToolEffect, ToolError, ToolErrorKind};
 pub struct TurnStats {
     pub turns: u32,
     pub tool_calls: u32,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
+    /// The model requests of this agent's own turns.
+    pub spent: Spent,
 }
 
 pub struct ModelAgent {
@@ -70,6 +70,12 @@ pub trait RunServices: Send + Sync {
     ) -> BoxFuture<'a, RetryDecision>;
     /// How many retries retry-advisor may ask for, and the pause before each.
     fn retry_limits(&self) -> (u32, std::time::Duration);
+    /// Whether retry-advisor is asked about a failure of this kind (`advisors.retry_on`).
+    fn worth_a_retry(&self, kind: ToolErrorKind) -> bool;
+    /// Adds a request's tokens to the run's total; their cost, `None` when the price is unknown.
+    fn charge(&self, tokens: &TokenUsage) -> Option<f64>;
+    /// Whether the run's budget allows a request estimated at `next`.
+    fn afford(&self, next: &TokenUsage) -> Result<(), super::meter::OverBudget>;
 }
 
 /// Where events go; a closed receiver is not an error (the front end may have gone).
@@ -97,6 +103,7 @@ impl ModelAgent {
                 )
             })
             .collect();
+        let mut previous: Option<super::meter::Previous> = None;
         for turn in 1..=self.max_turns {
             if let Checkpoint::Stop(_) = self.run.checkpoint(ctx).await? {
                 return Ok(Err(Interrupted));
@@ -127,9 +134,18 @@ impl ModelAgent {
                 };
                 let _ = events.send(event);
             };
+            let estimate = super::meter::estimate_next(previous, &messages, &specs);
+            if let Err(over) = self.run.afford(&estimate) {
+                tracing::warn!(session = %ctx.session_id, op = "model", result = "over_budget", "{over}");
+                return Ok(Ok(AgentResponse {
+                    status: AgentStatus::OverBudget,
+                    message: over.to_string(),
+                }));
+            }
             let request = ChatRequest {
                 messages: &messages,
                 tools: &specs,
+                cache_key: Some(&ctx.session_id),
             };
             let reply = match self
                 .provider
@@ -146,22 +162,27 @@ impl ModelAgent {
                     }));
                 }
             };
-            stats.input_tokens += reply.input_tokens;
-            stats.output_tokens += reply.output_tokens;
+            let cost = self.run.charge(&reply.usage);
+            stats.spent.record(&reply.usage, cost);
+            previous = Some(super::meter::Previous {
+                tokens: reply.usage,
+                messages: messages.len(),
+            });
             let _ = events.send(Event::Usage {
-                input_tokens: reply.input_tokens,
-                output_tokens: reply.output_tokens,
-                run_input_tokens: stats.input_tokens,
-                run_output_tokens: stats.output_tokens,
+                input_tokens: reply.usage.input_tokens,
+                output_tokens: reply.usage.output_tokens,
+                cache_read_tokens: reply.usage.cache_read_tokens,
+                cache_write_tokens: reply.usage.cache_write_tokens,
+                cost_usd: cost,
+                run_input_tokens: stats.spent.input_tokens,
+                run_output_tokens: stats.spent.output_tokens,
+                run_cost_usd: stats.spent.cost_usd,
             });
             let now = Utc::now();
             let mut assistant = Message::new(Role::Assistant, reply.text.clone(), now);
             assistant.tool_calls = reply.tool_calls.clone();
             conversation
-                .push(
-                    vec![assistant],
-                    Some((reply.input_tokens, reply.output_tokens)),
-                )
+                .push(vec![assistant], Some((reply.usage, cost)))
                 .await?;
             if reply.tool_calls.is_empty() {
                 return Ok(Ok(AgentResponse {
@@ -328,17 +349,12 @@ enum CallsOutcome {
 
 /// Failures worth asking retry-advisor about: not refusals, not the user's stop, not calls that
 /// can never work.
-fn worth_asking(error: &ToolError) -> bool {
+/// The deterministic pre-check before retry-advisor: only a failure of a kind a retry can
+/// change (`advisors.retry_on`: time limits, a plugin's server that died, …) is worth a model
+/// request; a missing file, a refusal or bad arguments go straight back to the model.
+fn worth_asking(error: &ToolError, transient: impl Fn(ToolErrorKind) -> bool) -> bool {
     match error {
-        ToolError::Model { kind, .. } => !matches!(
-            kind,
-            ToolErrorKind::PermissionDenied
-                | ToolErrorKind::Skipped
-                | ToolErrorKind::NotAvailable
-                | ToolErrorKind::UnknownTool
-                | ToolErrorKind::SandboxUnavailable
-                | ToolErrorKind::DepthLimit
-        ),
+        ToolError::Model { kind, .. } => transient(*kind),
         ToolError::Aborted | ToolError::Fatal { .. } | ToolError::FatalMessage(_) => false,
     }
 }
@@ -376,7 +392,10 @@ impl ModelAgent {
         let mut attempt = call.clone();
         let mut retries = 0;
         while let Err(error) = &executed.result {
-            if !worth_asking(error) || retries >= max_retries || ctx.cancel.is_cancelled() {
+            if !worth_asking(error, |kind| self.run.worth_a_retry(kind))
+                || retries >= max_retries
+                || ctx.cancel.is_cancelled()
+            {
                 break;
             }
             let decision = self.run.advise_retry(ctx, &attempt, error, retries).await;
@@ -509,28 +528,46 @@ mod tests {
     }
 
     #[test]
-    fn refusals_stops_and_impossible_calls_are_not_worth_a_retry() {
+    fn only_transient_failures_are_worth_asking_retry_advisor_about() {
+        let config = crate::config::AdvisorsConfig::default();
+        let transient = |kind: ToolErrorKind| config.retries(kind);
         for kind in [
+            ToolErrorKind::NotFound,
+            ToolErrorKind::InvalidArguments,
+            ToolErrorKind::InvalidPath,
+            ToolErrorKind::NotUnique,
             ToolErrorKind::PermissionDenied,
             ToolErrorKind::Skipped,
             ToolErrorKind::NotAvailable,
             ToolErrorKind::UnknownTool,
             ToolErrorKind::SandboxUnavailable,
             ToolErrorKind::DepthLimit,
+            ToolErrorKind::BinaryFile,
         ] {
-            assert!(!worth_asking(&ToolError::model(kind, "no")), "{kind:?}");
+            assert!(
+                !worth_asking(&ToolError::model(kind, "no"), transient),
+                "{kind:?}"
+            );
         }
-        assert!(!worth_asking(&ToolError::Aborted));
-        assert!(!worth_asking(&ToolError::FatalMessage("disk full".into())));
+        assert!(!worth_asking(&ToolError::Aborted, transient));
+        assert!(!worth_asking(
+            &ToolError::FatalMessage("disk full".into()),
+            transient
+        ));
         let disk_full = std::io::Error::from(std::io::ErrorKind::StorageFull);
         let unrecorded = ToolError::fatal("recording a tool call failed")(disk_full);
-        assert!(!worth_asking(&unrecorded));
+        assert!(!worth_asking(&unrecorded, transient));
         for kind in [
-            ToolErrorKind::ReadFailed,
             ToolErrorKind::Timeout,
             ToolErrorKind::SpawnFailed,
+            ToolErrorKind::WaitFailed,
+            ToolErrorKind::PluginError,
+            ToolErrorKind::PluginToolFailed,
         ] {
-            assert!(worth_asking(&ToolError::model(kind, "maybe")), "{kind:?}");
+            assert!(
+                worth_asking(&ToolError::model(kind, "maybe"), transient),
+                "{kind:?}"
+            );
         }
     }
 

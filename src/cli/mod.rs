@@ -39,6 +39,9 @@ pub mod exit {
     pub const WAITING_INPUT: u8 = 3;
     /// Refused (another session has priority).
     pub const REFUSED: u8 = 4;
+    /// Stopped before a model request that would pass `--max-budget-usd`; the session can be
+    /// continued.
+    pub const BUDGET_EXCEEDED: u8 = 5;
     /// Stopped by Ctrl-C / SIGTERM.
     pub const CANCELLED: u8 = 130;
 }
@@ -279,6 +282,10 @@ pub struct RunArgs {
     /// Stop after this many model requests.
     #[arg(long, value_name = "N", value_parser = max_turns)]
     max_turns: Option<u32>,
+    /// Stop before a model request that would take the run's cost (its subagents and advisors
+    /// included) past this many US dollars (exit code 5; the session can be continued).
+    #[arg(long, value_name = "USD", value_parser = budget)]
+    max_budget_usd: Option<f64>,
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     output_format: OutputFormat,
     /// When to ask you before a tool call: never (what needs approval is refused), on-request
@@ -307,6 +314,16 @@ fn max_turns(text: &str) -> Result<u32, String> {
         .ok()
         .filter(|n| *n >= 1)
         .ok_or_else(|| format!("must be a whole number from 1 to {}", u32::MAX))
+}
+
+/// `--max-budget-usd`: a positive number of US dollars.
+fn budget(text: &str) -> Result<f64, String> {
+    text.trim()
+        .trim_start_matches('$')
+        .parse::<f64>()
+        .ok()
+        .filter(|n| n.is_finite() && *n > 0.0 && *n <= 1_000_000.0)
+        .ok_or_else(|| "must be a number of US dollars above 0, such as 0.50".to_string())
 }
 
 #[derive(Debug, Args)]
@@ -523,6 +540,7 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
                 model,
                 agent: None,
                 max_turns: None,
+                max_budget_usd: None,
                 output_format,
                 approval: ApprovalArg::OnRequest,
                 yes: false,
@@ -989,6 +1007,9 @@ fn run_command(
             .with_cwd(cwd);
     if let Some(model) = &args.model {
         runtime = runtime.with_model(model);
+    }
+    if let Some(usd) = args.max_budget_usd {
+        runtime = runtime.with_budget(usd);
     }
     match (prompt, session) {
         (Some(input), Some(id)) => run::deliver(

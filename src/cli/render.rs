@@ -93,11 +93,18 @@ pub fn session_show(
             time(p.timestamp)
         )?;
     }
-    writeln!(
-        out,
-        "usage     {} input, {} output tokens in {} requests",
-        s.usage.input_tokens, s.usage.output_tokens, s.usage.requests
-    )?;
+    for (label, spent) in [
+        ("usage    ", s.usage.own),
+        ("subagents", s.usage.subagents),
+        ("advisors ", s.usage.advisors),
+    ] {
+        if label.starts_with("usage") || !spent.is_empty() {
+            writeln!(out, "{label} {}", spent_line(&spent))?;
+        }
+    }
+    if !s.usage.subagents.is_empty() || !s.usage.advisors.is_empty() {
+        writeln!(out, "cost      {} in all", s.usage.total().cost_text())?;
+    }
     if !s.compressions.is_empty() {
         writeln!(out, "compacted {} times", s.compressions.len())?;
     }
@@ -315,4 +322,23 @@ pub fn stack(
         }
     }
     Ok(())
+}
+
+/// `1200 input (1000 from cache, 100 written to it), 300 output tokens in 3 requests · $0.0123`.
+fn spent_line(spent: &nop::protocol::Spent) -> String {
+    let cache = if spent.cache_read_tokens + spent.cache_write_tokens > 0 {
+        format!(
+            " ({} from cache, {} written to it)",
+            spent.cache_read_tokens, spent.cache_write_tokens
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        "{} input{cache}, {} output tokens in {} requests · cost {}",
+        spent.input_tokens,
+        spent.output_tokens,
+        spent.requests,
+        spent.cost_text()
+    )
 }

@@ -37,6 +37,7 @@ pub fn exit_code(status: RunStatus) -> ExitCode {
         RunStatus::Error => exit::ERROR,
         RunStatus::WaitingInput => exit::WAITING_INPUT,
         RunStatus::Cancelled => exit::CANCELLED,
+        RunStatus::BudgetExceeded => exit::BUDGET_EXCEEDED,
     })
 }
 

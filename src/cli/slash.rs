@@ -82,10 +82,27 @@ pub fn status(model: &str, session: Option<&SessionFile>, context: Option<u64>) 
         session.agent,
         session.messages.len()
     ));
+    let own = usage.own;
     lines.push(format!(
-        "tokens   {} in · {} out · {} requests",
-        usage.input_tokens, usage.output_tokens, usage.requests
+        "tokens   {} in ({} cached) · {} out · {} requests",
+        own.input_tokens, own.cache_read_tokens, own.output_tokens, own.requests
     ));
+    let total = usage.total();
+    let apart = [("subagents", usage.subagents), ("advisors", usage.advisors)]
+        .iter()
+        .filter(|(_, s)| !s.is_empty())
+        .map(|(who, s)| format!("{who} {}", s.cost_text()))
+        .collect::<Vec<_>>();
+    lines.push(if apart.is_empty() {
+        format!("cost     {}", total.cost_text())
+    } else {
+        format!(
+            "cost     {} ({}; theirs: {})",
+            total.cost_text(),
+            own.cost_text(),
+            apart.join(", ")
+        )
+    });
     if let Some(context) = context {
         lines.push(format!("context  {context} tokens in the last request"));
     }

@@ -237,6 +237,7 @@ impl Renderer {
                         eprintln!("(waiting for your answer: nop run --session {id} \"…\")");
                     }
                     RunStatus::Error => eprintln!("error: {}", outcome.final_message),
+                    RunStatus::BudgetExceeded => eprintln!("{}", outcome.final_message),
                     RunStatus::Cancelled => {
                         eprintln!("cancelled; continue with: nop run --session {id} \"…\"")
                     }
@@ -565,6 +566,9 @@ impl Live {
                     RunStatus::Error => {
                         eprintln!("{}", err.red(&format!("error: {}", outcome.final_message)))
                     }
+                    RunStatus::BudgetExceeded => {
+                        eprintln!("{}", err.yellow(&outcome.final_message))
+                    }
                     RunStatus::Cancelled if interactive => {
                         eprintln!("{}", err.yellow("interrupted"))
                     }
@@ -574,9 +578,11 @@ impl Live {
                 }
                 let used = if self.run_in + self.run_out > 0 {
                     format!(
-                        "{} in · {} out · context {} · ",
+                        "{} in{} · {} out · {} · context {} · ",
                         tokens(self.run_in),
+                        cached_share(&outcome.usage.own),
                         tokens(self.run_out),
+                        cost(outcome.total_cost_usd),
                         tokens(self.context)
                     )
                 } else {
@@ -753,6 +759,25 @@ fn note(event: &Event) -> Option<(String, Option<String>)> {
         ),
         _ => return None,
     })
+}
+
+/// ` (92% cached)`: the share of the input the prompt cache served, when it served any.
+fn cached_share(used: &nop::protocol::events::RunSpent) -> String {
+    if used.cache_read_tokens == 0 || used.input_tokens == 0 {
+        return String::new();
+    }
+    format!(
+        " ({}% cached)",
+        used.cache_read_tokens * 100 / used.input_tokens
+    )
+}
+
+/// A run's cost: `$0.0123`, or `cost unknown` (no price for the model: see `pricing`).
+fn cost(usd: Option<f64>) -> String {
+    match usd {
+        Some(_) => nop::protocol::usage::cost_text(usd),
+        None => "cost unknown".to_string(),
+    }
 }
 
 /// A token count the way people read it: 950, 12.3k, 1.2M.

@@ -56,6 +56,15 @@ const LIMITS: &[(&str, Limit)] = &[
         },
     ),
     ("agent.max_turns", Limit::Whole { min: 1, max: U32 }),
+    (
+        "agent.max_budget_usd",
+        Limit::Number {
+            min: 0.0,
+            from_min: true,
+            max: 1_000_000.0,
+            unit: " US dollars (0: no limit)",
+        },
+    ),
     ("subagents.timeout_s", seconds(false, 86_400.0)),
     ("subagents.max_depth", Limit::Whole { min: 0, max: U32 }),
     ("advisors.timeout_s", seconds(false, 86_400.0)),
@@ -169,6 +178,9 @@ fn lookup<'v>(root: &'v Value, key: &str) -> Option<&'v Value> {
 pub(crate) fn accepted(key: &str, default: Option<&Value>, complaint: &str) -> String {
     if let Some(limit) = limit(key) {
         return limit.describe();
+    }
+    if key == super::PRICING_KEY {
+        return "a map from model name to {input, output, cache_write, cache_read}, in US dollars per million tokens".to_string();
     }
     if let Some((_, variants)) = complaint.split_once("expected one of ") {
         let variants = variants.split(" (got").next().unwrap_or(variants);

@@ -67,7 +67,41 @@ pub struct Config {
     pub chat: ChatConfig,
     #[serde(deserialize_with = "null_is_default")]
     pub hooks: HooksConfig,
+    /// Prices per model, over the built-in table (`providers::pricing`): model name → USD per
+    /// million tokens. One value for the whole map, so model names may hold dots.
+    #[serde(deserialize_with = "null_is_default")]
+    pub pricing: BTreeMap<String, ModelPrice>,
 }
+
+/// What a model costs, in US dollars per million tokens. Cache prices default to the input
+/// price (no discount assumed) when not given.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelPrice {
+    pub input: f64,
+    pub output: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_write: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cache_read: Option<f64>,
+}
+
+impl ModelPrice {
+    fn is_valid(&self) -> bool {
+        [
+            Some(self.input),
+            Some(self.output),
+            self.cache_write,
+            self.cache_read,
+        ]
+        .into_iter()
+        .flatten()
+        .all(|p| (0.0..=10_000.0).contains(&p))
+    }
+}
+
+/// The key whose value is a whole map (model names hold dots, so it is never split).
+pub(crate) const PRICING_KEY: &str = "pricing";
 
 fn null_is_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
 where
@@ -217,6 +251,29 @@ pub struct AdvisorsConfig {
     pub max_retries: u32,
     /// Pause before each retry.
     pub retry_delay_s: f64,
+    /// The failures retry-advisor is asked about (error kinds, as in error-<ts>.log's
+    /// `errorType`): the transient ones. Any other failure goes straight back to the model.
+    pub retry_on: Vec<String>,
+}
+
+/// The failures a retry can change: a time limit, interrupted I/O, a command that could not be started or
+/// waited for, a plugin's server that failed (an MCP server that died) or a plugin tool that
+/// reported a failure (its service's 5xx). Not found, refused, invalid arguments and the like
+/// would fail the same way again.
+pub const TRANSIENT_KINDS: &[&str] = &[
+    "Timeout",
+    "Interrupted",
+    "SpawnFailed",
+    "WaitFailed",
+    "PluginError",
+    "PluginToolFailed",
+];
+
+impl AdvisorsConfig {
+    /// Whether a failure of `kind` goes to retry-advisor (`retry_on`).
+    pub fn retries(&self, kind: crate::tools::ToolErrorKind) -> bool {
+        self.retry_on.iter().any(|k| k == kind.as_str())
+    }
 }
 
 impl Default for AdvisorsConfig {
@@ -226,6 +283,7 @@ impl Default for AdvisorsConfig {
             timeout_s: 30.0,
             max_retries: 3,
             retry_delay_s: 1.0,
+            retry_on: TRANSIENT_KINDS.iter().map(|k| k.to_string()).collect(),
         }
     }
 }
@@ -344,6 +402,8 @@ pub struct ProviderConfig {
     pub stream_idle_timeout_s: f64,
     /// Reply length limit (sent to Anthropic, which requires it).
     pub max_tokens: u32,
+    /// Ask for prompt caching: Anthropic `cache_control` marks, OpenAI `prompt_cache_key`.
+    pub prompt_cache: bool,
 }
 
 impl Default for ProviderConfig {
@@ -359,6 +419,7 @@ impl Default for ProviderConfig {
             connect_timeout_s: 30.0,
             stream_idle_timeout_s: 120.0,
             max_tokens: 8192,
+            prompt_cache: true,
         }
     }
 }
@@ -396,6 +457,9 @@ pub struct AgentConfig {
     pub default: String,
     /// Model requests per `nop run` before it stops with an error.
     pub max_turns: u32,
+    /// US dollars a run may spend (its subagents and advisors included); 0: no limit. The run
+    /// stops before the request that would pass it (`--max-budget-usd`).
+    pub max_budget_usd: f64,
 }
 
 impl Default for AgentConfig {
@@ -403,6 +467,7 @@ impl Default for AgentConfig {
         AgentConfig {
             default: "coder".into(),
             max_turns: 100,
+            max_budget_usd: 0.0,
         }
     }
 }
@@ -487,6 +552,30 @@ impl Config {
             {
                 problems.push((key, error));
             }
+        }
+        if let Some(kind) = self
+            .advisors
+            .retry_on
+            .iter()
+            .find(|k| crate::tools::ToolErrorKind::parse(k).is_none())
+        {
+            problems.push((
+                "advisors.retry_on",
+                format!(
+                    "`{kind}` is not an error kind; the kinds are {}",
+                    crate::tools::ToolErrorKind::ALL
+                        .iter()
+                        .map(|k| k.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            ));
+        }
+        if let Some((model, _)) = self.pricing.iter().find(|(_, p)| !p.is_valid()) {
+            problems.push((
+                PRICING_KEY,
+                format!("the prices of `{model}` must be numbers from 0 to 10000 (USD per million tokens)"),
+            ));
         }
         if let Some(var) = &self.provider.api_key_env
             && !is_variable_name(var)
@@ -722,6 +811,17 @@ impl Resolved {
                         });
                     }
                 };
+                // Prices add up model by model: a repository's file keeps the user's others.
+                let value = match (entries.get(&key), value) {
+                    (Some((Value::Object(earlier), _)), Value::Object(later))
+                        if key == PRICING_KEY =>
+                    {
+                        let mut merged = earlier.clone();
+                        merged.extend(later);
+                        Value::Object(merged)
+                    }
+                    (_, value) => value,
+                };
                 entries.insert(key, (value, origin.clone()));
             }
         }
@@ -780,7 +880,7 @@ fn flatten_map(map: &Map<String, Value>) -> Vec<(String, Value)> {
 
 fn flatten(prefix: &str, value: &Value, out: &mut dyn FnMut(String, &Value)) {
     match value {
-        Value::Object(map) if !map.is_empty() || prefix.is_empty() => {
+        Value::Object(map) if prefix != PRICING_KEY && (!map.is_empty() || prefix.is_empty()) => {
             for (k, v) in map {
                 let key = if prefix.is_empty() {
                     k.clone()

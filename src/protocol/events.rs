@@ -52,11 +52,17 @@ pub enum Event {
     },
     /// A model request was answered: its tokens, and the run's so far. `input_tokens` is how
     /// much context the request used.
+    /// `cache_read_tokens` and `cache_write_tokens` are parts of `input_tokens`; a cost is null
+    /// when the model has no price.
     Usage {
         input_tokens: u64,
         output_tokens: u64,
+        cache_read_tokens: u64,
+        cache_write_tokens: u64,
+        cost_usd: Option<f64>,
         run_input_tokens: u64,
         run_output_tokens: u64,
+        run_cost_usd: Option<f64>,
     },
     /// The agent changed the session's plan (`update-plan`): the whole plan as it is now.
     PlanUpdated { plan: crate::protocol::Plan },
@@ -165,6 +171,9 @@ pub struct RunOutcome {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub question: Option<String>,
     pub usage: RunUsage,
+    /// What the run cost in US dollars, its subagents and advisors included; null when the
+    /// model has no price (never a guessed figure).
+    pub total_cost_usd: Option<f64>,
     /// Model requests made.
     pub turns: u32,
     pub tool_calls: u32,
@@ -179,12 +188,47 @@ pub enum RunStatus {
     WaitingInput,
     Error,
     Cancelled,
+    /// Stopped before a request that would have passed `--max-budget-usd`; resumable.
+    BudgetExceeded,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+/// What a run used: its own model requests at the top level, and what the agents and advisors
+/// it called used, apart.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct RunUsage {
+    #[serde(flatten)]
+    pub own: RunSpent,
+    pub subagents: RunSpent,
+    pub advisors: RunSpent,
+}
+
+/// Requests' tokens and cost (`cache_*` tokens are parts of `input_tokens`; the cost is null
+/// when unknown).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct RunSpent {
     pub input_tokens: u64,
     pub output_tokens: u64,
+    pub cache_read_tokens: u64,
+    pub cache_write_tokens: u64,
+    pub requests: u64,
+    pub cost_usd: Option<f64>,
+}
+
+impl From<crate::protocol::Spent> for RunSpent {
+    fn from(s: crate::protocol::Spent) -> RunSpent {
+        RunSpent {
+            input_tokens: s.input_tokens,
+            output_tokens: s.output_tokens,
+            cache_read_tokens: s.cache_read_tokens,
+            cache_write_tokens: s.cache_write_tokens,
+            requests: s.requests,
+            cost_usd: if s.requests == 0 {
+                Some(0.0)
+            } else {
+                s.cost_usd
+            },
+        }
+    }
 }
 
 /// A refusal, for the json output's `permission_denials`.

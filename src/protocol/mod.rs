@@ -6,6 +6,7 @@ pub mod plan;
 pub mod queue;
 pub mod session;
 pub mod snapshot;
+pub mod usage;
 
 pub use ids::{new_id, timestamp_for_file};
 pub use plan::{Plan, PlanParseError, Task, TaskStatus};
@@ -15,6 +16,7 @@ pub use session::{
     SessionFile, SessionStatus, ToolCall, Usage,
 };
 pub use snapshot::{SNAPSHOT_VERSION, Snapshot};
+pub use usage::{Spent, TokenUsage};
 
 /// A position in a text file, 1-based, for error messages a person can act on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

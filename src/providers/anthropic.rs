@@ -9,15 +9,35 @@ use super::sse::SseEvent;
 use super::{ChatRequest, ModelResponse, PartialCall, ProviderError, StreamDecoder, StreamEvent};
 use crate::protocol::Role;
 
-pub(super) fn request_body(model: &str, max_tokens: u32, request: ChatRequest<'_>) -> Value {
+/// The prompt-cache mark (`cache_control`), at most four per request.
+fn cache_mark() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+pub(super) fn request_body(
+    model: &str,
+    max_tokens: u32,
+    request: ChatRequest<'_>,
+    cache: bool,
+) -> Value {
     let mut system = Vec::new();
     let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for m in request.messages {
         let (role, blocks) = match m.role {
-            Role::System => {
+            // The leading system messages are the `system` parameter; a later one (memory
+            // recalled on resume) stays where it is, as a user block, so the prefix the prompt
+            // cache holds is the same for every request of the session.
+            Role::System if turns.is_empty() => {
                 system.push(m.content.clone());
                 continue;
             }
+            Role::System => (
+                "user",
+                text_block(&format!(
+                    "<system-reminder>\n{}\n</system-reminder>",
+                    m.content
+                )),
+            ),
             Role::User => ("user", text_block(&m.content)),
             Role::Assistant => {
                 let mut blocks = text_block(&m.content);
@@ -51,6 +71,9 @@ pub(super) fn request_body(model: &str, max_tokens: u32, request: ChatRequest<'_
             _ => turns.push((role, blocks)),
         }
     }
+    if cache {
+        mark_latest_turns(&mut turns);
+    }
     let messages: Vec<Value> = turns
         .into_iter()
         .map(|(role, content)| json!({"role": role, "content": content}))
@@ -61,17 +84,44 @@ pub(super) fn request_body(model: &str, max_tokens: u32, request: ChatRequest<'_
         "messages": messages,
         "stream": true,
     });
+    let mut tools: Vec<Value> = request
+        .tools
+        .iter()
+        .map(|t| json!({"name": super::wire_name(&t.name), "description": t.description, "input_schema": t.parameters}))
+        .collect();
     if !system.is_empty() {
-        body["system"] = Value::String(system.join("\n\n"));
+        let mut block = json!({"type": "text", "text": system.join("\n\n")});
+        if cache {
+            // Tools come before the system prompt in the cached prefix: this one mark holds both.
+            block["cache_control"] = cache_mark();
+        }
+        body["system"] = json!([block]);
+    } else if cache && let Some(last) = tools.last_mut() {
+        last["cache_control"] = cache_mark();
     }
-    if !request.tools.is_empty() {
-        body["tools"] = request
-            .tools
-            .iter()
-            .map(|t| json!({"name": super::wire_name(&t.name), "description": t.description, "input_schema": t.parameters}))
-            .collect();
+    if !tools.is_empty() {
+        body["tools"] = Value::Array(tools);
     }
     body
+}
+
+/// The rolling marks: the end of the conversation (written for the next request), and the end
+/// of the user turn before the last answer (where the previous request put its mark, so what it
+/// wrote is read back exactly, however many blocks the last turn added).
+fn mark_latest_turns(turns: &mut [(&'static str, Vec<Value>)]) {
+    let users: Vec<usize> = turns
+        .iter()
+        .enumerate()
+        .filter(|(_, (role, _))| *role == "user")
+        .map(|(i, _)| i)
+        .collect();
+    let last = turns.len().checked_sub(1);
+    let previous = users.iter().rev().find(|i| Some(**i) != last).copied();
+    for index in [previous, last].into_iter().flatten() {
+        if let Some(block) = turns[index].1.last_mut() {
+            block["cache_control"] = cache_mark();
+        }
+    }
 }
 
 fn text_block(text: &str) -> Vec<Value> {
@@ -95,6 +145,32 @@ pub(super) struct Decoder {
     blocks: Vec<(u64, Block)>,
     started: bool,
     stopped: bool,
+    /// The prompt's tokens neither read from nor written to the cache.
+    uncached: u64,
+}
+
+impl Decoder {
+    /// `usage` of `message_start` or `message_delta` (which may repeat it, cumulatively):
+    /// Anthropic's `input_tokens` are the uncached part only, so the whole prompt is the sum
+    /// with `cache_creation_input_tokens` and `cache_read_input_tokens`.
+    fn read_usage(&mut self, usage: &Value) {
+        // A later event that says 0 (a compatible server's `message_delta`) undoes no count.
+        let count = |key: &str| usage.get(key).and_then(Value::as_u64).filter(|n| *n > 0);
+        let tokens = &mut self.response.usage;
+        if let Some(n) = count("input_tokens") {
+            self.uncached = n;
+        }
+        if let Some(n) = count("cache_creation_input_tokens") {
+            tokens.cache_write_tokens = n;
+        }
+        if let Some(n) = count("cache_read_input_tokens") {
+            tokens.cache_read_tokens = n;
+        }
+        if let Some(n) = count("output_tokens") {
+            tokens.output_tokens = n;
+        }
+        tokens.input_tokens = self.uncached + tokens.cache_write_tokens + tokens.cache_read_tokens;
+    }
 }
 
 impl StreamDecoder for Decoder {
@@ -120,18 +196,8 @@ impl StreamDecoder for Decoder {
         match kind {
             "message_start" => {
                 self.started = true;
-                let usage = data.pointer("/message/usage");
-                if let Some(n) = usage
-                    .and_then(|u| u.get("input_tokens"))
-                    .and_then(Value::as_u64)
-                {
-                    self.response.input_tokens = n;
-                }
-                if let Some(n) = usage
-                    .and_then(|u| u.get("output_tokens"))
-                    .and_then(Value::as_u64)
-                {
-                    self.response.output_tokens = n;
+                if let Some(usage) = data.pointer("/message/usage") {
+                    self.read_usage(usage);
                 }
             }
             "content_block_start" => {
@@ -201,13 +267,8 @@ impl StreamDecoder for Decoder {
                 if let Some(reason) = data.pointer("/delta/stop_reason").and_then(Value::as_str) {
                     self.response.stop_reason = Some(reason.to_string());
                 }
-                if let Some(n) = data.pointer("/usage/output_tokens").and_then(Value::as_u64) {
-                    self.response.output_tokens = n;
-                }
-                if let Some(n) = data.pointer("/usage/input_tokens").and_then(Value::as_u64)
-                    && n > 0
-                {
-                    self.response.input_tokens = n;
+                if let Some(usage) = data.get("usage") {
+                    self.read_usage(usage);
                 }
             }
             "message_stop" => self.stopped = true,
@@ -284,9 +345,11 @@ mod tests {
             ChatRequest {
                 messages: &messages,
                 tools: &[],
+                cache_key: None,
             },
+            false,
         );
-        assert_eq!(body["system"], "be brief");
+        assert_eq!(body["system"][0]["text"], "be brief");
         let roles: Vec<&str> = body["messages"]
             .as_array()
             .into_iter()

@@ -6,6 +6,7 @@
 
 mod anthropic;
 mod openai;
+pub mod pricing;
 pub mod sse;
 
 use std::collections::BTreeMap;
@@ -16,7 +17,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ProviderConfig, ProviderKind};
-use crate::protocol::{Message, ToolCall};
+use crate::protocol::{Message, TokenUsage, ToolCall};
 
 /// The name a tool has on the wire: the model APIs accept `[A-Za-z0-9_-]` only, so a plugin
 /// tool `github.issue` is sent as `github__issue`.
@@ -42,6 +43,9 @@ pub struct ToolSpec {
 pub struct ChatRequest<'a> {
     pub messages: &'a [Message],
     pub tools: &'a [ToolSpec],
+    /// What the provider's prompt cache may key this conversation by (the session id): OpenAI's
+    /// `prompt_cache_key`. `None` for one-off requests.
+    pub cache_key: Option<&'a str>,
 }
 
 /// Something the front end may show while a reply streams in.
@@ -62,8 +66,7 @@ pub enum StreamEvent {
 pub struct ModelResponse {
     pub text: String,
     pub tool_calls: Vec<ToolCall>,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
+    pub usage: TokenUsage,
     pub stop_reason: Option<String>,
 }
 
@@ -144,6 +147,10 @@ pub struct Provider {
     retry_max: Duration,
     idle_timeout: Duration,
     max_tokens: u32,
+    /// Whether requests ask for prompt caching (`provider.prompt_cache`).
+    prompt_cache: bool,
+    /// Set once a compatible server refused `prompt_cache_key`: it is not sent again.
+    cache_key_refused: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// Builds the one HTTP client, installing rustls' ring provider first (reqwest panics without one).
@@ -233,6 +240,8 @@ impl Provider {
             retry_max: Duration::from_millis(config.retry_max_ms.max(config.retry_base_ms)),
             idle_timeout: Duration::from_secs_f64(config.stream_idle_timeout_s),
             max_tokens: config.max_tokens,
+            prompt_cache: config.prompt_cache,
+            cache_key_refused: Default::default(),
         })
     }
 
@@ -303,9 +312,11 @@ impl Provider {
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<ModelResponse, ProviderError> {
         let body = match self.kind {
-            ProviderKind::Openai => openai::request_body(&self.model, request),
+            ProviderKind::Openai => {
+                openai::request_body(&self.model, request, self.cache_key(request))
+            }
             ProviderKind::Anthropic => {
-                anthropic::request_body(&self.model, self.max_tokens, request)
+                anthropic::request_body(&self.model, self.max_tokens, request, self.prompt_cache)
             }
         };
         let mut builder = self
@@ -332,7 +343,12 @@ impl Provider {
             .map_err(|e| self.transport_error(&e))?;
         let status = response.status();
         if !status.is_success() {
-            return Err(self.http_error(response).await);
+            let error = self.http_error(response).await;
+            if self.refused_cache_key(request, &error) {
+                // A compatible server that takes no unknown fields: ask again without it.
+                return Box::pin(self.attempt(request, on_event)).await;
+            }
+            return Err(error);
         }
         let mut decoder: Box<dyn StreamDecoder> = match self.kind {
             ProviderKind::Openai => Box::new(openai::Decoder::default()),
@@ -414,6 +430,32 @@ impl Provider {
             }
             e => e,
         })
+    }
+
+    /// The `prompt_cache_key` an OpenAI-style request carries: the conversation's key, unless
+    /// caching is off or the server refused the field before.
+    fn cache_key<'a>(&self, request: ChatRequest<'a>) -> Option<&'a str> {
+        use std::sync::atomic::Ordering;
+        request
+            .cache_key
+            .filter(|_| self.prompt_cache && !self.cache_key_refused.load(Ordering::Relaxed))
+    }
+
+    /// Whether `error` is a 400 refusing the `prompt_cache_key` just sent; if so it is not sent
+    /// again (a warning in the log says so once).
+    fn refused_cache_key(&self, request: ChatRequest<'_>, error: &ProviderError) -> bool {
+        use std::sync::atomic::Ordering;
+        let refused = matches!(error, ProviderError::Http { status: 400 | 422, message, .. } if message.contains("prompt_cache_key"));
+        if !refused || self.cache_key(request).is_none() {
+            return false;
+        }
+        self.cache_key_refused.store(true, Ordering::Relaxed);
+        tracing::warn!(
+            op = "model",
+            result = "retry",
+            "the server refused prompt_cache_key; sending requests without it"
+        );
+        true
     }
 
     fn scrub(&self, text: &str) -> String {

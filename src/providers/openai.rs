@@ -9,9 +9,15 @@ use serde_json::{Value, json};
 
 use super::sse::SseEvent;
 use super::{ChatRequest, ModelResponse, PartialCall, ProviderError, StreamDecoder, StreamEvent};
-use crate::protocol::{Role, ToolCall};
+use crate::protocol::{Role, TokenUsage, ToolCall};
 
-pub(super) fn request_body(model: &str, request: ChatRequest<'_>) -> Value {
+/// `cache_key`: the `prompt_cache_key` to send, if any (OpenAI routes requests with the same
+/// key to the same cache; compatible servers ignore it or refuse it, see `Provider`).
+pub(super) fn request_body(
+    model: &str,
+    request: ChatRequest<'_>,
+    cache_key: Option<&str>,
+) -> Value {
     let messages: Vec<Value> = request
         .messages
         .iter()
@@ -39,6 +45,9 @@ pub(super) fn request_body(model: &str, request: ChatRequest<'_>) -> Value {
         "stream": true,
         "stream_options": {"include_usage": true},
     });
+    if let Some(key) = cache_key {
+        body["prompt_cache_key"] = Value::String(key.to_string());
+    }
     if !request.tools.is_empty() {
         body["tools"] = request
             .tools
@@ -51,6 +60,24 @@ pub(super) fn request_body(model: &str, request: ChatRequest<'_>) -> Value {
             .collect();
     }
     body
+}
+
+/// `usage` of a chunk: `prompt_tokens` counts the whole prompt, cached tokens included
+/// (`prompt_tokens_details.cached_tokens`; DeepSeek-style servers say `prompt_cache_hit_tokens`).
+/// OpenAI bills no cache writes.
+fn read_usage(usage: &Value, into: &mut TokenUsage) {
+    let number = |pointer: &str| usage.pointer(pointer).and_then(Value::as_u64);
+    if let Some(n) = number("/prompt_tokens") {
+        into.input_tokens = n;
+    }
+    if let Some(n) = number("/completion_tokens") {
+        into.output_tokens = n;
+    }
+    if let Some(n) = number("/prompt_tokens_details/cached_tokens")
+        .or_else(|| number("/prompt_cache_hit_tokens"))
+    {
+        into.cache_read_tokens = n;
+    }
 }
 
 fn wire_call(call: &ToolCall) -> Value {
@@ -117,12 +144,7 @@ impl StreamDecoder for Decoder {
             return Err(ProviderError::Stream(message));
         }
         if let Some(usage) = chunk.get("usage").filter(|u| u.is_object()) {
-            if let Some(n) = usage.get("prompt_tokens").and_then(Value::as_u64) {
-                self.response.input_tokens = n;
-            }
-            if let Some(n) = usage.get("completion_tokens").and_then(Value::as_u64) {
-                self.response.output_tokens = n;
-            }
+            read_usage(usage, &mut self.response.usage);
         }
         let choice = chunk.get("choices").and_then(|c| c.get(0));
         let Some(choice) = choice else {
@@ -275,8 +297,8 @@ mod tests {
         assert_eq!(
             (
                 response.text.as_str(),
-                response.input_tokens,
-                response.output_tokens
+                response.usage.input_tokens,
+                response.usage.output_tokens
             ),
             ("hi", 7, 2)
         );

@@ -169,6 +169,8 @@ pub enum ToolErrorKind {
     ConfigError,
     /// A subagent would run deeper than `subagents.max_depth`.
     DepthLimit,
+    /// I/O was interrupted or timed out (a retry may succeed).
+    Interrupted,
     /// The arguments do not match the tool's schema or make no sense.
     InvalidArguments,
     /// The path cannot be used.
@@ -212,6 +214,56 @@ pub enum ToolErrorKind {
 }
 
 impl ToolErrorKind {
+    /// Every kind, for messages that list them.
+    pub const ALL: &[ToolErrorKind] = &[
+        ToolErrorKind::BinaryFile,
+        ToolErrorKind::BlockedByHook,
+        ToolErrorKind::CompactionConflict,
+        ToolErrorKind::CompactionFailed,
+        ToolErrorKind::ConfigError,
+        ToolErrorKind::DepthLimit,
+        ToolErrorKind::Interrupted,
+        ToolErrorKind::InvalidArguments,
+        ToolErrorKind::InvalidPath,
+        ToolErrorKind::MemoryError,
+        ToolErrorKind::NotAFile,
+        ToolErrorKind::NotAvailable,
+        ToolErrorKind::NotFound,
+        ToolErrorKind::NotUnique,
+        ToolErrorKind::PermissionDenied,
+        ToolErrorKind::PluginError,
+        ToolErrorKind::PluginToolFailed,
+        ToolErrorKind::ReadFailed,
+        ToolErrorKind::SandboxUnavailable,
+        ToolErrorKind::Skipped,
+        ToolErrorKind::SpawnFailed,
+        ToolErrorKind::SubagentFailed,
+        ToolErrorKind::Timeout,
+        ToolErrorKind::UnknownAgent,
+        ToolErrorKind::UnknownTool,
+        ToolErrorKind::WaitFailed,
+        ToolErrorKind::WriteFailed,
+    ];
+
+    /// The kind of an I/O failure: a missing file is `NotFound`, interrupted or timed-out I/O
+    /// is `Interrupted`, anything else `otherwise`.
+    pub fn of_io(error: &std::io::Error, otherwise: ToolErrorKind) -> ToolErrorKind {
+        use std::io::ErrorKind as Io;
+        match error.kind() {
+            Io::NotFound => ToolErrorKind::NotFound,
+            Io::Interrupted | Io::TimedOut | Io::WouldBlock => ToolErrorKind::Interrupted,
+            _ => otherwise,
+        }
+    }
+
+    /// The kind named `name` (as [`ToolErrorKind::as_str`] writes it).
+    pub fn parse(name: &str) -> Option<ToolErrorKind> {
+        ToolErrorKind::ALL
+            .iter()
+            .copied()
+            .find(|k| k.as_str() == name)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             ToolErrorKind::BinaryFile => "BinaryFile",
@@ -220,6 +272,7 @@ impl ToolErrorKind {
             ToolErrorKind::CompactionFailed => "CompactionFailed",
             ToolErrorKind::ConfigError => "ConfigError",
             ToolErrorKind::DepthLimit => "DepthLimit",
+            ToolErrorKind::Interrupted => "Interrupted",
             ToolErrorKind::InvalidArguments => "InvalidArguments",
             ToolErrorKind::InvalidPath => "InvalidPath",
             ToolErrorKind::MemoryError => "MemoryError",

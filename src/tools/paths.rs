@@ -128,7 +128,7 @@ fn real_path(file: &std::fs::File) -> Option<PathBuf> {
 pub fn open_verified(ctx: &ToolContext, path: &Path) -> Result<std::fs::File, ToolError> {
     let failed = |e: std::io::Error| {
         ToolError::model(
-            ToolErrorKind::ReadFailed,
+            ToolErrorKind::of_io(&e, ToolErrorKind::ReadFailed),
             format!("{}: {e}", display(&ctx.root, path)),
         )
     };
@@ -186,7 +186,7 @@ pub fn read_verified(ctx: &ToolContext, path: &Path) -> Result<Vec<u8>, ToolErro
     let mut bytes = Vec::new();
     file.read_to_end(&mut bytes).map_err(|e| {
         ToolError::model(
-            ToolErrorKind::ReadFailed,
+            ToolErrorKind::of_io(&e, ToolErrorKind::ReadFailed),
             format!("{}: {e}", display(&ctx.root, path)),
         )
     })?;

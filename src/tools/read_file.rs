@@ -53,8 +53,12 @@ fn read_lines(
     limit: usize,
 ) -> Result<ToolOutput, ToolError> {
     use std::io::BufRead as _;
-    let failed =
-        |e: std::io::Error| ToolError::model(ToolErrorKind::ReadFailed, format!("{shown}: {e}"));
+    let failed = |e: std::io::Error| {
+        ToolError::model(
+            ToolErrorKind::of_io(&e, ToolErrorKind::ReadFailed),
+            format!("{shown}: {e}"),
+        )
+    };
     let mut reader = std::io::BufReader::with_capacity(64 * 1024, file);
     if reader
         .fill_buf()

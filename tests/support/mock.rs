@@ -135,6 +135,9 @@ struct State {
     requests: Vec<RecordedRequest>,
     /// When set, answers every request the script does not.
     responder: Option<Responder>,
+    /// When set, the usage of every streamed answer is what the providers' prompt caches would
+    /// report for the request (see [`cache::PromptCache`]).
+    cache: Option<cache::PromptCache>,
 }
 
 impl Shared {
@@ -161,6 +164,7 @@ impl MockServer {
                 script: script.into(),
                 requests: Vec::new(),
                 responder: None,
+                cache: None,
             }),
             arrived: Condvar::new(),
         });
@@ -193,6 +197,13 @@ impl MockServer {
     /// Base URL for an Anthropic client, which POSTs `{base}/v1/messages`.
     pub fn anthropic_base_url(&self) -> String {
         self.url()
+    }
+
+    /// From now on, answers report the tokens a real provider's prompt cache would: the
+    /// whole prompt estimated at 4 bytes a token, and the part of it an earlier request
+    /// cached (see [`cache::PromptCache`]), replacing the scripted usage.
+    pub fn simulate_prompt_cache(&self) {
+        self.shared.lock().cache = Some(cache::PromptCache::default());
     }
 
     /// Appends a response to the script.
@@ -255,6 +266,16 @@ fn serve(stream: TcpStream, shared: &Shared) {
         let response = match state.script.pop_front() {
             Some(response) => Some(response),
             None => state.responder.as_mut().map(|answer| answer(&request)),
+        };
+        let response = match (&mut state.cache, response) {
+            (Some(cache), Some(MockResponse::Sse { chunks, delay })) => {
+                let usage = cache.usage(&request);
+                Some(MockResponse::Sse {
+                    chunks: chunks.iter().map(|c| usage.rewrite(c)).collect(),
+                    delay,
+                })
+            }
+            (_, response) => response,
         };
         state.requests.push(request);
         shared.arrived.notify_all();
@@ -742,5 +763,183 @@ pub mod anthropic {
         }
         chunks.extend([message_delta("tool_use", 5), message_stop()]);
         MockResponse::sse(chunks)
+    }
+}
+
+/// A model of the providers' prompt caches, for tests and benchmarks of what nop's requests get
+/// from them. Tokens are estimated at 4 bytes of JSON each.
+///
+/// - OpenAI (`/chat/completions`): the prompt (tools, then messages) is cached automatically;
+///   a request reads the longest prefix it shares with an earlier request of the same
+///   `prompt_cache_key`, if that is at least 1,024 tokens, in steps of 128.
+/// - Anthropic (`/v1/messages`): only what `cache_control` marks is cached: the prompt (tools,
+///   system, messages) up to a marked block is written; a later request reads the longest
+///   written prefix that ends at one of its marks or up to 20 blocks before one. A prefix under
+///   1,024 tokens is not cached.
+pub mod cache {
+    use std::collections::{HashMap, HashSet};
+
+    use serde_json::Value;
+
+    const MIN_TOKENS: u64 = 1024;
+    const LOOKBACK: usize = 20;
+
+    #[derive(Default)]
+    pub struct PromptCache {
+        /// OpenAI: the prompts seen, by cache key.
+        prompts: HashMap<String, Vec<String>>,
+        /// Anthropic: the prefixes written (their text).
+        written: HashSet<String>,
+    }
+
+    /// What a request's usage should say.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+    pub struct CachedUsage {
+        pub anthropic: bool,
+        /// The whole prompt.
+        pub input: u64,
+        pub read: u64,
+        pub written: u64,
+    }
+
+    fn tokens(bytes: usize) -> u64 {
+        (bytes as u64).div_ceil(4)
+    }
+
+    impl PromptCache {
+        pub fn usage(&mut self, request: &super::RecordedRequest) -> CachedUsage {
+            if request.path.ends_with("/messages") {
+                self.anthropic(&request.body)
+            } else {
+                self.openai(&request.body)
+            }
+        }
+
+        fn openai(&mut self, body: &Value) -> CachedUsage {
+            let mut prompt = body["tools"].to_string();
+            for m in body["messages"].as_array().into_iter().flatten() {
+                prompt.push_str(&m.to_string());
+            }
+            let key = body["prompt_cache_key"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            let seen = self.prompts.entry(key).or_default();
+            let shared = seen
+                .iter()
+                .map(|p| common_prefix(p, &prompt))
+                .max()
+                .unwrap_or(0);
+            seen.push(prompt.clone());
+            let shared = tokens(shared).min(tokens(prompt.len()));
+            let read = if shared >= MIN_TOKENS {
+                MIN_TOKENS + (shared - MIN_TOKENS) / 128 * 128
+            } else {
+                0
+            };
+            CachedUsage {
+                anthropic: false,
+                input: tokens(prompt.len()),
+                read,
+                written: 0,
+            }
+        }
+
+        fn anthropic(&mut self, body: &Value) -> CachedUsage {
+            // The prompt as blocks, in cache order, each with whether it is marked.
+            let mut blocks: Vec<(String, bool)> = Vec::new();
+            let mut push = |block: &Value, boundary: &str| {
+                let marked = block.get("cache_control").is_some();
+                let mut plain = block.clone();
+                if let Some(o) = plain.as_object_mut() {
+                    o.remove("cache_control");
+                }
+                blocks.push((format!("{boundary}{plain}"), marked));
+            };
+            for tool in body["tools"].as_array().into_iter().flatten() {
+                push(tool, "tool:");
+            }
+            match &body["system"] {
+                Value::String(text) => push(
+                    &serde_json::json!({"type": "text", "text": text}),
+                    "system:",
+                ),
+                Value::Array(system) => system.iter().for_each(|b| push(b, "system:")),
+                _ => {}
+            }
+            for message in body["messages"].as_array().into_iter().flatten() {
+                let role = message["role"].as_str().unwrap_or_default();
+                match &message["content"] {
+                    Value::String(text) => {
+                        push(&serde_json::json!({"type": "text", "text": text}), role)
+                    }
+                    Value::Array(content) => content.iter().for_each(|b| push(b, role)),
+                    _ => {}
+                }
+            }
+            let mut prefixes = Vec::with_capacity(blocks.len());
+            let mut text = String::new();
+            for (block, _) in &blocks {
+                text.push_str(block);
+                prefixes.push(text.clone());
+            }
+            let marks: Vec<usize> = (0..blocks.len()).filter(|i| blocks[*i].1).collect();
+            let mut read = 0;
+            for &mark in &marks {
+                let earliest = mark.saturating_sub(LOOKBACK);
+                if let Some(hit) = (earliest..=mark)
+                    .rev()
+                    .find(|i| self.written.contains(&prefixes[*i]))
+                {
+                    read = read.max(tokens(prefixes[hit].len()));
+                }
+            }
+            let mut last_mark = 0;
+            for &mark in &marks {
+                if tokens(prefixes[mark].len()) >= MIN_TOKENS {
+                    self.written.insert(prefixes[mark].clone());
+                    last_mark = tokens(prefixes[mark].len());
+                }
+            }
+            CachedUsage {
+                anthropic: true,
+                input: tokens(text.len()),
+                read,
+                written: last_mark.saturating_sub(read),
+            }
+        }
+    }
+
+    fn common_prefix(a: &str, b: &str) -> usize {
+        a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count()
+    }
+
+    impl CachedUsage {
+        /// `chunk` with its usage replaced by this one (chunks without usage unchanged).
+        pub fn rewrite(&self, chunk: &str) -> String {
+            let Some((head, data)) = chunk.split_once("data: ") else {
+                return chunk.to_string();
+            };
+            let Ok(mut value) = serde_json::from_str::<Value>(data.trim_end()) else {
+                return chunk.to_string();
+            };
+            if self.anthropic {
+                let Some(usage) = value.pointer_mut("/message/usage") else {
+                    return chunk.to_string();
+                };
+                usage["input_tokens"] = (self.input - self.read - self.written).into();
+                usage["cache_creation_input_tokens"] = self.written.into();
+                usage["cache_read_input_tokens"] = self.read.into();
+            } else {
+                let Some(usage) = value.get_mut("usage").filter(|u| u.is_object()) else {
+                    return chunk.to_string();
+                };
+                let output = usage["completion_tokens"].as_u64().unwrap_or(0);
+                usage["prompt_tokens"] = self.input.into();
+                usage["total_tokens"] = (self.input + output).into();
+                usage["prompt_tokens_details"] = serde_json::json!({"cached_tokens": self.read});
+            }
+            format!("{head}data: {value}\n\n")
+        }
     }
 }
