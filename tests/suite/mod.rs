@@ -2,6 +2,7 @@ mod advisors;
 mod chat;
 mod cli;
 mod concurrency;
+mod costs;
 mod crash;
 mod first_contact;
 mod handle;
