@@ -6,6 +6,7 @@
 pub mod advisors;
 pub mod agent;
 pub mod chat;
+pub mod checkpoint;
 pub mod config;
 pub mod hooks;
 pub mod logging;

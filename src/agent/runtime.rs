@@ -262,6 +262,17 @@ impl Runtime {
             },
         };
 
+        // The files as the run finds them, before anything it does (`nop undo`).
+        let checkpoints = self.ws.checkpoints(&self.config);
+        let turn = self
+            .begin_turn(
+                &session_id,
+                checkpoints.as_ref(),
+                request.input.as_deref(),
+                &events,
+            )
+            .await;
+
         let engine = Engine::new(
             self.ws.clone(),
             self.cwd.clone(),
@@ -412,10 +423,12 @@ impl Runtime {
                 if let Some(c) = &coordinator {
                     let _ = c.finish(&session_id);
                 }
+                self.end_turn(&session_id, checkpoints.as_ref(), turn).await;
                 tracing::error!(session = %session_id, agent = %agent_name, op = "run", result = "error", "{fatal}");
                 return Err(fatal.into());
             }
         };
+        self.end_turn(&session_id, checkpoints.as_ref(), turn).await;
         self.store
             .set_status_async(&session_id, session_status)
             .await?;
@@ -456,6 +469,105 @@ impl Runtime {
         };
         let _ = events.send(Event::Result(outcome.clone()));
         Ok(outcome)
+    }
+
+    /// Records the working files as the run begins, in a new turn of session.json's
+    /// `checkpoints`; whether it could. A failure is a warning: the run goes on without one.
+    async fn begin_turn(
+        &self,
+        session_id: &str,
+        checkpoints: Option<&crate::checkpoint::Checkpoints>,
+        input: Option<&str>,
+        events: &EventSink,
+    ) -> bool {
+        let Some(checkpoints) = checkpoints.cloned() else {
+            return false;
+        };
+        let started_at = Utc::now();
+        let before = match tokio::task::spawn_blocking(move || checkpoints.record()).await {
+            Ok(Ok(tree)) => tree,
+            Ok(Err(e)) => {
+                tracing::warn!(session = %session_id, op = "checkpoint", result = "error", "{e}");
+                let _ = events.send(Event::Warning {
+                    message: format!(
+                        "no file checkpoint for this run (`nop undo` cannot undo it): {e}"
+                    ),
+                });
+                return false;
+            }
+            Err(_) => return false,
+        };
+        let prompt: String = match input {
+            Some(text) => {
+                let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+                let mut cut: String = line.chars().take(80).collect();
+                if line.chars().count() > 80 {
+                    cut.push('…');
+                }
+                cut
+            }
+            None => "(queued messages)".to_string(),
+        };
+        let recorded = self
+            .store
+            .update_async(session_id, started_at, move |state| {
+                let messages_before = state.session.messages.len();
+                state
+                    .session
+                    .checkpoints
+                    .push(crate::protocol::TurnCheckpoint {
+                        before,
+                        after: None,
+                        started_at,
+                        ended_at: None,
+                        messages_before,
+                        prompt,
+                        undone_at: None,
+                    });
+                Ok(())
+            })
+            .await;
+        if let Err(e) = &recorded {
+            tracing::warn!(session = %session_id, op = "checkpoint", result = "error", "{e}");
+        }
+        recorded.is_ok()
+    }
+
+    /// Records the working files as the run ends, closing the turn [`Runtime::begin_turn`]
+    /// opened.
+    async fn end_turn(
+        &self,
+        session_id: &str,
+        checkpoints: Option<&crate::checkpoint::Checkpoints>,
+        begun: bool,
+    ) {
+        let Some(checkpoints) = checkpoints.cloned().filter(|_| begun) else {
+            return;
+        };
+        let after = match tokio::task::spawn_blocking(move || checkpoints.record()).await {
+            Ok(Ok(tree)) => tree,
+            Ok(Err(e)) => {
+                tracing::warn!(session = %session_id, op = "checkpoint", result = "error", "{e}");
+                return;
+            }
+            Err(_) => return,
+        };
+        let now = Utc::now();
+        let closed = self
+            .store
+            .update_async(session_id, now, move |state| {
+                if let Some(turn) = state.session.checkpoints.last_mut()
+                    && turn.after.is_none()
+                {
+                    turn.after = Some(after);
+                    turn.ended_at = Some(now);
+                }
+                Ok(())
+            })
+            .await;
+        if let Err(e) = closed {
+            tracing::warn!(session = %session_id, op = "checkpoint", result = "error", "{e}");
+        }
     }
 
     /// Seed 001 §2.3.5: a question about the past brings the matching memory into the

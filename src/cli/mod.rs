@@ -158,6 +158,46 @@ pub enum Command {
         /// Fork from this existing snapshot instead of taking a new one.
         #[arg(long, value_name = "SNAP")]
         snapshot: Option<String>,
+        /// Put the child in a new git worktree (branch nop/<child id>) holding the files as
+        /// they were at the snapshot; default PATH: beside the repository, <name>-<child id>.
+        #[arg(long, value_name = "PATH", num_args = 0..=1, require_equals = false)]
+        worktree: Option<Option<PathBuf>>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put back the files a session's last run changed (write-file, edit-file or the shell);
+    /// files changed since by someone else are kept and named.
+    Undo {
+        /// The session (default: the most recent one).
+        #[arg(long, short = 's', value_name = "ID")]
+        session: Option<String>,
+        /// Also overwrite files changed since the run.
+        #[arg(long)]
+        force: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Take a session back to a snapshot: its files, its conversation, or both (default).
+    Rewind {
+        #[arg(long, short = 's', value_name = "ID")]
+        session: String,
+        /// The snapshot (an id or a unique prefix; `nop sessions show ID` lists them).
+        #[arg(long, value_name = "SNAPSHOT")]
+        to: String,
+        /// Only the files.
+        #[arg(long, conflicts_with_all = ["conversation", "both"])]
+        files: bool,
+        /// Only the conversation and plan.
+        #[arg(long, conflicts_with = "both")]
+        conversation: bool,
+        /// Files and conversation (the default).
+        #[arg(long)]
+        both: bool,
+        /// Also overwrite files changed outside nop's runs.
+        #[arg(long)]
+        force: bool,
+        #[arg(long)]
+        json: bool,
     },
     /// Compact a session's conversation now (the full history stays in a snapshot).
     Compact { id: String },
@@ -881,7 +921,80 @@ fn run_session_command(
             writeln!(out, "{snapshot}")?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Fork { id, snapshot } => {
+        Command::Fork {
+            id,
+            snapshot,
+            worktree: Some(path),
+            json,
+        } => {
+            let id = store.resolve(&id)?;
+            let checkpoints = ws.checkpoints(config).ok_or_else(|| {
+                anyhow!("--worktree needs file checkpoints, which are off (checkpoints.enabled)")
+            })?;
+            let fork = nop::checkpoint::fork_worktree(
+                &checkpoints,
+                store,
+                &id,
+                snapshot.as_deref(),
+                path.as_deref(),
+                Utc::now(),
+            )?;
+            tracing::info!(session = %id, op = "fork", result = "ok", child = %fork.child.session_id, snapshot = %fork.snapshot_id, worktree = %fork.path.display(), "forked into a worktree");
+            render::worktree_fork(out, &fork, json)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Undo {
+            session,
+            force,
+            json,
+        } => {
+            let id = match session {
+                Some(prefix) => store.resolve(&prefix)?,
+                None => last_session(store)
+                    .ok_or_else(|| anyhow!("no session to undo in {}", ws.root.display()))?,
+            };
+            let checkpoints = ws
+                .checkpoints(config)
+                .ok_or_else(|| anyhow!("file checkpoints are off (checkpoints.enabled)"))?;
+            let undo = nop::checkpoint::undo_turn(store, &checkpoints, &id, force, Utc::now())?;
+            render::undo(out, &undo, json)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Rewind {
+            session,
+            to,
+            files,
+            conversation,
+            both: _,
+            force,
+            json,
+        } => {
+            use nop::checkpoint::RewindMode;
+            let id = store.resolve(&session)?;
+            let mode = match (files, conversation) {
+                (true, _) => RewindMode::Files,
+                (_, true) => RewindMode::Conversation,
+                _ => RewindMode::Both,
+            };
+            let checkpoints = ws.checkpoints(config);
+            let rewind = nop::checkpoint::rewind(
+                store,
+                checkpoints.as_ref(),
+                &id,
+                &to,
+                mode,
+                force,
+                Utc::now(),
+            )?;
+            render::rewind(out, &rewind, json)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Fork {
+            id,
+            snapshot,
+            worktree: None,
+            json: _,
+        } => {
             let id = store.resolve(&id)?;
             let child = store.fork(&id, snapshot.as_deref(), Utc::now())?;
             let snap = child

@@ -117,6 +117,19 @@ pub fn session_show(
             snapshots.join(", ")
         }
     )?;
+    if !s.checkpoints.is_empty() {
+        let undone = s
+            .checkpoints
+            .iter()
+            .filter(|t| t.undone_at.is_some())
+            .count();
+        writeln!(
+            out,
+            "files     checkpoints of {} runs ({undone} undone): nop undo --session {}",
+            s.checkpoints.len(),
+            s.session_id
+        )?;
+    }
     let done = state
         .plan
         .tasks
@@ -341,4 +354,92 @@ fn spent_line(spent: &nop::protocol::Spent) -> String {
         spent.requests,
         spent.cost_text()
     )
+}
+
+/// `nop fork --worktree`: the child, where it is and how to run it.
+pub fn worktree_fork(
+    out: Out<'_>,
+    fork: &nop::checkpoint::WorktreeFork,
+    json: bool,
+) -> std::io::Result<()> {
+    let id = &fork.child.session_id;
+    if json {
+        return print_json(
+            out,
+            &json!({
+                "session_id": id,
+                "snapshot_id": fork.snapshot_id,
+                "worktree": fork.path,
+                "branch": fork.branch,
+            }),
+        );
+    }
+    writeln!(out, "{id}")?;
+    eprintln!(
+        "forked from snapshot {} into worktree {} (branch {}); run it there: cd {} && nop run --session {id}",
+        fork.snapshot_id,
+        fork.path.display(),
+        fork.branch,
+        fork.path.display()
+    );
+    Ok(())
+}
+
+/// What a restore did, one path a line: `restored`, `removed`, `kept` (with why), `skipped`.
+fn restored_lines(out: Out<'_>, files: &nop::checkpoint::Restored) -> std::io::Result<()> {
+    for path in &files.restored {
+        writeln!(out, "restored  {path}")?;
+    }
+    for path in &files.removed {
+        writeln!(out, "removed   {path}")?;
+    }
+    for path in &files.kept {
+        writeln!(
+            out,
+            "kept      {path} (changed since; --force overwrites it)"
+        )?;
+    }
+    for skipped in &files.skipped {
+        writeln!(out, "skipped   {} ({})", skipped.path, skipped.reason)?;
+    }
+    if files.restored.is_empty()
+        && files.removed.is_empty()
+        && files.kept.is_empty()
+        && files.skipped.is_empty()
+    {
+        writeln!(out, "no file needed to change")?;
+    }
+    Ok(())
+}
+
+/// `nop undo` / `/undo`.
+pub fn undo(out: Out<'_>, undo: &nop::checkpoint::Undo, json: bool) -> std::io::Result<()> {
+    if json {
+        return print_json(out, &json!(undo));
+    }
+    writeln!(
+        out,
+        "undid run {} of session {} (\"{}\")",
+        undo.turn, undo.session_id, undo.prompt
+    )?;
+    restored_lines(out, &undo.files)
+}
+
+/// `nop rewind` / `/rewind`.
+pub fn rewind(out: Out<'_>, rewind: &nop::checkpoint::Rewind, json: bool) -> std::io::Result<()> {
+    if json {
+        return print_json(out, &json!(rewind));
+    }
+    writeln!(
+        out,
+        "rewound session {} to snapshot {} (as it was before: snapshot {})",
+        rewind.session_id, rewind.snapshot_id, rewind.saved_as
+    )?;
+    if let Some((before, after)) = rewind.messages {
+        writeln!(out, "messages  {before} → {after}")?;
+    }
+    if let Some(files) = &rewind.files {
+        restored_lines(out, files)?;
+    }
+    Ok(())
 }

@@ -613,6 +613,59 @@ impl Interactive {
                     Err(e) => eprintln!("error: {e}"),
                 }
             }
+            "/undo" | "/rewind" => {
+                let Some(id) = self.session.clone() else {
+                    eprintln!("no session yet: say something first");
+                    return Command::Done;
+                };
+                let ws = self.runtime.workspace().clone();
+                let checkpoints = ws.checkpoints(self.runtime.config());
+                if name == "/rewind" && argument.is_empty() {
+                    for line in super::slash::rewind_points(&store, &id) {
+                        eprintln!("{line}");
+                    }
+                    return Command::Done;
+                }
+                // The session's run lock is free only with the handle closed.
+                self.close(rt);
+                let now = chrono::Utc::now();
+                let mut err = std::io::stderr();
+                let shown = match (name, &checkpoints) {
+                    ("/undo", Some(c)) => {
+                        let force = argument == "--force";
+                        nop::checkpoint::undo_turn(&store, c, &id, force, now)
+                            .map_err(|e| e.to_string())
+                            .and_then(|u| {
+                                super::render::undo(&mut err, &u, false).map_err(|e| e.to_string())
+                            })
+                    }
+                    ("/undo", None) => {
+                        Err("file checkpoints are off (checkpoints.enabled)".to_string())
+                    }
+                    _ => {
+                        super::slash::rewind_arguments(argument).and_then(|(snap, mode, force)| {
+                            nop::checkpoint::rewind(
+                                &store,
+                                checkpoints.as_ref(),
+                                &id,
+                                &snap,
+                                mode,
+                                force,
+                                now,
+                            )
+                            .map_err(|e| e.to_string())
+                            .and_then(|r| {
+                                super::render::rewind(&mut err, &r, false)
+                                    .map_err(|e| e.to_string())
+                            })
+                        })
+                    }
+                };
+                if let Err(e) = shown {
+                    eprintln!("error: {e}");
+                }
+                self.reopen(rt, Some(id));
+            }
             "/plan" | "/snapshot" => {
                 let Some(id) = &self.session else {
                     eprintln!("no session yet: say something first");

@@ -29,7 +29,18 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "/fork",
         "go on in a copy of this session (the original stays as it is)",
     ),
-    ("/snapshot", "save a snapshot you can fork from"),
+    (
+        "/snapshot",
+        "save a snapshot you can fork from or rewind to",
+    ),
+    (
+        "/undo",
+        "put back the files the last run changed (--force: also ones changed since)",
+    ),
+    (
+        "/rewind",
+        "the snapshots; /rewind SNAP [--files|--conversation|--both] [--force] goes back",
+    ),
     ("/verbose", "whole tool results and diffs (again: cut)"),
     (
         "/exit",
@@ -141,6 +152,67 @@ pub fn session_diff(root: &Path, messages: &[Message], style: Style) -> Vec<Stri
     lines
 }
 
+/// `/rewind` without a snapshot: the snapshots to go back to, newest last.
+pub fn rewind_points(store: &Store, id: &str) -> Vec<String> {
+    let snapshots = match store.snapshots(id) {
+        Ok(s) if !s.is_empty() => s,
+        Ok(_) => return vec!["no snapshots yet: /snapshot takes one".to_string()],
+        Err(e) => return vec![format!("error: {e}")],
+    };
+    snapshots
+        .iter()
+        .filter_map(|snap| store.read_snapshot(id, snap).ok())
+        .map(|snap| {
+            let prompt = snap
+                .session
+                .messages
+                .iter()
+                .rev()
+                .find(|m| m.role == nop::protocol::Role::User)
+                .map(|m| m.content.chars().take(50).collect::<String>())
+                .unwrap_or_default();
+            format!(
+                "{}  {}  {} messages{}  {}",
+                snap.snapshot_id,
+                snap.created_at
+                    .with_timezone(&chrono::Local)
+                    .format("%H:%M:%S"),
+                snap.session.messages.len(),
+                if snap.checkpoint.is_some() {
+                    ", files"
+                } else {
+                    ""
+                },
+                prompt.replace('\n', " ")
+            )
+        })
+        .collect()
+}
+
+/// `/rewind SNAP [--files|--conversation|--both] [--force]`.
+pub fn rewind_arguments(
+    argument: &str,
+) -> Result<(String, nop::checkpoint::RewindMode, bool), String> {
+    use nop::checkpoint::RewindMode;
+    let (mut snap, mut mode, mut force) = (None, RewindMode::Both, false);
+    for word in argument.split_whitespace() {
+        match word {
+            "--files" => mode = RewindMode::Files,
+            "--conversation" => mode = RewindMode::Conversation,
+            "--both" => mode = RewindMode::Both,
+            "--force" => force = true,
+            flag if flag.starts_with("--") => {
+                return Err(format!(
+                    "/rewind: unknown flag {flag} (--files, --conversation, --both, --force)"
+                ));
+            }
+            other => snap = Some(other.to_string()),
+        }
+    }
+    let snap = snap.ok_or("/rewind SNAP: which snapshot (/rewind alone lists them)")?;
+    Ok((snap, mode, force))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,5 +231,20 @@ mod tests {
         for (name, _) in COMMANDS {
             assert!(help.contains(name));
         }
+    }
+
+    #[test]
+    fn rewind_arguments_take_a_snapshot_a_mode_and_force_in_any_order() {
+        use nop::checkpoint::RewindMode;
+        assert_eq!(
+            rewind_arguments("--files abc --force"),
+            Ok(("abc".to_string(), RewindMode::Files, true))
+        );
+        assert_eq!(
+            rewind_arguments("abc"),
+            Ok(("abc".to_string(), RewindMode::Both, false))
+        );
+        assert!(rewind_arguments("--files").is_err());
+        assert!(rewind_arguments("abc --all").is_err_and(|e| e.contains("--all")));
     }
 }

@@ -93,6 +93,15 @@ const LIMITS: &[(&str, Limit)] = &[
     ("chat.wait_min_s", seconds(true, 3600.0)),
     ("chat.wait_max_s", seconds(true, 3600.0)),
     ("chat.max_delay_s", seconds(true, 600.0)),
+    (
+        "checkpoints.max_file_mb",
+        Limit::Number {
+            min: 0.0,
+            from_min: true,
+            max: 1_000_000.0,
+            unit: " MiB",
+        },
+    ),
     // Clamped where it is used (1 ms to a day), so any number will do.
     (
         "hooks.timeout_s",

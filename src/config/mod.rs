@@ -67,6 +67,8 @@ pub struct Config {
     pub chat: ChatConfig,
     #[serde(deserialize_with = "null_is_default")]
     pub hooks: HooksConfig,
+    #[serde(deserialize_with = "null_is_default")]
+    pub checkpoints: CheckpointsConfig,
     /// Prices per model, over the built-in table (`providers::pricing`): model name → USD per
     /// million tokens. One value for the whole map, so model names may hold dots.
     #[serde(deserialize_with = "null_is_default")]
@@ -147,6 +149,25 @@ impl Default for HooksConfig {
             before_compact: Vec::new(),
             session_end: Vec::new(),
             timeout_s: 60.0,
+        }
+    }
+}
+
+/// File checkpoints around each run (`nop undo`, `nop rewind`, `nop fork --worktree`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CheckpointsConfig {
+    /// Record the working files before and after each run.
+    pub enabled: bool,
+    /// A new untracked file larger than this (MiB) is not recorded.
+    pub max_file_mb: f64,
+}
+
+impl Default for CheckpointsConfig {
+    fn default() -> Self {
+        CheckpointsConfig {
+            enabled: true,
+            max_file_mb: 10.0,
         }
     }
 }

@@ -13,7 +13,7 @@ pub use plan::{Plan, PlanParseError, Task, TaskStatus};
 pub use queue::QueuePriority;
 pub use session::{
     CallMetrics, Caller, CompressionRecord, Message, ParentSession, Role, SESSION_VERSION,
-    SessionFile, SessionStatus, ToolCall, Usage,
+    SessionFile, SessionStatus, ToolCall, TurnCheckpoint, Usage,
 };
 pub use snapshot::{SNAPSHOT_VERSION, Snapshot};
 pub use usage::{Spent, TokenUsage};

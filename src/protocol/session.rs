@@ -34,6 +34,10 @@ pub struct SessionFile {
     /// For a subagent's session: what the call cost (seed 002 §4.2).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metrics: Option<CallMetrics>,
+    /// The file checkpoint of each run (turn) of this session, oldest first: what `nop undo` and
+    /// `nop rewind` put back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checkpoints: Vec<TurnCheckpoint>,
     /// Required: a file without it is damaged, not an empty conversation (reading it as one would
     /// rewrite it without its history on the next append).
     pub messages: Vec<Message>,
@@ -58,6 +62,7 @@ impl SessionFile {
             config: Map::new(),
             caller: None,
             metrics: None,
+            checkpoints: Vec::new(),
             messages: Vec::new(),
             extra: Map::new(),
         }
@@ -109,6 +114,28 @@ pub struct ParentSession {
     pub id: String,
     pub snapshot_id: String,
     pub timestamp: DateTime<Utc>,
+}
+
+/// The working files around one run of a session: git tree ids in the checkpoint store
+/// (`.nop/checkpoints/`), before the run and after it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TurnCheckpoint {
+    pub before: String,
+    /// `None` while the run goes on, or when it never ended (the process was killed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+    pub started_at: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<DateTime<Utc>>,
+    /// The session's message count when the run began.
+    pub messages_before: usize,
+    /// The start of the run's prompt, to recognise the turn by.
+    #[serde(default)]
+    pub prompt: String,
+    /// When `nop undo` put this turn's files back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub undone_at: Option<DateTime<Utc>>,
 }
 
 /// The session and agent that called a subagent.

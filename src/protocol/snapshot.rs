@@ -17,4 +17,8 @@ pub struct Snapshot {
     pub created_at: DateTime<Utc>,
     pub session: SessionFile,
     pub plan: Plan,
+    /// The working files when the snapshot was taken: a tree id in `.nop/checkpoints/`
+    /// (absent when checkpoints are off, or for a snapshot taken before nop recorded them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<String>,
 }

@@ -35,7 +35,7 @@ pub use delete::{Deleted, Reference, ReferenceKind};
 pub use error::{Result, SessionError};
 pub use lock::{LockKind, SessionLock, Waited, lock_file};
 pub use logs::ErrorRecord;
-pub use store::{Problem, SessionState, SessionSummary, Store};
+pub use store::{Checkpointer, Problem, SessionState, SessionSummary, Store};
 
 pub const SESSION_FILE: &str = "session.json";
 pub const PLAN_FILE: &str = "plan.xml";

@@ -49,6 +49,12 @@ pub struct Problem {
     pub message: String,
 }
 
+/// Records the working files for a snapshot (the file checkpoint store, `crate::checkpoint`):
+/// a tree id, or `None` when that cannot be done (said in the log).
+pub trait Checkpointer: Send + Sync + std::fmt::Debug {
+    fn checkpoint(&self) -> Option<String>;
+}
+
 /// The session store rooted at a `.nop/sessions` directory.
 #[derive(Debug, Clone)]
 pub struct Store {
@@ -57,6 +63,8 @@ pub struct Store {
     /// Set once this store (and its clones) swept the temporary directories of killed creates
     /// and forks: the first write of a process does it.
     swept: Arc<std::sync::Once>,
+    /// What records the working files each new snapshot goes with.
+    checkpointer: Option<Arc<dyn Checkpointer>>,
 }
 
 impl Store {
@@ -65,7 +73,20 @@ impl Store {
             sessions_dir: sessions_dir.into(),
             lock_timeout,
             swept: Arc::new(std::sync::Once::new()),
+            checkpointer: None,
         }
+    }
+
+    /// Every snapshot this store takes from now on records the working files with `c`.
+    pub fn with_checkpointer(mut self, c: Arc<dyn Checkpointer>) -> Store {
+        self.checkpointer = Some(c);
+        self
+    }
+
+    /// The working files now, for a new snapshot (taken before the session's lock: it may
+    /// take a while in a large repository).
+    fn working_files(&self) -> Option<String> {
+        self.checkpointer.as_ref().and_then(|c| c.checkpoint())
     }
 
     pub fn sessions_dir(&self) -> &Path {
@@ -188,9 +209,10 @@ impl Store {
     /// Takes an immutable snapshot of the session as it is now and returns its id.
     pub fn snapshot(&self, id: &str, now: DateTime<Utc>) -> Result<String> {
         let dir = self.existing_dir(id)?;
+        let checkpoint = self.working_files();
         let _lock = self.read_lock(&dir, id)?;
         let state = read_state(&dir, id)?;
-        write_snapshot(&dir, state, now).map(|s| s.snapshot_id)
+        write_snapshot(&dir, state, now, checkpoint).map(|s| s.snapshot_id)
     }
 
     /// Snapshot ids of a session, oldest first.
@@ -228,7 +250,26 @@ impl Store {
     /// Forks session `id`: snapshots it (or uses snapshot `from`), then creates a child that
     /// holds a copy of the state and a one-way reference to the snapshot.
     pub fn fork(&self, id: &str, from: Option<&str>, now: DateTime<Utc>) -> Result<SessionFile> {
+        self.fork_into(id, from, now, self, None)
+            .map(|(child, _)| child)
+    }
+
+    /// [`Store::fork`] with the child in `target` (another repository root's store: a fork's
+    /// worktree), under `child_id` if given. Also returns the snapshot forked from.
+    pub fn fork_into(
+        &self,
+        id: &str,
+        from: Option<&str>,
+        now: DateTime<Utc>,
+        target: &Store,
+        child_id: Option<&str>,
+    ) -> Result<(SessionFile, Snapshot)> {
         let dir = self.existing_dir(id)?;
+        let checkpoint = if from.is_none() {
+            self.working_files()
+        } else {
+            None
+        };
         // Held until the child is in place: a `sessions delete` of the parent waits for it, and
         // then sees the new fork referring to it.
         let _lock = self.read_lock(&dir, id)?;
@@ -237,17 +278,19 @@ impl Store {
                 let snap = self.resolve_snapshot(&dir, id, prefix)?;
                 read_snapshot_file(&dir.join(snapshot_file_name(&snap)))?
             }
-            None => write_snapshot(&dir, read_state(&dir, id)?, now)?,
+            None => write_snapshot(&dir, read_state(&dir, id)?, now, checkpoint)?,
         };
         let snapshot_path = dir.join(snapshot_file_name(&snapshot.snapshot_id));
         let plan = snapshot.plan.to_xml();
         let mut last_err = None;
         for _ in 0..8 {
             let mut child = snapshot.session.clone();
-            child.session_id = new_id();
+            child.session_id = child_id.map_or_else(new_id, str::to_string);
             child.created_at = now;
             child.updated_at = now;
             child.usage = Default::default();
+            // The parent's turns changed the parent's files: the child undoes only its own.
+            child.checkpoints = Vec::new();
             child.status = match child.status {
                 SessionStatus::Running | SessionStatus::Paused => SessionStatus::Idle,
                 other => other,
@@ -262,8 +305,9 @@ impl Store {
                 (PLAN_FILE, plan.clone().into_bytes()),
             ];
             let link = (snapshot_path.as_path(), snapshot.snapshot_id.as_str());
-            match self.publish_new_dir(&child.session_id, &files, Some(link)) {
-                Ok(()) => return Ok(child),
+            match target.publish_new_dir(&child.session_id, &files, Some(link)) {
+                Ok(()) => return Ok((child, snapshot)),
+                Err(e) if child_id.is_some() => return Err(e),
                 Err(e) => last_err = Some(e),
             }
         }
@@ -469,7 +513,12 @@ fn unique_prefix(prefix: &str, ids: &[String]) -> Result<String, Option<Vec<Stri
     }
 }
 
-fn write_snapshot(dir: &Path, state: SessionState, now: DateTime<Utc>) -> Result<Snapshot> {
+fn write_snapshot(
+    dir: &Path,
+    state: SessionState,
+    now: DateTime<Utc>,
+    checkpoint: Option<String>,
+) -> Result<Snapshot> {
     let mut snapshot = Snapshot {
         version: SNAPSHOT_VERSION,
         snapshot_id: String::new(),
@@ -477,6 +526,7 @@ fn write_snapshot(dir: &Path, state: SessionState, now: DateTime<Utc>) -> Result
         created_at: now,
         session: state.session,
         plan: state.plan,
+        checkpoint,
     };
     let mut last_err = None;
     for _ in 0..8 {

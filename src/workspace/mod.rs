@@ -219,7 +219,25 @@ impl Workspace {
     }
 
     pub fn store(&self, config: &crate::config::Config) -> Store {
-        Store::new(self.sessions_dir(), config.lock_timeout())
+        let store = Store::new(self.sessions_dir(), config.lock_timeout());
+        match self.checkpoints(config) {
+            Some(c) => store.with_checkpointer(std::sync::Arc::new(c)),
+            None => store,
+        }
+    }
+
+    /// The file checkpoint store of this root, unless `checkpoints.enabled` is off.
+    pub fn checkpoints(
+        &self,
+        config: &crate::config::Config,
+    ) -> Option<crate::checkpoint::Checkpoints> {
+        config.checkpoints.enabled.then(|| {
+            crate::checkpoint::Checkpoints::new(
+                &self.root,
+                &self.nop_dir(),
+                config.checkpoints.max_file_mb,
+            )
+        })
     }
 }
 

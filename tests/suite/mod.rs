@@ -1,5 +1,6 @@
 mod advisors;
 mod chat;
+mod checkpoints;
 mod cli;
 mod concurrency;
 mod costs;

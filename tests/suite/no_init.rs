@@ -113,7 +113,10 @@ fn run_without_init_answers_and_creates_only_sessions_logs_and_gitignore() {
     );
 
     let nop_dir = repo.path().join(".nop");
-    assert_eq!(entries(&nop_dir), [".gitignore", "logs", "sessions"]);
+    assert_eq!(
+        entries(&nop_dir),
+        [".gitignore", "checkpoints", "logs", "sessions"]
+    );
     assert_eq!(
         fs::read_to_string(nop_dir.join(".gitignore")).expect(".gitignore"),
         include_str!("../../.nop/.gitignore")
@@ -137,7 +140,10 @@ fn run_without_init_answers_and_creates_only_sessions_logs_and_gitignore() {
         .output()
         .expect("run"));
     assert!(!stderr(&second).contains(NOTE), "{}", stderr(&second));
-    assert_eq!(entries(&nop_dir), [".gitignore", "logs", "sessions"]);
+    assert_eq!(
+        entries(&nop_dir),
+        [".gitignore", "checkpoints", "logs", "sessions"]
+    );
     assert_eq!(sessions_in(&nop_dir).len(), 2);
     // git sees the .gitignore (to commit or not), never the sessions or logs.
     let status = Command::new("git")
@@ -417,7 +423,10 @@ fn hostile_agent_without_init(namespaces: &str) {
     }
     // Nothing planted, nothing removed.
     let nop_dir = repo.path().join(".nop");
-    assert_eq!(entries(&nop_dir), [".gitignore", "logs", "sessions"]);
+    assert_eq!(
+        entries(&nop_dir),
+        [".gitignore", "checkpoints", "logs", "sessions"]
+    );
     assert_eq!(sessions_in(&nop_dir).len(), 1);
     assert!(!outside_file.exists());
 }

@@ -1,0 +1,533 @@
+//! File checkpoints: the state of the working tree the agent can write, recorded before and
+//! after each run in a shadow git store under `.nop/checkpoints/`, so `nop undo`, `nop rewind`
+//! and `nop fork --worktree` can put files back whoever changed them (write-file, edit-file or
+//! the shell).
+//!
+//! The store is a bare git directory of its own with a private index: git's object format and
+//! plumbing (`add -A`, `write-tree`, `diff-tree`, `checkout-index`), run with the repository's
+//! directory as work tree. The user's git index, branches, stash and config are never touched:
+//! the store reads the repository's objects as alternates (so files git already holds cost no
+//! space) and its list of tracked files, nothing else. Git's system and global configuration are
+//! not read, and `info/attributes` turns off every filter and line-ending conversion, so a file
+//! comes back byte for byte (an LFS file as its content, a CRLF file with its CRLFs).
+//!
+//! What is recorded: every file git would see in the repository (`.gitignore`d ones not, `.nop/`
+//! not), and files the repository tracks even when ignored. A new untracked file over
+//! `checkpoints.max_file_mb` is left out, and so is everything in a nested repository.
+
+mod restore;
+mod worktree;
+
+use std::collections::BTreeSet;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub use restore::{Restored, Rewind, RewindMode, Skipped, Undo, rewind, undo_turn};
+pub use worktree::{WorktreeFork, fork_worktree};
+
+/// Failures of the checkpoint store.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error("file checkpoints need git, which could not be run: {0}")]
+    NoGit(std::io::Error),
+    #[error("git {command} failed in the checkpoint store {dir}: {stderr}")]
+    Git {
+        command: String,
+        dir: PathBuf,
+        stderr: String,
+    },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("the checkpoint store {0} stayed locked by another nop for 60 s")]
+    Busy(PathBuf),
+    #[error("{0}")]
+    Refused(String),
+    #[error(transparent)]
+    Session(#[from] crate::session::SessionError),
+}
+
+type Result<T> = std::result::Result<T, CheckpointError>;
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ {
+    move |source| CheckpointError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The checkpoint store of one repository root.
+#[derive(Debug, Clone)]
+pub struct Checkpoints {
+    root: PathBuf,
+    dir: PathBuf,
+    max_file_bytes: u64,
+}
+
+/// The shadow store's own configuration: nothing of the user's applies (no system or global
+/// file is read), no hooks, no automatic gc (trees are referenced from session files only).
+const STORE_CONFIG: &str = "[core]
+\trepositoryformatversion = 0
+\tbare = true
+\tfilemode = true
+\tsymlinks = true
+\tautocrlf = false
+\tsafecrlf = false
+\tfsmonitor = false
+\tuntrackedCache = true
+\tquotepath = false
+\thooksPath = /dev/null
+[gc]
+\tauto = 0
+[maintenance]
+\tauto = false
+[advice]
+\taddEmbeddedRepo = false
+";
+
+/// Every file is stored as its bytes: no filter (LFS), no end-of-line or encoding conversion.
+const STORE_ATTRIBUTES: &str = "* -text -filter -ident -working-tree-encoding\n";
+
+impl Checkpoints {
+    /// The store of the repository at `root`, in `nop_dir/checkpoints`.
+    pub fn new(root: &Path, nop_dir: &Path, max_file_mb: f64) -> Checkpoints {
+        Checkpoints {
+            root: root.to_path_buf(),
+            dir: nop_dir.join("checkpoints"),
+            max_file_bytes: (max_file_mb.max(0.0) * 1024.0 * 1024.0) as u64,
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// Records the working tree as it is now; returns its tree id.
+    pub fn record(&self) -> Result<String> {
+        let _lock = self.lock()?;
+        self.ensure_store()?;
+        let index = self.dir.join("index");
+        if !index.exists() {
+            self.seed(&index)?;
+        }
+        self.leave_out_large_files(&index)?;
+        // --ignore-errors: a file nobody may read is left out, not the whole checkpoint.
+        let add = self.git_output(&["add", "-A", "--ignore-errors"], &index, None)?;
+        if !add.status.success() {
+            tracing::warn!(
+                op = "checkpoint",
+                result = "partial",
+                "git add: {}",
+                String::from_utf8_lossy(&add.stderr).trim()
+            );
+        }
+        let tree = self.git(&["write-tree"], &index, None)?;
+        Ok(String::from_utf8_lossy(&tree).trim().to_string())
+    }
+
+    /// The paths whose content or mode differs between trees `from` and `to`.
+    pub fn changes(&self, from: &str, to: &str) -> Result<Vec<String>> {
+        let out = self.git(
+            &[
+                "diff-tree",
+                "-r",
+                "-z",
+                "--name-only",
+                "--no-renames",
+                from,
+                to,
+            ],
+            &self.dir.join("index"),
+            None,
+        )?;
+        Ok(split_z(&out))
+    }
+
+    /// The paths of `tree` (files and links), with their modes and object ids.
+    pub fn entries(&self, tree: &str) -> Result<std::collections::BTreeMap<String, String>> {
+        let out = self.git(
+            &["ls-tree", "-r", "-z", "--full-tree", tree],
+            &self.dir.join("index"),
+            None,
+        )?;
+        Ok(split_z(&out)
+            .into_iter()
+            .filter_map(|line| {
+                let (meta, path) = line.split_once('\t')?;
+                Some((path.to_string(), meta.to_string()))
+            })
+            .collect())
+    }
+
+    /// Writes every file of `tree` into `dir` (a new worktree), as the checkpoint held it.
+    pub fn materialize(&self, tree: &str, dir: &Path) -> Result<()> {
+        let temp = tempfile::Builder::new()
+            .prefix("index-")
+            .tempfile_in(&self.dir)
+            .map_err(io(&self.dir))?;
+        let index = temp.path().to_path_buf();
+        self.git_in(&["read-tree", tree], &index, dir, None)?;
+        self.git_in(&["checkout-index", "-a", "-f"], &index, dir, None)?;
+        Ok(())
+    }
+
+    /// Holds the store's lock; git's own `index.lock` would make a second nop fail, not wait.
+    fn lock(&self) -> Result<std::fs::File> {
+        std::fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
+        let path = self.dir.join("nop.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io(&path))?;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(file),
+                Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(CheckpointError::Busy(self.dir.clone()));
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(io(&path)(e)),
+            }
+        }
+    }
+
+    /// Creates the store on first use: a bare git directory, its configuration, the attributes
+    /// that keep files byte for byte, and the repository's objects as alternates.
+    fn ensure_store(&self) -> Result<()> {
+        if self.dir.join("HEAD").exists() {
+            return Ok(());
+        }
+        let out = Command::new("git")
+            .args(["init", "--bare", "-q"])
+            .arg(&self.dir)
+            .env_clear()
+            .envs(base_env())
+            .output()
+            .map_err(CheckpointError::NoGit)?;
+        if !out.status.success() {
+            return Err(self.failed("init", &out.stderr));
+        }
+        let write = |name: &str, text: &str| {
+            let path = self.dir.join(name);
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent).map_err(io(parent))?;
+            }
+            std::fs::write(&path, text).map_err(io(&path))
+        };
+        write("config", STORE_CONFIG)?;
+        write("info/attributes", STORE_ATTRIBUTES)?;
+        // The repository's own .gitignore never sees this directory (it may predate it).
+        write(".gitignore", "*\n")?;
+        if let Some(objects) = self.repository_objects() {
+            write(
+                "objects/info/alternates",
+                &format!("{}\n", objects.display()),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// The object directory of the git repository the root is in, if any.
+    fn repository_objects(&self) -> Option<PathBuf> {
+        let out = Command::new("git")
+            .args(["rev-parse", "--path-format=absolute", "--git-common-dir"])
+            .current_dir(&self.root)
+            .env_clear()
+            .envs(base_env())
+            .stderr(Stdio::null())
+            .output()
+            .ok()?;
+        let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        let objects = dir.join("objects");
+        (out.status.success() && objects.is_dir()).then_some(objects)
+    }
+
+    /// The first checkpoint starts from the files the repository tracks, ignored or not, so a
+    /// fork's worktree gets every one of them (nothing under `.nop/`, no nested repository).
+    fn seed(&self, index: &Path) -> Result<()> {
+        let out = Command::new("git")
+            .args(["ls-files", "-z", "-s"])
+            .current_dir(&self.root)
+            .env_clear()
+            .envs(base_env())
+            .stderr(Stdio::null())
+            .output()
+            .map_err(CheckpointError::NoGit)?;
+        if !out.status.success() {
+            return Ok(()); // not a git repository: nothing is tracked
+        }
+        let mut paths = BTreeSet::new();
+        for line in split_z(&out.stdout) {
+            let Some((meta, path)) = line.split_once('\t') else {
+                continue;
+            };
+            if meta.starts_with("160000") || path == ".nop" || path.starts_with(".nop/") {
+                continue;
+            }
+            if self.root.join(path).symlink_metadata().is_ok() {
+                paths.insert(path.to_string());
+            }
+        }
+        if paths.is_empty() {
+            return Ok(());
+        }
+        let mut list = Vec::new();
+        for path in &paths {
+            list.extend_from_slice(path.as_bytes());
+            list.push(0);
+        }
+        self.git(
+            &[
+                "add",
+                "-f",
+                "--ignore-errors",
+                "--pathspec-from-file=-",
+                "--pathspec-file-nul",
+            ],
+            index,
+            Some(&list),
+        )?;
+        Ok(())
+    }
+
+    /// New untracked files over the size cap are written to the store's exclude file (with the
+    /// repository's own `info/exclude`, which a separate git directory would not read).
+    fn leave_out_large_files(&self, index: &Path) -> Result<()> {
+        let list_path = self.dir.join("large-files");
+        let mut large: BTreeSet<String> = std::fs::read_to_string(&list_path)
+            .unwrap_or_default()
+            .lines()
+            .filter(|p| self.is_large(p))
+            .map(str::to_string)
+            .collect();
+        let exclude = self.exclude_text(&large);
+        self.write_if_changed(&self.dir.join("info/exclude"), &exclude)?;
+        let new = self.git(&["ls-files", "-z", "-o", "--exclude-standard"], index, None)?;
+        let before = large.len();
+        large.extend(split_z(&new).into_iter().filter(|p| self.is_large(p)));
+        if large.len() != before {
+            let text: String = large.iter().map(|p| format!("{p}\n")).collect();
+            self.write_if_changed(&list_path, &text)?;
+            self.write_if_changed(&self.dir.join("info/exclude"), &self.exclude_text(&large))?;
+        }
+        Ok(())
+    }
+
+    fn is_large(&self, path: &str) -> bool {
+        self.root
+            .join(path)
+            .symlink_metadata()
+            .is_ok_and(|m| m.is_file() && m.len() > self.max_file_bytes)
+    }
+
+    fn exclude_text(&self, large: &BTreeSet<String>) -> String {
+        let mut text = String::from("# written by nop\n/.nop/\n");
+        // The repository's git directory is the parent of the objects written as alternates.
+        let own = std::fs::read_to_string(self.dir.join("objects/info/alternates"))
+            .ok()
+            .and_then(|line| Some(Path::new(line.trim()).parent()?.join("info/exclude")));
+        if let Some(own) = own.and_then(|p| std::fs::read_to_string(p).ok()) {
+            text.push_str(&own);
+            text.push('\n');
+        }
+        for path in large {
+            text.push('/');
+            text.push_str(&escape_pattern(path));
+            text.push('\n');
+        }
+        text
+    }
+
+    /// Rewrites a file only when its text changes (git's untracked cache keys on the exclude
+    /// file's content).
+    fn write_if_changed(&self, path: &Path, text: &str) -> Result<()> {
+        if std::fs::read_to_string(path).is_ok_and(|old| old == text) {
+            return Ok(());
+        }
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(io(parent))?;
+        }
+        std::fs::write(path, text).map_err(io(path))
+    }
+
+    fn failed(&self, command: &str, stderr: &[u8]) -> CheckpointError {
+        CheckpointError::Git {
+            command: command.to_string(),
+            dir: self.dir.clone(),
+            stderr: String::from_utf8_lossy(stderr).trim().to_string(),
+        }
+    }
+
+    /// Runs git on the store with the root as work tree; its standard output.
+    fn git(&self, args: &[&str], index: &Path, stdin: Option<&[u8]>) -> Result<Vec<u8>> {
+        self.git_in(args, index, &self.root, stdin)
+    }
+
+    fn git_in(
+        &self,
+        args: &[&str],
+        index: &Path,
+        work_tree: &Path,
+        stdin: Option<&[u8]>,
+    ) -> Result<Vec<u8>> {
+        let out = self.run_git(args, index, work_tree, stdin)?;
+        if !out.status.success() {
+            return Err(self.failed(args.first().copied().unwrap_or("git"), &out.stderr));
+        }
+        Ok(out.stdout)
+    }
+
+    fn git_output(
+        &self,
+        args: &[&str],
+        index: &Path,
+        stdin: Option<&[u8]>,
+    ) -> Result<std::process::Output> {
+        self.run_git(args, index, &self.root, stdin)
+    }
+
+    fn run_git(
+        &self,
+        args: &[&str],
+        index: &Path,
+        work_tree: &Path,
+        stdin: Option<&[u8]>,
+    ) -> Result<std::process::Output> {
+        let mut command = Command::new("git");
+        command
+            .args(args)
+            .current_dir(work_tree)
+            .env_clear()
+            .envs(base_env())
+            .env("GIT_DIR", &self.dir)
+            .env("GIT_WORK_TREE", work_tree)
+            .env("GIT_INDEX_FILE", index)
+            .env("GIT_LITERAL_PATHSPECS", "1")
+            .stdin(if stdin.is_some() {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn().map_err(CheckpointError::NoGit)?;
+        let writer = match (stdin, child.stdin.take()) {
+            (Some(bytes), Some(mut pipe)) => {
+                let bytes = bytes.to_vec();
+                Some(std::thread::spawn(move || pipe.write_all(&bytes)))
+            }
+            _ => None,
+        };
+        let out = child.wait_with_output().map_err(io(&self.dir))?;
+        if let Some(writer) = writer {
+            let _ = writer.join();
+        }
+        Ok(out)
+    }
+}
+
+impl crate::session::Checkpointer for Checkpoints {
+    fn checkpoint(&self) -> Option<String> {
+        match self.record() {
+            Ok(tree) => Some(tree),
+            Err(e) => {
+                tracing::warn!(
+                    op = "checkpoint",
+                    result = "error",
+                    "the snapshot has no file checkpoint: {e}"
+                );
+                None
+            }
+        }
+    }
+}
+
+/// The environment of every git nop runs for checkpoints: PATH and HOME to find and run git,
+/// no system or global configuration, no prompts, and none of the caller's `GIT_*` variables.
+fn base_env() -> Vec<(String, String)> {
+    let mut env: Vec<(String, String)> = ["PATH", "HOME"]
+        .iter()
+        .filter_map(|k| std::env::var(k).ok().map(|v| (k.to_string(), v)))
+        .collect();
+    env.extend(
+        [
+            ("GIT_CONFIG_NOSYSTEM", "1"),
+            ("GIT_CONFIG_GLOBAL", "/dev/null"),
+            ("GIT_TERMINAL_PROMPT", "0"),
+            ("LC_ALL", "C"),
+        ]
+        .map(|(k, v)| (k.to_string(), v.to_string())),
+    );
+    env
+}
+
+fn split_z(bytes: &[u8]) -> Vec<String> {
+    bytes
+        .split(|b| *b == 0)
+        .filter(|s| !s.is_empty())
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+        .collect()
+}
+
+/// A path as a gitignore pattern that matches only itself.
+fn escape_pattern(path: &str) -> String {
+    let mut out = String::new();
+    for c in path.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\' | '!' | '#' | ' ') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn store() -> (tempfile::TempDir, Checkpoints) {
+        let dir = tempfile::tempdir().expect("temp");
+        let cp = Checkpoints::new(dir.path(), &dir.path().join(".nop"), 0.001);
+        (dir, cp)
+    }
+
+    #[test]
+    fn a_checkpoint_sees_every_change_and_leaves_out_nop_and_large_new_files() {
+        let (dir, cp) = store();
+        let root = dir.path();
+        std::fs::write(root.join("a.txt"), "one\r\n").expect("write");
+        std::fs::create_dir_all(root.join(".nop/sessions")).expect("mkdir");
+        std::fs::write(root.join(".nop/sessions/x"), "session").expect("write");
+        std::fs::write(root.join("big.bin"), vec![b'x'; 4096]).expect("write");
+        let first = cp.record().expect("record");
+        let entries = cp.entries(&first).expect("entries");
+        assert_eq!(entries.keys().collect::<Vec<_>>(), ["a.txt"]);
+        std::fs::write(root.join("a.txt"), "two\r\n").expect("write");
+        std::fs::write(root.join("b.txt"), "new").expect("write");
+        let second = cp.record().expect("record");
+        assert_eq!(
+            cp.changes(&first, &second).expect("diff"),
+            ["a.txt", "b.txt"]
+        );
+        assert_eq!(
+            cp.record().expect("record"),
+            second,
+            "nothing changed, same tree"
+        );
+    }
+
+    #[test]
+    fn patterns_of_odd_names_match_only_themselves() {
+        assert_eq!(escape_pattern("a b/[x]*.txt"), "a\\ b/\\[x\\]\\*.txt");
+    }
+}

@@ -1,0 +1,407 @@
+//! Putting files back from checkpoints: `nop undo` (the last run's changes) and `nop rewind`
+//! (a snapshot's files, conversation, or both). Only what nop's runs changed is put back; a path
+//! someone else changed since is kept and named, unless the caller forces it.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::{CheckpointError, Checkpoints, Result};
+use crate::protocol::{Message, Role, SessionStatus};
+use crate::session::Store;
+
+/// What putting files back did.
+#[derive(Debug, Default, Clone, PartialEq, Serialize)]
+pub struct Restored {
+    /// Written back as the checkpoint held them.
+    pub restored: Vec<String>,
+    /// Removed: the checkpoint did not have them.
+    pub removed: Vec<String>,
+    /// Changed since by someone other than nop's runs: left as they are (`--force` overwrites).
+    pub kept: Vec<String>,
+    /// Could not be put back safely, each with why.
+    pub skipped: Vec<Skipped>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Skipped {
+    pub path: String,
+    pub reason: String,
+}
+
+impl Restored {
+    /// For the conversation: what changed, in a line or two.
+    fn summary(&self) -> String {
+        let mut parts = Vec::new();
+        for (what, paths) in [
+            ("restored", &self.restored),
+            ("removed", &self.removed),
+            ("kept as the user left them", &self.kept),
+        ] {
+            if !paths.is_empty() {
+                parts.push(format!("{what}: {}", list(paths)));
+            }
+        }
+        if parts.is_empty() {
+            "no file needed to change".to_string()
+        } else {
+            parts.join("; ")
+        }
+    }
+}
+
+fn list(paths: &[String]) -> String {
+    const SHOWN: usize = 20;
+    let mut text = paths
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if paths.len() > SHOWN {
+        text.push_str(&format!(" and {} more", paths.len() - SHOWN));
+    }
+    text
+}
+
+impl Checkpoints {
+    /// Puts `paths` back as they are in tree `target`: written, or removed where `target` does
+    /// not have them. The caller holds the session's run lock, so no agent works meanwhile.
+    pub fn restore(&self, target: &str, paths: &BTreeSet<String>) -> Result<Restored> {
+        let mut done = Restored::default();
+        if paths.is_empty() {
+            return Ok(done);
+        }
+        let present = self.entries(target)?;
+        let (write, remove): (Vec<&String>, Vec<&String>) =
+            paths.iter().partition(|p| present.contains_key(*p));
+        if !write.is_empty() {
+            let temp = tempfile::Builder::new()
+                .prefix("index-")
+                .tempfile_in(&self.dir)
+                .map_err(super::io(&self.dir))?;
+            self.git(&["read-tree", target], temp.path(), None)?;
+            let mut list = Vec::new();
+            for path in &write {
+                list.extend_from_slice(path.as_bytes());
+                list.push(0);
+            }
+            // git replaces a symbolic link where a directory should be; it never writes through one.
+            self.git(
+                &["checkout-index", "-f", "-z", "--stdin"],
+                temp.path(),
+                Some(&list),
+            )?;
+            done.restored = write.into_iter().cloned().collect();
+        }
+        for path in remove {
+            match self.remove(path) {
+                Ok(true) => {
+                    done.removed.push(path.clone());
+                    self.prune_empty_parents(path, &present);
+                }
+                Ok(false) => {}
+                Err(reason) => done.skipped.push(Skipped {
+                    path: path.clone(),
+                    reason,
+                }),
+            }
+        }
+        Ok(done)
+    }
+
+    /// Removes `rel` if it is a file or link inside the root; `Ok(false)` if it is not there.
+    fn remove(&self, rel: &str) -> std::result::Result<bool, String> {
+        let mut dir = self.root.clone();
+        if let Some(parent) = Path::new(rel).parent() {
+            for part in parent.components() {
+                dir.push(part);
+                match dir.symlink_metadata() {
+                    Ok(m) if m.file_type().is_symlink() => {
+                        return Err(format!(
+                            "{} is a symbolic link now; nothing is removed through one",
+                            dir.strip_prefix(&self.root).unwrap_or(&dir).display()
+                        ));
+                    }
+                    Ok(m) if m.is_dir() => {}
+                    _ => return Ok(false),
+                }
+            }
+        }
+        let path = self.root.join(rel);
+        match path.symlink_metadata() {
+            Err(_) => Ok(false),
+            Ok(m) if m.is_dir() => Err("it is a directory now".to_string()),
+            Ok(_) => std::fs::remove_file(&path)
+                .map(|()| true)
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Removes the directories a removed file leaves empty, unless the checkpoint had them.
+    fn prune_empty_parents(&self, rel: &str, present: &BTreeMap<String, String>) {
+        let mut dir = Path::new(rel).parent();
+        while let Some(d) = dir.filter(|d| !d.as_os_str().is_empty()) {
+            let prefix = format!("{}/", d.display());
+            let held = present
+                .range(prefix.clone()..)
+                .next()
+                .is_some_and(|(p, _)| p.starts_with(&prefix));
+            if held || std::fs::remove_dir(self.root.join(d)).is_err() {
+                return;
+            }
+            dir = d.parent();
+        }
+    }
+}
+
+/// What `nop undo` did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Undo {
+    pub session_id: String,
+    /// 1-based, among the session's runs.
+    pub turn: usize,
+    pub prompt: String,
+    #[serde(flatten)]
+    pub files: Restored,
+}
+
+/// The session's run lock, or a refusal: nothing is put back under a running agent.
+fn idle(store: &Store, id: &str) -> Result<crate::queue::RunGuard> {
+    match crate::queue::RunGuard::try_acquire(&store.dir(id)) {
+        Ok(Some(guard)) => Ok(guard),
+        Ok(None) => Err(CheckpointError::Refused(format!(
+            "session {id} is running; stop it first (`nop stop --session {id}`)"
+        ))),
+        Err(e) => Err(super::io(&store.dir(id))(e)),
+    }
+}
+
+/// Puts back the files the session's last run (not yet undone) changed, except those changed
+/// since by someone else (unless `force`), and tells the conversation.
+pub fn undo_turn(
+    store: &Store,
+    checkpoints: &Checkpoints,
+    id: &str,
+    force: bool,
+    now: DateTime<Utc>,
+) -> Result<Undo> {
+    let _guard = idle(store, id)?;
+    let session = store.read_session(id)?;
+    let Some((index, turn)) = session
+        .checkpoints
+        .iter()
+        .enumerate()
+        .rev()
+        .find(|(_, t)| t.undone_at.is_none())
+    else {
+        return Err(CheckpointError::Refused(
+            if session.checkpoints.is_empty() {
+                format!(
+                    "session {id} has no file checkpoints (its runs were before nop recorded them, or checkpoints.enabled is off)"
+                )
+            } else {
+                format!("every run of session {id} is undone already")
+            },
+        ));
+    };
+    let current = checkpoints.record()?;
+    let (changed, kept) = match &turn.after {
+        Some(after) => {
+            let changed: BTreeSet<String> = checkpoints
+                .changes(&turn.before, after)?
+                .into_iter()
+                .collect();
+            let since: BTreeSet<String> =
+                checkpoints.changes(after, &current)?.into_iter().collect();
+            let kept: BTreeSet<String> = changed.intersection(&since).cloned().collect();
+            (changed, kept)
+        }
+        None => {
+            let changed: BTreeSet<String> = checkpoints
+                .changes(&turn.before, &current)?
+                .into_iter()
+                .collect();
+            if !force && !changed.is_empty() {
+                return Err(CheckpointError::Refused(format!(
+                    "run {} of session {id} did not end normally (its process was killed?), so nop cannot tell its changes from yours; changed since it began: {}. `nop undo --force` puts all of them back as they were before it",
+                    index + 1,
+                    list(&changed.into_iter().collect::<Vec<_>>())
+                )));
+            }
+            (changed, BTreeSet::new())
+        }
+    };
+    let todo: BTreeSet<String> = if force {
+        changed
+    } else {
+        changed.difference(&kept).cloned().collect()
+    };
+    let mut files = checkpoints.restore(&turn.before, &todo)?;
+    if !force {
+        files.kept = kept.into_iter().collect();
+    }
+    let note = format!(
+        "The user ran `nop undo`: the file changes of the previous run (\"{}\") were reverted; {}.",
+        turn.prompt,
+        files.summary()
+    );
+    store.update(id, now, |state| {
+        if let Some(t) = state.session.checkpoints.get_mut(index) {
+            t.undone_at = Some(now);
+        }
+        state
+            .session
+            .messages
+            .push(Message::new(Role::System, note, now));
+        Ok(())
+    })?;
+    tracing::info!(session = %id, op = "undo", result = "ok", restored = files.restored.len(), removed = files.removed.len(), kept = files.kept.len(), "run undone");
+    Ok(Undo {
+        session_id: id.to_string(),
+        turn: index + 1,
+        prompt: turn.prompt.clone(),
+        files,
+    })
+}
+
+/// What `nop rewind` puts back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RewindMode {
+    Files,
+    Conversation,
+    Both,
+}
+
+impl RewindMode {
+    fn files(self) -> bool {
+        self != RewindMode::Conversation
+    }
+
+    fn conversation(self) -> bool {
+        self != RewindMode::Files
+    }
+}
+
+/// What `nop rewind` did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Rewind {
+    pub session_id: String,
+    pub snapshot_id: String,
+    /// The session as it was before the rewind (so a rewind can itself be rewound).
+    pub saved_as: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub files: Option<Restored>,
+    /// Messages before and after, when the conversation was rewound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub messages: Option<(usize, usize)>,
+}
+
+/// Takes session `id` back to snapshot `snapshot`: its files (what nop's runs changed since; a
+/// path someone else changed is kept unless `force`), its conversation and plan, or both. The
+/// session as it was is snapshotted first.
+pub fn rewind(
+    store: &Store,
+    checkpoints: Option<&Checkpoints>,
+    id: &str,
+    snapshot: &str,
+    mode: RewindMode,
+    force: bool,
+    now: DateTime<Utc>,
+) -> Result<Rewind> {
+    let _guard = idle(store, id)?;
+    let snap = store.read_snapshot(id, snapshot)?;
+    let target = match (mode.files(), &snap.checkpoint, checkpoints) {
+        (false, _, _) => None,
+        (true, Some(tree), Some(c)) => Some((tree.clone(), c)),
+        (true, None, _) => {
+            return Err(CheckpointError::Refused(format!(
+                "snapshot {} has no file checkpoint (taken before nop recorded them, or with checkpoints off); `--conversation` rewinds the conversation alone",
+                snap.snapshot_id
+            )));
+        }
+        (true, Some(_), None) => {
+            return Err(CheckpointError::Refused(
+                "file checkpoints are off (checkpoints.enabled); `--conversation` rewinds the conversation alone".to_string(),
+            ));
+        }
+    };
+    let saved_as = store.snapshot(id, now)?;
+    let session = store.read_session(id)?;
+    let since: Vec<usize> = session
+        .checkpoints
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.started_at >= snap.created_at)
+        .map(|(i, _)| i)
+        .collect();
+    let files = match target {
+        Some((tree, checkpoints)) => {
+            let current = match store.read_snapshot(id, &saved_as)?.checkpoint {
+                Some(current) => current,
+                None => checkpoints.record()?,
+            };
+            let all: BTreeSet<String> = checkpoints.changes(&tree, &current)?.into_iter().collect();
+            let mut ours = BTreeSet::new();
+            let mut latest = None;
+            for turn in since.iter().map(|i| &session.checkpoints[*i]) {
+                if let Some(after) = &turn.after {
+                    ours.extend(checkpoints.changes(&turn.before, after)?);
+                    latest = Some(after.clone());
+                }
+            }
+            let changed_since: BTreeSet<String> = match &latest {
+                Some(after) => checkpoints.changes(after, &current)?.into_iter().collect(),
+                None => all.clone(),
+            };
+            let (todo, kept): (BTreeSet<String>, BTreeSet<String>) = all
+                .into_iter()
+                .partition(|p| force || (ours.contains(p) && !changed_since.contains(p)));
+            let mut files = checkpoints.restore(&tree, &todo)?;
+            files.kept = kept.into_iter().collect();
+            Some(files)
+        }
+        None => None,
+    };
+    let note = files.as_ref().filter(|_| !mode.conversation()).map(|f| {
+        format!(
+            "The user ran `nop rewind --files`: the files were taken back to snapshot {}; {}.",
+            snap.snapshot_id,
+            f.summary()
+        )
+    });
+    let messages = store.update(id, now, |state| {
+        let before = state.session.messages.len();
+        if mode.files() {
+            for i in &since {
+                if let Some(t) = state.session.checkpoints.get_mut(*i) {
+                    t.undone_at.get_or_insert(now);
+                }
+            }
+        }
+        if let Some(note) = note {
+            state
+                .session
+                .messages
+                .push(Message::new(Role::System, note, now));
+        }
+        if !mode.conversation() {
+            return Ok(None);
+        }
+        state.session.messages = snap.session.messages.clone();
+        state.session.compressions = snap.session.compressions.clone();
+        state.plan = snap.plan.clone();
+        state.session.status = SessionStatus::Idle;
+        Ok(Some((before, state.session.messages.len())))
+    })?;
+    tracing::info!(session = %id, op = "rewind", result = "ok", snapshot = %snap.snapshot_id, saved_as = %saved_as, "rewound");
+    Ok(Rewind {
+        session_id: id.to_string(),
+        snapshot_id: snap.snapshot_id,
+        saved_as,
+        files,
+        messages,
+    })
+}

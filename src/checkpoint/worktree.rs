@@ -1,0 +1,187 @@
+//! `nop fork ID --snapshot S --worktree [PATH]`: a git worktree on a new branch named after the
+//! child session, holding the files as they were at S, with the child session in it, so two
+//! forks can run side by side without touching each other or the parent's tree.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use super::{CheckpointError, Checkpoints, Result};
+use crate::protocol::SessionFile;
+use crate::session::Store;
+
+/// What a fork into a worktree made.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorktreeFork {
+    pub child: SessionFile,
+    pub snapshot_id: String,
+    pub path: PathBuf,
+    pub branch: String,
+}
+
+/// What of `.nop/` a worktree does not get: working state, not configuration.
+const LOCAL_STATE: &[&str] = &["sessions", "logs", "state", "checkpoints"];
+
+/// Forks session `id` of `store` into a new worktree (see the module doc). Without `snapshot`
+/// one is taken now. Nothing is left behind when a step fails.
+pub fn fork_worktree(
+    checkpoints: &Checkpoints,
+    store: &Store,
+    id: &str,
+    snapshot: Option<&str>,
+    path: Option<&Path>,
+    now: DateTime<Utc>,
+) -> Result<WorktreeFork> {
+    let root = checkpoints.root().to_path_buf();
+    let head = user_git(&root, &["rev-parse", "--verify", "-q", "HEAD^{commit}"])?;
+    if !head.status.success() {
+        return Err(CheckpointError::Refused(format!(
+            "--worktree needs a git repository with at least one commit at {}",
+            root.display()
+        )));
+    }
+    let snapshot = match snapshot {
+        Some(s) => store.read_snapshot(id, s)?,
+        None => {
+            let taken = store.snapshot(id, now)?;
+            store.read_snapshot(id, &taken)?
+        }
+    };
+    let Some(tree) = snapshot.checkpoint.clone() else {
+        return Err(CheckpointError::Refused(format!(
+            "snapshot {} has no file checkpoint (taken before nop recorded them, or with checkpoints off); fork without --worktree, or from a newer snapshot",
+            snapshot.snapshot_id
+        )));
+    };
+    let child_id = crate::protocol::new_id();
+    let branch = format!("nop/{child_id}");
+    let path = match path {
+        Some(p) if p.is_absolute() => p.to_path_buf(),
+        Some(p) => std::env::current_dir().map_err(super::io(p))?.join(p),
+        None => {
+            let name = root
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "nop".into());
+            root.parent()
+                .unwrap_or(&root)
+                .join(format!("{name}-{child_id}"))
+        }
+    };
+    if path.exists() {
+        return Err(CheckpointError::Refused(format!(
+            "{} exists already; name a new directory for the worktree",
+            path.display()
+        )));
+    }
+    let path_text = path.to_string_lossy().into_owned();
+    // --no-checkout: the files come from the checkpoint, and no hook of the repository runs.
+    let add = user_git(
+        &root,
+        &[
+            "worktree",
+            "add",
+            "--no-checkout",
+            "-q",
+            "-b",
+            &branch,
+            &path_text,
+            "HEAD",
+        ],
+    )?;
+    if !add.status.success() {
+        return Err(CheckpointError::Git {
+            command: "worktree add".into(),
+            dir: root.clone(),
+            stderr: String::from_utf8_lossy(&add.stderr).trim().to_string(),
+        });
+    }
+    let made = (|| {
+        let path = std::fs::canonicalize(&path).map_err(super::io(&path))?;
+        checkpoints.materialize(&tree, &path)?;
+        // The worktree's index is its branch's commit, so `git status` there shows the fork's
+        // changes against it.
+        let reset = user_git(&path, &["reset", "-q"])?;
+        if !reset.status.success() {
+            return Err(CheckpointError::Git {
+                command: "reset".into(),
+                dir: path.clone(),
+                stderr: String::from_utf8_lossy(&reset.stderr).trim().to_string(),
+            });
+        }
+        copy_configuration(&root.join(".nop"), &path.join(".nop"))?;
+        let target = Store::new(path.join(".nop/sessions"), store.lock_timeout());
+        let (child, _) = store.fork_into(
+            id,
+            Some(&snapshot.snapshot_id),
+            now,
+            &target,
+            Some(&child_id),
+        )?;
+        Ok(WorktreeFork {
+            child,
+            snapshot_id: snapshot.snapshot_id.clone(),
+            path,
+            branch: branch.clone(),
+        })
+    })();
+    if made.is_err() {
+        let _ = user_git(&root, &["worktree", "remove", "--force", &path_text]);
+        let _ = user_git(&root, &["branch", "-D", "-q", &branch]);
+    }
+    made
+}
+
+/// The repository's `.nop/` configuration (agents, permissions, prompts, plugins, memory), so
+/// the child runs under the same rules; sessions, logs and checkpoints stay with their root.
+fn copy_configuration(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to).map_err(super::io(to))?;
+    if let Ok(entries) = std::fs::read_dir(from) {
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if LOCAL_STATE.iter().any(|s| name == *s) {
+                continue;
+            }
+            copy_tree(&entry.path(), &to.join(&name))?;
+        }
+    }
+    for dir in ["sessions", "logs"] {
+        let path = to.join(dir);
+        std::fs::create_dir_all(&path).map_err(super::io(&path))?;
+    }
+    let ignore = to.join(".gitignore");
+    if !ignore.exists() {
+        let text = crate::workspace::template(".gitignore").unwrap_or_default();
+        std::fs::write(&ignore, text).map_err(super::io(&ignore))?;
+    }
+    Ok(())
+}
+
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    let meta = from.symlink_metadata().map_err(super::io(from))?;
+    if meta.is_dir() {
+        std::fs::create_dir_all(to).map_err(super::io(to))?;
+        for entry in std::fs::read_dir(from).map_err(super::io(from))?.flatten() {
+            copy_tree(&entry.path(), &to.join(entry.file_name()))?;
+        }
+    } else if meta.is_file() {
+        std::fs::copy(from, to).map_err(super::io(to))?;
+    }
+    // A symbolic link in .nop/ is not followed into the new tree.
+    Ok(())
+}
+
+/// git in the user's repository, with the user's configuration but none of the caller's `GIT_*`
+/// variables (a hook's `GIT_DIR` would point it elsewhere).
+fn user_git(dir: &Path, args: &[&str]) -> Result<std::process::Output> {
+    let mut command = Command::new("git");
+    command.args(args).current_dir(dir).env("LC_ALL", "C");
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("GIT_") {
+            command.env_remove(key);
+        }
+    }
+    command.output().map_err(CheckpointError::NoGit)
+}

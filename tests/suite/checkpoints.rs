@@ -1,0 +1,530 @@
+//! File checkpoints end to end, on the default configuration in a git repository under
+//! /var/tmp: `nop undo` after a run that writes, edits and `rm`s through the shell; a user's
+//! later edit kept and reported; a run killed before its end; `nop rewind` to a snapshot;
+//! `nop fork --worktree` with two forks running at once; and what a hostile model could try
+//! (a symbolic link where a directory was, a `.gitignore` that hides everything, the store).
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::support::Repo;
+use crate::support::mock::{MockResponse, MockServer, RecordedRequest, openai};
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn write(repo: &Repo, path: &str, text: &str) {
+    let path = repo.path().join(path);
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    std::fs::write(path, text).expect("write");
+}
+
+fn read(dir: &Path, path: &str) -> Option<String> {
+    std::fs::read_to_string(dir.join(path)).ok()
+}
+
+/// A repository as users have one: `nop init`, files committed with git, the root under
+/// /var/tmp.
+fn git_repo(files: &[(&str, &str)]) -> Repo {
+    let repo = Repo::new();
+    git(repo.path(), &["init", "-q"]);
+    for (path, text) in files {
+        write(&repo, path, text);
+    }
+    git(repo.path(), &["add", "-A"]);
+    git(repo.path(), &["commit", "-qm", "start"]);
+    repo
+}
+
+fn call(id: &str, tool: &str, args: Value) -> MockResponse {
+    openai::reply_tool_calls(&[(id, tool, args)])
+}
+
+fn shell(id: &str, command: &str) -> MockResponse {
+    call(id, "shell", json!({ "command": command }))
+}
+
+/// `nop args… --json` (or `--output-format json` for run): exit code and the JSON printed.
+fn nop_json(repo: &Repo, server: Option<&MockServer>, args: &[&str]) -> (i32, Value, String) {
+    let mut cmd = match server {
+        Some(s) => repo.nop_model(s, "openai"),
+        None => repo.nop(),
+    };
+    let out = cmd.args(args).output().expect("nop");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out.status.code().unwrap_or(-1), value, stderr)
+}
+
+fn run(repo: &Repo, server: &MockServer, args: &[&str]) -> String {
+    let mut all = vec!["run", "--output-format", "json"];
+    all.extend_from_slice(args);
+    let (code, result, stderr) = nop_json(repo, Some(server), &all);
+    assert_eq!(code, 0, "{result} {stderr}");
+    result["session_id"].as_str().expect("id").to_string()
+}
+
+fn strings(value: &Value) -> Vec<&str> {
+    value
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn undo_puts_back_exactly_what_the_run_changed_through_write_edit_and_the_shell_and_keeps_a_later_user_edit()
+ {
+    let repo = git_repo(&[
+        ("keep.txt", "untouched\n"),
+        ("edit.txt", "hello world\n"),
+        ("gone.txt", "delete me\n"),
+        ("src/lib.rs", "pub fn f() {}\n"),
+    ]);
+    write(&repo, "notes-untracked.txt", "mine, not committed\n");
+    let server = MockServer::start(vec![
+        call(
+            "c1",
+            "write-file",
+            json!({"path": "new.txt", "content": "by the agent\n"}),
+        ),
+        call(
+            "c2",
+            "edit-file",
+            json!({"path": "edit.txt", "old_string": "world", "new_string": "nop"}),
+        ),
+        shell(
+            "c3",
+            "rm gone.txt notes-untracked.txt && mkdir -p made/deep && echo x > made/deep/by-shell.txt",
+        ),
+        openai::reply_text("done"),
+    ]);
+    let id = run(&repo, &server, &["change things"]);
+    let root = repo.path();
+    assert_eq!(read(root, "edit.txt").as_deref(), Some("hello nop\n"));
+    assert_eq!(read(root, "gone.txt"), None);
+    assert!(root.join("made/deep/by-shell.txt").exists());
+    let turns = &repo.session_json(&id)["checkpoints"];
+    assert_eq!(turns.as_array().map(Vec::len), Some(1), "{turns}");
+    assert!(turns[0]["after"].is_string(), "{turns}");
+
+    // The user edits a file the run wrote, and one it did not touch.
+    write(&repo, "new.txt", "the user's version\n");
+    write(&repo, "keep.txt", "the user's edit\n");
+    let index_before = git(root, &["ls-files", "-s"]);
+    let (code, undo, stderr) = nop_json(&repo, None, &["undo", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        strings(&undo["restored"]),
+        ["edit.txt", "gone.txt", "notes-untracked.txt"]
+    );
+    assert_eq!(strings(&undo["removed"]), ["made/deep/by-shell.txt"]);
+    assert_eq!(strings(&undo["kept"]), ["new.txt"]);
+    assert_eq!(undo["session_id"], json!(id));
+
+    assert_eq!(read(root, "edit.txt").as_deref(), Some("hello world\n"));
+    assert_eq!(read(root, "gone.txt").as_deref(), Some("delete me\n"));
+    assert_eq!(
+        read(root, "notes-untracked.txt").as_deref(),
+        Some("mine, not committed\n")
+    );
+    assert!(
+        !root.join("made").exists(),
+        "the directories the run made are gone too"
+    );
+    assert_eq!(
+        read(root, "new.txt").as_deref(),
+        Some("the user's version\n")
+    );
+    assert_eq!(read(root, "keep.txt").as_deref(), Some("the user's edit\n"));
+    assert_eq!(read(root, "src/lib.rs").as_deref(), Some("pub fn f() {}\n"));
+    // The user's git is as it was: index, branches, stash.
+    assert_eq!(git(root, &["ls-files", "-s"]), index_before);
+    assert_eq!(
+        git(root, &["branch", "--format=%(refname:short)"])
+            .lines()
+            .count(),
+        1
+    );
+    assert_eq!(git(root, &["stash", "list"]), "");
+    assert!(
+        !git(root, &["status", "--porcelain", "--untracked-files=all"])
+            .contains(".nop/checkpoints"),
+        "the store is never shown to git"
+    );
+
+    // The conversation knows; the run is undone once.
+    let session = repo.session_json(&id);
+    let last = session["messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .cloned();
+    let note = last
+        .as_ref()
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default();
+    assert!(
+        note.contains("nop undo") && note.contains("kept as the user left them: new.txt"),
+        "{note}"
+    );
+    assert!(session["checkpoints"][0]["undoneAt"].is_string());
+    let again = repo.fail(&["undo", "--session", &id]);
+    assert!(again.contains("undone already"), "{again}");
+
+    // The text output names what it did.
+    let shown = repo.run(&["sessions", "show", &id]);
+    assert!(
+        shown.contains("checkpoints of 1 runs (1 undone)"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn a_run_that_never_ended_is_undone_only_with_force() {
+    let repo = git_repo(&[("a.txt", "before\n")]);
+    let server = MockServer::start(vec![
+        call(
+            "c1",
+            "write-file",
+            json!({"path": "a.txt", "content": "during\n"}),
+        ),
+        openai::reply_text("done"),
+    ]);
+    let id = run(&repo, &server, &["write a"]);
+    // As if the process had been killed before the run's end was recorded.
+    let path = repo.session_dir(&id).join("session.json");
+    let mut session = repo.session_json(&id);
+    session["checkpoints"][0]
+        .as_object_mut()
+        .expect("turn")
+        .remove("after");
+    std::fs::write(&path, serde_json::to_string_pretty(&session).expect("json")).expect("write");
+    let refused = repo.fail(&["undo", "--session", &id]);
+    assert!(
+        refused.contains("did not end normally")
+            && refused.contains("a.txt")
+            && refused.contains("--force"),
+        "{refused}"
+    );
+    assert_eq!(
+        read(repo.path(), "a.txt").as_deref(),
+        Some("during\n"),
+        "nothing changed"
+    );
+    repo.run(&["undo", "--session", &id, "--force"]);
+    assert_eq!(read(repo.path(), "a.txt").as_deref(), Some("before\n"));
+}
+
+#[test]
+fn rewind_takes_files_and_conversation_back_to_a_snapshot_and_can_be_rewound_itself() {
+    let repo = git_repo(&[("base.txt", "base\n")]);
+    let server = MockServer::start(vec![
+        call(
+            "c1",
+            "write-file",
+            json!({"path": "a.txt", "content": "v1\n"}),
+        ),
+        openai::reply_text("first done"),
+        call(
+            "c2",
+            "edit-file",
+            json!({"path": "a.txt", "old_string": "v1", "new_string": "v2"}),
+        ),
+        shell("c3", "rm base.txt && echo b > b.txt"),
+        openai::reply_text("second done"),
+    ]);
+    let id = run(&repo, &server, &["first"]);
+    let snap = repo.run(&["snapshot", &id]).trim().to_string();
+    let at_snapshot = repo.session_json(&id)["messages"].as_array().map(Vec::len);
+    run(&repo, &server, &["--session", &id, "second"]);
+    let root = repo.path();
+    assert_eq!(read(root, "a.txt").as_deref(), Some("v2\n"));
+
+    // Files only: the conversation stays, with a note.
+    let (code, files_only, stderr) = nop_json(
+        &repo,
+        None,
+        &[
+            "rewind",
+            "--session",
+            &id,
+            "--to",
+            &snap,
+            "--files",
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        strings(&files_only["files"]["restored"]),
+        ["a.txt", "base.txt"]
+    );
+    assert_eq!(strings(&files_only["files"]["removed"]), ["b.txt"]);
+    assert_eq!(read(root, "a.txt").as_deref(), Some("v1\n"));
+    assert_eq!(read(root, "base.txt").as_deref(), Some("base\n"));
+    assert!(!root.join("b.txt").exists());
+    let messages = repo.session_json(&id)["messages"].as_array().map(Vec::len);
+    assert!(messages > at_snapshot, "the conversation is not rewound");
+
+    // Rewinding to the state saved before that rewind brings the second run's files back.
+    let saved = files_only["saved_as"].as_str().expect("saved_as");
+    repo.run(&[
+        "rewind",
+        "--session",
+        &id,
+        "--to",
+        saved,
+        "--files",
+        "--force",
+    ]);
+    assert_eq!(read(root, "a.txt").as_deref(), Some("v2\n"));
+    assert!(root.join("b.txt").exists());
+
+    // Both: files and conversation at the snapshot.
+    let (code, both, stderr) = nop_json(
+        &repo,
+        None,
+        &["rewind", "--session", &id, "--to", &snap, "--json"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(read(root, "a.txt").as_deref(), Some("v1\n"));
+    let session = repo.session_json(&id);
+    assert_eq!(session["messages"].as_array().map(Vec::len), at_snapshot);
+    assert_eq!(both["messages"][1], json!(at_snapshot));
+    assert_eq!(session["status"], "idle");
+
+    // An unknown snapshot is named.
+    let bad = repo.fail(&["rewind", "--session", &id, "--to", "nosuchsnap"]);
+    assert!(bad.contains("nosuchsnap"), "{bad}");
+}
+
+/// Answers each request with the next of `script`, after both forks' first requests arrived:
+/// the two runs are under way at the same time.
+fn rendezvous(arrived: Arc<(Mutex<u32>, Condvar)>, script: Vec<MockResponse>) -> MockServer {
+    let mut script = script.into_iter();
+    let mut first = true;
+    MockServer::start_with(Box::new(move |_request: &RecordedRequest| {
+        if first {
+            first = false;
+            let (count, ready) = &*arrived;
+            let mut n = count.lock().expect("lock");
+            *n += 1;
+            ready.notify_all();
+            let (_n, timeout) = ready
+                .wait_timeout_while(n, Duration::from_secs(60), |n| *n < 2)
+                .expect("wait");
+            assert!(!timeout.timed_out(), "the other fork never started");
+        }
+        script
+            .next()
+            .unwrap_or_else(|| openai::reply_text("nothing more"))
+    }))
+}
+
+#[test]
+fn forks_into_worktrees_hold_the_snapshot_files_run_side_by_side_and_leave_the_parent_alone() {
+    let repo = git_repo(&[("base.txt", "base\n"), ("src/main.rs", "fn main() {}\n")]);
+    let server = MockServer::start(vec![
+        call(
+            "c1",
+            "write-file",
+            json!({"path": "a.txt", "content": "at S\n"}),
+        ),
+        call(
+            "c2",
+            "edit-file",
+            json!({"path": "base.txt", "old_string": "base", "new_string": "base at S"}),
+        ),
+        openai::reply_text("first done"),
+        call(
+            "c3",
+            "write-file",
+            json!({"path": "a.txt", "content": "after S\n"}),
+        ),
+        shell("c4", "rm base.txt"),
+        openai::reply_text("second done"),
+    ]);
+    let id = run(&repo, &server, &["first"]);
+    let snap = repo.run(&["snapshot", &id]).trim().to_string();
+    run(&repo, &server, &["--session", &id, "second"]);
+    let root = repo.path();
+    let parent_files = || (read(root, "a.txt"), read(root, "base.txt"));
+    let parent_before = parent_files();
+    assert_eq!(parent_before, (Some("after S\n".into()), None));
+
+    let places = crate::support::repo_dir();
+    let mut forks = Vec::new();
+    for name in ["one", "two"] {
+        let place = places.path().join(name);
+        let place_text = place.to_string_lossy().into_owned();
+        let (code, fork, stderr) = nop_json(
+            &repo,
+            None,
+            &[
+                "fork",
+                &id,
+                "--snapshot",
+                &snap,
+                "--worktree",
+                &place_text,
+                "--json",
+            ],
+        );
+        assert_eq!(code, 0, "{stderr}");
+        let dir = std::path::PathBuf::from(fork["worktree"].as_str().expect("worktree"));
+        let child = fork["session_id"].as_str().expect("child").to_string();
+        assert_eq!(fork["branch"], json!(format!("nop/{child}")));
+        assert_eq!(read(&dir, "a.txt").as_deref(), Some("at S\n"));
+        assert_eq!(read(&dir, "base.txt").as_deref(), Some("base at S\n"));
+        assert_eq!(read(&dir, "src/main.rs").as_deref(), Some("fn main() {}\n"));
+        assert!(
+            dir.join(".nop/config.yml").exists(),
+            "the configuration comes along"
+        );
+        assert!(
+            dir.join(format!(".nop/sessions/{child}/session.json"))
+                .exists()
+        );
+        // git there shows the fork's changes against the branch's commit.
+        let status = git(&dir, &["status", "--porcelain"]);
+        assert!(
+            status.contains(" M base.txt") && status.contains("?? a.txt"),
+            "{status}"
+        );
+        forks.push((dir, child));
+    }
+    assert_eq!(
+        parent_files(),
+        parent_before,
+        "forking left the parent's files alone"
+    );
+    let branches = git(root, &["branch", "--format=%(refname:short)"]);
+    assert_eq!(
+        branches.lines().filter(|b| b.starts_with("nop/")).count(),
+        2,
+        "{branches}"
+    );
+
+    // Both forks run at once, each in its own tree.
+    let arrived = Arc::new((Mutex::new(0), Condvar::new()));
+    let mut children = Vec::new();
+    for (i, (dir, child)) in forks.iter().enumerate() {
+        let text = format!("fork {i}\n");
+        let server = rendezvous(
+            arrived.clone(),
+            vec![
+                call("w", "write-file", json!({"path": "a.txt", "content": text})),
+                shell("s", "rm src/main.rs"),
+                openai::reply_text("fork done"),
+            ],
+        );
+        let process = repo
+            .nop_model_process(&server, "openai")
+            .current_dir(dir)
+            .args(["run", "--session", child, "--output-format", "json", "go"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        children.push((process, server));
+    }
+    for (process, _server) in children {
+        let out = process.wait_with_output().expect("wait");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    for (i, (dir, _)) in forks.iter().enumerate() {
+        assert_eq!(read(dir, "a.txt"), Some(format!("fork {i}\n")));
+        assert!(!dir.join("src/main.rs").exists());
+    }
+    assert_eq!(parent_files(), parent_before);
+    assert_eq!(read(root, "src/main.rs").as_deref(), Some("fn main() {}\n"));
+}
+
+#[test]
+fn a_fork_into_a_worktree_outside_git_is_refused_and_leaves_nothing() {
+    let repo = Repo::new();
+    let id = repo.new_session();
+    let refused = repo.fail(&["fork", &id, "--worktree"]);
+    assert!(refused.contains("needs a git repository"), "{refused}");
+    let sessions = std::fs::read_dir(repo.sessions_dir())
+        .expect("sessions")
+        .count();
+    assert_eq!(sessions, 1);
+}
+
+#[test]
+fn hostile_a_symlink_where_a_directory_was_is_never_written_through_and_the_store_is_read_only() {
+    let repo = git_repo(&[
+        ("docs/readme.md", "read me\n"),
+        ("tracked.txt", "tracked\n"),
+    ]);
+    let outside = crate::support::repo_dir();
+    let target = outside.path().to_string_lossy().into_owned();
+    let server = MockServer::start(vec![
+        // Hide everything from git, then change a tracked file and swap a directory for a link.
+        shell(
+            "c1",
+            "printf '*\\n' > .gitignore && echo changed > tracked.txt",
+        ),
+        shell("c2", &format!("rm -rf docs && ln -s {target} docs")),
+        // The checkpoint store is nop's, not the agent's.
+        shell(
+            "c3",
+            "echo x > .nop/checkpoints/config; echo x > .nop/checkpoints/objects/evil",
+        ),
+        openai::reply_text("done"),
+    ]);
+    let id = run(&repo, &server, &["be sneaky"]);
+    let root = repo.path();
+    assert!(
+        root.join("docs")
+            .symlink_metadata()
+            .expect("docs")
+            .file_type()
+            .is_symlink()
+    );
+    let config = std::fs::read_to_string(root.join(".nop/checkpoints/config")).expect("config");
+    assert!(
+        config.contains("[core]"),
+        "the agent could not write the store: {config}"
+    );
+    assert!(!root.join(".nop/checkpoints/objects/evil").exists());
+
+    let (code, undo, stderr) = nop_json(&repo, None, &["undo", "--session", &id, "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        read(root, "tracked.txt").as_deref(),
+        Some("tracked\n"),
+        "{undo}"
+    );
+    assert!(root.join("docs").symlink_metadata().expect("docs").is_dir());
+    assert_eq!(read(root, "docs/readme.md").as_deref(), Some("read me\n"));
+    assert!(
+        std::fs::read_dir(outside.path())
+            .expect("outside")
+            .next()
+            .is_none(),
+        "nothing was written through the link"
+    );
+    // The `.gitignore` that hides itself is a new ignored file: not recorded, so not removed
+    // (README: what is recorded). What it tried to hide was put back all the same.
+}
