@@ -69,7 +69,8 @@ pub struct Checkpoints {
 }
 
 /// The shadow store's own configuration: nothing of the user's applies (no system or global
-/// file is read), no hooks, no automatic gc (trees are referenced from session files only).
+/// file is read), no hooks, no automatic gc (trees are referenced from session files only), and
+/// a smaller index that is quicker to rewrite (path compression, no trailing checksum).
 const STORE_CONFIG: &str = "[core]
 \trepositoryformatversion = 0
 \tbare = true
@@ -81,6 +82,9 @@ const STORE_CONFIG: &str = "[core]
 \tuntrackedCache = true
 \tquotepath = false
 \thooksPath = /dev/null
+[index]
+\tversion = 4
+\tskipHash = true
 [gc]
 \tauto = 0
 [maintenance]
@@ -107,6 +111,10 @@ impl Checkpoints {
     }
 
     /// Records the working tree as it is now; returns its tree id.
+    ///
+    /// Two listings run side by side (the tracked files that changed, by their stat data; the
+    /// new untracked ones, through git's untracked cache), then only those paths are hashed
+    /// into the private index and the tree is written.
     pub fn record(&self) -> Result<String> {
         let _lock = self.lock()?;
         self.ensure_store()?;
@@ -114,16 +122,47 @@ impl Checkpoints {
         if !index.exists() {
             self.seed(&index)?;
         }
-        self.leave_out_large_files(&index)?;
-        // --ignore-errors: a file nobody may read is left out, not the whole checkpoint.
-        let add = self.git_output(&["add", "-A", "--ignore-errors"], &index, None)?;
-        if !add.status.success() {
-            tracing::warn!(
-                op = "checkpoint",
-                result = "partial",
-                "git add: {}",
-                String::from_utf8_lossy(&add.stderr).trim()
-            );
+        let large = self.large_files()?;
+        let changed = self.spawn_git(&["diff-files", "--name-only", "-z"], &index)?;
+        let untracked = self.spawn_git(&["ls-files", "-z", "-o", "--exclude-standard"], &index)?;
+        let changed = self.finish(changed, "diff-files")?;
+        let untracked = self.finish(untracked, "ls-files")?;
+        let mut paths: BTreeSet<String> = split_z(&changed).into_iter().collect();
+        let mut new_large = large.clone();
+        for path in split_z(&untracked) {
+            if self.is_large(&path) {
+                new_large.insert(path);
+            } else {
+                paths.insert(path);
+            }
+        }
+        if new_large != large {
+            self.save_large_files(&new_large)?;
+        }
+        if !paths.is_empty() {
+            let mut list = Vec::new();
+            for path in &paths {
+                list.extend_from_slice(path.as_bytes());
+                list.push(0);
+            }
+            let update = self.git_output(
+                &["update-index", "--add", "--remove", "-z", "--stdin"],
+                &index,
+                Some(&list),
+            )?;
+            if !update.status.success() {
+                // A file nobody may read, or one that changed kind: let `add` skip what it
+                // cannot take rather than lose the whole checkpoint.
+                let add = self.git_output(&["add", "-A", "--ignore-errors"], &index, None)?;
+                if !add.status.success() {
+                    tracing::warn!(
+                        op = "checkpoint",
+                        result = "partial",
+                        "git add: {}",
+                        String::from_utf8_lossy(&add.stderr).trim()
+                    );
+                }
+            }
         }
         let tree = self.git(&["write-tree"], &index, None)?;
         Ok(String::from_utf8_lossy(&tree).trim().to_string())
@@ -285,41 +324,41 @@ impl Checkpoints {
             list.extend_from_slice(path.as_bytes());
             list.push(0);
         }
-        self.git(
-            &[
-                "add",
-                "-f",
-                "--ignore-errors",
-                "--pathspec-from-file=-",
-                "--pathspec-file-nul",
-            ],
+        // update-index takes paths as they are (no pathspec matching, which is quadratic).
+        let update = self.git_output(
+            &["update-index", "--add", "-z", "--stdin"],
             index,
             Some(&list),
         )?;
+        if !update.status.success() {
+            tracing::warn!(
+                op = "checkpoint",
+                result = "partial",
+                "seeding from the tracked files: {}",
+                String::from_utf8_lossy(&update.stderr).trim()
+            );
+        }
         Ok(())
     }
 
-    /// New untracked files over the size cap are written to the store's exclude file (with the
-    /// repository's own `info/exclude`, which a separate git directory would not read).
-    fn leave_out_large_files(&self, index: &Path) -> Result<()> {
-        let list_path = self.dir.join("large-files");
-        let mut large: BTreeSet<String> = std::fs::read_to_string(&list_path)
+    /// The untracked files left out for their size (still there and still too large), with
+    /// the store's exclude file brought up to date: them, `.nop/`, and the repository's own
+    /// `info/exclude` (which a separate git directory would not read).
+    fn large_files(&self) -> Result<BTreeSet<String>> {
+        let large: BTreeSet<String> = std::fs::read_to_string(self.dir.join("large-files"))
             .unwrap_or_default()
             .lines()
             .filter(|p| self.is_large(p))
             .map(str::to_string)
             .collect();
-        let exclude = self.exclude_text(&large);
-        self.write_if_changed(&self.dir.join("info/exclude"), &exclude)?;
-        let new = self.git(&["ls-files", "-z", "-o", "--exclude-standard"], index, None)?;
-        let before = large.len();
-        large.extend(split_z(&new).into_iter().filter(|p| self.is_large(p)));
-        if large.len() != before {
-            let text: String = large.iter().map(|p| format!("{p}\n")).collect();
-            self.write_if_changed(&list_path, &text)?;
-            self.write_if_changed(&self.dir.join("info/exclude"), &self.exclude_text(&large))?;
-        }
-        Ok(())
+        self.write_if_changed(&self.dir.join("info/exclude"), &self.exclude_text(&large))?;
+        Ok(large)
+    }
+
+    fn save_large_files(&self, large: &BTreeSet<String>) -> Result<()> {
+        let text: String = large.iter().map(|p| format!("{p}\n")).collect();
+        self.write_if_changed(&self.dir.join("large-files"), &text)?;
+        self.write_if_changed(&self.dir.join("info/exclude"), &self.exclude_text(large))
     }
 
     fn is_large(&self, path: &str) -> bool {
@@ -402,24 +441,10 @@ impl Checkpoints {
         work_tree: &Path,
         stdin: Option<&[u8]>,
     ) -> Result<std::process::Output> {
-        let mut command = Command::new("git");
-        command
-            .args(args)
-            .current_dir(work_tree)
-            .env_clear()
-            .envs(base_env())
-            .env("GIT_DIR", &self.dir)
-            .env("GIT_WORK_TREE", work_tree)
-            .env("GIT_INDEX_FILE", index)
-            .env("GIT_LITERAL_PATHSPECS", "1")
-            .stdin(if stdin.is_some() {
-                Stdio::piped()
-            } else {
-                Stdio::null()
-            })
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = command.spawn().map_err(CheckpointError::NoGit)?;
+        let mut child = self
+            .command(args, index, work_tree, stdin.is_some())
+            .spawn()
+            .map_err(CheckpointError::NoGit)?;
         let writer = match (stdin, child.stdin.take()) {
             (Some(bytes), Some(mut pipe)) => {
                 let bytes = bytes.to_vec();
@@ -432,6 +457,38 @@ impl Checkpoints {
             let _ = writer.join();
         }
         Ok(out)
+    }
+
+    /// Starts git on the store (root as work tree) without waiting: [`Checkpoints::finish`].
+    fn spawn_git(&self, args: &[&str], index: &Path) -> Result<std::process::Child> {
+        self.command(args, index, &self.root, false)
+            .spawn()
+            .map_err(CheckpointError::NoGit)
+    }
+
+    fn finish(&self, child: std::process::Child, command: &str) -> Result<Vec<u8>> {
+        let out = child.wait_with_output().map_err(io(&self.dir))?;
+        if !out.status.success() {
+            return Err(self.failed(command, &out.stderr));
+        }
+        Ok(out.stdout)
+    }
+
+    fn command(&self, args: &[&str], index: &Path, work_tree: &Path, stdin: bool) -> Command {
+        let mut command = Command::new("git");
+        command
+            .args(args)
+            .current_dir(work_tree)
+            .env_clear()
+            .envs(base_env())
+            .env("GIT_DIR", &self.dir)
+            .env("GIT_WORK_TREE", work_tree)
+            .env("GIT_INDEX_FILE", index)
+            .env("GIT_LITERAL_PATHSPECS", "1")
+            .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
     }
 }
 
