@@ -406,3 +406,40 @@ fn a_question_from_the_agent_is_shown_once_without_a_headless_hint() {
     t.wait_for_prompt_after("using main");
     t.type_line("/exit");
 }
+
+#[test]
+fn undo_and_rewind_in_the_interactive_session_put_the_files_back() {
+    let repo = Repo::new();
+    std::fs::write(repo.path().join("notes.txt"), "one\n").expect("write");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "e1",
+            "edit-file",
+            json!({"path": "notes.txt", "old_string": "one", "new_string": "ONE"}),
+        )]),
+        openai::reply_text("edited"),
+    ]);
+    let t = Terminal::start(&repo, &server, "undo", "run", &[], "/help for commands");
+    t.type_line("/undo");
+    t.wait_for("no session yet");
+    t.type_line("shout the notes");
+    t.wait_for_prompt_after("edited");
+    let notes = || std::fs::read_to_string(repo.path().join("notes.txt")).expect("notes");
+    assert_eq!(notes(), "ONE\n");
+    t.type_line("/snapshot");
+    t.wait_for("nop fork");
+    t.type_line("/undo");
+    t.wait_for_prompt_after("restored  notes.txt");
+    assert_eq!(notes(), "one\n");
+    t.type_line("/rewind");
+    t.wait_for(", files");
+    t.type_line("/rewind nosuchsnapshot --files");
+    t.wait_for_prompt_after("error:");
+    t.type_line("/exit");
+    t.wait_for("saved; continue with");
+    let session = repo.first_session();
+    assert!(
+        session["checkpoints"][0]["undoneAt"].is_string(),
+        "{session}"
+    );
+}
