@@ -145,15 +145,17 @@ impl Checkpoints {
                 list.extend_from_slice(path.as_bytes());
                 list.push(0);
             }
-            let update = self.git_output(
+            let update = self.run_git(
                 &["update-index", "--add", "--remove", "-z", "--stdin"],
                 &index,
+                &self.root,
                 Some(&list),
             )?;
             if !update.status.success() {
                 // A file nobody may read, or one that changed kind: let `add` skip what it
                 // cannot take rather than lose the whole checkpoint.
-                let add = self.git_output(&["add", "-A", "--ignore-errors"], &index, None)?;
+                let add =
+                    self.run_git(&["add", "-A", "--ignore-errors"], &index, &self.root, None)?;
                 if !add.status.success() {
                     tracing::warn!(
                         op = "checkpoint",
@@ -325,9 +327,10 @@ impl Checkpoints {
             list.push(0);
         }
         // update-index takes paths as they are (no pathspec matching, which is quadratic).
-        let update = self.git_output(
+        let update = self.run_git(
             &["update-index", "--add", "-z", "--stdin"],
             index,
+            &self.root,
             Some(&list),
         )?;
         if !update.status.success() {
@@ -423,15 +426,6 @@ impl Checkpoints {
             return Err(self.failed(args.first().copied().unwrap_or("git"), &out.stderr));
         }
         Ok(out.stdout)
-    }
-
-    fn git_output(
-        &self,
-        args: &[&str],
-        index: &Path,
-        stdin: Option<&[u8]>,
-    ) -> Result<std::process::Output> {
-        self.run_git(args, index, &self.root, stdin)
     }
 
     fn run_git(

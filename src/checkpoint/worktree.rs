@@ -24,8 +24,9 @@ pub struct WorktreeFork {
 /// What of `.nop/` a worktree does not get: working state, not configuration.
 const LOCAL_STATE: &[&str] = &["sessions", "logs", "state", "checkpoints"];
 
-/// Forks session `id` of `store` into a new worktree (see the module doc). Without `snapshot`
-/// one is taken now. Nothing is left behind when a step fails.
+/// Forks session `id` of `store` into a new worktree (see the module doc) at `path` (absolute;
+/// default beside the root). Without `snapshot` one is taken now. Nothing is left behind when a
+/// step fails.
 pub fn fork_worktree(
     checkpoints: &Checkpoints,
     store: &Store,
@@ -59,7 +60,12 @@ pub fn fork_worktree(
     let branch = format!("nop/{child_id}");
     let path = match path {
         Some(p) if p.is_absolute() => p.to_path_buf(),
-        Some(p) => std::env::current_dir().map_err(super::io(p))?.join(p),
+        Some(p) => {
+            return Err(CheckpointError::Refused(format!(
+                "the worktree path {} must be absolute (the caller resolves it)",
+                p.display()
+            )));
+        }
         None => {
             let name = root
                 .file_name()

@@ -772,13 +772,22 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             let resolved = ws.config(None, None, outside.env, cli_settings)?;
             start_logging(&ws, &resolved);
             let store = ws.store(&resolved.config);
-            run_session_command(command, &ws, &resolved.config, &store, &user, &mut out)
+            run_session_command(
+                command,
+                &cwd,
+                &ws,
+                &resolved.config,
+                &store,
+                &user,
+                &mut out,
+            )
         }
     }
 }
 
 fn run_session_command(
     command: Command,
+    cwd: &std::path::Path,
     ws: &Workspace,
     config: &nop::config::Config,
     store: &Store,
@@ -931,6 +940,8 @@ fn run_session_command(
             let checkpoints = ws.checkpoints(config).ok_or_else(|| {
                 anyhow!("--worktree needs file checkpoints, which are off (checkpoints.enabled)")
             })?;
+            // A relative PATH is taken from where the command was given (`-C` included).
+            let path = path.map(|p| cwd.join(p));
             let fork = nop::checkpoint::fork_worktree(
                 &checkpoints,
                 store,

@@ -528,3 +528,42 @@ fn hostile_a_symlink_where_a_directory_was_is_never_written_through_and_the_stor
     // The `.gitignore` that hides itself is a new ignored file: not recorded, so not removed
     // (README: what is recorded). What it tried to hide was put back all the same.
 }
+
+#[test]
+fn a_relative_worktree_path_is_taken_from_where_the_command_was_given() {
+    let repo = git_repo(&[("sub/file.txt", "in sub\n")]);
+    let id = repo.new_session();
+    let (code, fork, stderr) = nop_json(
+        &repo,
+        None,
+        &["-C", "sub", "fork", &id, "--worktree", "wt", "--json"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let expected = repo
+        .path()
+        .join("sub/wt")
+        .canonicalize()
+        .expect("the worktree");
+    assert_eq!(fork["worktree"], json!(expected));
+    assert_eq!(read(&expected, "sub/file.txt").as_deref(), Some("in sub\n"));
+}
+
+#[test]
+fn hostile_an_edit_that_keeps_size_and_mtime_is_still_seen_and_undone() {
+    let repo = git_repo(&[("same.txt", "lower\n")]);
+    // Record the file before the run, then the run overwrites it with as many bytes and puts
+    // its old modification time back: only the change time (which nobody can set) tells.
+    let server = MockServer::start(vec![
+        shell(
+            "c1",
+            "touch -r same.txt /tmp/nop-mtime-$$ && printf 'UPPER\\n' > same.txt && touch -r /tmp/nop-mtime-$$ same.txt",
+        ),
+        openai::reply_text("done"),
+    ]);
+    let id = run(&repo, &server, &["sneak an edit"]);
+    assert_eq!(read(repo.path(), "same.txt").as_deref(), Some("UPPER\n"));
+    let (code, undo, stderr) = nop_json(&repo, None, &["undo", "--session", &id, "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(strings(&undo["restored"]), ["same.txt"], "{undo}");
+    assert_eq!(read(repo.path(), "same.txt").as_deref(), Some("lower\n"));
+}
