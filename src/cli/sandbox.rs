@@ -104,8 +104,20 @@ fn check(
     json: bool,
     out: &mut impl Write,
 ) -> Result<ExitCode> {
-    let (machine, view) = view_here(policy, settings)?;
+    let (machine, mut view) = view_here(policy, settings)?;
     let (_, removed) = confine::filtered_env(settings, std::env::vars_os());
+    let tracked = nop::checkpoint::tracked_but_denied(policy.root(), policy);
+    if let (Some(view), false) = (view.as_mut(), tracked.is_empty()) {
+        let mut shown: Vec<String> = tracked.iter().take(10).cloned().collect();
+        if tracked.len() > 10 {
+            shown.push(format!("and {} more", tracked.len() - 10));
+        }
+        view.limits.push(format!(
+            "git tracks files the rules deny ({}): their content is in git history, which \
+             shell commands can read (`git show`); a deny rule cannot hide it",
+            shown.join(", ")
+        ));
+    }
     let mechanism = match settings.mode {
         SandboxMode::Off => "off: shell commands run with your rights (sandbox: off)".to_string(),
         _ => machine.describe(),

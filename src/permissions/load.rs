@@ -276,9 +276,9 @@ pub fn load_policy(root: &Path, agent: &str) -> Result<Policy, PermissionError> 
     ))
 }
 
-/// Parses every permission file (the built-in ones where the repository has no permission
-/// directory); returns each file with its error, if any.
-pub fn validate_all(root: &Path) -> Vec<(PathBuf, Result<(), PermissionError>)> {
+/// The agents that have permission files (the built-in ones where the repository has no
+/// permission directory), `default` first.
+fn agent_names(root: &Path) -> Vec<String> {
     let dir = root.join(PERMISSIONS_DIR);
     let agent_of = |n: &str| {
         n.strip_prefix("agent-")
@@ -303,9 +303,30 @@ pub fn validate_all(root: &Path) -> Vec<(PathBuf, Result<(), PermissionError>)> 
         names.insert(0, "default".into());
     }
     names
+}
+
+/// Parses every permission file (the built-in ones where the repository has no permission
+/// directory); returns each file with its error, if any.
+pub fn validate_all(root: &Path) -> Vec<(PathBuf, Result<(), PermissionError>)> {
+    agent_names(root)
         .into_iter()
         .map(|name| (file_of(root, &name), load_ruleset(root, &name).map(drop)))
         .collect()
+}
+
+/// Every agent's rules side by side (plus the floor alone), for what holds whichever agent
+/// runs: [`Policy::denied_to_some_agent`]. A permission file that does not parse is left out
+/// and returned with its error.
+pub fn load_every_agent(root: &Path) -> (Policy, Vec<PermissionError>) {
+    let mut sets = vec![RuleSet::empty("floor")];
+    let mut errors = Vec::new();
+    for name in agent_names(root) {
+        match load_ruleset(root, &name) {
+            Ok(set) => sets.push(set),
+            Err(e) => errors.push(e),
+        }
+    }
+    (Policy::new(root.to_path_buf(), sets), errors)
 }
 
 /// The policy of `agent` called by `ancestors` (nearest first): its own rules narrowed by each

@@ -29,6 +29,8 @@ pub(crate) use shell_view::test_support;
 pub use shell_view::{Effect, Protection, ShellOptions, ShellView, shell_view};
 
 pub use approval::{ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, Ask, Denial, Gate};
-pub use load::{PermissionError, load_chain, load_policy, validate_all};
-pub use policy::{Access, Decision, FileAccess, Policy, RuleSet, Source, resolve};
+pub use load::{PermissionError, load_chain, load_every_agent, load_policy, validate_all};
+pub use policy::{
+    Access, Decision, FileAccess, Policy, RuleSet, Source, external_git_dirs, resolve,
+};
 pub use scope::{Action, Scope};

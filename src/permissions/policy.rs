@@ -343,21 +343,58 @@ pub(super) fn floor() -> &'static [FileRule] {
     FLOOR.get_or_init(|| {
         [
             (".nop/.permissions/**", FileAccess::Deny),
+            // The file checkpoints hold every file of the tree: reading them would be reading
+            // around the rules, writing them would change what `nop undo` puts back.
+            (".nop/checkpoints/**", FileAccess::Deny),
             (".nop/.system/**", FileAccess::ReadOnly),
             (".nop/**", FileAccess::ReadOnly),
-            // Code git runs later, outside any sandbox, when the user commits or fetches: hooks
-            // and the configuration (core.fsmonitor, core.hooksPath, aliases, filters), of the
-            // repository and of its submodules. The rest of .git stays writable for git add
-            // and git commit.
-            (".git/hooks/**", FileAccess::ReadOnly),
-            (".git/config", FileAccess::ReadOnly),
-            (".git/modules/**/hooks/**", FileAccess::ReadOnly),
-            (".git/modules/**/config", FileAccess::ReadOnly),
+            // Everything git reads later, outside any sandbox, when the user runs it: the
+            // configuration (core.fsmonitor, hooksPath, aliases, filters), hooks, `commondir`,
+            // `info/`, module and worktree directories, and the index (whose gitlinks send git
+            // into directories the model made). A name that does not exist yet (a new
+            // `commondir`) cannot be protected while the directory is writable, so the whole of
+            // `.git` (a directory, or the pointer file of a worktree or submodule) is read-only,
+            // as Codex CLI makes it: the agent reads history but does not stage or commit.
+            (".git/**", FileAccess::ReadOnly),
         ]
         .into_iter()
         .filter_map(|(p, a)| FileRule::new(p, a, Source::Floor).ok())
         .collect()
     })
+}
+
+/// The git directories outside the root that its `.git` names: the gitdir of a worktree or
+/// submodule checkout (`.git` is a file), and the common directory it or `.git/commondir` points
+/// at; canonical. Read-only to the agent like `.git` itself.
+pub fn external_git_dirs(root: &Path) -> Vec<PathBuf> {
+    let dot_git = root.join(".git");
+    let mut dirs = Vec::new();
+    let gitdir = match std::fs::symlink_metadata(&dot_git) {
+        Ok(m) if m.is_file() => {
+            let Ok(text) = std::fs::read_to_string(&dot_git) else {
+                return dirs;
+            };
+            let Some(dir) = text.trim().strip_prefix("gitdir:").map(str::trim) else {
+                return dirs;
+            };
+            let Ok(gitdir) = std::fs::canonicalize(root.join(dir)) else {
+                return dirs;
+            };
+            dirs.push(gitdir.clone());
+            gitdir
+        }
+        Ok(m) if m.is_dir() => dot_git,
+        _ => return dirs,
+    };
+    if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir"))
+        && let Ok(common) = std::fs::canonicalize(gitdir.join(common.trim()))
+    {
+        dirs.push(common);
+    }
+    dirs.retain(|d| !d.starts_with(root.join(".git")));
+    dirs.sort();
+    dirs.dedup();
+    dirs
 }
 
 /// The effective permissions of a run: one rule set, or the intersection of a subagent's with
@@ -366,11 +403,23 @@ pub(super) fn floor() -> &'static [FileRule] {
 pub struct Policy {
     root: PathBuf,
     sets: Vec<RuleSet>,
+    /// [`external_git_dirs`] of the root: read-only whatever the rules say.
+    git_dirs: Vec<PathBuf>,
 }
 
 impl Policy {
     pub fn new(root: PathBuf, sets: Vec<RuleSet>) -> Policy {
-        Policy { root, sets }
+        let git_dirs = external_git_dirs(&root);
+        Policy {
+            root,
+            sets,
+            git_dirs,
+        }
+    }
+
+    /// The git directories outside the root that the root's `.git` names (read-only).
+    pub fn git_dirs(&self) -> &[PathBuf] {
+        &self.git_dirs
     }
 
     pub fn root(&self) -> &Path {
@@ -422,6 +471,29 @@ impl Policy {
         }
     }
 
+    /// Whether a rule of some set (the floor included) names `resolved` (canonical) and denies
+    /// reading it: what no copy of the tree nop keeps (file checkpoints) may hold. The
+    /// catch-all `**` does not count (it is how an advisor's or a narrow agent's rules say
+    /// "nothing else", not that a file is secret), nor does a path no rule covers.
+    pub fn denied_to_some_agent(&self, resolved: &Path) -> bool {
+        let relative = resolved
+            .strip_prefix(&self.root)
+            .ok()
+            .map(|r| r.to_string_lossy().into_owned());
+        let absolute = resolved.to_string_lossy();
+        self.sets.iter().any(|set| {
+            matches!(
+                set.check_path(relative.as_deref(), &absolute, Access::Read, |r| {
+                    r.pattern != "**"
+                }),
+                Decision::Deny {
+                    source: Some(_),
+                    ..
+                }
+            )
+        })
+    }
+
     /// Decides for a path that is already canonical.
     pub fn check_resolved(&self, resolved: &Path, access: Access) -> Decision {
         self.check_resolved_by(resolved, access, |_| true)
@@ -439,7 +511,19 @@ impl Policy {
             .ok()
             .map(|r| r.to_string_lossy().into_owned());
         let absolute = resolved.to_string_lossy();
-        self.strictest(|set| set.check_path(relative.as_deref(), &absolute, access, only))
+        let decision =
+            self.strictest(|set| set.check_path(relative.as_deref(), &absolute, access, only));
+        match self.git_dirs.iter().find(|d| resolved.starts_with(d)) {
+            Some(dir) if access == Access::Write && decision.is_allowed() => Decision::Deny {
+                reason: format!(
+                    "{} is the git directory the repository's `.git` names: git reads it later, \
+                     outside any sandbox",
+                    dir.display()
+                ),
+                source: Some(Source::Floor),
+            },
+            _ => decision,
+        }
     }
 }
 
@@ -526,7 +610,7 @@ mod tests {
     }
 
     #[test]
-    fn the_floor_keeps_git_hooks_and_config_read_only() {
+    fn the_floor_keeps_all_of_git_read_only() {
         let set = RuleSet {
             rules: vec![rule("**")],
             ..RuleSet::empty("coder")
@@ -537,6 +621,10 @@ mod tests {
             "/repo/.git/config",
             "/repo/.git/modules/sub/hooks/post-checkout",
             "/repo/.git/modules/sub/config",
+            "/repo/.git/commondir",
+            "/repo/.git/index",
+            "/repo/.git/worktrees/wt/gitdir",
+            "/repo/.git",
         ] {
             let write = policy.check_resolved(Path::new(path), Access::Write);
             assert!(
@@ -557,7 +645,12 @@ mod tests {
         }
         assert!(
             policy
-                .check_resolved(Path::new("/repo/.git/index"), Access::Write)
+                .check_resolved(Path::new("/repo/.gitignore"), Access::Write)
+                .is_allowed()
+        );
+        assert!(
+            !policy
+                .check_resolved(Path::new("/repo/.nop/checkpoints/objects/x"), Access::Read)
                 .is_allowed()
         );
     }

@@ -228,7 +228,8 @@ fn namespace_view(policy: &Policy, options: &ShellOptions) -> ShellView {
             named_paths(root, rule, &mut candidates, &mut limits);
         }
     }
-    let git = git_metadata(root);
+    // The git directories a `.git` pointer file names (a worktree's, a submodule's).
+    let git = policy.git_dirs().to_vec();
     candidates.extend(git.iter().cloned());
     candidates.sort_by(|a, b| {
         (a.components().count(), a.as_path()).cmp(&(b.components().count(), b.as_path()))
@@ -411,31 +412,6 @@ fn named_paths(root: &Path, rule: &FileRule, out: &mut Vec<PathBuf>, limits: &mu
     }
 }
 
-/// The git metadata outside `.git/` that runs code later: where a `.git` file (a worktree or a
-/// submodule) points, its hooks and configuration, and those of the common directory.
-fn git_metadata(root: &Path) -> Vec<PathBuf> {
-    let dot_git = root.join(".git");
-    let Ok(text) = std::fs::read_to_string(&dot_git) else {
-        return Vec::new();
-    };
-    let Some(dir) = text.trim().strip_prefix("gitdir:").map(str::trim) else {
-        return Vec::new();
-    };
-    let Ok(gitdir) = std::fs::canonicalize(root.join(dir)) else {
-        return Vec::new();
-    };
-    let mut dirs = vec![gitdir.clone()];
-    if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir"))
-        && let Ok(common) = std::fs::canonicalize(gitdir.join(common.trim()))
-    {
-        dirs.push(common);
-    }
-    dirs.iter()
-        .flat_map(|d| [d.join("hooks"), d.join("config"), d.join("config.worktree")])
-        .filter_map(|p| std::fs::canonicalize(p).ok())
-        .collect()
-}
-
 /// The level at `path` and the rule that decided it. For a directory, what may be done beneath
 /// it (a new name in it, judged by the subtree rules); a directory the rules deny is hidden
 /// whatever lies beneath. A writable root is judged by what lies beneath alone.
@@ -537,17 +513,17 @@ mod tests {
     }
 
     #[test]
-    fn the_default_rules_protect_nop_and_git_and_pin_git() {
+    fn the_default_rules_protect_nop_and_git() {
         let (_dir, root) = repo();
+        std::fs::create_dir_all(root.join(".nop/checkpoints")).unwrap();
         let view = view_of(&root, "coder");
         assert_eq!(
             mounts(&view, &root),
             vec![
-                (".git".to_string(), MountKind::Writable),
+                (".git".to_string(), MountKind::ReadOnly),
                 (".nop".to_string(), MountKind::ReadOnly),
-                (".git/config".to_string(), MountKind::ReadOnly),
-                (".git/hooks".to_string(), MountKind::ReadOnly),
                 (".nop/.permissions".to_string(), MountKind::Mask),
+                (".nop/checkpoints".to_string(), MountKind::Mask),
             ]
         );
         // The default rules name /tmp.

@@ -428,6 +428,16 @@ fn note_for(view: &ShellView, root: &Path, path: &Path, busy: bool) -> Option<(P
         ));
     }
     match view.protection_of(path) {
+        Some(p) if p.effect == Effect::ReadOnly && p.path == root.join(".git") => Some((
+            p.path.clone(),
+            format!(
+                "sandbox: `{shown_path}` is read-only to shell commands: {}. Git commands that \
+                 only read (status, diff, log, show, blame) work; staging, committing, \
+                 switching branches and stashing do not: leave them to the user, and say \
+                 what to commit",
+                p.reason
+            ),
+        )),
         Some(p) if p.effect == Effect::ReadOnly => Some((
             p.path.clone(),
             format!(

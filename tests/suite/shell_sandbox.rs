@@ -34,6 +34,8 @@ fn git_repo() -> Repo {
     let repo = Repo::bare();
     git(repo.path(), &["init", "-q"]);
     fs::write(repo.path().join("README.md"), "# project\n").unwrap();
+    git(repo.path(), &["add", "README.md"]);
+    git(repo.path(), &["commit", "-qm", "start"]);
     repo.run(&["init"]);
     repo
 }
@@ -141,15 +143,15 @@ fn normal_work_at_the_repository_root_succeeds() {
     let script = r#"set -e
         ls | grep -qx README.md
         find . -maxdepth 1 | grep -qx ./README.md
-        git status --porcelain | grep -q README.md
         mkdir build
         echo hello > out.txt
         mv README.md README.old && mv README.old README.md
         cp out.txt build/copy.txt && rm out.txt && rm -r build
         sed -i s/project/Project/ README.md
         echo notes > notes.txt
-        git add notes.txt README.md
-        git -c user.name=t -c user.email=t@example.com commit -qm "by the agent"
+        git status --porcelain | grep -q notes.txt
+        git diff --stat | grep -q README.md
+        git log --oneline | grep -q start
         f=$(mktemp) && echo scratch > "$f" && rm "$f"
         echo x > /tmp/nop-sandbox-test-$$ && rm /tmp/nop-sandbox-test-$$
         echo DONE"#;
@@ -161,7 +163,12 @@ fn normal_work_at_the_repository_root_succeeds() {
         "# Project\n"
     );
     assert!(!repo.path().join("build").exists());
-    assert_eq!(git(repo.path(), &["log", "--format=%s"]), "by the agent\n");
+    // Git metadata is read-only (it runs later, outside the sandbox): the agent reads history
+    // but leaves staging and committing to the user.
+    let out = sh(&repo, Mode::Namespaces, "git add notes.txt", &[]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("index.lock"), "{}", stderr(&out));
+    assert_eq!(git(repo.path(), &["log", "--format=%s"]), "start\n");
 }
 
 #[test]
@@ -447,15 +454,18 @@ fn sandbox_required_refuses_where_user_namespaces_are_unavailable() {
 #[test]
 fn sandbox_check_and_explain_show_what_each_rule_becomes() {
     let (repo, _outside) = guarded_repo();
+    git(repo.path(), &["add", "-f", "secrets/key.txt"]);
     let text = repo.run(&["sandbox", "check"]);
+    assert!(
+        text.contains("git tracks files the rules deny (secrets/key.txt)"),
+        "{text}"
+    );
     assert!(
         text.contains("mechanism:   namespaces: user, mount and PID namespaces under Landlock ABI"),
         "{text}"
     );
     for line in [
-        "pinned     .git ",
-        "read-only  .git/config ",
-        "read-only  .git/hooks ",
+        "read-only  .git ",
         "read-only  .nop ",
         "hidden     .nop/.permissions ",
         "read-only  docs ",
