@@ -422,6 +422,7 @@ mod tests {
             agents: None,
             advisors,
             hooks: Default::default(),
+            ready: Default::default(),
         };
         Ok((ctx, FakeHost::new(store, answer)))
     }

@@ -264,7 +264,7 @@ impl Runtime {
 
         // The files as the run finds them, before anything it does (`nop undo`).
         let checkpoints = self.ws.checkpoints(&self.config);
-        let turn = self
+        let (turn, ready) = self
             .begin_turn(
                 &session_id,
                 checkpoints.as_ref(),
@@ -291,7 +291,7 @@ impl Runtime {
         if self.config.memory.auto_summarize {
             self.auto_summarize(&engine, &agent_name, &cancel).await;
         }
-        let ctx = engine.tool_context(
+        let mut ctx = engine.tool_context(
             &session_id,
             &agent_name,
             Vec::new(),
@@ -299,6 +299,7 @@ impl Runtime {
             cancel.clone(),
             true,
         )?;
+        ctx.ready = ready;
         // `@path` mentions attach files before the input is stored: session.json holds what the
         // model is sent.
         let input = match &request.input {
@@ -423,12 +424,14 @@ impl Runtime {
                 if let Some(c) = &coordinator {
                     let _ = c.finish(&session_id);
                 }
-                self.end_turn(&session_id, checkpoints.as_ref(), turn).await;
+                self.end_turn(&session_id, checkpoints.as_ref(), turn, &events)
+                    .await;
                 tracing::error!(session = %session_id, agent = %agent_name, op = "run", result = "error", "{fatal}");
                 return Err(fatal.into());
             }
         };
-        self.end_turn(&session_id, checkpoints.as_ref(), turn).await;
+        self.end_turn(&session_id, checkpoints.as_ref(), turn, &events)
+            .await;
         self.store
             .set_status_async(&session_id, session_status)
             .await?;
@@ -472,30 +475,27 @@ impl Runtime {
     }
 
     /// Records the working files as the run begins, in a new turn of session.json's
-    /// `checkpoints`; whether it could. A failure is a warning: the run goes on without one.
+    /// `checkpoints`, in the background: the first model request does not wait for it, the
+    /// first tool call does (`ready`, opened when it is done). Returns what [`Runtime::end_turn`]
+    /// waits for: the nested repositories found, or `None` when there is no checkpoint (a
+    /// failure is a warning: the run goes on without one).
     async fn begin_turn(
         &self,
         session_id: &str,
         checkpoints: Option<&crate::checkpoint::Checkpoints>,
         input: Option<&str>,
         events: &EventSink,
-    ) -> bool {
+    ) -> (Option<TurnStart>, crate::tools::Ready) {
         let Some(checkpoints) = checkpoints.cloned() else {
-            return false;
+            return (None, crate::tools::Ready::default());
         };
         let started_at = Utc::now();
-        let before = match tokio::task::spawn_blocking(move || checkpoints.record()).await {
-            Ok(Ok(tree)) => tree,
-            Ok(Err(e)) => {
+        let messages_before = match self.store.read_session_async(session_id).await {
+            Ok(session) => session.messages.len(),
+            Err(e) => {
                 tracing::warn!(session = %session_id, op = "checkpoint", result = "error", "{e}");
-                let _ = events.send(Event::Warning {
-                    message: format!(
-                        "no file checkpoint for this run (`nop undo` cannot undo it): {e}"
-                    ),
-                });
-                return false;
+                return (None, crate::tools::Ready::default());
             }
-            Err(_) => return false,
         };
         let prompt: String = match input {
             Some(text) => {
@@ -508,50 +508,98 @@ impl Runtime {
             }
             None => "(queued messages)".to_string(),
         };
-        let recorded = self
-            .store
-            .update_async(session_id, started_at, move |state| {
-                let messages_before = state.session.messages.len();
-                state
-                    .session
-                    .checkpoints
-                    .push(crate::protocol::TurnCheckpoint {
-                        before,
-                        after: None,
-                        started_at,
-                        ended_at: None,
-                        messages_before,
-                        prompt,
-                        undone_at: None,
+        let (open, ready) = crate::tools::Ready::new();
+        let store = self.store.clone();
+        let id = session_id.to_string();
+        let events = events.clone();
+        let task = tokio::spawn(async move {
+            let recorded = tokio::task::spawn_blocking(move || checkpoints.record_full()).await;
+            let recorded = match recorded {
+                Ok(Ok(recorded)) => recorded,
+                Ok(Err(e)) => {
+                    tracing::warn!(session = %id, op = "checkpoint", result = "error", "{e}");
+                    let _ = events.send(Event::Warning {
+                        message: format!(
+                            "no file checkpoint for this run (`nop undo` cannot undo it): {e}"
+                        ),
                     });
-                Ok(())
-            })
-            .await;
-        if let Err(e) = &recorded {
-            tracing::warn!(session = %session_id, op = "checkpoint", result = "error", "{e}");
-        }
-        recorded.is_ok()
+                    return None;
+                }
+                Err(_) => return None,
+            };
+            let before = recorded.tree;
+            let written = store
+                .update_async(&id, started_at, move |state| {
+                    state
+                        .session
+                        .checkpoints
+                        .push(crate::protocol::TurnCheckpoint {
+                            before,
+                            after: None,
+                            started_at,
+                            ended_at: None,
+                            messages_before,
+                            prompt,
+                            undone_at: None,
+                        });
+                    Ok(())
+                })
+                .await;
+            drop(open);
+            match written {
+                Ok(_) => Some(recorded.nested),
+                Err(e) => {
+                    tracing::warn!(session = %id, op = "checkpoint", result = "error", "{e}");
+                    None
+                }
+            }
+        });
+        (Some(TurnStart(task)), ready)
     }
 
     /// Records the working files as the run ends, closing the turn [`Runtime::begin_turn`]
-    /// opened.
+    /// opened, and names the git repositories the run created.
     async fn end_turn(
         &self,
         session_id: &str,
         checkpoints: Option<&crate::checkpoint::Checkpoints>,
-        begun: bool,
+        begun: Option<TurnStart>,
+        events: &EventSink,
     ) {
-        let Some(checkpoints) = checkpoints.cloned().filter(|_| begun) else {
+        let Some(TurnStart(task)) = begun else {
             return;
         };
-        let after = match tokio::task::spawn_blocking(move || checkpoints.record()).await {
-            Ok(Ok(tree)) => tree,
+        let Ok(Some(nested_before)) = task.await else {
+            return;
+        };
+        let Some(checkpoints) = checkpoints.cloned() else {
+            return;
+        };
+        let recorded = match tokio::task::spawn_blocking(move || checkpoints.record_full()).await {
+            Ok(Ok(recorded)) => recorded,
             Ok(Err(e)) => {
                 tracing::warn!(session = %session_id, op = "checkpoint", result = "error", "{e}");
                 return;
             }
             Err(_) => return,
         };
+        let created: Vec<&String> = recorded
+            .nested
+            .iter()
+            .filter(|n| !nested_before.contains(n))
+            .collect();
+        if !created.is_empty() {
+            let names: Vec<String> = created.iter().map(|n| format!("{n}/")).collect();
+            let message = format!(
+                "this run created a git repository at {}: git commands run there (yours too) \
+                 read its own configuration and hooks, which the agent wrote and nop does not \
+                 check; look at its .git/config and .git/hooks before you run git in it",
+                names.join(", ")
+            );
+            tracing::warn!(session = %session_id, op = "checkpoint", result = "nested-repository", "{message}");
+            let _ = events.send(Event::Warning { message });
+        }
+        let after = recorded.tree;
         let now = Utc::now();
         let closed = self
             .store
@@ -753,3 +801,7 @@ fn resume_messages(session: &SessionFile, input: Option<&str>) -> (Vec<Message>,
     }
     (before, after)
 }
+
+/// The run's first file checkpoint, being recorded: the nested repositories it found, or
+/// `None` when it failed ([`Runtime::begin_turn`]).
+struct TurnStart(tokio::task::JoinHandle<Option<Vec<String>>>);

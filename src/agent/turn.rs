@@ -227,6 +227,8 @@ impl ModelAgent {
         events: &EventSink,
         stats: &mut TurnStats,
     ) -> Result<CallsOutcome, ToolError> {
+        // The run's first file checkpoint, recorded while the model answered, comes first.
+        ctx.ready.wait().await;
         let mut question = None;
         for (i, call) in calls.iter().enumerate() {
             if ctx.cancel.is_cancelled() {

@@ -111,26 +111,52 @@ impl Checkpoints {
     }
 
     /// Records the working tree as it is now; returns its tree id.
+    pub fn record(&self) -> Result<String> {
+        self.record_full().map(|r| r.tree)
+    }
+
+    /// Records the working tree as it is now: its tree id, and the nested git repositories
+    /// found in it (left out).
     ///
     /// Two listings run side by side (the tracked files that changed, by their stat data; the
     /// new untracked ones, through git's untracked cache), then only those paths are hashed
-    /// into the private index and the tree is written.
-    pub fn record(&self) -> Result<String> {
+    /// into the private index and the tree is written. What is left out is decided here, by
+    /// nop's rules, not by the ignore files the agent can write: nothing under `.nop/` or
+    /// `.git/`, nothing a rule of any agent denies reading.
+    pub fn record_full(&self) -> Result<Recorded> {
         let _lock = self.lock()?;
         self.ensure_store()?;
+        let rules = Rules::load(&self.root);
         let index = self.dir.join("index");
         if !index.exists() {
-            self.seed(&index)?;
+            self.seed(&index, &rules)?;
+            self.write_if_changed(&self.dir.join("rules"), &rules.fingerprint)?;
+        } else if std::fs::read_to_string(self.dir.join("rules"))
+            .map_or(true, |f| f != rules.fingerprint)
+        {
+            self.sweep(&index, &rules)?;
+            self.write_if_changed(&self.dir.join("rules"), &rules.fingerprint)?;
         }
         let large = self.large_files()?;
         let changed = self.spawn_git(&["diff-files", "--name-only", "-z"], &index)?;
         let untracked = self.spawn_git(&["ls-files", "-z", "-o", "--exclude-standard"], &index)?;
         let changed = self.finish(changed, "diff-files")?;
         let untracked = self.finish(untracked, "ls-files")?;
-        let mut paths: BTreeSet<String> = split_z(&changed).into_iter().collect();
+        let mut paths: BTreeSet<String> = split_z(&changed)
+            .into_iter()
+            .filter(|p| !rules.excluded(p))
+            .collect();
         let mut new_large = large.clone();
+        let mut nested = Vec::new();
         for path in split_z(&untracked) {
-            if self.is_large(&path) {
+            if let Some(dir) = path.strip_suffix('/') {
+                // git lists a nested repository as its directory and does not go in.
+                if !rules.excluded(dir) {
+                    nested.push(dir.to_string());
+                }
+            } else if rules.excluded(&path) {
+                continue;
+            } else if self.is_large(&path) {
                 new_large.insert(path);
             } else {
                 paths.insert(path);
@@ -139,12 +165,19 @@ impl Checkpoints {
         if new_large != large {
             self.save_large_files(&new_large)?;
         }
+        // A path beneath a symbolic link is gone as far as the tree is concerned (git would
+        // refuse it, and the whole update with it).
+        let (gone, paths): (BTreeSet<String>, BTreeSet<String>) =
+            paths.into_iter().partition(|p| self.beneath_link(p));
+        if !gone.is_empty() {
+            self.git(
+                &["update-index", "--force-remove", "-z", "--stdin"],
+                &index,
+                Some(&nul_list(&gone)),
+            )?;
+        }
         if !paths.is_empty() {
-            let mut list = Vec::new();
-            for path in &paths {
-                list.extend_from_slice(path.as_bytes());
-                list.push(0);
-            }
+            let list = nul_list(&paths);
             let update = self.run_git(
                 &["update-index", "--add", "--remove", "-z", "--stdin"],
                 &index,
@@ -153,9 +186,19 @@ impl Checkpoints {
             )?;
             if !update.status.success() {
                 // A file nobody may read, or one that changed kind: let `add` skip what it
-                // cannot take rather than lose the whole checkpoint.
-                let add =
-                    self.run_git(&["add", "-A", "--ignore-errors"], &index, &self.root, None)?;
+                // cannot take rather than lose the whole checkpoint (the same paths only).
+                let add = self.run_git(
+                    &[
+                        "add",
+                        "-A",
+                        "--ignore-errors",
+                        "--pathspec-from-file=-",
+                        "--pathspec-file-nul",
+                    ],
+                    &index,
+                    &self.root,
+                    Some(&list),
+                )?;
                 if !add.status.success() {
                     tracing::warn!(
                         op = "checkpoint",
@@ -167,7 +210,41 @@ impl Checkpoints {
             }
         }
         let tree = self.git(&["write-tree"], &index, None)?;
-        Ok(String::from_utf8_lossy(&tree).trim().to_string())
+        Ok(Recorded {
+            tree: String::from_utf8_lossy(&tree).trim().to_string(),
+            nested,
+        })
+    }
+
+    /// Whether a directory on the way to `rel` (inside the root) is a symbolic link.
+    fn beneath_link(&self, rel: &str) -> bool {
+        let mut dir = self.root.clone();
+        let Some(parent) = Path::new(rel).parent() else {
+            return false;
+        };
+        parent.components().any(|part| {
+            dir.push(part);
+            dir.symlink_metadata()
+                .is_ok_and(|m| m.file_type().is_symlink())
+        })
+    }
+
+    /// Takes out of the private index what the rules now leave out (they changed since the
+    /// last checkpoint): later checkpoints do not carry it on.
+    fn sweep(&self, index: &Path, rules: &Rules) -> Result<()> {
+        let listed = self.git(&["ls-files", "-z"], index, None)?;
+        let gone: BTreeSet<String> = split_z(&listed)
+            .into_iter()
+            .filter(|p| rules.excluded(p))
+            .collect();
+        if !gone.is_empty() {
+            self.git(
+                &["update-index", "--force-remove", "-z", "--stdin"],
+                index,
+                Some(&nul_list(&gone)),
+            )?;
+        }
+        Ok(())
     }
 
     /// The paths whose content or mode differs between trees `from` and `to`.
@@ -268,7 +345,7 @@ impl Checkpoints {
         write("info/attributes", STORE_ATTRIBUTES)?;
         // The repository's own .gitignore never sees this directory (it may predate it).
         write(".gitignore", "*\n")?;
-        if let Some(objects) = self.repository_objects() {
+        if let Some(objects) = repository_gitdir(&self.root).and_then(|g| common_objects(&g.dir)) {
             write(
                 "objects/info/alternates",
                 &format!("{}\n", objects.display()),
@@ -277,41 +354,46 @@ impl Checkpoints {
         Ok(())
     }
 
-    /// The object directory of the git repository the root is in, if any.
-    fn repository_objects(&self) -> Option<PathBuf> {
-        let out = Command::new("git")
-            .args(["rev-parse", "--path-format=absolute", "--git-common-dir"])
-            .current_dir(&self.root)
-            .env_clear()
-            .envs(base_env())
-            .stderr(Stdio::null())
-            .output()
-            .ok()?;
-        let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-        let objects = dir.join("objects");
-        (out.status.success() && objects.is_dir()).then_some(objects)
-    }
-
     /// The first checkpoint starts from the files the repository tracks, ignored or not, so a
-    /// fork's worktree gets every one of them (nothing under `.nop/`, no nested repository).
-    fn seed(&self, index: &Path) -> Result<()> {
+    /// fork's worktree gets every one of them (nothing the rules leave out, no nested
+    /// repository). The repository's index is read by the store's own git, so nothing of the
+    /// repository's configuration applies.
+    fn seed(&self, index: &Path, rules: &Rules) -> Result<()> {
+        let Some(repo) = repository_gitdir(&self.root) else {
+            return Ok(()); // not a git repository: nothing is tracked
+        };
         let out = Command::new("git")
             .args(["ls-files", "-z", "-s"])
-            .current_dir(&self.root)
+            .current_dir(&repo.top)
             .env_clear()
             .envs(base_env())
+            .env("GIT_DIR", &self.dir)
+            .env("GIT_WORK_TREE", &repo.top)
+            .env("GIT_INDEX_FILE", repo.dir.join("index"))
             .stderr(Stdio::null())
             .output()
             .map_err(CheckpointError::NoGit)?;
         if !out.status.success() {
-            return Ok(()); // not a git repository: nothing is tracked
+            return Ok(()); // no index yet, or one this git cannot read alone
         }
+        let prefix = self
+            .root
+            .strip_prefix(&repo.top)
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
         let mut paths = BTreeSet::new();
         for line in split_z(&out.stdout) {
             let Some((meta, path)) = line.split_once('\t') else {
                 continue;
             };
-            if meta.starts_with("160000") || path == ".nop" || path.starts_with(".nop/") {
+            let path = match prefix.as_str() {
+                "" => path,
+                p => match path.strip_prefix(p).and_then(|r| r.strip_prefix('/')) {
+                    Some(rest) => rest,
+                    None => continue,
+                },
+            };
+            if meta.starts_with("160000") || rules.excluded(path) {
                 continue;
             }
             if self.root.join(path).symlink_metadata().is_ok() {
@@ -321,17 +403,12 @@ impl Checkpoints {
         if paths.is_empty() {
             return Ok(());
         }
-        let mut list = Vec::new();
-        for path in &paths {
-            list.extend_from_slice(path.as_bytes());
-            list.push(0);
-        }
         // update-index takes paths as they are (no pathspec matching, which is quadratic).
         let update = self.run_git(
             &["update-index", "--add", "-z", "--stdin"],
             index,
             &self.root,
-            Some(&list),
+            Some(&nul_list(&paths)),
         )?;
         if !update.status.success() {
             tracing::warn!(
@@ -519,6 +596,150 @@ fn base_env() -> Vec<(String, String)> {
         .map(|(k, v)| (k.to_string(), v.to_string())),
     );
     env
+}
+
+/// The files the git repository `root` is in tracks that `policy` denies reading, relative to
+/// `root`: a deny rule cannot hide what git history holds (`nop sandbox check` names them).
+/// The repository's index is read by a git with no configuration of the repository's.
+pub fn tracked_but_denied(root: &Path, policy: &crate::permissions::Policy) -> Vec<String> {
+    let Some(repo) = repository_gitdir(root) else {
+        return Vec::new();
+    };
+    let Ok(scratch) = tempfile::tempdir() else {
+        return Vec::new();
+    };
+    let init = Command::new("git")
+        .args(["init", "--bare", "-q"])
+        .arg(scratch.path())
+        .env_clear()
+        .envs(base_env())
+        .output();
+    if !init.is_ok_and(|o| o.status.success()) {
+        return Vec::new();
+    }
+    let Ok(out) = Command::new("git")
+        .args(["ls-files", "-z"])
+        .current_dir(&repo.top)
+        .env_clear()
+        .envs(base_env())
+        .env("GIT_DIR", scratch.path())
+        .env("GIT_WORK_TREE", &repo.top)
+        .env("GIT_INDEX_FILE", repo.dir.join("index"))
+        .stderr(Stdio::null())
+        .output()
+    else {
+        return Vec::new();
+    };
+    split_z(&out.stdout)
+        .into_iter()
+        .filter_map(|p| {
+            let full = repo.top.join(&p);
+            let rel = full.strip_prefix(root).ok()?.to_string_lossy().into_owned();
+            (!policy
+                .check_resolved(&full, crate::permissions::Access::Read)
+                .is_allowed()
+                && !rel.starts_with(".nop/"))
+            .then_some(rel)
+        })
+        .collect()
+}
+
+/// What one checkpoint found: [`Checkpoints::record_full`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    pub tree: String,
+    /// Git repositories inside the tree (a directory with its own `.git`), relative to the
+    /// root: git commands run in them read their configuration, which whoever made them wrote.
+    pub nested: Vec<String>,
+}
+
+/// What checkpoints leave out, by nop's rules: `.nop/`, `.git/`, and every path a rule of any
+/// agent denies reading (read afresh for each checkpoint).
+struct Rules {
+    root: PathBuf,
+    policy: crate::permissions::Policy,
+    /// The permission files' text, to know when a sweep of the index is due.
+    fingerprint: String,
+}
+
+impl Rules {
+    fn load(root: &Path) -> Rules {
+        let (policy, errors) = crate::permissions::load_every_agent(root);
+        for e in errors {
+            tracing::warn!(op = "checkpoint", result = "partial", "{e}");
+        }
+        let mut hasher = std::hash::DefaultHasher::new();
+        let dir = root.join(".nop/.permissions");
+        let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .collect();
+        files.sort();
+        for file in files {
+            std::hash::Hash::hash(&file, &mut hasher);
+            std::hash::Hash::hash(&std::fs::read(&file).unwrap_or_default(), &mut hasher);
+        }
+        Rules {
+            root: root.to_path_buf(),
+            policy,
+            fingerprint: format!("rules {:016x}\n", std::hash::Hasher::finish(&hasher)),
+        }
+    }
+
+    /// Whether `rel` (relative to the root, as git lists it) stays out of checkpoints.
+    fn excluded(&self, rel: &str) -> bool {
+        let first = rel.split('/').next().unwrap_or(rel);
+        first == ".nop" || first == ".git" || self.policy.denied_to_some_agent(&self.root.join(rel))
+    }
+}
+
+/// The git directory of the repository `root` is in: `top` holds `.git`, `dir` is what it is or
+/// names. Found by reading files, not by running git in the repository.
+struct RepoDir {
+    top: PathBuf,
+    dir: PathBuf,
+}
+
+fn repository_gitdir(root: &Path) -> Option<RepoDir> {
+    for top in root.ancestors() {
+        let dot_git = top.join(".git");
+        let Ok(meta) = dot_git.symlink_metadata() else {
+            continue;
+        };
+        let dir = if meta.is_dir() {
+            dot_git
+        } else {
+            let text = std::fs::read_to_string(&dot_git).ok()?;
+            let named = text.trim().strip_prefix("gitdir:")?.trim().to_string();
+            std::fs::canonicalize(top.join(named)).ok()?
+        };
+        return Some(RepoDir {
+            top: top.to_path_buf(),
+            dir,
+        });
+    }
+    None
+}
+
+/// The object directory of git directory `gitdir` (its common directory's, for a worktree).
+fn common_objects(gitdir: &Path) -> Option<PathBuf> {
+    let common = match std::fs::read_to_string(gitdir.join("commondir")) {
+        Ok(text) => std::fs::canonicalize(gitdir.join(text.trim())).ok()?,
+        Err(_) => gitdir.to_path_buf(),
+    };
+    let objects = common.join("objects");
+    objects.is_dir().then_some(objects)
+}
+
+fn nul_list(paths: &BTreeSet<String>) -> Vec<u8> {
+    let mut list = Vec::new();
+    for path in paths {
+        list.extend_from_slice(path.as_bytes());
+        list.push(0);
+    }
+    list
 }
 
 fn split_z(bytes: &[u8]) -> Vec<String> {

@@ -44,6 +44,13 @@ impl Restored {
                 parts.push(format!("{what}: {}", list(paths)));
             }
         }
+        if !self.skipped.is_empty() {
+            let skipped: Vec<String> = self.skipped.iter().map(|s| s.path.clone()).collect();
+            parts.push(format!(
+                "left alone (the rules protect them): {}",
+                list(&skipped)
+            ));
+        }
         if parts.is_empty() {
             "no file needed to change".to_string()
         } else {
@@ -68,9 +75,37 @@ fn list(paths: &[String]) -> String {
 
 impl Checkpoints {
     /// Puts `paths` back as they are in tree `target`: written, or removed where `target` does
-    /// not have them. The caller holds the session's run lock, so no agent works meanwhile.
-    pub fn restore(&self, target: &str, paths: &BTreeSet<String>) -> Result<Restored> {
+    /// not have them. Only paths `policy` (the session's agent's rules) lets the agent write
+    /// are touched: nop does outside the sandbox nothing the agent could not have done in it,
+    /// so nothing the agent planted restores or removes what the rules protect. The others are
+    /// named in `skipped`. The caller holds the session's run lock, so no agent works meanwhile.
+    pub fn restore(
+        &self,
+        target: &str,
+        paths: &BTreeSet<String>,
+        policy: &crate::permissions::Policy,
+    ) -> Result<Restored> {
         let mut done = Restored::default();
+        let mut allowed = BTreeSet::new();
+        // Judged as the tree names them: git replaces a symbolic link on the way rather than
+        // write through it, and `remove` refuses to go through one.
+        for path in paths {
+            match policy.check_resolved(&self.root.join(path), crate::permissions::Access::Write) {
+                crate::permissions::Decision::Allow { .. } => {
+                    allowed.insert(path.clone());
+                }
+                crate::permissions::Decision::Deny { reason, .. } => done.skipped.push(Skipped {
+                    path: path.clone(),
+                    reason: format!("the agent's rules do not let it write here: {reason}"),
+                }),
+                crate::permissions::Decision::Ask { .. } => done.skipped.push(Skipped {
+                    path: path.clone(),
+                    reason: "the agent's rules ask before it writes here; put it back by hand"
+                        .to_string(),
+                }),
+            }
+        }
+        let paths = &allowed;
         if paths.is_empty() {
             return Ok(done);
         }
@@ -157,6 +192,15 @@ impl Checkpoints {
     }
 }
 
+/// The rules of the session's agent, read now: what a restore may touch.
+fn agent_policy(checkpoints: &Checkpoints, agent: &str) -> Result<crate::permissions::Policy> {
+    crate::permissions::load_policy(&checkpoints.root, agent).map_err(|e| {
+        CheckpointError::Refused(format!(
+            "nothing was put back: the rules of agent `{agent}` could not be read ({e})"
+        ))
+    })
+}
+
 /// What `nop undo` did.
 #[derive(Debug, Clone, Serialize)]
 pub struct Undo {
@@ -239,7 +283,8 @@ pub fn undo_turn(
     } else {
         changed.difference(&kept).cloned().collect()
     };
-    let mut files = checkpoints.restore(&turn.before, &todo)?;
+    let policy = agent_policy(checkpoints, &session.agent)?;
+    let mut files = checkpoints.restore(&turn.before, &todo, &policy)?;
     if !force {
         files.kept = kept.into_iter().collect();
     }
@@ -359,7 +404,8 @@ pub fn rewind(
             let (todo, kept): (BTreeSet<String>, BTreeSet<String>) = all
                 .into_iter()
                 .partition(|p| force || (ours.contains(p) && !changed_since.contains(p)));
-            let mut files = checkpoints.restore(&tree, &todo)?;
+            let policy = agent_policy(checkpoints, &session.agent)?;
+            let mut files = checkpoints.restore(&tree, &todo, &policy)?;
             files.kept = kept.into_iter().collect();
             Some(files)
         }

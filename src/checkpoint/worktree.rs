@@ -108,15 +108,28 @@ pub fn fork_worktree(
         let path = std::fs::canonicalize(&path).map_err(super::io(&path))?;
         checkpoints.materialize(&tree, &path)?;
         // The worktree's index is its branch's commit, so `git status` there shows the fork's
-        // changes against it.
-        let reset = user_git(&path, &["reset", "-q"])?;
-        if !reset.status.success() {
-            return Err(CheckpointError::Git {
-                command: "reset".into(),
-                dir: path.clone(),
-                stderr: String::from_utf8_lossy(&reset.stderr).trim().to_string(),
-            });
-        }
+        // changes against it; written by the store's git (no configuration of the repository),
+        // in the format every git reads.
+        let commit = String::from_utf8_lossy(&head.stdout).trim().to_string();
+        let gitdir = super::repository_gitdir(&path).ok_or_else(|| {
+            CheckpointError::Refused(format!(
+                "{} has no .git after `git worktree add`",
+                path.display()
+            ))
+        })?;
+        checkpoints.git_in(
+            &[
+                "-c",
+                "index.version=2",
+                "-c",
+                "index.skipHash=false",
+                "read-tree",
+                &commit,
+            ],
+            &gitdir.dir.join("index"),
+            &path,
+            None,
+        )?;
         copy_configuration(&root.join(".nop"), &path.join(".nop"))?;
         let target = Store::new(path.join(".nop/sessions"), store.lock_timeout());
         let (child, _) = store.fork_into(
@@ -179,15 +192,40 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
-/// git in the user's repository, with the user's configuration but none of the caller's `GIT_*`
-/// variables (a hook's `GIT_DIR` would point it elsewhere).
+/// git in the user's repository for what only it can do (a worktree and its branch), with
+/// nothing that runs code: no system or global configuration, no hooks, no fsmonitor, no
+/// automatic maintenance, no pager, and none of the caller's `GIT_*` variables (a hook's
+/// `GIT_DIR` would point it elsewhere). `worktree add --no-checkout` writes no file through a
+/// filter; the files come from the checkpoint store.
 fn user_git(dir: &Path, args: &[&str]) -> Result<std::process::Output> {
     let mut command = Command::new("git");
-    command.args(args).current_dir(dir).env("LC_ALL", "C");
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("GIT_") {
-            command.env_remove(key);
-        }
-    }
+    command
+        .args(ISOLATED)
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .envs(super::base_env())
+        .stdin(std::process::Stdio::null());
     command.output().map_err(CheckpointError::NoGit)
 }
+
+/// Settings that beat the repository's own configuration (the command line comes last).
+const ISOLATED: &[&str] = &[
+    "-c",
+    "core.hooksPath=/dev/null",
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.untrackedCache=false",
+    "-c",
+    "gc.auto=0",
+    "-c",
+    "maintenance.auto=false",
+    "-c",
+    "core.pager=cat",
+    "-c",
+    "core.sshCommand=false",
+    "-c",
+    "protocol.allow=never",
+    "--no-pager",
+];

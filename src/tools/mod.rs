@@ -60,6 +60,31 @@ pub struct ToolContext {
     pub advisors: bool,
     /// The user's hook commands (`before-tool`, `after-tool`, …).
     pub hooks: crate::config::HooksConfig,
+    /// Opens when the run's first file checkpoint is recorded: no tool runs before it, so the
+    /// checkpoint holds the files as the run found them, while the first model request need
+    /// not wait for it.
+    pub ready: Ready,
+}
+
+/// A gate tool calls wait at ([`ToolContext::ready`]); open unless made with [`Ready::new`].
+#[derive(Debug, Clone, Default)]
+pub struct Ready(Option<tokio::sync::watch::Receiver<bool>>);
+
+impl Ready {
+    /// A closed gate and what opens it (sending `true`, or dropping the sender).
+    pub fn new() -> (tokio::sync::watch::Sender<bool>, Ready) {
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        (tx, Ready(Some(rx)))
+    }
+
+    /// Waits until the gate is open.
+    pub async fn wait(&self) {
+        if let Some(rx) = &self.0 {
+            let mut rx = rx.clone();
+            // A dropped sender opens the gate too: a failed checkpoint never blocks the run.
+            let _ = rx.wait_for(|open| *open).await;
+        }
+    }
 }
 
 /// Runs agents on behalf of tools; implemented by the runtime's engine, so tools need not know

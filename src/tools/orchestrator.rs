@@ -36,6 +36,7 @@ pub struct Executed {
 
 /// Runs `call`.
 pub async fn execute(registry: &Registry, call: &ToolCall, ctx: &ToolContext) -> Executed {
+    ctx.ready.wait().await;
     let started = Instant::now();
     let result = run(registry, call, ctx).await;
     hooks::fire(&ctx.hooks, Hook::AfterTool, &ctx.root, || {
@@ -382,6 +383,7 @@ mod tests {
             agents: None,
             advisors: false,
             hooks: Default::default(),
+            ready: Default::default(),
         })
     }
 

@@ -17,6 +17,7 @@ mod mock_server;
 mod no_init;
 mod permissions_paths;
 mod permissions_run;
+mod planted;
 mod plugins;
 mod queue;
 mod queue_load;
