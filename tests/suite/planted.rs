@@ -99,6 +99,15 @@ impl Setup {
     /// `nop run` whose model makes `calls` one per turn, then says "done"; the result JSON and
     /// the tool results the model saw.
     fn run(&self, calls: Vec<MockResponse>, extra: &[&str]) -> (Value, Vec<String>) {
+        self.run_with(calls, extra, &[])
+    }
+
+    fn run_with(
+        &self,
+        calls: Vec<MockResponse>,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> (Value, Vec<String>) {
         let mut script = calls;
         script.push(openai::reply_text("done"));
         let server = MockServer::start(script);
@@ -108,6 +117,7 @@ impl Setup {
         let out = self
             .command()
             .envs(crate::support::model_env(&server, "openai"))
+            .envs(env.iter().copied())
             .args(&args)
             .output()
             .unwrap();
@@ -152,6 +162,15 @@ fn evil_gitdir(at: &str, canary: &Path) -> String {
 
 #[test]
 fn hostile_git_metadata_the_model_writes_never_runs_in_the_users_git() {
+    git_metadata_attacks(&[]);
+}
+
+#[test]
+fn hostile_git_metadata_attacks_fail_under_landlock_alone_too() {
+    git_metadata_attacks(&[("NOP_SHELL_NAMESPACES", "off")]);
+}
+
+fn git_metadata_attacks(env: &[(&str, &str)]) {
     let s = Setup::new();
     // A worktree the user made earlier, and a submodule-like module directory git would read.
     let wt = repo_dir();
@@ -196,7 +215,7 @@ fn hostile_git_metadata_the_model_writes_never_runs_in_the_users_git() {
             evil_gitdir("evil1", &c("commondir"))
         ),
     ];
-    let (_result, results) = s.run(shells(&attacks), &[]);
+    let (_result, results) = s.run_with(shells(&attacks), &[], env);
     assert_eq!(results.len(), attacks.len(), "{results:?}");
 
     // What the user does next, outside any sandbox.
