@@ -785,3 +785,51 @@ fn with_the_sandbox_off_a_command_keeps_the_users_rights() {
         .unwrap();
     assert_eq!(caps(&stdout(&out)), mine, "{}", stderr(&out));
 }
+
+/// A command that connects to the abstract UNIX socket `name` and prints what happened.
+fn connect_abstract(name: &str) -> String {
+    format!(
+        "python3 -c 'import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n    \
+         s.connect(\"\\0{name}\"); print(\"CONNECTED\")\nexcept OSError as e:\n    \
+         print(\"REFUSED\", e.errno)'"
+    )
+}
+
+#[test]
+fn network_deny_keeps_abstract_unix_sockets_outside_the_sandbox_out_of_reach() {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixListener};
+    // A service outside the sandbox listening on an abstract socket (as X11, D-Bus or a
+    // debugger's do): it needs no file, so no file rule can protect it.
+    let name = format!("nop-test-{}-{}", std::process::id(), line!());
+    let addr = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let _listener = UnixListener::bind_addr(&addr).unwrap();
+    let command = connect_abstract(&name);
+    // The model's command, in each way of confining.
+    for mode in [Mode::Namespaces, Mode::LandlockOnly] {
+        let repo = git_repo();
+        let mut env = vec![("NOP_SHELL_NETWORK", "deny")];
+        if mode == Mode::LandlockOnly {
+            env.push(("NOP_SHELL_NAMESPACES", "off"));
+        }
+        let results = agent_runs(&repo, &env, &[command.as_str()]);
+        assert!(
+            results[0].contains("REFUSED"),
+            "{mode:?}: the command reached the socket: {}",
+            results[0]
+        );
+    }
+    let repo = git_repo();
+    for mode in ALL_MODES {
+        let out = sh(&repo, mode, &command, &[("NOP_SHELL_NETWORK", "deny")]);
+        assert!(
+            stdout(&out).starts_with("REFUSED"),
+            "{mode:?}: {}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+    }
+    // With the network allowed, it is reachable (the socket works; the rule is what refuses).
+    let out = sh(&repo, Mode::LandlockOnly, &command, &[]);
+    assert_eq!(stdout(&out), "CONNECTED\n", "{}", stderr(&out));
+}
