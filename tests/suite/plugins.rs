@@ -227,10 +227,11 @@ fn whoami(result: &str) -> Value {
 }
 
 /// Secrets in nop's environment that neither an MCP server nor a command plugin may see.
-const SECRETS: [(&str, &str); 3] = [
+const SECRETS: [(&str, &str); 4] = [
     ("NOP_API_KEY", "sk-nop-test-0000-SECRET"),
     ("LLM_CREDENTIAL", "cred-test-1111-SECRET"),
     ("DEPLOY_TOKEN", "tok-test-2222-SECRET"),
+    ("DATABASE_URL", "postgres://app:3333-SECRET@db/app"),
 ];
 
 #[test]

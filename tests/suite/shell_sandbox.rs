@@ -833,3 +833,68 @@ fn network_deny_keeps_abstract_unix_sockets_outside_the_sandbox_out_of_reach() {
     let out = sh(&repo, Mode::LandlockOnly, &command, &[]);
     assert_eq!(stdout(&out), "CONNECTED\n", "{}", stderr(&out));
 }
+
+#[test]
+fn credentials_of_every_shape_never_reach_a_shell_command() {
+    // Named so that a careless filter misses them, or shaped so (a URL with a password).
+    let secrets = [
+        ("GH_PAT", "github_pat_SECRET0"),
+        (
+            "DATABASE_URL",
+            "postgres://app:SECRET1@db.internal:5432/app",
+        ),
+        ("REDIS_URL", "redis://default:SECRET2@cache:6379/0"),
+        ("SENTRY_DSN", "https://SECRET3@o1.ingest.sentry.io/1"),
+        ("NPM_CONFIG__AUTH", "SECRET4"),
+        ("MYSQL_PWD", "SECRET5"),
+        ("GOOGLE_APPLICATION_CREDENTIALS", "/SECRET6/gcp.json"),
+        ("SSH_PRIVATE_KEY_PATH", "/SECRET7/id"),
+        (
+            "ORIGIN",
+            "https://x-access-token:SECRET8@github.com/o/r.git",
+        ),
+    ];
+    // … and ones a user lets through, or that are no secret.
+    let ordinary = [
+        ("PUBLIC_URL", "https://example.com/kept-1"),
+        ("GIT_AUTHOR_NAME", "kept-2"),
+        ("XAUTHORITY", "/run/user/1000/kept-3"),
+        ("WANTED_PWD", "kept-4"),
+    ];
+    for mode in [Mode::Namespaces, Mode::LandlockOnly] {
+        let repo = git_repo();
+        let config = repo.path().join(".nop/config.yml");
+        let text = fs::read_to_string(&config).unwrap();
+        assert!(text.contains("  # env_keep: []\n"), "{text}");
+        fs::write(
+            &config,
+            text.replace("  # env_keep: []\n", "  env_keep: [\"wanted_*\"]\n"),
+        )
+        .unwrap();
+        let mut env = secrets.to_vec();
+        env.extend(ordinary);
+        if mode == Mode::LandlockOnly {
+            env.push(("NOP_SHELL_NAMESPACES", "off"));
+        }
+        let results = agent_runs(&repo, &env, &["env; echo PWD=$PWD"]);
+        for (name, secret) in secrets {
+            assert!(
+                !results[0].contains(secret),
+                "{mode:?}: {name} leaked:\n{}",
+                results[0]
+            );
+        }
+        for (name, value) in ordinary {
+            assert!(
+                results[0].contains(&format!("{name}={value}")),
+                "{mode:?}: {name} missing:\n{}",
+                results[0]
+            );
+        }
+        assert!(
+            results[0].contains(&format!("PWD={}", repo.path().display())),
+            "{}",
+            results[0]
+        );
+    }
+}
