@@ -92,7 +92,11 @@ impl Engine {
     /// Loads the plugins of the repository; each one that fails is reported once (a warning event
     /// and the log) and the run goes on without it.
     pub async fn load_plugins(&self) {
-        let (tools, statuses) = crate::plugins::load_all(&self.0.ws.root).await;
+        let (tools, statuses) = crate::plugins::load_all(
+            &self.0.ws.root,
+            &SandboxSettings::from_config(&self.0.config),
+        )
+        .await;
         for status in statuses.iter().filter(|s| s.state != "loaded") {
             self.emit(Event::Warning {
                 message: format!("plugin {} {}", status.name, status.state),

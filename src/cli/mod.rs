@@ -1023,7 +1023,10 @@ fn run_session_command(
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()?;
-            let (_, statuses) = rt.block_on(nop::plugins::load_all(&ws.root));
+            let (_, statuses) = rt.block_on(nop::plugins::load_all(
+                &ws.root,
+                &nop::tools::SandboxSettings::from_config(config),
+            ));
             if json {
                 writeln!(out, "{}", serde_json::to_string_pretty(&statuses)?)?;
             } else if statuses.is_empty() {

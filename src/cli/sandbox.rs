@@ -128,7 +128,16 @@ fn check(
         (NetworkMode::Deny, Some(Mechanism::Namespaces)) => {
             "denied: a network namespace with loopback only"
         }
-        (NetworkMode::Deny, _) => "denied: TCP connect and bind refused by Landlock (UDP is not)",
+        (NetworkMode::Deny, _) => match nop::sandbox::abstract_socket_shortfall() {
+            None => {
+                "denied: TCP connect and bind, and abstract UNIX sockets outside the sandbox, \
+                 refused by Landlock (UDP is not)"
+            }
+            Some(_) => {
+                "denied: TCP connect and bind refused by Landlock (UDP is not; nor are abstract \
+                 UNIX sockets outside the sandbox: that needs Landlock ABI 6)"
+            }
+        },
     };
     let processes = match (settings.mode, machine.mechanism) {
         (SandboxMode::Off, _) | (_, None | Some(Mechanism::Unconfined)) => {

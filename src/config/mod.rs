@@ -364,10 +364,12 @@ pub struct ShellConfig {
     /// `auto`: confine with user, mount and PID namespaces under Landlock where the kernel
     /// allows unprivileged user namespaces, else with Landlock alone; `off`: Landlock alone.
     pub namespaces: NamespacesMode,
-    /// Environment variables removed from shell commands: globs over their names, any case.
+    /// Environment variables removed from shell commands: globs over their names, any case
+    /// (PWD, OLDPWD, XAUTHORITY and GIT_AUTHOR_* are never matched). Variables whose value is a
+    /// URL with a password are removed too.
     pub env_exclude: Vec<String>,
-    /// Variables kept even when `env_exclude` matches them (the provider's key variable is
-    /// removed all the same).
+    /// Variables kept even when `env_exclude` or a URL with a password would remove them (the
+    /// provider's key variable is removed all the same).
     pub env_keep: Vec<String>,
 }
 
@@ -376,10 +378,22 @@ impl Default for ShellConfig {
         ShellConfig {
             network: NetworkMode::default(),
             namespaces: NamespacesMode::default(),
-            env_exclude: ["*KEY*", "*SECRET*", "*TOKEN*", "*PASSWORD*"]
-                .iter()
-                .map(|s| s.to_string())
-                .collect(),
+            env_exclude: [
+                "*KEY*",
+                "*SECRET*",
+                "*TOKEN*",
+                "*PASSWORD*",
+                "*PASSWD*",
+                "*PWD*",
+                "*_PAT",
+                "*DSN*",
+                "*AUTH*",
+                "*CREDENTIAL*",
+                "*PRIVATE*",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect(),
             env_keep: Vec::new(),
         }
     }

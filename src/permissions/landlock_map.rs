@@ -109,6 +109,13 @@ pub(super) fn landlock_view(policy: &Policy, options: &ShellOptions) -> ShellVie
     limits.push(
         "glob rules (`**/*.pem`) hold for the files that exist when a command starts".to_string(),
     );
+    if !options.network {
+        limits.push(
+            "network: deny refuses TCP connect and bind, not UDP (a network namespace would)"
+                .to_string(),
+        );
+        limits.extend(crate::sandbox::abstract_socket_shortfall());
+    }
 
     // What the namespace view would protect, for explanations; pins mean nothing here.
     let exact = super::shell_view::shell_view(

@@ -1,6 +1,7 @@
 //! The MCP client, through `rmcp` (stdio child process), behind [`super::McpSession`].
 
 use std::path::Path;
+use std::process::Stdio;
 
 use futures_util::future::BoxFuture;
 use rmcp::ServiceExt;
@@ -9,25 +10,37 @@ use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
 use serde_json::Value;
 
+use super::server::{self, WorkDir};
 use super::{McpConfig, McpSession, McpToolInfo};
+use crate::tools::SandboxSettings;
 
 pub struct RmcpSession {
     client: RunningService<rmcp::RoleClient, ()>,
+    /// The server's working directory, removed with the session.
+    _dir: WorkDir,
 }
 
-/// Starts the server and lists its tools.
+/// Starts the server of the repository at `root` (unconfined, with the environment and in the
+/// directory `server` chooses) and lists its tools.
 pub async fn connect(
-    dir: &Path,
+    root: &Path,
+    settings: &SandboxSettings,
     config: &McpConfig,
 ) -> Result<(RmcpSession, Vec<McpToolInfo>), String> {
-    let mut command = tokio::process::Command::new(&config.command);
+    let env: Vec<_> = std::env::vars_os().collect();
+    let launch = server::launch(settings, config, &env)?;
+    let dir = server::work_dir(root, &env);
+    let mut command = tokio::process::Command::new(&launch.command);
     command
-        .args(&config.args)
-        .envs(&config.env)
-        .current_dir(dir)
-        .stderr(std::process::Stdio::null());
-    let transport = TokioChildProcess::new(command)
-        .map_err(|e| format!("cannot start `{}`: {e}", config.command))?;
+        .args(&launch.args)
+        .env_clear()
+        .envs(launch.env)
+        .current_dir(dir.path());
+    // `TokioChildProcess::new` would make stderr inherited whatever the command says.
+    let (transport, _) = TokioChildProcess::builder(command)
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start `{}`: {e}", launch.command))?;
     let client = ().serve(transport).await.map_err(|e| format!("the MCP handshake failed: {e}"))?;
     let tools = client
         .list_all_tools()
@@ -41,7 +54,7 @@ pub async fn connect(
             schema: Value::Object((*t.input_schema).clone()),
         })
         .collect();
-    Ok((RmcpSession { client }, infos))
+    Ok((RmcpSession { client, _dir: dir }, infos))
 }
 
 impl McpSession for RmcpSession {

@@ -8,7 +8,7 @@
 //! mcp:
 //!   command: npx
 //!   args: [-y, "@modelcontextprotocol/server-github"]
-//!   env: {GITHUB_TOKEN: "…"}
+//!   env: {GITHUB_TOKEN: "${GITHUB_TOKEN}"}   # ${VAR}, ${VAR:-default}: from nop's environment
 //!   startup_timeout_s: 20
 //! tools:
 //!   - name: greet
@@ -21,9 +21,14 @@
 //! command, crash at start, timeout) is reported once and start-up goes on without it. Their
 //! tools are named `<plugin>.<tool>` and go through the same orchestrator as built-ins:
 //! permissions (`tools.allowed`/`denied` may say `github.*`), time limit, error log, recording.
+//!
+//! An MCP server runs unconfined with the user's rights, but gets only the environment shell
+//! commands get (never the provider's key) plus what its `env` names, and starts in a fresh
+//! directory of nop's own outside the repository ([`server`], `docs/sandbox-environment.md`).
 
 #[cfg(feature = "mcp")]
 mod mcp;
+pub mod server;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -36,7 +41,7 @@ use serde_json::Value;
 
 use crate::providers::ToolSpec;
 use crate::tools::ToolErrorKind;
-use crate::tools::{Tool, ToolContext, ToolError, ToolOutput};
+use crate::tools::{SandboxSettings, Tool, ToolContext, ToolError, ToolOutput};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -107,8 +112,12 @@ pub struct McpToolInfo {
     pub schema: Value,
 }
 
-/// Every plugin's tools, and what happened to each plugin.
-pub async fn load_all(root: &Path) -> (Vec<Arc<dyn Tool>>, Vec<PluginStatus>) {
+/// Every plugin's tools, and what happened to each plugin. MCP servers get the environment of
+/// shell commands under `settings` (see [`server`]).
+pub async fn load_all(
+    root: &Path,
+    settings: &SandboxSettings,
+) -> (Vec<Arc<dyn Tool>>, Vec<PluginStatus>) {
     let dir = root.join(".nop/plugins");
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .into_iter()
@@ -121,7 +130,7 @@ pub async fn load_all(root: &Path) -> (Vec<Arc<dyn Tool>>, Vec<PluginStatus>) {
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     let mut statuses = Vec::new();
     for name in names {
-        match load_one(&dir.join(&name), &name).await {
+        match load_one(root, settings, &dir.join(&name), &name).await {
             Ok(loaded) => {
                 statuses.push(PluginStatus {
                     name: name.clone(),
@@ -143,7 +152,12 @@ pub async fn load_all(root: &Path) -> (Vec<Arc<dyn Tool>>, Vec<PluginStatus>) {
     (tools, statuses)
 }
 
-async fn load_one(dir: &Path, name: &str) -> Result<Vec<Arc<dyn Tool>>, String> {
+async fn load_one(
+    root: &Path,
+    settings: &SandboxSettings,
+    dir: &Path,
+    name: &str,
+) -> Result<Vec<Arc<dyn Tool>>, String> {
     if !name
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
@@ -178,19 +192,20 @@ async fn load_one(dir: &Path, name: &str) -> Result<Vec<Arc<dyn Tool>>, String> 
         )));
     }
     if let Some(mcp) = file.mcp {
-        tools.extend(load_mcp(dir, name, &mcp).await?);
+        tools.extend(load_mcp(root, settings, name, &mcp).await?);
     }
     Ok(tools)
 }
 
 #[cfg(feature = "mcp")]
 async fn load_mcp(
-    dir: &Path,
+    root: &Path,
+    settings: &SandboxSettings,
     name: &str,
     config: &McpConfig,
 ) -> Result<Vec<Arc<dyn Tool>>, String> {
     let timeout = Duration::from_secs_f64(config.startup_timeout_s.clamp(0.1, 600.0));
-    let (session, infos) = tokio::time::timeout(timeout, mcp::connect(dir, config))
+    let (session, infos) = tokio::time::timeout(timeout, mcp::connect(root, settings, config))
         .await
         .map_err(|_| {
             format!(
@@ -217,7 +232,8 @@ async fn load_mcp(
 
 #[cfg(not(feature = "mcp"))]
 async fn load_mcp(
-    _dir: &Path,
+    _root: &Path,
+    _settings: &SandboxSettings,
     _name: &str,
     _config: &McpConfig,
 ) -> Result<Vec<Arc<dyn Tool>>, String> {

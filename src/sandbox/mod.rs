@@ -20,8 +20,10 @@
 //!   command leaves running.
 //!
 //! What Landlock cannot express, so callers should not promise it:
-//! - `network: false` refuses TCP `connect` and `bind` only (Landlock ABI 4, Linux 6.7); with the
-//!   namespace mechanism a network namespace refuses all traffic but loopback.
+//! - `network: false` refuses TCP `connect` and `bind` (Landlock ABI 4, Linux 6.7) and connecting
+//!   to abstract UNIX sockets created outside the sandbox (scoped, ABI 6, Linux 6.12), not UDP;
+//!   with the namespace mechanism a network namespace refuses all traffic but loopback, and
+//!   abstract sockets belong to the network namespace.
 //! - Connecting to a named UNIX socket (an ssh agent, a docker socket) is controlled only from
 //!   ABI 9 (Linux 7.1), and then only a [`Access::ReadWrite`] grant allows it.
 //! - Metadata is not covered: `stat` works on any path the command can name.
@@ -203,6 +205,12 @@ pub fn protect_this_process() {
 /// Probes Landlock support without restricting this process.
 pub fn support() -> Support {
     Support::from_status(rules::probe())
+}
+
+/// Why, on this kernel, a command under Landlock alone without network could still connect to
+/// abstract UNIX sockets created outside the sandbox; `None` where Landlock scopes them (ABI 6).
+pub fn abstract_socket_shortfall() -> Option<String> {
+    rules::abstract_socket_shortfall(rules::probe())
 }
 
 /// The hidden entry point used by the shell tool: `nop __sandbox FD -- PROGRAM ARGS...` (`args`

@@ -152,6 +152,33 @@ pub(super) fn shortfalls(network: bool, status: LandlockStatus) -> Vec<String> {
     out
 }
 
+/// The ABI that brought scoping of abstract UNIX sockets (and signals).
+const SCOPE_ABI: ABI = ABI::V6;
+
+/// Why a command under Landlock alone without network could still connect to abstract UNIX
+/// sockets outside the sandbox on a kernel with `status`; `None` where Landlock scopes them.
+///
+/// Not counted among the [`shortfalls`] that make `sandbox: required` refuse: like UDP, it is
+/// traffic `network: false` cannot fully cut with Landlock alone, and counting it would refuse
+/// every kernel before 6.12.
+pub(super) fn abstract_socket_shortfall(status: LandlockStatus) -> Option<String> {
+    let scoped = match status {
+        LandlockStatus::Available { effective_abi, .. } => effective_abi >= SCOPE_ABI,
+        LandlockStatus::NotEnabled | LandlockStatus::NotImplemented => false,
+    };
+    (!scoped).then(|| {
+        let has = match status {
+            LandlockStatus::Available { effective_abi, .. } => format!("ABI {effective_abi}"),
+            _ => "none".to_string(),
+        };
+        format!(
+            "network: false: abstract UNIX sockets outside the sandbox (X11, D-Bus and the \
+             like) stay reachable: scoping them needs Landlock ABI {SCOPE_ABI} (Linux 6.12); \
+             this kernel has {has}"
+        )
+    })
+}
+
 /// A right in words, with the ABI that brought it.
 fn describe(right: AccessFs) -> String {
     let what = match right {
@@ -200,6 +227,13 @@ pub(super) fn confine(spec: &Spec, required: bool, restrict_tcp: bool) -> Result
     let mut ruleset = Ruleset::default()
         .handle_access(handled_fs())?
         .scope(Scope::Signal)?;
+    if !spec.network {
+        // Abstract UNIX sockets need no file, so no file rule reaches them: without network,
+        // none created outside the sandbox may be connected to (ABI 6, Linux 6.12; skipped on
+        // older kernels and reported by `abstract_socket_shortfall`). In a network namespace
+        // they are out of reach already; this holds there too.
+        ruleset = ruleset.scope(Scope::AbstractUnixSocket)?;
+    }
     if restrict_tcp {
         // Handled with no rule at all: every TCP bind and connect is refused.
         ruleset = ruleset.handle_access(AccessNet::from_all(NET_ABI))?;

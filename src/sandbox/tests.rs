@@ -9,7 +9,7 @@ use landlock::{ABI, Access as _, AccessFs, LandlockStatus, make_bitflags};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
-use super::rules::{required_fs, shortfalls};
+use super::rules::{abstract_socket_shortfall, required_fs, shortfalls};
 use super::*;
 
 fn available(abi: ABI) -> LandlockStatus {
@@ -166,6 +166,21 @@ fn shortfalls_name_exactly_what_a_kernel_cannot_enforce() {
     assert!(missing[0].contains("not enabled at boot"), "{missing:?}");
     assert!(missing[1].ends_with("this kernel has none"), "{missing:?}");
     assert_eq!(shortfalls(true, LandlockStatus::NotImplemented).len(), 1);
+}
+
+#[test]
+fn abstract_sockets_are_scoped_from_abi_6_and_reported_before() {
+    assert_eq!(abstract_socket_shortfall(available(ABI::V6)), None);
+    assert_eq!(abstract_socket_shortfall(available(ABI::V9)), None);
+    let older = abstract_socket_shortfall(available(ABI::V5)).expect("ABI 5");
+    assert!(
+        older.contains("abstract UNIX sockets") && older.ends_with("this kernel has ABI 5"),
+        "{older}"
+    );
+    let none = abstract_socket_shortfall(LandlockStatus::NotImplemented).expect("none");
+    assert!(none.ends_with("this kernel has none"), "{none}");
+    // Best effort: never a reason for `sandbox: required` to refuse.
+    assert_eq!(shortfalls(false, available(ABI::V5)), Vec::<String>::new());
 }
 
 #[test]

@@ -180,8 +180,23 @@ fn exe() -> Result<PathBuf, ConfineError> {
         .map_err(|e| ConfineError::Setup(format!("cannot find the nop executable: {e}")))
 }
 
-/// The environment of a confined command: nop's own, less the provider key variables and the
-/// names `settings` exclude. Returns the variables and the names removed.
+/// Variables the name globs never remove: the working directory, and ordinary variables that
+/// only look like credentials (`*PWD*`, `*AUTH*`). XAUTHORITY names the X11 cookie file, which a
+/// command can read at its usual place anyway: removing it would break graphical tools and
+/// protect nothing. (SSH_AUTH_SOCK is removed: it hands the command the user's ssh agent.)
+const ORDINARY_NAMES: [&str; 6] = [
+    "PWD",
+    "OLDPWD",
+    "XAUTHORITY",
+    "GIT_AUTHOR_NAME",
+    "GIT_AUTHOR_EMAIL",
+    "GIT_AUTHOR_DATE",
+];
+
+/// The environment of a confined command: nop's own, less the provider key variables (always),
+/// the names `settings` exclude (except the [`ORDINARY_NAMES`]) and the variables whose value is
+/// a URL with a password (`postgres://user:secret@host/db`), unless `settings` keep them.
+/// Returns the variables and the names removed. See `docs/sandbox-environment.md`.
 pub fn filtered_env(
     settings: &SandboxSettings,
     env: impl IntoIterator<Item = (OsString, OsString)>,
@@ -205,7 +220,9 @@ pub fn filtered_env(
     for (name, value) in env {
         let text = name.to_string_lossy();
         let is_key = settings.key_vars.iter().any(|k| *k == text);
-        if is_key || (exclude.is_match(text.as_ref()) && !keep.is_match(text.as_ref())) {
+        let by_name = exclude.is_match(text.as_ref()) && !ORDINARY_NAMES.contains(&text.as_ref());
+        let by_shape = url_with_password(&value.to_string_lossy());
+        if is_key || ((by_name || by_shape) && !keep.is_match(text.as_ref())) {
             removed.push(text.into_owned());
         } else {
             kept.push((name, value));
@@ -213,6 +230,22 @@ pub fn filtered_env(
     }
     removed.sort();
     (kept, removed)
+}
+
+/// Whether `value` holds a URL whose user information has a password (`scheme://user:pw@host`),
+/// anywhere in it.
+fn url_with_password(value: &str) -> bool {
+    value.match_indices("://").any(|(at, sep)| {
+        let after = &value[at + sep.len()..];
+        let authority = after
+            .split(|c: char| matches!(c, '/' | '?' | '#') || c.is_whitespace())
+            .next()
+            .unwrap_or_default();
+        authority
+            .rsplit_once('@')
+            .and_then(|(user_info, _)| user_info.split_once(':'))
+            .is_some_and(|(_, password)| !password.is_empty())
+    })
 }
 
 /// `program args…` confined as `settings` say for an agent with `policy` (in its repository,
@@ -588,6 +621,104 @@ mod tests {
         let notes = refusal_notes(&view, &root, &root, "ssh: Permission denied (publickey).\n");
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(notes[0].starts_with("sandbox: if that refusal came from the sandbox"));
+    }
+
+    /// Common credential variables of every shape the default filter knows, with values.
+    const CREDENTIALS: [(&str, &str); 22] = [
+        ("GH_PAT", "github_pat_11AAAA"),
+        ("AZURE_DEVOPS_PAT", "ado-pat"),
+        ("DATABASE_URL", "postgres://app:s3cret@db.internal:5432/app"),
+        ("REDIS_URL", "redis://default:hunter2@cache:6379/0"),
+        ("AMQP_ADDR", "amqps://guest:guest@mq/vhost"),
+        (
+            "GIT_REMOTE",
+            "https://x-access-token:ghs_abc@github.com/o/r.git",
+        ),
+        ("SENTRY_DSN", "https://abc@o1.ingest.sentry.io/1"),
+        ("DB_DSN", "host=db user=app"),
+        ("NPM_CONFIG__AUTH", "dXNlcjpwYXNz"),
+        ("MYSQL_PWD", "hunter2"),
+        ("PGPASSWORD", "hunter2"),
+        ("LDAP_PASSWD", "hunter2"),
+        ("HTTP_AUTHORIZATION", "Basic dXNlcjpwYXNz"),
+        ("BASIC_AUTH", "user:pass"),
+        ("GOOGLE_APPLICATION_CREDENTIALS", "/home/u/gcp.json"),
+        ("DOCKER_CREDENTIAL_HELPER", "pass"),
+        ("SSH_PRIVATE_KEY_PATH", "/home/u/.ssh/id"),
+        ("PRIVATE_REGISTRY_LOGIN", "u:p"),
+        ("SSH_AUTH_SOCK", "/tmp/ssh-XXXX/agent.1"),
+        ("AWS_SECRET_ACCESS_KEY", "aws"),
+        ("SLACK_BOT_TOKEN", "xoxb"),
+        ("stripe_api_key", "sk_live"),
+    ];
+
+    /// Ordinary variables that look like credentials to a careless filter.
+    const ORDINARY: [(&str, &str); 12] = [
+        ("PWD", "/home/u/project"),
+        ("OLDPWD", "/home/u"),
+        ("XAUTHORITY", "/run/user/1000/xauth"),
+        ("GIT_AUTHOR_NAME", "Ann"),
+        ("GIT_AUTHOR_EMAIL", "ann@example.com"),
+        ("GIT_AUTHOR_DATE", "2024-01-01T00:00:00"),
+        ("PATH", "/usr/bin:/bin"),
+        ("HOME", "/home/u"),
+        ("PUBLIC_URL", "https://example.com/app"),
+        ("GIT_SSH_URL", "ssh://git@github.com/o/r.git"),
+        ("HTTP_PROXY", "http://proxy:3128"),
+        ("NOTE", "see http://a.b/c?x=1:2@3 and mailto:x@y"),
+    ];
+
+    #[test]
+    fn credentials_are_removed_by_name_and_by_shape_and_ordinary_variables_kept() {
+        let settings = SandboxSettings::from_config(&Default::default());
+        let env = CREDENTIALS
+            .iter()
+            .chain(ORDINARY.iter())
+            .map(|(n, v)| (OsString::from(n), OsString::from(v)));
+        let (kept, removed) = filtered_env(&settings, env);
+        let kept: Vec<_> = kept
+            .iter()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(kept, ORDINARY.map(|(n, _)| n.to_string()));
+        let mut wanted = CREDENTIALS.map(|(n, _)| n.to_string()).to_vec();
+        wanted.sort();
+        assert_eq!(removed, wanted);
+    }
+
+    #[test]
+    fn env_keep_lets_one_credential_through() {
+        let settings = SandboxSettings {
+            env_keep: vec!["database_url".into(), "SSH_AUTH_SOCK".into()],
+            ..SandboxSettings::from_config(&Default::default())
+        };
+        let env = CREDENTIALS
+            .iter()
+            .map(|(n, v)| (OsString::from(n), OsString::from(v)));
+        let (kept, _) = filtered_env(&settings, env);
+        let kept: Vec<_> = kept
+            .iter()
+            .map(|(k, _)| k.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(kept, vec!["DATABASE_URL", "SSH_AUTH_SOCK"]);
+    }
+
+    #[test]
+    fn a_url_carries_a_password_only_in_its_user_info() {
+        for (value, secret) in [
+            ("postgres://u:p@h/db", true),
+            ("mysql://u:p@h:3306", true),
+            ("a,b redis://:p@h", true),
+            ("https://u:p@h/x@y", true),
+            ("postgres://u@h/db", false),
+            ("postgres://u:@h/db", false),
+            ("https://h/path?q=a:b@c", false),
+            ("https://h/a:b@c", false),
+            ("user:pass@host", false),
+            ("", false),
+        ] {
+            assert_eq!(url_with_password(value), secret, "{value}");
+        }
     }
 
     #[test]

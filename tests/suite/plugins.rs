@@ -201,3 +201,159 @@ fn a_plugin_command_tool_is_asked_about_under_approval_always_like_shell() {
         "{results:?}"
     );
 }
+
+/// A repository with plugin `spy`: the test MCP server started with `mcp_env` as its `env:`
+/// and an argument that names `${SPY_LABEL}`, and a command tool `env` that prints its
+/// environment and directory.
+fn repo_with_spy_plugin(mcp_env: &str) -> Repo {
+    let repo = Repo::new();
+    let dir = repo.path().join(".nop/plugins/spy");
+    fs::create_dir_all(&dir).expect("mkdir");
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp_server.py");
+    fs::write(
+        dir.join("config.yml"),
+        format!(
+            "mcp:\n  command: python3\n  args: [\"{}\", \"--label=${{SPY_LABEL}}\"]\n  env: {mcp_env}\ntools:\n  - name: env\n    command: \"env; echo CWD=$(pwd)\"\n",
+            server.display()
+        ),
+    )
+    .expect("write");
+    repo
+}
+
+/// The model's view of a `whoami` result: the server's environment, directory and arguments.
+fn whoami(result: &str) -> Value {
+    serde_json::from_str(result).unwrap_or_else(|e| panic!("{e}: {result}"))
+}
+
+/// Secrets in nop's environment that neither an MCP server nor a command plugin may see.
+const SECRETS: [(&str, &str); 4] = [
+    ("NOP_API_KEY", "sk-nop-test-0000-SECRET"),
+    ("LLM_CREDENTIAL", "cred-test-1111-SECRET"),
+    ("DEPLOY_TOKEN", "tok-test-2222-SECRET"),
+    ("DATABASE_URL", "postgres://app:3333-SECRET@db/app"),
+];
+
+#[test]
+fn mcp_servers_get_the_filtered_environment_and_start_outside_the_repository() {
+    let repo = repo_with_spy_plugin(
+        "{GITHUB_TOKEN: \"${GITHUB_TOKEN}\", PLAIN: \"literal $HOME ${UNSET_VAR:-fallback}\"}",
+    );
+    let runtime = crate::support::repo_dir();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[
+            ("p1", "spy__whoami", json!({})),
+            ("p2", "spy__env", json!({})),
+        ]),
+        openai::reply_text("done"),
+    ]);
+    let out = repo
+        .nop_model(&server, "openai")
+        .envs(SECRETS)
+        .env("NOP_PROVIDER_API_KEY_ENV", "LLM_CREDENTIAL")
+        .env("GITHUB_TOKEN", "ghp-wanted-by-the-user")
+        .env("SPY_LABEL", "blue")
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env("XDG_RUNTIME_DIR", runtime.path())
+        .args(["run", "--output-format", "json", "spy"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results = server.requests()[1].tool_results();
+    let seen = whoami(&results[0]);
+    for (name, secret) in SECRETS {
+        assert!(seen["env"].get(name).is_none(), "{name} reached the server");
+        for r in &results {
+            assert!(!r.contains(secret), "{name} leaked:\n{r}");
+        }
+    }
+    // What the configuration names explicitly is expanded from nop's environment.
+    assert_eq!(seen["env"]["GITHUB_TOKEN"], "ghp-wanted-by-the-user");
+    assert_eq!(seen["env"]["PLAIN"], "literal $HOME fallback");
+    assert_eq!(seen["argv"][0], "--label=blue");
+    assert!(seen["env"]["PATH"].is_string(), "{seen}");
+    // A fresh, empty directory of nop's own, outside the repository.
+    let cwd = Path::new(seen["cwd"].as_str().expect("cwd"));
+    let root = repo.path().canonicalize().expect("root");
+    assert!(!cwd.starts_with(&root), "{}", cwd.display());
+    assert!(
+        cwd.starts_with(runtime.path().canonicalize().expect("runtime").join("nop")),
+        "{}",
+        cwd.display()
+    );
+    // Removed with the server.
+    assert!(!cwd.exists(), "{} left behind", cwd.display());
+    // The command tool runs as `shell` does.
+    assert!(results[1].contains("HOME="), "{}", results[1]);
+}
+
+#[test]
+fn without_a_runtime_directory_the_server_starts_outside_the_repository_too() {
+    // HOME is the repository here, so nothing beneath it will do.
+    let repo = repo_with_spy_plugin("{}");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("p1", "spy__whoami", json!({}))]),
+        openai::reply_text("done"),
+    ]);
+    let out = repo
+        .nop_model(&server, "openai")
+        .env("SPY_LABEL", "red")
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .args(["run", "--output-format", "json", "spy"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let seen = whoami(&server.requests()[1].tool_results()[0]);
+    let cwd = Path::new(seen["cwd"].as_str().expect("cwd"));
+    let root = repo.path().canonicalize().expect("root");
+    assert!(!cwd.starts_with(&root), "{}", cwd.display());
+    for temp in ["/tmp", "/var/tmp", "/dev/shm"] {
+        assert!(!cwd.starts_with(temp), "{}", cwd.display());
+    }
+}
+
+#[test]
+fn a_plugin_cannot_name_the_provider_key_or_an_unset_variable() {
+    for (mcp_env, named) in [
+        ("{K: \"${NOP_API_KEY}\"}", "NOP_API_KEY"),
+        ("{K: \"x${LLM_CREDENTIAL}\"}", "LLM_CREDENTIAL"),
+        ("{K: \"${NO_SUCH_VARIABLE}\"}", "NO_SUCH_VARIABLE"),
+    ] {
+        let repo = repo_with_spy_plugin(mcp_env);
+        let server = MockServer::start(vec![openai::reply_text("fine")]);
+        let out = repo
+            .nop_model(&server, "openai")
+            .envs(SECRETS)
+            .env("NOP_PROVIDER_API_KEY_ENV", "LLM_CREDENTIAL")
+            .env("SPY_LABEL", "red")
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .args(["run", "--output-format", "stream-json", "hi"])
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(0));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let warning = stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|e| e["type"] == "warning")
+            .unwrap_or_else(|| panic!("{mcp_env}: no warning in {stdout}"));
+        let message = warning["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("spy") && message.contains(named),
+            "{mcp_env}: {message}"
+        );
+        for (_, secret) in SECRETS {
+            assert!(!stdout.contains(secret), "{stdout}");
+        }
+    }
+}

@@ -795,3 +795,116 @@ fn with_the_sandbox_off_a_command_keeps_the_users_rights() {
         .unwrap();
     assert_eq!(caps(&stdout(&out)), mine, "{}", stderr(&out));
 }
+
+/// A command that connects to the abstract UNIX socket `name` and prints what happened.
+fn connect_abstract(name: &str) -> String {
+    format!(
+        "python3 -c 'import socket\ns = socket.socket(socket.AF_UNIX)\ntry:\n    \
+         s.connect(\"\\0{name}\"); print(\"CONNECTED\")\nexcept OSError as e:\n    \
+         print(\"REFUSED\", e.errno)'"
+    )
+}
+
+#[test]
+fn network_deny_keeps_abstract_unix_sockets_outside_the_sandbox_out_of_reach() {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::{SocketAddr, UnixListener};
+    // A service outside the sandbox listening on an abstract socket (as X11, D-Bus or a
+    // debugger's do): it needs no file, so no file rule can protect it.
+    let name = format!("nop-test-{}-{}", std::process::id(), line!());
+    let addr = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let _listener = UnixListener::bind_addr(&addr).unwrap();
+    let command = connect_abstract(&name);
+    // The model's command, in each way of confining.
+    for mode in [Mode::Namespaces, Mode::LandlockOnly] {
+        let repo = git_repo();
+        let mut env = vec![("NOP_SHELL_NETWORK", "deny")];
+        if mode == Mode::LandlockOnly {
+            env.push(("NOP_SHELL_NAMESPACES", "off"));
+        }
+        let results = agent_runs(&repo, &env, &[command.as_str()]);
+        assert!(
+            results[0].contains("REFUSED"),
+            "{mode:?}: the command reached the socket: {}",
+            results[0]
+        );
+    }
+    let repo = git_repo();
+    for mode in ALL_MODES {
+        let out = sh(&repo, mode, &command, &[("NOP_SHELL_NETWORK", "deny")]);
+        assert!(
+            stdout(&out).starts_with("REFUSED"),
+            "{mode:?}: {}{}",
+            stdout(&out),
+            stderr(&out)
+        );
+    }
+    // With the network allowed, it is reachable (the socket works; the rule is what refuses).
+    let out = sh(&repo, Mode::LandlockOnly, &command, &[]);
+    assert_eq!(stdout(&out), "CONNECTED\n", "{}", stderr(&out));
+}
+
+#[test]
+fn credentials_of_every_shape_never_reach_a_shell_command() {
+    // Named so that a careless filter misses them, or shaped so (a URL with a password).
+    let secrets = [
+        ("GH_PAT", "github_pat_SECRET0"),
+        (
+            "DATABASE_URL",
+            "postgres://app:SECRET1@db.internal:5432/app",
+        ),
+        ("REDIS_URL", "redis://default:SECRET2@cache:6379/0"),
+        ("SENTRY_DSN", "https://SECRET3@o1.ingest.sentry.io/1"),
+        ("NPM_CONFIG__AUTH", "SECRET4"),
+        ("MYSQL_PWD", "SECRET5"),
+        ("GOOGLE_APPLICATION_CREDENTIALS", "/SECRET6/gcp.json"),
+        ("SSH_PRIVATE_KEY_PATH", "/SECRET7/id"),
+        (
+            "ORIGIN",
+            "https://x-access-token:SECRET8@github.com/o/r.git",
+        ),
+    ];
+    // … and ones a user lets through, or that are no secret.
+    let ordinary = [
+        ("PUBLIC_URL", "https://example.com/kept-1"),
+        ("GIT_AUTHOR_NAME", "kept-2"),
+        ("XAUTHORITY", "/run/user/1000/kept-3"),
+        ("WANTED_PWD", "kept-4"),
+    ];
+    for mode in [Mode::Namespaces, Mode::LandlockOnly] {
+        let repo = git_repo();
+        let config = repo.path().join(".nop/config.yml");
+        let text = fs::read_to_string(&config).unwrap();
+        assert!(text.contains("  # env_keep: []\n"), "{text}");
+        fs::write(
+            &config,
+            text.replace("  # env_keep: []\n", "  env_keep: [\"wanted_*\"]\n"),
+        )
+        .unwrap();
+        let mut env = secrets.to_vec();
+        env.extend(ordinary);
+        if mode == Mode::LandlockOnly {
+            env.push(("NOP_SHELL_NAMESPACES", "off"));
+        }
+        let results = agent_runs(&repo, &env, &["env; echo PWD=$PWD"]);
+        for (name, secret) in secrets {
+            assert!(
+                !results[0].contains(secret),
+                "{mode:?}: {name} leaked:\n{}",
+                results[0]
+            );
+        }
+        for (name, value) in ordinary {
+            assert!(
+                results[0].contains(&format!("{name}={value}")),
+                "{mode:?}: {name} missing:\n{}",
+                results[0]
+            );
+        }
+        assert!(
+            results[0].contains(&format!("PWD={}", repo.path().display())),
+            "{}",
+            results[0]
+        );
+    }
+}
