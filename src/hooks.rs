@@ -1,7 +1,8 @@
 //! Hooks: the user's commands run at `session-start`, `before-tool`, `after-tool`,
 //! `before-compact` and `session-end`, each with a JSON event on standard input, in the
 //! repository root. They are the user's own commands, so they run with the user's rights (not
-//! in the agent's sandbox). A `before-tool` hook exiting with code 2 blocks the call and its
+//! in the agent's sandbox) and environment, less the provider's key, and with no controlling
+//! terminal. A `before-tool` hook exiting with code 2 blocks the call and its
 //! standard error is what the model is told; any other failure, and a hook still running after
 //! `hooks.timeout_s`, is logged and the run goes on.
 
@@ -68,7 +69,15 @@ pub async fn fire(
     if commands.is_empty() {
         return HookOutcome::Continue;
     }
-    run(hook.name(), commands, &payload(), root, config.timeout()).await
+    run(
+        hook.name(),
+        commands,
+        &payload(),
+        root,
+        config.timeout(),
+        &config.key_vars,
+    )
+    .await
 }
 
 /// Runs `commands` for `event` with `payload` on their standard input, one after another.
@@ -78,6 +87,7 @@ pub async fn run(
     payload: &Value,
     root: &Path,
     timeout: Duration,
+    key_vars: &[String],
 ) -> HookOutcome {
     let mut input = payload.clone();
     if let Value::Object(map) = &mut input {
@@ -85,7 +95,7 @@ pub async fn run(
     }
     let input = input.to_string();
     for command in commands {
-        match run_one(command, &input, root, timeout).await {
+        match run_one(command, &input, root, timeout, key_vars).await {
             Ok((code, stderr)) if code == Some(2) && event == "before-tool" => {
                 let reason = if stderr.trim().is_empty() {
                     format!("blocked by the hook `{command}`")
@@ -114,8 +124,13 @@ async fn run_one(
     input: &str,
     root: &Path,
     timeout: Duration,
+    key_vars: &[String],
 ) -> Result<(Option<i32>, String), String> {
-    let mut child = tokio::process::Command::new("bash")
+    let mut command_line = tokio::process::Command::new("bash");
+    for var in key_vars {
+        command_line.env_remove(var);
+    }
+    let mut child = command_line
         .arg("-c")
         .arg(command)
         .current_dir(root)

@@ -131,6 +131,20 @@ pub struct HooksConfig {
     pub session_end: Vec<String>,
     /// Seconds a hook may run before it is killed.
     pub timeout_s: f64,
+    /// Variables a hook never gets: those the provider may read its key from (filled in from
+    /// `provider` when the configuration is resolved).
+    #[serde(skip)]
+    pub key_vars: Vec<String>,
+}
+
+/// The variables the provider may read its API key from: never given to a child process.
+pub fn provider_key_vars(provider: &ProviderConfig) -> Vec<String> {
+    let mut vars: Vec<String> = ["NOP_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    vars.extend(provider.api_key_env.iter().cloned());
+    vars
 }
 
 impl HooksConfig {
@@ -149,6 +163,7 @@ impl Default for HooksConfig {
             before_compact: Vec::new(),
             session_end: Vec::new(),
             timeout_s: 60.0,
+            key_vars: Vec::new(),
         }
     }
 }
@@ -865,11 +880,13 @@ impl Resolved {
         for (key, (value, _)) in &entries {
             set_path(&mut merged, key, value.clone());
         }
-        let config: Config = serde_json::from_value(merged).map_err(|e| ConfigError::Invalid {
-            key: String::new(),
-            origin: Origin::Default,
-            message: e.to_string(),
-        })?;
+        let mut config: Config =
+            serde_json::from_value(merged).map_err(|e| ConfigError::Invalid {
+                key: String::new(),
+                origin: Origin::Default,
+                message: e.to_string(),
+            })?;
+        config.hooks.key_vars = provider_key_vars(&config.provider);
         if let Some((key, message)) = config.check_ranges().into_iter().next() {
             let origin = entries.get(key).map_or(Origin::Default, |(_, o)| o.clone());
             return Err(ConfigError::Invalid {

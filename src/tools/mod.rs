@@ -125,11 +125,7 @@ pub struct SandboxSettings {
 
 impl SandboxSettings {
     pub fn from_config(config: &crate::config::Config) -> SandboxSettings {
-        let mut key_vars: Vec<String> = ["NOP_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"]
-            .iter()
-            .map(|s| s.to_string())
-            .collect();
-        key_vars.extend(config.provider.api_key_env.iter().cloned());
+        let key_vars = crate::config::provider_key_vars(&config.provider);
         SandboxSettings {
             mode: config.sandbox,
             network: config.shell.network,

@@ -118,3 +118,34 @@ fn session_and_tool_hooks_get_their_events_on_stdin() {
     );
     assert_eq!(start["session_id"], end["session_id"]);
 }
+
+#[test]
+fn a_hook_never_gets_the_provider_key() {
+    let repo = with_hooks(
+        "  session-start:\n    - 'env > work/session-start.env'\n  before-tool:\n    - 'env > work/before-tool.env'\n",
+    );
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("c1", "shell", json!({"command": "echo ran"}))]),
+        openai::reply_text("ok"),
+    ]);
+    let out = repo
+        .nop_model(&server, "openai")
+        .env("NOP_API_KEY", "sk-hook-canary-1")
+        .env("MY_LLM_KEY_VAR", "sk-hook-canary-2")
+        .env("NOP_PROVIDER_API_KEY_ENV", "MY_LLM_KEY_VAR")
+        .env("HOOK_VISIBLE", "yes")
+        .args(["run", "go"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for name in ["session-start.env", "before-tool.env"] {
+        let env = fs::read_to_string(repo.path().join("work").join(name)).expect(name);
+        assert!(env.contains("HOOK_VISIBLE=yes"), "{env}");
+        assert!(!env.contains("sk-hook-canary"), "{name}: {env}");
+    }
+}
