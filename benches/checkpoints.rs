@@ -4,7 +4,15 @@
 //! hashes every file once), then a checkpoint with nothing changed and one after a run changed
 //! 10 files (median and p95 of 30), and what the store holds on disk.
 //!
+//! Also: how long a first `nop run` in that repository takes from its start to its first model
+//! request. The run's first checkpoint is recorded while the model answers (the first tool call
+//! waits for it), so this stays at nop's start-up cost however large the repository.
+//!
 //! Run with `cargo bench --bench checkpoints`.
+
+#[allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#[path = "../tests/support/mock.rs"]
+mod mock;
 
 use std::path::Path;
 use std::process::Command;
@@ -63,6 +71,8 @@ fn bench(name: &str, dirs: usize, per_dir: usize) -> Result<(), Box<dyn std::err
     git(root, &["init", "-q"])?;
     git(root, &["add", "-A"])?;
     git(root, &["commit", "-qm", "files"])?;
+    let to_request = first_request(root)?;
+    std::fs::remove_dir_all(root.join(".nop"))?;
     let checkpoints = Checkpoints::new(root, &root.join(".nop"), 10.0);
 
     let start = Instant::now();
@@ -94,7 +104,8 @@ fn bench(name: &str, dirs: usize, per_dir: usize) -> Result<(), Box<dyn std::err
     unchanged.sort();
     changed.sort();
     println!(
-        "| {name} | {} | {} / {} | {} / {} | {:.1} MB |",
+        "| {name} | {} | {} | {} / {} | {} / {} | {:.1} MB |",
+        ms(to_request),
         ms(first),
         ms(percentile(&unchanged, 0.5)),
         ms(percentile(&unchanged, 0.95)),
@@ -105,11 +116,43 @@ fn bench(name: &str, dirs: usize, per_dir: usize) -> Result<(), Box<dyn std::err
     Ok(())
 }
 
+/// A first `nop run` in `root` (its store does not exist yet): the time from its start until
+/// the mock model has its first request.
+fn first_request(root: &Path) -> Result<Duration, Box<dyn std::error::Error>> {
+    let nop = env!("CARGO_BIN_EXE_nop");
+    let init = Command::new(nop).arg("init").current_dir(root).output()?;
+    if !init.status.success() {
+        return Err(String::from_utf8_lossy(&init.stderr).into_owned().into());
+    }
+    let server = mock::MockServer::start(vec![mock::openai::reply_text("done")]);
+    let start = Instant::now();
+    let mut child = Command::new(nop)
+        .current_dir(root)
+        .env_clear()
+        .env("HOME", root)
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("NOP_PROVIDER", "openai")
+        .env("NOP_BASE_URL", server.openai_base_url())
+        .env("NOP_MODEL", "mock-model")
+        .env("NOP_ADVISORS_ENABLED", "false")
+        .args(["run", "hello"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()?;
+    let got = server.wait_for_requests(1, Duration::from_secs(120));
+    let elapsed = start.elapsed();
+    child.wait()?;
+    if got.is_empty() {
+        return Err("nop made no model request".into());
+    }
+    Ok(elapsed)
+}
+
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
-        "| repository | first checkpoint (once) | nothing changed (median / p95) | 10 files changed (median / p95) | store on disk |"
+        "| repository | first `nop run`: start → first model request | first checkpoint (once) | nothing changed (median / p95) | 10 files changed (median / p95) | store on disk |"
     );
-    println!("|---|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|");
     bench("small (10 files)", 2, 5)?;
     bench("100,000 files in 1,000 directories", 1000, 100)?;
     Ok(())
