@@ -19,6 +19,7 @@
 //! tool call; a file that cannot be parsed fails closed with its path and line.
 
 pub mod approval;
+mod gitlinks;
 mod landlock_map;
 mod load;
 mod policy;

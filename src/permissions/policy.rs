@@ -397,19 +397,63 @@ pub fn external_git_dirs(root: &Path) -> Vec<PathBuf> {
     dirs
 }
 
+/// What git follows from the root into other git directories, read-only to the agent: the git
+/// directories a `.git` file names ([`external_git_dirs`]) and, for each submodule (a gitlink in
+/// the index), its `.git` in the working tree, or its directory while it has none (an
+/// uninitialised submodule: a `.git` made there would be followed). Canonical, existing paths.
+fn git_protected(root: &Path) -> Vec<PathBuf> {
+    let mut paths = external_git_dirs(root);
+    let mut top = None;
+    for dir in root.ancestors() {
+        if dir.join(".git").symlink_metadata().is_ok() {
+            top = Some(dir.to_path_buf());
+            break;
+        }
+    }
+    let Some(top) = top else {
+        return paths;
+    };
+    let gitdir = match std::fs::symlink_metadata(top.join(".git")) {
+        Ok(m) if m.is_dir() => top.join(".git"),
+        _ => match external_git_dirs(&top).into_iter().next() {
+            Some(dir) => dir,
+            None => return paths,
+        },
+    };
+    for link in super::gitlinks::gitlinks(&gitdir.join("index")) {
+        let dir = top.join(&link);
+        let dot_git = dir.join(".git");
+        let target = if dot_git.symlink_metadata().is_ok() {
+            dot_git
+        } else {
+            dir
+        };
+        // Never the root or a directory above it: protecting that would stop all work.
+        if let Ok(target) = std::fs::canonicalize(&target)
+            && target.starts_with(root)
+            && target != root
+        {
+            paths.push(target);
+        }
+    }
+    paths.sort();
+    paths.dedup();
+    paths
+}
+
 /// The effective permissions of a run: one rule set, or the intersection of a subagent's with
 /// its parents' (every set must allow; the strictest answer wins).
 #[derive(Debug, Clone)]
 pub struct Policy {
     root: PathBuf,
     sets: Vec<RuleSet>,
-    /// [`external_git_dirs`] of the root: read-only whatever the rules say.
+    /// [`git_protected`] of the root: read-only whatever the rules say.
     git_dirs: Vec<PathBuf>,
 }
 
 impl Policy {
     pub fn new(root: PathBuf, sets: Vec<RuleSet>) -> Policy {
-        let git_dirs = external_git_dirs(&root);
+        let git_dirs = git_protected(&root);
         Policy {
             root,
             sets,
@@ -417,7 +461,8 @@ impl Policy {
         }
     }
 
-    /// The git directories outside the root that the root's `.git` names (read-only).
+    /// What git follows from the root into other git directories (read-only): the git
+    /// directories the root's `.git` file names, each submodule's `.git`.
     pub fn git_dirs(&self) -> &[PathBuf] {
         &self.git_dirs
     }
@@ -516,9 +561,9 @@ impl Policy {
         match self.git_dirs.iter().find(|d| resolved.starts_with(d)) {
             Some(dir) if access == Access::Write && decision.is_allowed() => Decision::Deny {
                 reason: format!(
-                    "{} is the git directory the repository's `.git` names: git reads it later, \
-                     outside any sandbox",
-                    dir.display()
+                    "{} is git metadata the repository points to (a worktree's or submodule's): \
+                     git reads it later, outside any sandbox",
+                    dir.strip_prefix(&self.root).unwrap_or(dir).display()
                 ),
                 source: Some(Source::Floor),
             },

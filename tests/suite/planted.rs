@@ -576,3 +576,66 @@ fn a_repository_the_model_creates_is_named_at_the_end_of_the_run() {
     assert!(all.contains("vendor/lib"), "{all}");
     assert!(all.contains("git repository"), "{all}");
 }
+
+#[test]
+fn hostile_a_submodules_git_pointer_cannot_be_redirected_or_replaced() {
+    let s = Setup::new();
+    let upstream = repo_dir();
+    let out = s.git_in(upstream.path(), &["init", "-q"]);
+    assert!(out.status.success());
+    fs::write(upstream.path().join("lib.txt"), "lib\n").unwrap();
+    s.git_in(upstream.path(), &["add", "-A"]);
+    s.git_in(upstream.path(), &["commit", "-qm", "lib"]);
+    s.git(&[
+        "-c",
+        "protocol.file.allow=always",
+        "submodule",
+        "add",
+        "-q",
+        &upstream.path().to_string_lossy(),
+        "libs/foo",
+    ]);
+    s.git(&["commit", "-qm", "submodule"]);
+    // A submodule the user has not checked out yet.
+    s.git(&[
+        "-c",
+        "protocol.file.allow=always",
+        "submodule",
+        "add",
+        "-q",
+        &upstream.path().to_string_lossy(),
+        "libs/bar",
+    ]);
+    s.git(&["commit", "-qm", "second"]);
+    s.git(&["submodule", "deinit", "-q", "-f", "libs/bar"]);
+    assert!(!s.root().join("libs/bar/.git").exists());
+    let pointer = fs::read_to_string(s.root().join("libs/foo/.git")).unwrap();
+    let attacks = vec![
+        format!(
+            "{} ; echo \"gitdir: $PWD/evil\" > libs/foo/.git",
+            evil_gitdir("evil", &s.canary("pointer"))
+        ),
+        "rm -rf libs/foo; mkdir -p libs/foo && cp -r evil libs/foo/.git".to_string(),
+        "mv libs libs-old && mkdir -p libs/foo && cp -r evil libs/foo/.git".to_string(),
+        "cp -r evil libs/bar/.git".to_string(),
+        "echo 'gitdir: ../../evil' > libs/bar/.git".to_string(),
+    ];
+    let (_, results) = s.run(shells(&attacks), &[]);
+    assert_eq!(results.len(), attacks.len(), "{results:?}");
+    let _ = s.git_in(s.root(), &["status"]);
+    let _ = s.git_in(s.root(), &["diff"]);
+    let _ = s.git_in(s.root(), &["submodule", "status"]);
+    assert_eq!(s.fired(), Vec::<String>::new(), "{results:#?}");
+    assert_eq!(
+        fs::read_to_string(s.root().join("libs/foo/.git")).unwrap(),
+        pointer
+    );
+    assert!(!s.root().join("libs/bar/.git").exists(), "{results:#?}");
+    // Work inside the submodule's files goes on.
+    let (_, results) = s.run(
+        shells(&["echo more > libs/foo/lib.txt && cat libs/foo/lib.txt".to_string()]),
+        &[],
+    );
+    assert!(results[0].contains("exit code: 0"), "{}", results[0]);
+    assert!(results[0].contains("more"), "{}", results[0]);
+}
