@@ -422,6 +422,7 @@ mod tests {
             agents: None,
             advisors,
             hooks: Default::default(),
+            output_max_bytes: 30_000,
         };
         Ok((ctx, FakeHost::new(store, answer)))
     }

@@ -414,6 +414,7 @@ impl Engine {
             agents: Some(Arc::new(self.clone())),
             advisors: advisors && inner.config.advisors.enabled,
             hooks: inner.config.hooks.clone(),
+            output_max_bytes: inner.config.tools.output_max_bytes,
         })
     }
 

@@ -10,6 +10,7 @@ mod list_files;
 mod load_skill;
 pub use load_skill::list_skills;
 pub mod orchestrator;
+pub mod output;
 pub mod paths;
 mod read_file;
 mod search_files;
@@ -60,6 +61,9 @@ pub struct ToolContext {
     pub advisors: bool,
     /// The user's hook commands (`before-tool`, `after-tool`, …).
     pub hooks: crate::config::HooksConfig,
+    /// How much of a result the model reads (`tools.output_max_bytes`); a command's output
+    /// beyond it is cut as it arrives, the whole kept in an `out-<ts>.log`.
+    pub output_max_bytes: usize,
 }
 
 /// Runs agents on behalf of tools; implemented by the runtime's engine, so tools need not know
@@ -128,6 +132,9 @@ pub struct ToolOutput {
     /// What the model reads.
     pub content: String,
     pub effect: ToolEffect,
+    /// The session's `out-<ts>.log` already holding the whole output, when `content` was cut
+    /// by the tool itself (a command's output as it arrived).
+    pub whole_in: Option<String>,
 }
 
 impl ToolOutput {
@@ -135,6 +142,7 @@ impl ToolOutput {
         ToolOutput {
             content: content.into(),
             effect: ToolEffect::None,
+            whole_in: None,
         }
     }
 }

@@ -3,7 +3,7 @@
 //! cancellation → turn the outcome into the tool message the model reads.
 //!
 //! Success: the output (cut to head and tail beyond `tools.output_max_bytes`, the whole kept in
-//! `out-<ts>.log`). Failure: the details (time, session, tool, arguments, error type, message)
+//! `out-<ts>.log`; a command's output is cut as it arrives, see [`super::output`]). Failure: the details (time, session, tool, arguments, error type, message)
 //! go to `error-<ts>.log` and the model gets a short error naming the file. Every call gets a
 //! tool message, failed ones included, because both model APIs reject a conversation in which a
 //! tool call has no result; the message is marked `isError`.
@@ -222,7 +222,7 @@ pub fn record(
             effect: ToolEffect::AskUser(_),
             ..
         }) => return Ok(None),
-        Ok(output) => cut(ctx, output.content, output_max_bytes, now)?,
+        Ok(output) => cut(ctx, output.content, output.whole_in, output_max_bytes, now)?,
         Err(fatal) if fatal.is_fatal() => return Err(fatal),
         Err(error) => {
             let (message, name) = log_failure(ctx, call, &error, executed.duration)?;
@@ -272,23 +272,30 @@ pub fn log_failure(
     Ok((message, name))
 }
 
-/// Keeps head and tail of a long output in the context and the whole in `out-<ts>.log`.
+/// Keeps head and tail of a long output in the context and the whole in `out-<ts>.log`: the
+/// log `whole_in` the tool already wrote (a command's output, cut as it arrived), else a new
+/// one.
 fn cut(
     ctx: &ToolContext,
     content: String,
+    whole_in: Option<String>,
     max: usize,
     now: chrono::DateTime<Utc>,
 ) -> Result<String, ToolError> {
     if content.len() <= max {
         return Ok(content);
     }
-    let path = ctx
-        .store
-        .write_tool_output(&ctx.session_id, now, &content)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = match whole_in {
+        Some(name) => name,
+        None => {
+            let path = ctx
+                .store
+                .write_tool_output(&ctx.session_id, now, &content)?;
+            path.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        }
+    };
     let half = max / 2;
     let head_end = floor_char_boundary(&content, half);
     let tail_start = ceil_char_boundary(&content, content.len() - half);
@@ -382,6 +389,7 @@ mod tests {
             agents: None,
             advisors: false,
             hooks: Default::default(),
+            output_max_bytes: 30_000,
         })
     }
 
