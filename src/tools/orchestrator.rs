@@ -459,6 +459,38 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_long_output_cut_short_by_the_time_limit_keeps_what_came_in_its_log()
+    -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let ctx = context(dir.path())?;
+        let c = call(
+            "shell",
+            json!({"command": "head -c 100000 /dev/zero | tr '\\0' z; exec sleep 30", "timeout_s": 0.5}),
+        );
+        let executed = execute(&Registry::builtin(), &c, &ctx).await;
+        assert!(
+            matches!(&executed.result, Err(e) if e.kind() == "Timeout"),
+            "{:?}",
+            executed.result
+        );
+        let out: Vec<_> = std::fs::read_dir(ctx.store.dir(&ctx.session_id))?
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("out-"))
+            .collect();
+        assert_eq!(out.len(), 1);
+        let whole = std::fs::read_to_string(out[0].path())?;
+        assert!(whole.starts_with("stdout:\nzzz"));
+        let stdout = whole.split("\nstderr:").next().unwrap_or_default();
+        assert_eq!(stdout.matches('z').count(), 100_000);
+        assert!(
+            whole.ends_with("\nstderr:\n(stopped: `head -c 100000 /dev/zero | tr '\\0' z; exec sleep 30` did not finish within 0.5 s and was killed)\n"),
+            "{}",
+            &whole[whole.len() - 200..]
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn shell_timeout_kills_the_process_group() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
         let ctx = context(dir.path())?;

@@ -63,3 +63,42 @@ fn twenty_megabytes_of_output_reach_the_log_whole_and_the_model_as_head_and_tail
         "{last}"
     );
 }
+
+#[test]
+fn a_plugin_command_printing_megabytes_gives_the_model_head_and_tail() {
+    let repo = Repo::new();
+    let dir = repo.path().join(".nop/plugins/big");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    std::fs::write(
+        dir.join("config.yml"),
+        "description: prints a lot\ntools:\n  - name: flood\n    description: Prints a lot\n    command: ./flood.sh\n    input_schema: {type: object}\n",
+    )
+    .expect("write");
+    std::fs::write(
+        dir.join("flood.sh"),
+        "#!/usr/bin/env bash\ncat >/dev/null\necho start; head -c 5000000 /dev/zero | tr '\\0' y; echo; echo end\n",
+    )
+    .expect("write");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir.join("flood.sh"), std::fs::Permissions::from_mode(0o755))
+        .expect("chmod");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("p1", "big__flood", json!({}))]),
+        openai::reply_text("done"),
+    ]);
+    repo.model_ok(&server, &["run", "flood"]);
+    let result = &server.requests()[1].tool_results()[0];
+    assert!(result.len() <= 30_000, "{}", result.len());
+    assert!(result.starts_with("start\nyyy") && result.ends_with("yyy\nend\n"));
+    let name = regex::Regex::new(r"bytes of stdout omitted; the whole output is in (out-\S+\.log)")
+        .expect("regex")
+        .captures(result)
+        .expect("a marker")[1]
+        .to_string();
+    let session = repo.first_session();
+    let log = repo
+        .session_dir(session["sessionId"].as_str().expect("id"))
+        .join(name);
+    let whole = std::fs::metadata(log).expect("out log").len();
+    assert!(whole > 5_000_000, "{whole}");
+}
