@@ -14,6 +14,7 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::config::HooksConfig;
+use crate::tools::output::HeadTail;
 
 /// What the hooks of one event decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -119,6 +120,9 @@ pub async fn run(
     HookOutcome::Continue
 }
 
+/// The most of a hook's standard error kept: head and tail.
+const STDERR_KEPT: usize = 64 * 1024;
+
 async fn run_one(
     command: &str,
     input: &str,
@@ -148,12 +152,19 @@ async fn run_one(
     }
     let mut stderr = child.stderr.take();
     let work = async {
-        let mut text = String::new();
+        // Bounded: a hook's message is short, and a hook may echo a tool's output.
+        let mut kept = HeadTail::with_capacity(STDERR_KEPT);
         if let Some(s) = stderr.as_mut() {
-            let _ = s.read_to_string(&mut text).await;
+            let mut buf = vec![0; 16 * 1024];
+            while let Ok(n @ 1..) = s.read(&mut buf).await {
+                kept.push(&buf[..n]);
+            }
         }
         let status = child.wait().await;
-        (status, text)
+        (
+            status,
+            kept.render(STDERR_KEPT, "the hook's standard error", None),
+        )
     };
     match tokio::time::timeout(timeout, work).await {
         Ok((Ok(status), text)) => Ok((status.code(), text)),
@@ -203,6 +214,31 @@ mod tests {
         })
         .await;
         assert_eq!(ran, HookOutcome::Continue);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_hook_that_prints_a_lot_is_kept_to_its_head_and_tail() -> anyhow::Result<()> {
+        let root = tempfile::tempdir()?;
+        let config = HooksConfig {
+            before_tool: vec![
+                "head -c 1000000 /dev/zero | tr '\\0' x >&2; echo end >&2; exit 2".into(),
+            ],
+            ..HooksConfig::default()
+        };
+        let HookOutcome::Blocked(reason) =
+            fire(&config, Hook::BeforeTool, root.path(), || json!({})).await
+        else {
+            anyhow::bail!("not blocked");
+        };
+        assert!(reason.len() < STDERR_KEPT + 100, "{}", reason.len());
+        assert!(
+            reason.starts_with("xxx") && reason.ends_with("xxend"),
+            "{:?} … {:?}",
+            &reason[..10],
+            &reason[reason.len() - 10..]
+        );
+        assert!(reason.contains("[… 934468 bytes of the hook's standard error omitted …]"));
         Ok(())
     }
 }

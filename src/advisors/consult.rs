@@ -423,6 +423,7 @@ mod tests {
             advisors,
             hooks: Default::default(),
             ready: Default::default(),
+            output_max_bytes: 30_000,
         };
         Ok((ctx, FakeHost::new(store, answer)))
     }

@@ -419,6 +419,7 @@ impl Engine {
             advisors: advisors && inner.config.advisors.enabled,
             hooks: inner.config.hooks.clone(),
             ready: Default::default(),
+            output_max_bytes: inner.config.tools.output_max_bytes,
         })
     }
 

@@ -348,7 +348,7 @@ impl PluginTool {
         )
         .await?;
         if !ran.status.success() {
-            let err = String::from_utf8_lossy(&ran.stderr);
+            let err = ran.output.stderr.kept_text();
             return Err(ToolError::model(
                 ToolErrorKind::PluginToolFailed,
                 format!(
@@ -359,9 +359,19 @@ impl PluginTool {
                 ),
             ));
         }
-        Ok(ToolOutput::text(
-            String::from_utf8_lossy(&ran.stdout).into_owned(),
-        ))
+        // A result longer than the model reads was cut as it came; the whole is in the log.
+        let budget = ctx.output_max_bytes.saturating_sub(
+            crate::tools::output::MARKER_ROOM + ran.log.as_ref().map_or(0, String::len),
+        );
+        let content = match &ran.log {
+            None => ran.output.stdout.kept_text(),
+            Some(name) => ran.output.stdout.render(budget, "stdout", Some(name)),
+        };
+        Ok(ToolOutput {
+            content,
+            effect: crate::tools::ToolEffect::None,
+            whole_in: ran.log,
+        })
     }
 }
 

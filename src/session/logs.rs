@@ -32,6 +32,27 @@ impl Store {
         self.write_new_log(id, "out", now, output.as_bytes())
     }
 
+    /// Creates a new, empty `out-<ts>.log` for an output written as it arrives; returns its path
+    /// and the file, open for writing.
+    pub fn create_tool_output(
+        &self,
+        id: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(PathBuf, std::fs::File)> {
+        self.new_log(id, "out", now, |path| {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .map_err(|source| SessionError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })
+        })
+    }
+
     /// Records a failed call in a new `error-<ts>.log`; returns its path.
     pub fn write_error_log(&self, id: &str, record: &ErrorRecord) -> Result<PathBuf> {
         let bytes = super::store::pretty_json(record, "an error log")?;
@@ -45,6 +66,18 @@ impl Store {
         now: DateTime<Utc>,
         bytes: &[u8],
     ) -> Result<PathBuf> {
+        self.new_log(id, kind, now, |path| create_new_atomic(path, bytes, false))
+            .map(|(path, ())| path)
+    }
+
+    /// Makes a new `<kind>-<ts>[-n].log` with `create`, which must fail if the file exists.
+    fn new_log<T>(
+        &self,
+        id: &str,
+        kind: &str,
+        now: DateTime<Utc>,
+        create: impl Fn(&std::path::Path) -> Result<T>,
+    ) -> Result<(PathBuf, T)> {
         let dir = self.dir(id);
         if !dir.is_dir() {
             return Err(SessionError::NotFound(id.to_string()));
@@ -58,8 +91,8 @@ impl Store {
                 format!("{kind}-{ts}-{n}.log")
             };
             let path = dir.join(name);
-            match create_new_atomic(&path, bytes, false) {
-                Ok(()) => return Ok(path),
+            match create(&path) {
+                Ok(made) => return Ok((path, made)),
                 Err(e) => last_err = Some(e),
             }
         }
@@ -84,6 +117,10 @@ mod tests {
         assert_ne!(a, b);
         assert_eq!(std::fs::read_to_string(&a)?, "first");
         assert_eq!(std::fs::read_to_string(&b)?, "second");
+        let (c, mut file) = store.create_tool_output(&id, now)?;
+        std::io::Write::write_all(&mut file, b"streamed")?;
+        assert!(c != a && c != b);
+        assert_eq!(std::fs::read_to_string(&c)?, "streamed");
         assert!(
             a.file_name()
                 .is_some_and(|n| n.to_string_lossy().starts_with("out-"))

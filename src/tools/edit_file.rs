@@ -56,6 +56,7 @@ impl TypedTool for EditFile {
                 before: Some(text),
                 after: updated,
             }),
+            whole_in: None,
         })
     }
 

@@ -10,6 +10,7 @@ mod list_files;
 mod load_skill;
 pub use load_skill::list_skills;
 pub mod orchestrator;
+pub mod output;
 pub mod paths;
 mod read_file;
 mod search_files;
@@ -64,6 +65,9 @@ pub struct ToolContext {
     /// checkpoint holds the files as the run found them, while the first model request need
     /// not wait for it.
     pub ready: Ready,
+    /// How much of a result the model reads (`tools.output_max_bytes`); a command's output
+    /// beyond it is cut as it arrives, the whole kept in an `out-<ts>.log`.
+    pub output_max_bytes: usize,
 }
 
 /// A gate tool calls wait at ([`ToolContext::ready`]); open unless made with [`Ready::new`].
@@ -149,6 +153,9 @@ pub struct ToolOutput {
     /// What the model reads.
     pub content: String,
     pub effect: ToolEffect,
+    /// The session's `out-<ts>.log` already holding the whole output, when `content` was cut
+    /// by the tool itself (a command's output as it arrived).
+    pub whole_in: Option<String>,
 }
 
 impl ToolOutput {
@@ -156,6 +163,7 @@ impl ToolOutput {
         ToolOutput {
             content: content.into(),
             effect: ToolEffect::None,
+            whole_in: None,
         }
     }
 }

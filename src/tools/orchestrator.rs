@@ -3,7 +3,7 @@
 //! cancellation → turn the outcome into the tool message the model reads.
 //!
 //! Success: the output (cut to head and tail beyond `tools.output_max_bytes`, the whole kept in
-//! `out-<ts>.log`). Failure: the details (time, session, tool, arguments, error type, message)
+//! `out-<ts>.log`; a command's output is cut as it arrives, see [`super::output`]). Failure: the details (time, session, tool, arguments, error type, message)
 //! go to `error-<ts>.log` and the model gets a short error naming the file. Every call gets a
 //! tool message, failed ones included, because both model APIs reject a conversation in which a
 //! tool call has no result; the message is marked `isError`.
@@ -223,7 +223,7 @@ pub fn record(
             effect: ToolEffect::AskUser(_),
             ..
         }) => return Ok(None),
-        Ok(output) => cut(ctx, output.content, output_max_bytes, now)?,
+        Ok(output) => cut(ctx, output.content, output.whole_in, output_max_bytes, now)?,
         Err(fatal) if fatal.is_fatal() => return Err(fatal),
         Err(error) => {
             let (message, name) = log_failure(ctx, call, &error, executed.duration)?;
@@ -273,23 +273,30 @@ pub fn log_failure(
     Ok((message, name))
 }
 
-/// Keeps head and tail of a long output in the context and the whole in `out-<ts>.log`.
+/// Keeps head and tail of a long output in the context and the whole in `out-<ts>.log`: the
+/// log `whole_in` the tool already wrote (a command's output, cut as it arrived), else a new
+/// one.
 fn cut(
     ctx: &ToolContext,
     content: String,
+    whole_in: Option<String>,
     max: usize,
     now: chrono::DateTime<Utc>,
 ) -> Result<String, ToolError> {
     if content.len() <= max {
         return Ok(content);
     }
-    let path = ctx
-        .store
-        .write_tool_output(&ctx.session_id, now, &content)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = match whole_in {
+        Some(name) => name,
+        None => {
+            let path = ctx
+                .store
+                .write_tool_output(&ctx.session_id, now, &content)?;
+            path.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        }
+    };
     let half = max / 2;
     let head_end = floor_char_boundary(&content, half);
     let tail_start = ceil_char_boundary(&content, content.len() - half);
@@ -384,6 +391,7 @@ mod tests {
             advisors: false,
             hooks: Default::default(),
             ready: Default::default(),
+            output_max_bytes: 30_000,
         })
     }
 
@@ -449,6 +457,38 @@ mod tests {
             .collect();
         let whole = std::fs::read_to_string(out[0].path())?;
         assert!(whole.contains("\n10000\n"));
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_long_output_cut_short_by_the_time_limit_keeps_what_came_in_its_log()
+    -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let ctx = context(dir.path())?;
+        let c = call(
+            "shell",
+            json!({"command": "head -c 100000 /dev/zero | tr '\\0' z; exec sleep 30", "timeout_s": 0.5}),
+        );
+        let executed = execute(&Registry::builtin(), &c, &ctx).await;
+        assert!(
+            matches!(&executed.result, Err(e) if e.kind() == "Timeout"),
+            "{:?}",
+            executed.result
+        );
+        let out: Vec<_> = std::fs::read_dir(ctx.store.dir(&ctx.session_id))?
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("out-"))
+            .collect();
+        assert_eq!(out.len(), 1);
+        let whole = std::fs::read_to_string(out[0].path())?;
+        assert!(whole.starts_with("stdout:\nzzz"));
+        let stdout = whole.split("\nstderr:").next().unwrap_or_default();
+        assert_eq!(stdout.matches('z').count(), 100_000);
+        assert!(
+            whole.ends_with("\nstderr:\n(stopped: `head -c 100000 /dev/zero | tr '\\0' z; exec sleep 30` did not finish within 0.5 s and was killed)\n"),
+            "{}",
+            &whole[whole.len() - 200..]
+        );
         Ok(())
     }
 

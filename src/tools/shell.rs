@@ -7,10 +7,11 @@ use std::time::{Duration, Instant};
 
 use schemars::JsonSchema;
 use serde::Deserialize;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncRead, AsyncReadExt};
 
 use std::ffi::{OsStr, OsString};
 
+use super::output::{Capture, MARKER_ROOM, Stream, share};
 use super::{ToolContext, ToolError, ToolOutput, TypedTool, confine, paths};
 use crate::permissions::ShellView;
 use crate::tools::ToolErrorKind;
@@ -31,11 +32,17 @@ pub struct ShellArgs {
     workdir: Option<String>,
 }
 
+/// How much of a pipe is read at a time.
+const CHUNK: usize = 64 * 1024;
+
 /// What a confined command did.
 pub(crate) struct Ran {
     pub status: std::process::ExitStatus,
-    pub stdout: Vec<u8>,
-    pub stderr: Vec<u8>,
+    /// Head and tail of its standard output and error (the whole of short ones).
+    pub output: Capture,
+    /// The session's `out-<ts>.log` holding the whole output, when a stream was longer than
+    /// what is kept of it.
+    pub log: Option<String>,
     /// A warning for the model when confinement is partial (once per run).
     pub note: Option<String>,
     /// The view it ran under (`None`: unconfined).
@@ -44,7 +51,8 @@ pub(crate) struct Ran {
 
 /// Runs `bash -c command` in `dir`, confined like every shell command of the agent (with the
 /// filtered environment), in its own process group (killed whole on timeout or cancellation),
-/// with `stdin` as its input.
+/// with `stdin` as its input. Its output is read as it comes: [`Capture`] keeps head and tail
+/// and streams a long one whole to a new `out-<ts>.log`.
 pub(crate) async fn run_confined(
     ctx: &ToolContext,
     command_line: &str,
@@ -60,6 +68,7 @@ pub(crate) async fn run_confined(
             ctx.nop_dir().display()
         )));
     }
+    let started = Instant::now();
     let policy = ctx.policy.clone();
     let settings = ctx.sandbox.clone();
     let args = [OsString::from("-c"), OsString::from(command_line)];
@@ -110,22 +119,14 @@ pub(crate) async fn run_confined(
     }
     let mut stdout = child.stdout.take();
     let mut stderr = child.stderr.take();
+    let mut capture = Capture::new(
+        ctx.store.clone(),
+        ctx.session_id.clone(),
+        ctx.output_max_bytes,
+    );
     let collect = async {
-        let mut out = Vec::new();
-        let mut err = Vec::new();
-        let read_out = async {
-            if let Some(s) = stdout.as_mut() {
-                let _ = s.read_to_end(&mut out).await;
-            }
-        };
-        let read_err = async {
-            if let Some(s) = stderr.as_mut() {
-                let _ = s.read_to_end(&mut err).await;
-            }
-        };
-        tokio::join!(read_out, read_err);
-        let status = child.wait().await;
-        (status, out, err)
+        read_both(&mut stdout, &mut stderr, &mut capture).await;
+        child.wait().await
     };
     let stopped = tokio::select! {
         r = collect => Ok(r),
@@ -135,21 +136,79 @@ pub(crate) async fn run_confined(
         )),
         () = ctx.cancel.cancelled() => Err(ToolError::Aborted),
     };
-    let (status, out, err) = match stopped {
+    let status = match stopped {
         Ok(r) => r,
         Err(e) => {
             _guard.stop(&mut child).await;
+            // What it printed until then stays in the log, if it had one.
+            let _ = capture.finish(&format!("(stopped: {e})")).await;
             return Err(e);
         }
     };
-    let status = status.map_err(|e| ToolError::model(ToolErrorKind::WaitFailed, e.to_string()))?;
+    let status = match status {
+        Ok(status) => status,
+        Err(e) => {
+            let _ = capture
+                .finish(&format!("(waiting for it failed: {e})"))
+                .await;
+            return Err(ToolError::model(ToolErrorKind::WaitFailed, e.to_string()));
+        }
+    };
+    let log = capture
+        .finish(&format!(
+            "exit code: {} ({:.1} s)",
+            exit_code(status),
+            started.elapsed().as_secs_f64()
+        ))
+        .await
+        .map_err(ToolError::fatal("keeping the output of a command failed"))?;
     Ok(Ran {
         status,
-        stdout: out,
-        stderr: err,
+        output: capture,
+        log,
         note,
         view,
     })
+}
+
+/// Reads both pipes until they close, each piece into `capture` as it arrives.
+async fn read_both(
+    stdout: &mut Option<impl AsyncRead + Unpin>,
+    stderr: &mut Option<impl AsyncRead + Unpin>,
+    capture: &mut Capture,
+) {
+    let mut out_buf = vec![0; CHUNK];
+    let mut err_buf = vec![0; CHUNK];
+    loop {
+        // `read` is cancel-safe: the pipe that loses the race keeps its bytes for the next turn.
+        let (stream, read) = tokio::select! {
+            r = read_some(stdout, &mut out_buf), if stdout.is_some() => (Stream::Stdout, r),
+            r = read_some(stderr, &mut err_buf), if stderr.is_some() => (Stream::Stderr, r),
+            else => return,
+        };
+        match (stream, read) {
+            (Stream::Stdout, Ok(n)) if n > 0 => capture.push(stream, &out_buf[..n]).await,
+            (Stream::Stderr, Ok(n)) if n > 0 => capture.push(stream, &err_buf[..n]).await,
+            (Stream::Stdout, _) => *stdout = None,
+            (Stream::Stderr, _) => *stderr = None,
+        }
+    }
+}
+
+async fn read_some(
+    pipe: &mut Option<impl AsyncRead + Unpin>,
+    buf: &mut [u8],
+) -> std::io::Result<usize> {
+    match pipe {
+        Some(pipe) => pipe.read(buf).await,
+        None => Ok(0),
+    }
+}
+
+fn exit_code(status: std::process::ExitStatus) -> String {
+    status
+        .code()
+        .map_or_else(|| "killed by a signal".to_string(), |c| c.to_string())
 }
 
 /// Kills the whole process group when dropped, so no path out of `run` leaves processes behind.
@@ -206,42 +265,44 @@ impl TypedTool for Shell {
         };
         let started = Instant::now();
         let ran = run_confined(ctx, &args.command, &dir, None, timeout).await?;
-        let (status, out, err, note) = (ran.status, ran.stdout, ran.stderr, ran.note);
+        let (out, err) = (&ran.output.stdout, &ran.output.stderr);
+        // On what is kept: a refusal's message is near the start or the end of the output.
         let refusals = match &ran.view {
             Some(view) => {
-                let both = format!(
-                    "{}\n{}",
-                    String::from_utf8_lossy(&out),
-                    String::from_utf8_lossy(&err)
-                );
+                let both = format!("{}\n{}", out.kept_text(), err.kept_text());
                 confine::refusal_notes(view, &ctx.root, &dir, &both)
             }
             None => Vec::new(),
         };
-        let code = status
-            .code()
-            .map_or_else(|| "killed by a signal".to_string(), |c| c.to_string());
         let mut content = format!(
-            "exit code: {code} ({:.1} s)\n",
+            "exit code: {} ({:.1} s)\n",
+            exit_code(ran.status),
             started.elapsed().as_secs_f64()
         );
-        if let Some(note) = note {
-            content.push_str(&note);
+        if let Some(note) = &ran.note {
+            content.push_str(note);
             content.push('\n');
         }
-        let out = String::from_utf8_lossy(&out);
-        let err = String::from_utf8_lossy(&err);
-        if !out.is_empty() {
-            content.push_str("stdout:\n");
-            content.push_str(&out);
-            if !out.ends_with('\n') {
-                content.push('\n');
+        let (out_budget, err_budget) = match &ran.log {
+            // Short enough to keep whole; the orchestrator cuts it if the whole is too long.
+            None => (usize::MAX, usize::MAX),
+            Some(name) => {
+                let fixed = content.len()
+                    + refusals.iter().map(|n| n.len() + 1).sum::<usize>()
+                    + 2 * (MARKER_ROOM + name.len() + "stdout:\n\n".len());
+                let budget = ctx.output_max_bytes.saturating_sub(fixed);
+                share(budget, out.total(), err.total())
             }
-        }
-        if !err.is_empty() {
-            content.push_str("stderr:\n");
-            content.push_str(&err);
-            if !err.ends_with('\n') {
+        };
+        for (label, stream, budget) in [("stdout", out, out_budget), ("stderr", err, err_budget)] {
+            if stream.is_empty() {
+                continue;
+            }
+            let text = stream.render(budget, label, ran.log.as_deref());
+            content.push_str(label);
+            content.push_str(":\n");
+            content.push_str(&text);
+            if !text.ends_with('\n') {
                 content.push('\n');
             }
         }
@@ -249,6 +310,10 @@ impl TypedTool for Shell {
             content.push_str(&note);
             content.push('\n');
         }
-        Ok(ToolOutput::text(content))
+        Ok(ToolOutput {
+            content,
+            effect: super::ToolEffect::None,
+            whole_in: ran.log,
+        })
     }
 }

@@ -48,6 +48,7 @@ impl TypedTool for WriteFile {
                 before,
                 after: args.content,
             }),
+            whole_in: None,
         })
     }
 

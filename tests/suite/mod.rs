@@ -15,6 +15,7 @@ mod memory_search;
 mod mentions;
 mod mock_server;
 mod no_init;
+mod output_limits;
 mod permissions_paths;
 mod permissions_run;
 mod planted;
