@@ -281,16 +281,38 @@ impl Checkpoints {
             .collect())
     }
 
-    /// Writes every file of `tree` into `dir` (a new worktree), as the checkpoint held it.
-    pub fn materialize(&self, tree: &str, dir: &Path) -> Result<()> {
+    /// Writes the files of `tree` into `dir` (a new worktree), as the checkpoint held it: those
+    /// `policy` (the forked session's agent's rules, which the worktree gets too) lets the agent
+    /// read, judged at the same place under the root (a file its rules keep read-only is part of
+    /// the project and comes along; one they deny since the checkpoint was taken does not).
+    /// Returns the paths left out.
+    pub fn materialize(
+        &self,
+        tree: &str,
+        dir: &Path,
+        policy: &crate::permissions::Policy,
+    ) -> Result<Vec<String>> {
         let temp = tempfile::Builder::new()
             .prefix("index-")
             .tempfile_in(&self.dir)
             .map_err(io(&self.dir))?;
         let index = temp.path().to_path_buf();
+        let (write, skipped): (BTreeSet<String>, BTreeSet<String>) =
+            self.entries(tree)?.into_keys().partition(|path| {
+                policy
+                    .check_resolved(&self.root.join(path), crate::permissions::Access::Read)
+                    .is_allowed()
+            });
         self.git_in(&["read-tree", tree], &index, dir, None)?;
-        self.git_in(&["checkout-index", "-a", "-f"], &index, dir, None)?;
-        Ok(())
+        if !write.is_empty() {
+            self.git_in(
+                &["checkout-index", "-f", "-z", "--stdin"],
+                &index,
+                dir,
+                Some(&nul_list(&write)),
+            )?;
+        }
+        Ok(skipped.into_iter().collect())
     }
 
     /// Holds the store's lock; git's own `index.lock` would make a second nop fail, not wait.

@@ -19,6 +19,8 @@ pub struct WorktreeFork {
     pub snapshot_id: String,
     pub path: PathBuf,
     pub branch: String,
+    /// Files of the snapshot left out: the agent's rules do not let it read them (now).
+    pub skipped: Vec<String>,
 }
 
 /// What of `.nop/` a worktree does not get: working state, not configuration.
@@ -106,7 +108,13 @@ pub fn fork_worktree(
     }
     let made = (|| {
         let path = std::fs::canonicalize(&path).map_err(super::io(&path))?;
-        checkpoints.materialize(&tree, &path)?;
+        let agent = store.read_session(id)?.agent;
+        let policy = crate::permissions::load_policy(checkpoints.root(), &agent).map_err(|e| {
+            CheckpointError::Refused(format!(
+                "the rules of agent `{agent}` could not be read ({e})"
+            ))
+        })?;
+        let skipped = checkpoints.materialize(&tree, &path, &policy)?;
         // The worktree's index is its branch's commit, so `git status` there shows the fork's
         // changes against it; written by the store's git (no configuration of the repository),
         // in the format every git reads.
@@ -144,6 +152,7 @@ pub fn fork_worktree(
             snapshot_id: snapshot.snapshot_id.clone(),
             path,
             branch: branch.clone(),
+            skipped,
         })
     })();
     if made.is_err() {

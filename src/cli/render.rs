@@ -371,7 +371,14 @@ pub fn worktree_fork(
                 "snapshot_id": fork.snapshot_id,
                 "worktree": fork.path,
                 "branch": fork.branch,
+                "skipped": fork.skipped,
             }),
+        );
+    }
+    if !fork.skipped.is_empty() {
+        eprintln!(
+            "left out of the worktree (the agent's rules do not let it read them): {}",
+            fork.skipped.join(", ")
         );
     }
     writeln!(out, "{id}")?;

@@ -639,3 +639,34 @@ fn hostile_a_submodules_git_pointer_cannot_be_redirected_or_replaced() {
     assert!(results[0].contains("exit code: 0"), "{}", results[0]);
     assert!(results[0].contains("more"), "{}", results[0]);
 }
+
+#[test]
+fn a_fork_into_a_worktree_leaves_out_what_the_rules_now_deny() {
+    let s = Setup::new();
+    fs::write(s.root().join("notes.txt"), "notes\n").unwrap();
+    let (result, _) = s.run(shells(&["echo draft > draft.txt".to_string()]), &[]);
+    let id = result["session_id"].as_str().unwrap().to_string();
+    let snap = s.nop(&["snapshot", &id]).trim().to_string();
+    // The user decides afterwards that notes.txt is none of the agent's business.
+    let rules = s.root().join(".nop/.permissions/agent-default.yml");
+    let text = fs::read_to_string(&rules).unwrap().replacen(
+        "file-access:\n",
+        "file-access:\n  - pattern: \"notes.txt\"\n    access: deny\n",
+        1,
+    );
+    fs::write(&rules, text).unwrap();
+    let args = ["fork", &id, "--snapshot", &snap, "--worktree", "--json"];
+    let fork: Value = serde_json::from_str(&s.nop(&args)).unwrap();
+    let path = PathBuf::from(fork["worktree"].as_str().unwrap());
+    assert_eq!(fork["skipped"], json!(["notes.txt"]), "{fork}");
+    assert!(!path.join("notes.txt").exists());
+    assert_eq!(
+        fs::read_to_string(path.join("draft.txt")).unwrap(),
+        "draft\n"
+    );
+    assert_eq!(
+        fs::read_to_string(path.join("README.md")).unwrap(),
+        "# project\n"
+    );
+    let _ = fs::remove_dir_all(&path);
+}
