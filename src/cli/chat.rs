@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 use super::run::{OutputFormat, tokio_runtime};
+use super::term::style::{json_safe, visible};
 use nop::agent::{ChatHandle, Op, Quiet, Runtime};
 use nop::protocol::events::Event;
 
@@ -33,7 +34,7 @@ pub fn batch(
             match format {
                 OutputFormat::Text => {
                     for r in &replies {
-                        println!("{}", r.content);
+                        println!("{}", visible(&r.content));
                     }
                 }
                 _ => {
@@ -41,10 +42,8 @@ pub fn batch(
                         .iter()
                         .map(|r| serde_json::json!({"id": r.id, "content": r.content, "send_delay_seconds": r.send_delay_seconds, "order": r.order}))
                         .collect();
-                    println!(
-                        "{}",
-                        serde_json::json!({"session_id": session_id, "batch_id": batch_id, "via": via, "replies": replies})
-                    );
+                    let line = serde_json::json!({"session_id": session_id, "batch_id": batch_id, "via": via, "replies": replies});
+                    println!("{}", json_safe(line.to_string()));
                 }
             }
         }
@@ -108,17 +107,17 @@ pub fn chat(runtime: Runtime, session: Option<String>, agent: &str) -> Result<Ex
                     }
                     Some(Event::Reply { content, .. }) => {
                         clear(&mut shown);
-                        println!("{agent} › {content}");
+                        println!("{agent} › {}", visible(&content));
                         let _ = std::io::stdout().flush();
                     }
                     Some(Event::Warning { message }) => {
                         clear(&mut shown);
-                        eprintln!("warning: {message}");
+                        eprintln!("warning: {}", visible(&message));
                     }
                     Some(Event::Error { message }) => {
                         countdown = None;
                         clear(&mut shown);
-                        eprintln!("error: {message}");
+                        eprintln!("error: {}", visible(&message));
                     }
                     Some(_) => {}
                 },

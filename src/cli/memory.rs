@@ -6,6 +6,7 @@ use anyhow::Result;
 use tokio_util::sync::CancellationToken;
 
 use super::run::tokio_runtime;
+use super::term::style::{json_safe, visible};
 use nop::workspace::Workspace;
 
 /// `nop memory …`.
@@ -24,7 +25,7 @@ pub fn memory(
     let print = |value: &serde_json::Value| {
         println!(
             "{}",
-            serde_json::to_string_pretty(value).unwrap_or_default()
+            json_safe(serde_json::to_string_pretty(value).unwrap_or_default())
         )
     };
     match command {
@@ -54,7 +55,7 @@ pub fn memory(
                         _ => String::new(),
                     };
                     let summary: String = e.index.summary.chars().take(100).collect();
-                    println!("{}  {}  {summary}{state}", e.id, e.summary_date);
+                    println!("{}  {}  {}{state}", e.id, e.summary_date, visible(&summary));
                 }
             }
         }
@@ -76,12 +77,12 @@ pub fn memory(
                             entry.index.message_count,
                             entry.index.user_message_count
                         );
-                        println!("{}", entry.index.summary);
+                        println!("{}", visible(&entry.index.summary));
                         println!(
                             "topics: {}\nkey points: {}\nkeywords: {}",
-                            entry.index.topics.join(", "),
-                            entry.index.key_points.join("; "),
-                            entry.index.keywords.join(", ")
+                            visible(&entry.index.topics.join(", ")),
+                            visible(&entry.index.key_points.join("; ")),
+                            visible(&entry.index.keywords.join(", "))
                         );
                     }
                 }
@@ -93,7 +94,7 @@ pub fn memory(
                     if json {
                         print(&serde_json::json!({"agent": agent, "currentPrompt": prompt}));
                     } else {
-                        println!("{prompt}");
+                        println!("{}", visible(&prompt));
                     }
                 }
             }
@@ -130,7 +131,9 @@ pub fn memory(
                 };
                 println!(
                     "removed {} ({}); `nop memory restore` brings it back\n{left}; the current prompt ends:\n{preview}",
-                    entry.id, entry.summary_date
+                    entry.id,
+                    entry.summary_date,
+                    preview = visible(&preview)
                 );
             }
         }
@@ -154,8 +157,11 @@ pub fn memory(
                 for h in &hits {
                     let summary: String = h.entry.summary.chars().take(120).collect();
                     println!(
-                        "{}  {:<12} {:>6.2}  {summary}",
-                        h.entry.date, h.agent, h.score
+                        "{}  {:<12} {:>6.2}  {}",
+                        h.entry.date,
+                        h.agent,
+                        h.score,
+                        visible(&summary)
                     );
                 }
             }
@@ -182,13 +188,14 @@ pub fn memory(
                 &CancellationToken::new(),
             ))?;
             for line in &summary.left_out {
-                eprintln!("warning: left out of the summary: {line}");
+                eprintln!("warning: left out of the summary: {}", visible(line));
             }
             match (summary.entry, json) {
                 (Some(e), true) => print(&serde_json::json!(e)),
                 (Some(e), false) => println!(
                     "summarised {date} for {agent} as {}: {}",
-                    e.id, e.index.summary
+                    e.id,
+                    visible(&e.index.summary)
                 ),
                 (None, true) => print(&serde_json::json!(null)),
                 (None, false) => println!("{agent} had no sessions on {date}"),

@@ -6,6 +6,7 @@ use std::path::Path;
 use chrono::{DateTime, Utc};
 use serde_json::json;
 
+use super::term::style::{json_safe, one_line, visible};
 use nop::config::Resolved;
 use nop::protocol::{Plan, Role, TaskStatus};
 use nop::session::{Problem, SessionState, SessionSummary};
@@ -17,8 +18,8 @@ fn time(t: DateTime<Utc>) -> String {
 }
 
 pub(super) fn print_json(out: Out<'_>, value: &impl serde::Serialize) -> std::io::Result<()> {
-    serde_json::to_writer_pretty(&mut *out, value)?;
-    writeln!(out)
+    let text = serde_json::to_string_pretty(value)?;
+    writeln!(out, "{}", json_safe(text))
 }
 
 pub fn session_list(out: Out<'_>, sessions: &[SessionSummary], json: bool) -> std::io::Result<()> {
@@ -41,6 +42,7 @@ pub fn session_list(out: Out<'_>, sessions: &[SessionSummary], json: bool) -> st
     )?;
     for s in sessions {
         let title: String = s.title.chars().take(60).collect();
+        let title = one_line(&title);
         let cut = if s.title.chars().count() > 60 {
             "…"
         } else {
@@ -150,12 +152,13 @@ pub fn session_show(
             (Role::Tool, Some(call)) => format!(" ({} {})", call.name, call.id),
             _ => String::new(),
         };
-        writeln!(out, "── {}{call} {when}", m.role.as_str())?;
+        writeln!(out, "── {}{} {when}", m.role.as_str(), visible(&call))?;
         if !m.content.is_empty() {
-            writeln!(out, "{}", m.content.trim_end())?;
+            writeln!(out, "{}", visible(m.content.trim_end()))?;
         }
         for call in &m.tool_calls {
-            writeln!(out, "→ {} {}", call.name, call.arguments)?;
+            let shown = format!("{} {}", call.name, call.arguments);
+            writeln!(out, "→ {}", one_line(&shown))?;
         }
     }
     Ok(())
@@ -175,9 +178,15 @@ pub fn plan(out: Out<'_>, plan: &Plan, json: bool) -> std::io::Result<()> {
             TaskStatus::Completed => "[x]",
             TaskStatus::Failed => "[!]",
         };
-        writeln!(out, "{mark} {}  {}  ({})", task.id, task.title, task.status)?;
+        writeln!(
+            out,
+            "{mark} {}  {}  ({})",
+            one_line(&task.id),
+            one_line(&task.title),
+            task.status
+        )?;
         if let Some(d) = &task.description {
-            for line in d.lines() {
+            for line in visible(d).lines() {
                 writeln!(out, "      {line}")?;
             }
         }
@@ -395,19 +404,25 @@ pub fn worktree_fork(
 /// What a restore did, one path a line: `restored`, `removed`, `kept` (with why), `skipped`.
 fn restored_lines(out: Out<'_>, files: &nop::checkpoint::Restored) -> std::io::Result<()> {
     for path in &files.restored {
-        writeln!(out, "restored  {path}")?;
+        writeln!(out, "restored  {}", one_line(path))?;
     }
     for path in &files.removed {
-        writeln!(out, "removed   {path}")?;
+        writeln!(out, "removed   {}", one_line(path))?;
     }
     for path in &files.kept {
         writeln!(
             out,
-            "kept      {path} (changed since; --force overwrites it)"
+            "kept      {} (changed since; --force overwrites it)",
+            one_line(path)
         )?;
     }
     for skipped in &files.skipped {
-        writeln!(out, "skipped   {} ({})", skipped.path, skipped.reason)?;
+        writeln!(
+            out,
+            "skipped   {} ({})",
+            one_line(&skipped.path),
+            visible(&skipped.reason)
+        )?;
     }
     if files.restored.is_empty()
         && files.removed.is_empty()
@@ -427,7 +442,9 @@ pub fn undo(out: Out<'_>, undo: &nop::checkpoint::Undo, json: bool) -> std::io::
     writeln!(
         out,
         "undid run {} of session {} (\"{}\")",
-        undo.turn, undo.session_id, undo.prompt
+        undo.turn,
+        undo.session_id,
+        one_line(&undo.prompt)
     )?;
     restored_lines(out, &undo.files)
 }

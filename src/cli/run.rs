@@ -346,7 +346,10 @@ fn answer_by_key(session: &SessionHandle, mut question: Asking, key: Key) -> Opt
     };
     let said = match &answer {
         ApprovalAnswer::Once => "  ✓ yes".to_string(),
-        ApprovalAnswer::Always => format!("  ✓ yes, and from now on: {}", question.scope),
+        ApprovalAnswer::Always => format!(
+            "  ✓ yes, and from now on: {}",
+            super::term::style::one_line(&question.scope)
+        ),
         ApprovalAnswer::No => "  ✗ no".to_string(),
         ApprovalAnswer::Instead(_) => String::new(),
     };
@@ -741,6 +744,7 @@ fn pick(store: &nop::session::Store, editor: &mut rustyline::DefaultEditor) -> O
             .with_timezone(&chrono::Local)
             .format("%b %d %H:%M");
         let prompt: String = r.title.chars().take(70).collect();
+        let prompt = super::term::style::one_line(&prompt);
         eprintln!("{:>2}. {when}  {}  {prompt}", i + 1, r.id);
     }
     editor

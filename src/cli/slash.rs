@@ -183,7 +183,7 @@ pub fn rewind_points(store: &Store, id: &str) -> Vec<String> {
                 } else {
                     ""
                 },
-                prompt.replace('\n', " ")
+                super::term::style::visible(&prompt.replace('\n', " "))
             )
         })
         .collect()

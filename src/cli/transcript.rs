@@ -8,7 +8,7 @@ use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
 use super::run::OutputFormat;
-use super::term::style::Style;
+use super::term::style::{Style, json_safe, one_line, visible};
 use super::term::{diff, markdown, output, plan};
 use nop::protocol::events::{Event, RunStatus};
 
@@ -93,7 +93,7 @@ impl Renderer {
         }
         for m in &messages[from..] {
             match m.role {
-                Role::User => println!("{} {}", style.bold("›"), m.content.trim()),
+                Role::User => println!("{} {}", style.bold("›"), visible(m.content.trim())),
                 Role::Assistant => {
                     if !m.content.trim().is_empty() {
                         for line in markdown::render(&m.content, width, style) {
@@ -102,7 +102,8 @@ impl Renderer {
                     }
                     for call in &m.tool_calls {
                         let brief = brief_arguments(&call.name, &call.arguments);
-                        println!("{} {} {brief}", style.cyan("⏺"), style.bold(&call.name));
+                        let name = one_line(&call.name);
+                        println!("{} {} {brief}", style.cyan("⏺"), style.bold(&name));
                     }
                 }
                 _ => {}
@@ -130,7 +131,7 @@ impl Renderer {
     pub fn event(&mut self, event: &Event) {
         match self.format {
             OutputFormat::StreamJson => {
-                if let Ok(line) = serde_json::to_string(event) {
+                if let Ok(line) = serde_json::to_string(event).map(json_safe) {
                     let mut out = std::io::stdout().lock();
                     let _ = writeln!(out, "{line}");
                     let _ = out.flush();
@@ -138,7 +139,7 @@ impl Renderer {
             }
             OutputFormat::Json => {
                 if let Event::Result(outcome) = event
-                    && let Ok(line) = serde_json::to_string(outcome)
+                    && let Ok(line) = serde_json::to_string(outcome).map(json_safe)
                 {
                     println!("{line}");
                 }
@@ -160,7 +161,7 @@ impl Renderer {
             }
             Event::TurnStarted { .. } => {}
             Event::Text { delta } => {
-                let _ = out.write_all(delta.as_bytes());
+                let _ = out.write_all(visible(delta).as_bytes());
                 let _ = out.flush();
                 self.line_start = delta.ends_with('\n');
             }
@@ -171,7 +172,8 @@ impl Renderer {
             } => {
                 self.end_line(&mut out);
                 eprintln!(
-                    "  ↻ attempt {attempt} failed ({error}); retrying in {:.1} s",
+                    "  ↻ attempt {attempt} failed ({}); retrying in {:.1} s",
+                    visible(error),
                     *delay_ms as f64 / 1000.0
                 );
             }
@@ -179,7 +181,7 @@ impl Renderer {
                 name, arguments, ..
             } => {
                 self.end_line(&mut out);
-                eprintln!("⏺ {name} {}", brief_arguments(name, arguments));
+                eprintln!("⏺ {} {}", one_line(name), brief_arguments(name, arguments));
             }
             Event::ToolResult {
                 ok,
@@ -190,6 +192,7 @@ impl Renderer {
             } => {
                 let first = output.lines().next().unwrap_or_default();
                 let first: String = first.chars().take(160).collect();
+                let first = visible(&first);
                 let mark = if *ok { "⎿" } else { "⎿ ✗" };
                 // The shell's own first line already says how long it ran.
                 if name == "shell" && *ok {
@@ -202,7 +205,7 @@ impl Renderer {
             Event::ApprovalRequested { .. } => {}
             Event::Warning { message } => {
                 self.end_line(&mut out);
-                eprintln!("warning: {message}");
+                eprintln!("warning: {}", visible(message));
             }
             Event::Queued { .. }
             | Event::SubagentStarted { .. }
@@ -218,7 +221,7 @@ impl Renderer {
             }
             Event::Error { message } => {
                 self.end_line(&mut out);
-                eprintln!("error: {message}");
+                eprintln!("error: {}", visible(message));
             }
             // Shown by whoever drives an open handle: it is the prompt's turn.
             Event::Idle { .. } => {}
@@ -232,12 +235,12 @@ impl Renderer {
                 match outcome.status {
                     RunStatus::Completed => {}
                     RunStatus::WaitingInput => {
-                        let _ =
-                            writeln!(out, "{}", outcome.question.as_deref().unwrap_or_default());
+                        let question = outcome.question.as_deref().unwrap_or_default();
+                        let _ = writeln!(out, "{}", visible(question));
                         eprintln!("(waiting for your answer: nop run --session {id} \"…\")");
                     }
-                    RunStatus::Error => eprintln!("error: {}", outcome.final_message),
-                    RunStatus::BudgetExceeded => eprintln!("{}", outcome.final_message),
+                    RunStatus::Error => eprintln!("error: {}", visible(&outcome.final_message)),
+                    RunStatus::BudgetExceeded => eprintln!("{}", visible(&outcome.final_message)),
                     RunStatus::Cancelled => {
                         eprintln!("cancelled; continue with: nop run --session {id} \"…\"")
                     }
@@ -293,7 +296,7 @@ pub fn brief_arguments(name: &str, arguments: &serde_json::Value) -> String {
         _ => pick("path"),
     }
     .unwrap_or_else(|| arguments.to_string());
-    let text = text.replace('\n', "⏎");
+    let text = one_line(&text);
     if text.chars().count() > 120 {
         format!("{}…", text.chars().take(120).collect::<String>())
     } else {
@@ -316,9 +319,13 @@ pub fn approval_question(event: &Event, keys: bool) -> String {
         return String::new();
     };
     let style = Style::detect(std::io::stderr().is_terminal());
+    // Whole, on one line each: what is approved must be what is shown.
     let mut out = format!(
-        "\n{} {tool} wants to: {detail}\n  {reason}\n",
-        style.bold("?")
+        "\n{} {} wants to: {}\n  {}\n",
+        style.bold("?"),
+        one_line(tool),
+        one_line(detail),
+        one_line(reason)
     );
     if let Some(change) = preview {
         let before = change.before.as_deref().unwrap_or_default();
@@ -337,6 +344,7 @@ pub fn approval_question(event: &Event, keys: bool) -> String {
 
 /// The answers to an approval question, with what "always" covers.
 pub fn approval_answers(scope: &str, keys: bool) -> String {
+    let scope = one_line(scope);
     if keys {
         format!(
             "  allow? [y] yes  [a] always: {scope}  [n] no  [t] no, and tell it what to do instead"
@@ -453,7 +461,8 @@ impl Live {
                 eprintln!(
                     "{}",
                     err.yellow(&format!(
-                        "  ↻ attempt {attempt} failed ({error}); retrying in {:.1} s",
+                        "  ↻ attempt {attempt} failed ({}); retrying in {:.1} s",
+                        visible(error),
                         *delay_ms as f64 / 1000.0
                     ))
                 );
@@ -466,7 +475,8 @@ impl Live {
                 name, arguments, ..
             } => {
                 let brief = brief_arguments(name, arguments);
-                eprintln!("{} {} {brief}", err.cyan("⏺"), err.bold(name));
+                let name = one_line(name);
+                eprintln!("{} {} {brief}", err.cyan("⏺"), err.bold(&name));
                 let doing = match name.as_str() {
                     "shell" => format!("running {}", short(&brief, 40)),
                     _ => format!("{name} {}", short(&brief, 40)),
@@ -535,9 +545,11 @@ impl Live {
             Event::ApprovalRequested { .. } | Event::Idle { .. } | Event::Usage { .. } => {}
             Event::Text { .. } => {}
             Event::Warning { message } => {
-                eprintln!("{}", err.yellow(&format!("warning: {message}")))
+                eprintln!("{}", err.yellow(&format!("warning: {}", visible(message))))
             }
-            Event::Error { message } => eprintln!("{}", err.red(&format!("error: {message}"))),
+            Event::Error { message } => {
+                eprintln!("{}", err.red(&format!("error: {}", visible(message))))
+            }
             Event::Queued { .. }
             | Event::SubagentStarted { .. }
             | Event::SubagentFinished { .. }
@@ -558,16 +570,17 @@ impl Live {
                     RunStatus::Completed => {}
                     RunStatus::WaitingInput => {
                         let question = outcome.question.as_deref().unwrap_or_default();
-                        println!("{} {question}", self.out.bold("?"));
+                        println!("{} {}", self.out.bold("?"), visible(question));
                         if !interactive {
                             eprintln!("(waiting for your answer: nop run --session {id} \"…\")");
                         }
                     }
-                    RunStatus::Error => {
-                        eprintln!("{}", err.red(&format!("error: {}", outcome.final_message)))
-                    }
+                    RunStatus::Error => eprintln!(
+                        "{}",
+                        err.red(&format!("error: {}", visible(&outcome.final_message)))
+                    ),
                     RunStatus::BudgetExceeded => {
-                        eprintln!("{}", err.yellow(&outcome.final_message))
+                        eprintln!("{}", err.yellow(&visible(&outcome.final_message)))
                     }
                     RunStatus::Cancelled if interactive => {
                         eprintln!("{}", err.yellow("interrupted"))
@@ -644,7 +657,10 @@ impl Live {
         };
         self.frame = (self.frame + 1) % SPINNER.len();
         if !self.input.is_empty() {
-            let line = format!("✎ {}  (enter: queue it for the agent)", self.input);
+            let line = format!(
+                "✎ {}  (enter: queue it for the agent)",
+                one_line(&self.input)
+            );
             let line = super::term::style::truncate(&line, Live::width().saturating_sub(1));
             eprint!("\r\x1b[2K{line}");
             let _ = std::io::stderr().flush();
@@ -652,8 +668,9 @@ impl Live {
             return;
         }
         let mut line = format!(
-            "{} {what}… {}s",
+            "{} {}… {}s",
             SPINNER[self.frame],
+            one_line(what),
             since.elapsed().as_secs()
         );
         if self.run_in > 0 {
@@ -688,6 +705,11 @@ impl Drop for Live {
 /// The line an event of the run's course is shown as (on stderr), the same plain or live, and what the
 /// status line says after it (live).
 fn note(event: &Event) -> Option<(String, Option<String>)> {
+    // Agent names, statuses and models may come from the model's calls.
+    note_text(event).map(|(line, doing)| (visible(&line).into_owned(), doing))
+}
+
+fn note_text(event: &Event) -> Option<(String, Option<String>)> {
     let thinking = Some("thinking".to_string());
     Some(match event {
         Event::SessionStarted {

@@ -25,12 +25,12 @@ use serde::Serialize;
 use super::policy::{Access, Decision, FileRule, Policy, floor};
 use crate::sandbox::{Access as GrantAccess, Grant, Mechanism, Mount, MountKind, Spec};
 
-/// Device files every shell needs to write (`> /dev/null`).
+/// Device files every shell needs to write (`> /dev/null`). Not `/dev/tty`: commands have no
+/// controlling terminal (the helper calls setsid), and nothing is to reach the user's terminal.
 pub(super) const DEVICES: &[&str] = &[
     "/dev/null",
     "/dev/zero",
     "/dev/full",
-    "/dev/tty",
     "/dev/random",
     "/dev/urandom",
 ];

@@ -4,7 +4,7 @@
 //! by anything that can write the directory (a process a previous command left behind in `/tmp`
 //! did exactly that). A memfd has no path; sealed against writing, growing and shrinking, its
 //! contents are fixed before the child exists, and the child refuses a descriptor that is not.
-#![allow(unsafe_code)] // reading the inherited descriptor
+#![allow(unsafe_code)] // reading the inherited descriptor; the setsid hook
 
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -42,6 +42,22 @@ pub fn command(
         .arg(program)
         .args(args);
     Ok((command, memfd))
+}
+
+/// Makes `command` start in a new session with no controlling terminal (`setsid` between fork
+/// and exec), as the helper does for itself: for a command run without the helper (none could be
+/// found). Its process group id is then its pid.
+pub fn in_new_session(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: the hook runs in the child between fork and exec, where only async-signal-safe
+    // functions may be called: it calls setsid(2) alone and allocates nothing.
+    unsafe {
+        command.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(drop)
+                .map_err(std::io::Error::from)
+        });
+    }
 }
 
 /// A sealed in-memory copy of the executable at `path`, to run as `/proc/self/fd/N` (the returned

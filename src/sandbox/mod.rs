@@ -19,6 +19,10 @@
 //!   or remove entries (see [`crate::permissions::shell_view`]). A child subreaper kills what the
 //!   command leaves running.
 //!
+//! Either way (and unconfined too) the helper first calls `setsid`: the command runs in a session
+//! of its own with no controlling terminal, so it cannot open `/dev/tty` to push keys into the
+//! user's terminal or answer nop's questions (see `docs/sandbox-terminal.md`).
+//!
 //! What Landlock cannot express, so callers should not promise it:
 //! - `network: false` refuses TCP `connect` and `bind` (Landlock ABI 4, Linux 6.7) and connecting
 //!   to abstract UNIX sockets created outside the sandbox (scoped, ABI 6, Linux 6.12), not UDP;
@@ -39,7 +43,7 @@ mod rules;
 use std::ffi::{OsStr, OsString};
 use std::path::PathBuf;
 
-pub use launch::command;
+pub use launch::{command, in_new_session};
 
 /// Exit status of `nop __sandbox` when it could not run the command (as `env` and `docker` do).
 pub const EXIT_SANDBOX_FAILURE: i32 = 125;
@@ -177,6 +181,9 @@ pub enum SandboxError {
     Capabilities(std::io::Error),
     #[error("nop exited before the command could start")]
     ParentGone,
+    /// The helper could not leave nop's session (it was started as a process group leader).
+    #[error("cannot start a new session without a controlling terminal: {0}")]
+    Session(nix::Error),
     #[error("cannot execute {}: {source}{}", program.to_string_lossy(), exec_hint(source))]
     Exec {
         program: OsString,
@@ -225,7 +232,7 @@ pub fn sandbox_main(args: &[OsString]) -> i32 {
     if args.first().is_some_and(|a| a == "--probe") {
         return namespace::probe_main();
     }
-    let error = match Invocation::parse(args) {
+    let error = match Invocation::parse(args).and_then(|i| new_session().map(|()| i)) {
         Ok(invocation) => match launch::read_spec(invocation.fd) {
             Ok(spec) => match follow_parent(&spec) {
                 Ok(()) => run(&spec, &invocation.program, &invocation.args),
@@ -237,6 +244,19 @@ pub fn sandbox_main(args: &[OsString]) -> i32 {
     };
     eprintln!("nop sandbox: {error}");
     EXIT_SANDBOX_FAILURE
+}
+
+/// Leaves nop's session for a new one with no controlling terminal, before anything else runs:
+/// a command that could open the terminal (`/dev/tty`) could push keys into its input
+/// (TIOCSTI), which the user's shell would run after nop exits, or answer nop's own questions.
+/// The helper becomes the leader of the session and of its process group (pgid = its pid), which
+/// holds everything the command starts unless that leaves the group itself; nop ends the group
+/// through that id. Fails where the helper leads a process group already (it must not be
+/// spawned with `process_group(0)`).
+fn new_session() -> Result<(), SandboxError> {
+    nix::unistd::setsid()
+        .map(drop)
+        .map_err(SandboxError::Session)
 }
 
 /// Asks for SIGTERM when nop exits (killed or crashed), so that the command ends with it: with

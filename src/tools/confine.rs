@@ -264,6 +264,8 @@ pub fn confine(
         let Some(helper) = &machine.helper else {
             let mut command = std::process::Command::new(program);
             command.args(args).env_clear().envs(env);
+            // Without the helper, no controlling terminal all the same.
+            sandbox::in_new_session(&mut command);
             return Ok((command, None));
         };
         let spec = sandbox::Spec {

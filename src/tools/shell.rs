@@ -1,6 +1,7 @@
 //! `shell`: runs a command with `bash -c` in the repository, confined to the agent's rules
-//! ([`confine`]), in its own process group so that a timeout or Ctrl-C kills everything it
-//! started; a refusal by the sandbox is explained in the result.
+//! ([`confine`]), in a session and process group of its own with no controlling terminal (the
+//! sandbox helper calls setsid), so that it cannot reach the user's terminal and a timeout or
+//! Ctrl-C kills everything it started; a refusal by the sandbox is explained in the result.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -50,9 +51,10 @@ pub(crate) struct Ran {
 }
 
 /// Runs `bash -c command` in `dir`, confined like every shell command of the agent (with the
-/// filtered environment), in its own process group (killed whole on timeout or cancellation),
-/// with `stdin` as its input. Its output is read as it comes: [`Capture`] keeps head and tail
-/// and streams a long one whole to a new `out-<ts>.log`.
+/// filtered environment), in a new session and process group without a controlling terminal
+/// (killed whole on timeout or cancellation), with `stdin` as its input. Its output is read as
+/// it comes: [`Capture`] keeps head and tail and streams a long one whole to a new
+/// `out-<ts>.log`.
 pub(crate) async fn run_confined(
     ctx: &ToolContext,
     command_line: &str,
@@ -100,7 +102,8 @@ pub(crate) async fn run_confined(
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        .process_group(0)
+        // No `process_group(0)`: the helper calls setsid (a process group leader could not),
+        // which makes it the leader of a new session and process group whose id is its pid.
         .kill_on_drop(true)
         .spawn();
     // The child has its copy of the spec now (or never will).
@@ -212,6 +215,10 @@ fn exit_code(status: std::process::ExitStatus) -> String {
 }
 
 /// Kills the whole process group when dropped, so no path out of `run` leaves processes behind.
+/// The group's id is the child's pid: the child (the sandbox helper, or the command started with
+/// [`crate::sandbox::in_new_session`]) leads a session and group of its own. Until the helper has
+/// called setsid the group does not exist yet; `kill_on_drop` still kills the helper itself,
+/// which has started nothing then.
 struct GroupGuard(Option<i32>);
 
 impl GroupGuard {

@@ -28,4 +28,5 @@ mod sandbox;
 mod seeds_cli;
 mod shell_sandbox;
 mod skills;
+mod terminal_safety;
 mod user_config;

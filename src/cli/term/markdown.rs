@@ -971,9 +971,9 @@ plain block
     }
 
     #[test]
-    fn escape_sequences_in_the_text_are_not_passed_to_the_terminal() {
-        let out = plain("hello \x1b]0;pwned\x07world \x1b[2J", 80);
-        assert_eq!(out, "hello world");
+    fn escape_sequences_in_the_text_are_shown_not_passed_to_the_terminal() {
+        let out = plain("hello \x1b]0;pwned\x07world \x1b[2J\u{9b}1m", 80);
+        assert_eq!(out, "hello \\u{1b}]0;pwned\\u{7}world \\u{1b}[2J\\u{9b}1m");
     }
 
     /// Markdown-like text from pieces that open and close blocks and spans in any order.

@@ -316,14 +316,14 @@ src/c.rs:7: // parse later
     }
 
     #[test]
-    fn other_tools_show_their_first_lines_and_escapes_never_pass() {
+    fn other_tools_show_their_first_lines_and_escapes_only_visibly() {
         let output = "plan updated:\n1 [completed] Parse\n2 [in_progress] \x1b[31mTest\x1b[0m\n3 [pending] Ship";
         assert_eq!(
             summarize("update-plan", true, output, 3),
             [
                 "plan updated:",
                 "1 [completed] Parse",
-                "2 [in_progress] Test",
+                "2 [in_progress] \\u{1b}[31mTest\\u{1b}[0m",
                 "… +1 more line",
             ]
         );

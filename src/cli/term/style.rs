@@ -1,6 +1,7 @@
 //! Whether to colour, the few ANSI attributes the renderers use, display widths, and making
-//! untrusted text (model answers, command output) safe to print on a terminal.
+//! untrusted text (model answers, command output) safe to print on a terminal ([`visible`]).
 
+use std::borrow::Cow;
 use std::ffi::OsStr;
 
 use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
@@ -109,9 +110,60 @@ pub fn truncate(text: &str, max: usize) -> String {
     out
 }
 
-/// `text` as it may be printed: escape sequences and other control characters removed (a
-/// model or a command must not be able to move the cursor, retitle the window or hide text),
-/// tabs expanded, and of a line redrawn with `\r` (progress bars) only its last state.
+/// `text` with every control character that could drive a terminal made visible: C0 controls
+/// but `\n` and `\t` (ESC, BEL, `\r`, backspace…), DEL and the C1 controls U+0080–U+009F
+/// (a terminal may read U+009B as CSI) become `\u{1b}`, `\u{7}`, `\u{d}`, `\u{7f}`, `\u{9b}`.
+/// The one way nop prints a string the model (or a command it ran) controls: an escape sequence
+/// could otherwise set the clipboard (OSC 52), retitle the window (OSC 2) or erase and rewrite
+/// the line a person is about to approve (`\r`, `ESC[2K`). nop's own styling is added after.
+pub fn visible(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(hidden) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 16);
+    for c in text.chars() {
+        if hidden(c) {
+            out.push_str(&format!("\\u{{{:x}}}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// A control character [`visible`] shows as an escape.
+fn hidden(c: char) -> bool {
+    c.is_control() && c != '\n' && c != '\t'
+}
+
+/// [`visible`] on one line: a newline shows as `⏎`, so that a string cannot make up lines of
+/// its own (an approval question's `allow?`) or push its start off the screen.
+pub fn one_line(text: &str) -> String {
+    visible(text).replace('\n', "⏎")
+}
+
+/// `json` (serde_json's text) with DEL and the C1 controls escaped as well (`\u009b`): serde_json
+/// escapes only the C0 controls, and a terminal may act on U+009B (CSI) when the output is shown.
+/// Outside its strings JSON holds only ASCII, so every such character is inside a string, where
+/// the escape means the same character to a reader.
+pub fn json_safe(json: String) -> String {
+    let raw = |c: char| c == '\u{7f}' || (c.is_control() && !c.is_ascii());
+    if !json.chars().any(raw) {
+        return json;
+    }
+    let mut out = String::with_capacity(json.len() + 16);
+    for c in json.chars() {
+        if raw(c) {
+            out.push_str(&format!("\\u{:04x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `text` as the transcript prints it, line by line: [`visible`], with tabs expanded (so that
+/// widths can be measured) and the `\r` of a `\r\n` line end dropped (it hides nothing).
 pub fn sanitize(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for (i, line) in text.split('\n').enumerate() {
@@ -119,54 +171,19 @@ pub fn sanitize(text: &str) -> String {
             out.push('\n');
         }
         let line = line.strip_suffix('\r').unwrap_or(line);
-        let line = line.rsplit('\r').next().unwrap_or(line);
         let mut column = 0;
-        let mut chars = line.chars().peekable();
-        while let Some(c) = chars.next() {
-            match c {
-                '\t' => {
-                    let n = TAB - column % TAB;
-                    out.extend(std::iter::repeat_n(' ', n));
-                    column += n;
-                }
-                '\x1b' => skip_escape(&mut chars),
-                c if c.is_control() => {}
-                c => {
-                    out.push(c);
-                    column += c.width().unwrap_or(0);
-                }
+        for c in visible(line).chars() {
+            if c == '\t' {
+                let n = TAB - column % TAB;
+                out.extend(std::iter::repeat_n(' ', n));
+                column += n;
+            } else {
+                out.push(c);
+                column += c.width().unwrap_or(0);
             }
         }
     }
     out
-}
-
-/// Consumes the rest of an escape sequence whose ESC was just read: CSI (`ESC [ … final`), OSC
-/// (`ESC ] … BEL` or `ESC ] … ESC \`), or a two-character escape.
-fn skip_escape(chars: &mut std::iter::Peekable<std::str::Chars<'_>>) {
-    match chars.next() {
-        Some('[') => {
-            for c in chars.by_ref() {
-                if ('\x40'..='\x7e').contains(&c) {
-                    break;
-                }
-            }
-        }
-        Some(']') => {
-            while let Some(c) = chars.next() {
-                if c == '\x07' {
-                    break;
-                }
-                if c == '\x1b' {
-                    if chars.peek() == Some(&'\\') {
-                        chars.next();
-                    }
-                    break;
-                }
-            }
-        }
-        _ => {}
-    }
 }
 
 #[cfg(test)]
@@ -198,8 +215,53 @@ mod tests {
     }
 
     #[test]
-    fn sanitize_removes_escapes_and_keeps_the_last_state_of_a_redrawn_line() {
-        let raw = "\x1b[1;32mok\x1b[0m\n\x1b]0;title\x07a\tb\r\n10%\r50%\r100%\nbell\x07!";
-        assert_eq!(sanitize(raw), "ok\na   b\n100%\nbell!");
+    fn visible_shows_every_terminal_control_and_keeps_newlines_tabs_and_text() {
+        assert!(matches!(
+            visible("plain\ttext\nnext 東京 é"),
+            Cow::Borrowed(_)
+        ));
+        assert_eq!(
+            visible("a\x1b]52;c;Y3VybA==\x07b\x1b]2;pwned\x1b\\c"),
+            "a\\u{1b}]52;c;Y3VybA==\\u{7}b\\u{1b}]2;pwned\\u{1b}\\c"
+        );
+        assert_eq!(
+            visible("cargo test\r\x1b[2Krm -rf ~"),
+            "cargo test\\u{d}\\u{1b}[2Krm -rf ~"
+        );
+        // Every C0 control but \n and \t, DEL, and C1 (U+009B is CSI on some terminals).
+        for c in (0u32..0x20).chain(0x7f..0xa0).filter_map(char::from_u32) {
+            let shown = visible(&c.to_string()).into_owned();
+            if c == '\n' || c == '\t' {
+                assert_eq!(shown, c.to_string());
+            } else {
+                assert_eq!(shown, format!("\\u{{{:x}}}", u32::from(c)));
+                assert!(!shown.chars().any(char::is_control), "{shown:?}");
+            }
+        }
+        assert_eq!(visible("\u{a0}\u{100}"), "\u{a0}\u{100}");
+    }
+
+    #[test]
+    fn json_safe_escapes_del_and_c1_and_reads_back_the_same() {
+        let text = "a\u{1b}]2;x\u{7}\u{7f}\u{9b}31m\u{85}é東";
+        let json = json_safe(serde_json::to_string(&serde_json::json!({ "t": text })).unwrap());
+        assert_eq!(json, r#"{"t":"a\u001b]2;x\u0007\u007f\u009b31m\u0085é東"}"#);
+        assert!(!json.chars().any(char::is_control), "{json}");
+        let back: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(back["t"], text);
+    }
+
+    #[test]
+    fn one_line_shows_newlines_too() {
+        assert_eq!(one_line("a\nb\r"), "a⏎b\\u{d}");
+    }
+
+    #[test]
+    fn sanitize_shows_escapes_expands_tabs_and_drops_only_a_line_ending_cr() {
+        let raw = "\x1b[1;32mok\x1b[0m\n\x1b]0;title\x07a\tb\r\n10%\r100%\nbell\x07!";
+        assert_eq!(
+            sanitize(raw),
+            "\\u{1b}[1;32mok\\u{1b}[0m\n\\u{1b}]0;title\\u{7}a    b\n10%\\u{d}100%\nbell\\u{7}!"
+        );
     }
 }
