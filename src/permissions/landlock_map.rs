@@ -6,7 +6,7 @@
 //! answer from the rules gets one grant; a directory where the answer differs beneath it is
 //! descended into, and its files and subdirectories are granted one by one.
 //!
-//! What follows, said in the view's limits and in the README:
+//! What follows, said in the view's limits and in docs/permissions.md:
 //! - Reads: everywhere outside the repository (system files, toolchains) except what absolute
 //!   `deny`/`ask` rules name; inside it, what the rules let the agent read.
 //! - Writes: where the rules say `read` (read and write), the temp directories, and device files

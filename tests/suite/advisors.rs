@@ -716,7 +716,7 @@ fn requests_offer_only_the_tools_the_agent_may_call_and_advisors_only_their_own(
     // retry-advisor's permission file (seed 002 §2.5) allows read-file alone.
     assert!(system_prompt(&requests[1]).contains("retry advisor"));
     assert_eq!(tool_names(&requests[1]), vec!["read-file"]);
-    // The README's figure: the advisor's tool list is a small part of what the coder's is.
+    // The figure in docs/advisors.md: the advisor's tool list is a small part of what the coder's is.
     let tools = |r: &RecordedRequest| r.body["tools"].to_string().len();
     assert!(
         tools(&requests[1]) * 5 < tools(&requests[0]),

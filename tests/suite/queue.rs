@@ -455,7 +455,7 @@ fn pauses_and_resumes(low: &str, high: &str) {
     assert_eq!(code, 0);
     let ended = std::time::Instant::now();
     first.wait_for("resumed");
-    // A figure, not a limit: how long the paused session took to notice (README).
+    // A figure, not a limit: how long the paused session took to notice (docs/priority-and-queue.md).
     eprintln!(
         "resumed {} ms after the newcomer ended",
         ended.elapsed().as_millis()
