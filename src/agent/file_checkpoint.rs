@@ -1,0 +1,159 @@
+//! The file checkpoint of a run, as a task beside it: recorded in the background as the run
+//! begins (the first tool call waits for it, the first model request does not) and again as it
+//! ends, when the git repositories the run created are named.
+
+use chrono::Utc;
+
+use super::runtime::Runtime;
+use super::turn::EventSink;
+use crate::protocol::events::Event;
+
+impl Runtime {
+    /// Records the working files as the run begins, in a new turn of session.json's
+    /// `checkpoints`, in the background: the first model request does not wait for it, the
+    /// first tool call does (`ready`, opened when it is done). Returns what [`Runtime::end_turn`]
+    /// waits for: the nested repositories found, or `None` when there is no checkpoint (a
+    /// failure is a warning: the run goes on without one).
+    pub(super) async fn begin_turn(
+        &self,
+        session_id: &str,
+        checkpoints: Option<&crate::checkpoint::Checkpoints>,
+        input: Option<&str>,
+        events: &EventSink,
+    ) -> (Option<TurnStart>, crate::tools::Ready) {
+        let Some(checkpoints) = checkpoints.cloned() else {
+            return (None, crate::tools::Ready::default());
+        };
+        let started_at = Utc::now();
+        let messages_before = match self.store.read_session_async(session_id).await {
+            Ok(session) => session.messages.len(),
+            Err(e) => {
+                tracing::warn!(session = %session_id, op = "checkpoint", result = "error", "{e}");
+                return (None, crate::tools::Ready::default());
+            }
+        };
+        let prompt: String = match input {
+            Some(text) => {
+                let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+                let mut cut: String = line.chars().take(80).collect();
+                if line.chars().count() > 80 {
+                    cut.push('…');
+                }
+                cut
+            }
+            None => "(queued messages)".to_string(),
+        };
+        let (open, ready) = crate::tools::Ready::new();
+        let store = self.store.clone();
+        let id = session_id.to_string();
+        let events = events.clone();
+        let task = tokio::spawn(async move {
+            let recorded = tokio::task::spawn_blocking(move || checkpoints.record_full()).await;
+            let recorded = match recorded {
+                Ok(Ok(recorded)) => recorded,
+                Ok(Err(e)) => {
+                    tracing::warn!(session = %id, op = "checkpoint", result = "error", "{e}");
+                    let _ = events.send(Event::Warning {
+                        message: format!(
+                            "no file checkpoint for this run (`nop undo` cannot undo it): {e}"
+                        ),
+                    });
+                    return None;
+                }
+                Err(_) => return None,
+            };
+            let before = recorded.tree;
+            let written = store
+                .update_async(&id, started_at, move |state| {
+                    state
+                        .session
+                        .checkpoints
+                        .push(crate::protocol::TurnCheckpoint {
+                            before,
+                            after: None,
+                            started_at,
+                            ended_at: None,
+                            messages_before,
+                            prompt,
+                            undone_at: None,
+                        });
+                    Ok(())
+                })
+                .await;
+            drop(open);
+            match written {
+                Ok(_) => Some(recorded.nested),
+                Err(e) => {
+                    tracing::warn!(session = %id, op = "checkpoint", result = "error", "{e}");
+                    None
+                }
+            }
+        });
+        (Some(TurnStart(task)), ready)
+    }
+
+    /// Records the working files as the run ends, closing the turn [`Runtime::begin_turn`]
+    /// opened, and names the git repositories the run created.
+    pub(super) async fn end_turn(
+        &self,
+        session_id: &str,
+        checkpoints: Option<&crate::checkpoint::Checkpoints>,
+        begun: Option<TurnStart>,
+        events: &EventSink,
+    ) {
+        let Some(TurnStart(task)) = begun else {
+            return;
+        };
+        let Ok(Some(nested_before)) = task.await else {
+            return;
+        };
+        let Some(checkpoints) = checkpoints.cloned() else {
+            return;
+        };
+        let recorded = match tokio::task::spawn_blocking(move || checkpoints.record_full()).await {
+            Ok(Ok(recorded)) => recorded,
+            Ok(Err(e)) => {
+                tracing::warn!(session = %session_id, op = "checkpoint", result = "error", "{e}");
+                return;
+            }
+            Err(_) => return,
+        };
+        let created: Vec<&String> = recorded
+            .nested
+            .iter()
+            .filter(|n| !nested_before.contains(n))
+            .collect();
+        if !created.is_empty() {
+            let names: Vec<String> = created.iter().map(|n| format!("{n}/")).collect();
+            let message = format!(
+                "this run created a git repository at {}: git commands run there (yours too) \
+                 read its own configuration and hooks, which the agent wrote and nop does not \
+                 check; look at its .git/config and .git/hooks before you run git in it",
+                names.join(", ")
+            );
+            tracing::warn!(session = %session_id, op = "checkpoint", result = "nested-repository", "{message}");
+            let _ = events.send(Event::Warning { message });
+        }
+        let after = recorded.tree;
+        let now = Utc::now();
+        let closed = self
+            .store
+            .update_async(session_id, now, move |state| {
+                if let Some(turn) = state.session.checkpoints.last_mut()
+                    && turn.after.is_none()
+                {
+                    turn.after = Some(after);
+                    turn.ended_at = Some(now);
+                }
+                Ok(())
+            })
+            .await;
+        if let Err(e) = closed {
+            tracing::warn!(session = %session_id, op = "checkpoint", result = "error", "{e}");
+        }
+    }
+}
+
+/// The run's first file checkpoint, being recorded: the nested repositories it found, or
+/// `None` when it failed ([`Runtime::begin_turn`]).
+pub(super) struct TurnStart(tokio::task::JoinHandle<Option<Vec<String>>>);

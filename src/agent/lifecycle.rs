@@ -1,0 +1,452 @@
+//! The lifecycle of a run (seed 003: the adapter, not the agent, owns it), in phases on the
+//! [`Runtime`]: [`Runtime::admit`] → [`Runtime::open`] → [`Runtime::drive`] →
+//! [`Runtime::finish`]. [`Runtime::run`] is the four in order.
+
+use chrono::{DateTime, Utc};
+use tokio_util::sync::CancellationToken;
+
+use super::engine::Engine;
+use super::prompt;
+use super::runtime::{RunError, RunRequest, Runtime, resume_messages};
+use super::turn::{EventSink, TurnStats};
+use super::{AgentResponse, AgentStatus, Interrupted};
+use crate::hooks::{self, Hook};
+use crate::permissions::load_policy;
+use crate::protocol::events::{Event, RunOutcome, RunSpent, RunStatus, RunUsage};
+use crate::protocol::{Message, Role, SessionStatus};
+use crate::providers::Provider;
+use crate::tools::{ToolContext, ToolError};
+
+/// What the agent's turns came to.
+pub(super) type Answer = Result<Result<AgentResponse, Interrupted>, ToolError>;
+
+/// A run that may start: its session, agent, priority and run lock.
+pub(super) struct Admitted {
+    pub session_id: String,
+    pub resumed: bool,
+    pub agent_name: String,
+    pub def: Option<crate::config::AgentDef>,
+    pub priority: Option<u8>,
+    /// Why seed 000's emergency boost applies, when it does.
+    pub emergency: Option<String>,
+    pub coordinator: Option<crate::queue::priority::Coordinator>,
+    pub provider: Provider,
+    pub now: DateTime<Utc>,
+    /// Held until the run is finished.
+    _guard: crate::queue::RunGuard,
+}
+
+/// A run under way: the engine, the top-level tool context and the open file checkpoint.
+pub(super) struct Opened {
+    pub engine: Engine,
+    pub ctx: ToolContext,
+    pub checkpoints: Option<crate::checkpoint::Checkpoints>,
+    pub turn: Option<super::file_checkpoint::TurnStart>,
+}
+
+impl Runtime {
+    /// Admits a run: its provider and budget, the agent and its rules (a broken permission
+    /// file stops it here), the session (created, or the one to continue), seed 000's priority
+    /// (pausing or refusing), and the session's run lock.
+    pub(super) async fn admit(&self, request: &mut RunRequest) -> Result<Admitted, RunError> {
+        let provider = Provider::from_config(&self.config.provider, &self.env)?;
+        // A budget nop cannot count against stops the run before anything happens.
+        super::meter::Meter::new(&self.config, provider.model())
+            .check_priced()
+            .map_err(RunError::Agent)?;
+        let agents = self.ws.agents()?;
+        let agent_name = match &request.session {
+            Some(id) => self.blocking_read(id).await?.agent,
+            None => request
+                .agent
+                .clone()
+                .unwrap_or_else(|| self.config.agent.default.clone()),
+        };
+        // A broken permission file stops the run before anything happens (fail closed).
+        load_policy(&self.ws.root, &agent_name)?;
+        let def = agents.get(&agent_name);
+        if request.session.is_none() {
+            agents
+                .for_new_session(&agent_name, &self.ws.agents_path())
+                .map_err(RunError::Agent)?;
+        }
+        let now = Utc::now();
+        let (session_id, resumed) = match &request.session {
+            Some(id) => (id.clone(), true),
+            None => {
+                let session = self.store.create_async(&agent_name, now).await?;
+                (session.session_id, false)
+            }
+        };
+        // Seed 000: agents with a priority take part in preemption; the others never wait.
+        let minute = {
+            use chrono::Timelike;
+            let local = chrono::Local::now();
+            local.hour() * 60 + local.minute()
+        };
+        // Seed 000's dynamic priority: `--emergency`, or a prompt with one of the agent's
+        // emergency keywords.
+        let emergency = if request.emergency {
+            Some("--emergency".to_string())
+        } else {
+            def.zip(request.input.as_deref())
+                .and_then(|(d, input)| d.emergency_keyword(input))
+                .map(|k| format!("keyword \"{k}\""))
+        };
+        let priority =
+            agents.effective_priority(&agent_name, &self.queue.user, minute, emergency.is_some());
+        let emergency = emergency.filter(|_| priority.is_some());
+        let coordinator = priority.map(|_| {
+            crate::queue::priority::Coordinator::new(
+                &self.ws.nop_dir(),
+                &self.queue.user,
+                std::time::Duration::from_secs_f64(self.config.queue.idle_timeout_s),
+            )
+        });
+        if let (Some(coordinator), Some(priority)) = (&coordinator, priority) {
+            let interruptible = def.is_none_or(|d| d.interruptible);
+            match coordinator.admit(&session_id, &agent_name, priority, interruptible)? {
+                crate::queue::priority::Admission::Admitted { paused } => {
+                    // Seed 000 §3: the session stores the priority it runs with.
+                    let why = emergency.clone();
+                    self.record(&session_id, move |s| {
+                        s.extra
+                            .insert("priority".into(), serde_json::json!(priority));
+                        s.extra
+                            .insert("interruptible".into(), serde_json::json!(interruptible));
+                        match why {
+                            Some(why) => s.extra.insert("emergency".into(), serde_json::json!(why)),
+                            None => s.extra.remove("emergency"),
+                        };
+                    })
+                    .await?;
+                    if let Some(p) = paused {
+                        tracing::info!(session = %p.session_id, agent = %p.agent, op = "priority", result = "paused", by = %agent_name, "paused for a higher-priority session");
+                        // The paused session says so at once (its own run also records it at
+                        // its next checkpoint, and `running` when it resumes).
+                        if let Err(e) = self
+                            .store
+                            .set_status_async(&p.session_id, SessionStatus::Paused)
+                            .await
+                        {
+                            tracing::warn!(session = %p.session_id, op = "priority", error = %e, "could not record the pause in its session.json");
+                        }
+                    }
+                }
+                crate::queue::priority::Admission::Refused { reason } => {
+                    tracing::info!(agent = %agent_name, op = "priority", result = "refused", "{reason}");
+                    if !resumed {
+                        // The session was created a moment ago for this run only.
+                        let _ = std::fs::remove_dir_all(self.store.dir(&session_id));
+                    }
+                    return Err(RunError::Refused(reason));
+                }
+            }
+        }
+        let guard = match request.guard.take() {
+            Some(guard) => guard,
+            None => match crate::queue::RunGuard::try_acquire(&self.store.dir(&session_id)) {
+                Ok(Some(guard)) => guard,
+                Ok(None) => return Err(RunError::Busy(session_id)),
+                Err(e) => return Err(RunError::Agent(e.to_string())),
+            },
+        };
+        Ok(Admitted {
+            session_id,
+            resumed,
+            agent_name,
+            def: def.cloned(),
+            priority,
+            emergency,
+            coordinator,
+            provider,
+            now,
+            _guard: guard,
+        })
+    }
+
+    /// Opens an admitted run: the file checkpoint (in the background), the engine and its
+    /// plugins, the input recorded (mentions attached, memory recalled), `session_started`, the
+    /// session-start hooks, and for a loaded session the parent and consistency checks.
+    pub(super) async fn open(
+        &self,
+        admitted: &Admitted,
+        request: &RunRequest,
+        events: &EventSink,
+        cancel: &CancellationToken,
+    ) -> Result<Opened, RunError> {
+        let Admitted {
+            session_id,
+            resumed,
+            agent_name,
+            def,
+            priority,
+            emergency,
+            coordinator,
+            provider,
+            now,
+            ..
+        } = admitted;
+        let (session_id, resumed, agent_name, def, priority, now) = (
+            session_id.clone(),
+            *resumed,
+            agent_name.clone(),
+            def.as_ref(),
+            *priority,
+            *now,
+        );
+        let events = events.clone();
+        // The files as the run finds them, before anything it does (`nop undo`).
+        let checkpoints = self.ws.checkpoints(&self.config);
+        let (turn, ready) = self
+            .begin_turn(
+                &session_id,
+                checkpoints.as_ref(),
+                request.input.as_deref(),
+                &events,
+            )
+            .await;
+
+        let engine = Engine::new(
+            self.ws.clone(),
+            self.cwd.clone(),
+            self.config.clone(),
+            self.store.clone(),
+            provider.clone(),
+            self.approver.clone(),
+            events.clone(),
+            super::engine::QueueSettings {
+                coordinator: coordinator.clone(),
+                stop_words: self.config.queue.stop_words.clone(),
+                interrupt_enabled: def.is_none_or(|d| d.interrupt_enabled),
+            },
+        );
+        engine.load_plugins().await;
+        if self.config.memory.auto_summarize {
+            self.auto_summarize(&engine, &agent_name, cancel).await;
+        }
+        let mut ctx = engine.tool_context(
+            &session_id,
+            &agent_name,
+            Vec::new(),
+            0,
+            cancel.clone(),
+            true,
+        )?;
+        ctx.ready = ready;
+        // `@path` mentions attach files before the input is stored: session.json holds what the
+        // model is sent.
+        let input = match &request.input {
+            Some(text) => {
+                let expanded = super::mentions::expand(&ctx, &self.cwd, text).await;
+                for message in expanded.warnings {
+                    let _ = events.send(Event::Warning { message });
+                }
+                Some(expanded.text)
+            }
+            None => None,
+        };
+        if resumed {
+            // Close what a killed process left open (or answer the agent's question), then the
+            // messages queued while nobody ran the session (they came first), then the input.
+            let session = self.blocking_read(&session_id).await?;
+            let (before, mut after) = resume_messages(&session, input.as_deref());
+            if let Some(recall) = self.recall(&agent_name, request.input.as_deref()) {
+                after.insert(0, recall);
+            }
+            self.update_status(&session_id, SessionStatus::Running, before)
+                .await?;
+            let pending = engine.queued(&ctx);
+            engine.inject(&ctx, pending).await?;
+            self.update_status(&session_id, SessionStatus::Running, after)
+                .await?;
+        } else {
+            let (system, warnings) =
+                prompt::system_prompt_noting(&self.ws, &self.cwd, &agent_name, def, now)?;
+            for message in warnings {
+                let _ = events.send(Event::Warning { message });
+            }
+            let mut first = vec![Message::new(Role::System, system, now)];
+            if let Some(recall) = self.recall(&agent_name, request.input.as_deref()) {
+                first.push(recall);
+            }
+            if let Some(input) = input {
+                first.push(Message::new(Role::User, input, now));
+            }
+            self.update_status(&session_id, SessionStatus::Running, first)
+                .await?;
+        }
+        tracing::info!(session = %session_id, agent = %agent_name, op = "run", result = "started", resumed, model = engine.provider().model(), "run started");
+        let _ = events.send(Event::SessionStarted {
+            session_id: session_id.clone(),
+            agent: agent_name.clone(),
+            model: engine.provider().model().to_string(),
+            resumed,
+            priority,
+            emergency: emergency.clone(),
+        });
+        hooks::fire(&self.config.hooks, Hook::SessionStart, &self.ws.root, || {
+            serde_json::json!({"session_id": session_id, "agent": agent_name, "resumed": resumed, "input": request.input})
+        })
+        .await;
+        if resumed {
+            // Seed 002 §3.3 step 2: on load, follow the parent reference of a fork.
+            self.check_parent(&session_id, &events).await;
+        }
+        if resumed && ctx.advisors {
+            // Seed 002 §3.3: on load, check plan.xml against the messages (warnings only).
+            crate::advisors::check_consistency(&engine, &ctx).await;
+        }
+        Ok(Opened {
+            engine,
+            ctx,
+            checkpoints,
+            turn,
+        })
+    }
+
+    /// Drives the agent until it answers, then (seed 004) what is still queued when the task
+    /// ends, one message at a time.
+    pub(super) async fn drive(
+        &self,
+        opened: &Opened,
+        max_turns: Option<u32>,
+        events: &EventSink,
+        stats: &mut TurnStats,
+    ) -> Answer {
+        let Opened { engine, ctx, .. } = opened;
+        let max_turns = max_turns.unwrap_or(self.config.agent.max_turns);
+        let mut answer = engine.drive(ctx, max_turns, events, stats).await;
+        // Seed 004: what is still queued when the task ends is processed, one message at a time.
+        while matches!(&answer, Ok(Ok(r)) if r.status == AgentStatus::Completed) {
+            match engine.take_next(ctx).await {
+                Ok(Some(())) => answer = engine.drive(ctx, max_turns, events, stats).await,
+                Ok(None) => break,
+                Err(e) => {
+                    answer = Err(e);
+                    break;
+                }
+            }
+        }
+        answer
+    }
+
+    /// Finishes a run: its status from the agent's answer, the closing file checkpoint, the
+    /// priority stack told, the session-end hooks, and the outcome sent as `result`.
+    pub(super) async fn finish(
+        &self,
+        admitted: Admitted,
+        opened: Opened,
+        answer: Answer,
+        stats: TurnStats,
+        events: &EventSink,
+    ) -> Result<RunOutcome, RunError> {
+        let Admitted {
+            session_id,
+            agent_name,
+            coordinator,
+            ..
+        } = admitted;
+        let Opened {
+            engine,
+            checkpoints,
+            turn,
+            ..
+        } = opened;
+        let (status, session_status, message, question) = match answer {
+            Ok(Ok(response)) => match response.status {
+                AgentStatus::Completed => (
+                    RunStatus::Completed,
+                    SessionStatus::Completed,
+                    response.message,
+                    None,
+                ),
+                AgentStatus::WaitingInput => (
+                    RunStatus::WaitingInput,
+                    SessionStatus::WaitingInput,
+                    String::new(),
+                    Some(response.message),
+                ),
+                AgentStatus::Error => (
+                    RunStatus::Error,
+                    SessionStatus::Error,
+                    response.message,
+                    None,
+                ),
+                // Nothing failed: the session waits for more budget (`nop run --session ID`).
+                AgentStatus::OverBudget => (
+                    RunStatus::BudgetExceeded,
+                    SessionStatus::Idle,
+                    format!(
+                        "{}; raise --max-budget-usd (agent.max_budget_usd) and continue with `nop run --session {session_id}`",
+                        response.message
+                    ),
+                    None,
+                ),
+            },
+            Ok(Err(Interrupted)) => {
+                let why = match engine.stopped_by() {
+                    Some(word) => format!("stopped by the message \"{}\"", word.trim()),
+                    None => "cancelled by user".to_string(),
+                };
+                (RunStatus::Cancelled, SessionStatus::Cancelled, why, None)
+            }
+            Err(fatal) => {
+                // The session may be unwritable; try to mark it, but report the real failure.
+                let _ = self
+                    .store
+                    .set_status_async(&session_id, SessionStatus::Error)
+                    .await;
+                if let Some(c) = &coordinator {
+                    let _ = c.finish(&session_id);
+                }
+                self.end_turn(&session_id, checkpoints.as_ref(), turn, events)
+                    .await;
+                tracing::error!(session = %session_id, agent = %agent_name, op = "run", result = "error", "{fatal}");
+                return Err(fatal.into());
+            }
+        };
+        self.end_turn(&session_id, checkpoints.as_ref(), turn, events)
+            .await;
+        self.store
+            .set_status_async(&session_id, session_status)
+            .await?;
+        if let Some(c) = &coordinator {
+            if session_status == SessionStatus::WaitingInput {
+                c.set_waiting(&session_id)?;
+            } else {
+                c.finish(&session_id)?;
+            }
+        }
+        hooks::fire(&self.config.hooks, Hook::SessionEnd, &self.ws.root, || {
+            serde_json::json!({"session_id": session_id, "agent": agent_name, "status": session_status.as_str(), "final_message": message})
+        })
+        .await;
+        tracing::info!(session = %session_id, agent = %agent_name, op = "run", result = session_status.as_str(), turns = stats.turns, tool_calls = stats.tool_calls, "run ended");
+        let called = engine.meter().called();
+        let usage = RunUsage {
+            own: stats.spent.into(),
+            subagents: called.subagents.into(),
+            advisors: called.advisors.into(),
+        };
+        let total: RunSpent = crate::protocol::Usage {
+            own: stats.spent,
+            ..called
+        }
+        .total()
+        .into();
+        let outcome = RunOutcome {
+            session_id,
+            status,
+            final_message: message,
+            question,
+            usage,
+            total_cost_usd: total.cost_usd,
+            turns: stats.turns,
+            tool_calls: stats.tool_calls,
+            permission_denials: self.approver.denials(),
+        };
+        let _ = events.send(Event::Result(outcome.clone()));
+        Ok(outcome)
+    }
+}
