@@ -1,8 +1,7 @@
 //! The session handle: the one way a front end drives a run (seed 003's adapter seen from the
 //! outside). Operations go in with [`SessionHandle::submit`]; everything that happens comes out
 //! of [`SessionHandle::next_event`], approval questions included; [`SessionHandle::finish`]
-//! gives how it ended. The handle also owns what happens around a run: a message queued just
-//! as the run ended is taken by another run of the same session, never by the front end.
+//! gives how it ended.
 
 use std::collections::HashMap;
 
@@ -12,7 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::runtime::{RunError, RunRequest, Runtime};
 use crate::permissions::{ApprovalAnswer, ApprovalRequest};
-use crate::protocol::events::{Event, RunOutcome, RunStatus};
+use crate::protocol::events::{Event, RunOutcome};
 
 /// What a front end can ask of a session.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -401,7 +400,7 @@ fn run(
     cancel: &CancellationToken,
 ) -> Work {
     let (runtime, events, cancel) = (runtime.clone(), events.clone(), cancel.clone());
-    Box::pin(async move { Done::Run(Box::new(runs(&runtime, request, events, &cancel).await)) })
+    Box::pin(async move { Done::Run(Box::new(runtime.run(request, events, cancel).await)) })
 }
 
 async fn until_done(work: &mut Option<Work>) -> Done {
@@ -487,49 +486,4 @@ async fn next_question(
         Some(rx) => rx.recv().await,
         None => std::future::pending().await,
     }
-}
-
-/// The request, then, while it completes and messages are waiting in the session's queue that
-/// the last run did not leave there itself, one more run for them (a message queued just as a
-/// run ended, after its last look at the queue, would otherwise wait for the next `nop run`).
-async fn runs(
-    runtime: &Runtime,
-    request: RunRequest,
-    events: mpsc::UnboundedSender<Event>,
-    cancel: &CancellationToken,
-) -> Result<RunOutcome, RunError> {
-    let mut outcome = runtime.run(request, events.clone(), cancel.clone()).await?;
-    let mut last_seen: Vec<String> = Vec::new();
-    while outcome.status == RunStatus::Completed {
-        let dir = runtime.store().dir(&outcome.session_id);
-        let waiting: Vec<String> = crate::queue::Inbox::new(&dir)
-            .list()
-            .messages
-            .into_iter()
-            .map(|(_, m)| m.id)
-            .collect();
-        if waiting.is_empty() {
-            break;
-        }
-        if waiting == last_seen {
-            // The last run left them where they were: running again would only repeat it (and
-            // pay for it).
-            tracing::error!(session = %outcome.session_id, op = "queue", result = "stuck", "queued messages were not taken by the last run; not running again");
-            break;
-        }
-        last_seen = waiting;
-        let Ok(Some(guard)) = crate::queue::RunGuard::try_acquire(&dir) else {
-            break;
-        };
-        let again = RunRequest {
-            session: Some(outcome.session_id.clone()),
-            agent: None,
-            input: None,
-            max_turns: None,
-            emergency: false,
-            guard: Some(guard),
-        };
-        outcome = runtime.run(again, events.clone(), cancel.clone()).await?;
-    }
-    Ok(outcome)
 }

@@ -45,6 +45,61 @@ pub(super) struct Opened {
 }
 
 impl Runtime {
+    /// Runs the request to its end, sending events as it goes. A cancelled token stops it at
+    /// once; the session is left well-formed (every tool call has a result) and resumable.
+    ///
+    /// The one place the session's queue is drained (seed 004): the drive phase takes what is
+    /// queued while the agent works, one message at a time; then, while the run completes and
+    /// messages are waiting that the last run did not leave there itself, one more run for them
+    /// (a message queued just as a run ended, after its last look at the queue, would otherwise
+    /// wait for the next `nop run`).
+    pub async fn run(
+        &self,
+        request: RunRequest,
+        events: EventSink,
+        cancel: CancellationToken,
+    ) -> Result<RunOutcome, RunError> {
+        let runtime = self;
+        let mut outcome = runtime
+            .run_once(request, events.clone(), cancel.clone())
+            .await?;
+        let mut last_seen: Vec<String> = Vec::new();
+        while outcome.status == RunStatus::Completed {
+            let dir = runtime.store().dir(&outcome.session_id);
+            let waiting: Vec<String> = crate::queue::Inbox::new(&dir)
+                .list()
+                .messages
+                .into_iter()
+                .map(|(_, m)| m.id)
+                .collect();
+            if waiting.is_empty() {
+                break;
+            }
+            if waiting == last_seen {
+                // The last run left them where they were: running again would only repeat it (and
+                // pay for it).
+                tracing::error!(session = %outcome.session_id, op = "queue", result = "stuck", "queued messages were not taken by the last run; not running again");
+                break;
+            }
+            last_seen = waiting;
+            let Ok(Some(guard)) = crate::queue::RunGuard::try_acquire(&dir) else {
+                break;
+            };
+            let again = RunRequest {
+                session: Some(outcome.session_id.clone()),
+                agent: None,
+                input: None,
+                max_turns: None,
+                emergency: false,
+                guard: Some(guard),
+            };
+            outcome = runtime
+                .run_once(again, events.clone(), cancel.clone())
+                .await?;
+        }
+        Ok(outcome)
+    }
+
     /// Admits a run: its provider and budget, the agent and its rules (a broken permission
     /// file stops it here), the session (created, or the one to continue), seed 000's priority
     /// (pausing or refusing), and the session's run lock.

@@ -151,14 +151,11 @@ impl Runtime {
 
     /// Runs the request to its end, sending events as it goes. A cancelled token stops it at
     /// once; the session is left well-formed (every tool call has a result) and resumable.
-    /// Runs the request to its end, sending events as it goes. A cancelled token stops it at
-    /// once; the session is left well-formed (every tool call has a result) and resumable.
-    ///
-    /// The lifecycle of seed 003's adapter, in its phases (`lifecycle.rs`): admit (the agent,
+    /// One run of the request, in the lifecycle's phases (`lifecycle.rs`): admit (the agent,
     /// its rules, the session, priority, the run lock), open (the file checkpoint, the engine,
     /// the input, the session-start hooks and checks), drive (the agent's turns, then what is
     /// still queued), finish (status, checkpoint, hooks, the outcome).
-    pub async fn run(
+    pub(super) async fn run_once(
         &self,
         mut request: RunRequest,
         events: EventSink,
