@@ -29,32 +29,6 @@ pub struct BatchResult {
     pub via: &'static str,
 }
 
-/// Creates a chat session for `agent` (its system prompt, with the project instructions down to
-/// `cwd`; no messages yet); an agent that `nop run` would refuse (disabled, unknown) is refused
-/// here too.
-fn open_session(
-    ws: &Workspace,
-    cwd: &std::path::Path,
-    store: &Store,
-    agent: &str,
-) -> Result<String, RunError> {
-    let agents = ws.agents()?;
-    let def = agents
-        .for_new_session(agent, &ws.agents_path())
-        .map_err(RunError::Agent)?;
-    let now = Utc::now();
-    let system = super::prompt::system_prompt(ws, cwd, agent, def, now)?;
-    let session = store.create(agent, now)?;
-    store.update(&session.session_id, now, |state| {
-        state
-            .session
-            .messages
-            .push(Message::new(Role::System, system, now));
-        Ok(())
-    })?;
-    Ok(session.session_id)
-}
-
 /// A chat session held while a front end uses it, as a run holds its session (seed 003): its
 /// run lock keeps another `nop run`, `nop chat` or `nop sessions delete` out; its status is
 /// `running` while a batch is answered, `waiting_input` between batches and `idle` once left;
@@ -65,39 +39,46 @@ pub struct ChatSession {
     ws: Workspace,
     config: Config,
     store: Store,
-    _guard: crate::queue::RunGuard,
+    /// Its admission: the run lock (held until the chat is left) and seed 000's priority stack.
+    admitted: super::lifecycle::Admitted,
 }
 
 impl ChatSession {
-    /// Opens `session` (or a new session of `agent`, for a user working in `cwd`) for chatting.
-    pub async fn open(
-        ws: &Workspace,
-        cwd: &std::path::Path,
-        config: &Config,
-        store: &Store,
-        session: Option<String>,
-        agent: &str,
+    /// Opens an admitted session for chatting (the lifecycle's admission, as for a run: the
+    /// agent and its rules, priority, the run lock), for a user working in `cwd`; a new session
+    /// gets its system prompt, with the project instructions down to `cwd`.
+    pub(super) async fn open(
+        runtime: &super::Runtime,
+        admitted: super::lifecycle::Admitted,
     ) -> Result<ChatSession, RunError> {
-        let resumed = session.is_some();
-        let (id, agent) = match session {
-            Some(id) => {
-                let agent = store.read_session_async(&id).await?.agent;
-                (id, agent)
-            }
-            None => (open_session(ws, cwd, store, agent)?, agent.to_string()),
-        };
-        let guard = match crate::queue::RunGuard::try_acquire(&store.dir(&id)) {
-            Ok(Some(guard)) => guard,
-            Ok(None) => return Err(RunError::Busy(id)),
-            Err(e) => return Err(RunError::Agent(e.to_string())),
-        };
+        let (ws, config, store) = (runtime.workspace(), runtime.config(), runtime.store());
+        let resumed = admitted.resumed;
+        let id = admitted.session_id.clone();
+        let agent = admitted.agent_name.clone();
+        if !resumed {
+            let now = Utc::now();
+            let system = super::prompt::system_prompt(
+                ws,
+                runtime.cwd(),
+                &agent,
+                admitted.def.as_ref(),
+                now,
+            )?;
+            store.update(&id, now, |state| {
+                state
+                    .session
+                    .messages
+                    .push(Message::new(Role::System, system, now));
+                Ok(())
+            })?;
+        }
         let chat = ChatSession {
             id,
             agent,
             ws: ws.clone(),
             config: config.clone(),
             store: store.clone(),
-            _guard: guard,
+            admitted,
         };
         chat.set_status(crate::protocol::SessionStatus::WaitingInput)
             .await?;
@@ -151,6 +132,9 @@ impl ChatSession {
     /// Leaves the chat: status `idle`, the session-end hooks; the run lock is released.
     pub async fn close(self) -> Result<(), RunError> {
         let status = self.set_status(crate::protocol::SessionStatus::Idle).await;
+        if let Some(c) = &self.admitted.coordinator {
+            let _ = c.finish(&self.id);
+        }
         crate::hooks::fire(&self.config.hooks, Hook::SessionEnd, &self.ws.root, || {
             json!({"session_id": self.id, "agent": self.agent, "status": "idle", "mode": "chat"})
         })

@@ -83,8 +83,13 @@ async fn open_chat(
     session: Option<String>,
     agent: &str,
 ) -> Result<ChatSession, RunError> {
-    let (ws, config, store) = (runtime.workspace(), runtime.config(), runtime.store());
-    ChatSession::open(ws, runtime.cwd(), config, store, session, agent).await
+    let mut request = super::RunRequest {
+        session,
+        agent: Some(agent.to_string()),
+        ..Default::default()
+    };
+    let admitted = runtime.admit(&mut request).await?;
+    ChatSession::open(runtime, admitted).await
 }
 
 /// The batch answered at once, then the chat closed.

@@ -10,6 +10,19 @@ use super::term::style::{json_safe, visible};
 use nop::agent::{ChatHandle, Op, Quiet, Runtime};
 use nop::protocol::events::Event;
 
+/// Seed 000: another session has priority; said as `nop run` says it (exit code 4).
+fn refused(reason: &str, format: OutputFormat) -> ExitCode {
+    if format == OutputFormat::Text {
+        eprintln!("refused: {reason}");
+    } else {
+        println!(
+            "{}",
+            serde_json::json!({"type": "refused", "status": "refused", "reason": reason})
+        );
+    }
+    ExitCode::from(super::exit::REFUSED)
+}
+
 /// `nop run --message a --message b`: one batch answered at once (seed 001 §3.2 "方案A").
 pub fn batch(
     runtime: Runtime,
@@ -20,7 +33,10 @@ pub fn batch(
 ) -> Result<ExitCode> {
     let rt = tokio_runtime()?;
     rt.block_on(async {
-        let mut chat = ChatHandle::batch(&runtime, session, agent, messages).await?;
+        let mut chat = match ChatHandle::batch(&runtime, session, agent, messages).await {
+            Err(nop::agent::RunError::Refused(reason)) => return Ok(refused(&reason, format)),
+            opened => opened?,
+        };
         while let Some(event) = chat.next_event().await {
             let Event::BatchAnswered {
                 session_id,
@@ -57,7 +73,12 @@ pub fn batch(
 pub fn chat(runtime: Runtime, session: Option<String>, agent: &str) -> Result<ExitCode> {
     let rt = tokio_runtime()?;
     let quiet = Quiet::of(runtime.config());
-    let (session, mut chat) = rt.block_on(ChatHandle::chat(&runtime, session, agent, quiet))?;
+    let (session, mut chat) = match rt.block_on(ChatHandle::chat(&runtime, session, agent, quiet)) {
+        Err(nop::agent::RunError::Refused(reason)) => {
+            return Ok(refused(&reason, OutputFormat::Text));
+        }
+        opened => opened?,
+    };
     eprintln!("chatting with {agent} (session {session}); /exit to leave");
     let typed = chat.submitter();
     std::thread::spawn(move || {

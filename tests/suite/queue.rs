@@ -675,3 +675,55 @@ fn a_paused_session_resumes_when_the_newcomer_is_killed() {
     assert_eq!(result["final_message"], "music done");
     assert_eq!(repo.session_json(&music_id)["status"], "completed");
 }
+
+/// A chat session goes through the same admission as a run: while navigation runs, a chat with
+/// chat_agent is refused with the reason and leaves no session.
+#[test]
+fn seed_000_a_chat_is_admitted_like_a_run() {
+    let repo = seed_000_repo();
+    let g = gates(&repo).join("g");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("a1", "shell", gated(&g))]),
+        openai::reply_text("active done"),
+    ]);
+    let mut runner = Runner::start(&repo, &server, &["--agent", "navigation_agent", "busy"]);
+    runner.session_id();
+    runner.wait_for("tool_call");
+    let before = repo.run(&["sessions", "list", "--json"]);
+    let before: Vec<String> = serde_json::from_str::<serde_json::Value>(&before)
+        .expect("json")
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|s| s["id"].as_str().expect("id").to_string())
+        .collect();
+    let out = repo
+        .nop_model(&server, "openai")
+        .args([
+            "run",
+            "--agent",
+            "chat_agent",
+            "--message",
+            "tell me a joke",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(4));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("refused:") && stderr.contains("navigation_agent"),
+        "{stderr}"
+    );
+    let after = repo.run(&["sessions", "list", "--json"]);
+    let after: Vec<String> = serde_json::from_str::<serde_json::Value>(&after)
+        .expect("json")
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|s| s["id"].as_str().expect("id").to_string())
+        .collect();
+    assert_eq!(after, before, "a refused chat leaves no session");
+    open(&g);
+    let (code, _) = runner.finish();
+    assert_eq!(code, 0);
+}
