@@ -1,6 +1,6 @@
 //! The engine shared by a run, its subagents and its advisors: one provider, one store, one
-//! approver. It runs agents on sessions (the seed-003 adapter's work below the command line) and
-//! holds the queue checkpoints (seed 004) with pause and resume (seed 000). Subagents are in
+//! approver. It runs agents on sessions for the lifecycle and holds the queue checkpoints (seed
+//! 004) with pause and resume (seed 000). Subagents are in
 //! `subagent.rs`; advisor consultation and compaction are `crate::advisors`', which the engine
 //! serves as their [`advisors::Host`].
 

@@ -1,4 +1,4 @@
-//! The session handle: the one way a front end drives a run (seed 003's adapter seen from the
+//! The session handle: the one way a front end drives a run (the lifecycle seen from the
 //! outside). Operations go in with [`SessionHandle::submit`]; everything that happens comes out
 //! of [`SessionHandle::next_event`], approval questions included; [`SessionHandle::finish`]
 //! gives how it ended.

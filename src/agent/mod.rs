@@ -1,10 +1,10 @@
 //! The agent loop and the runtime around it (seed 003).
 //!
 //! An agent does business logic only: given the conversation it answers with an
-//! [`AgentResponse`] whose status is WAITING_INPUT, COMPLETED or ERROR. The runtime (the seed's
-//! "adapter", [`runtime`]) creates and loads sessions, sets ids, records messages and moves the
-//! session through its lifecycle; what the agent answers never depends on a session id (the id
-//! appears in its log lines only).
+//! [`AgentResponse`] whose status is WAITING_INPUT, COMPLETED or ERROR. The seed's "adapter" is
+//! the lifecycle (`lifecycle.rs`, phases on the [`Runtime`]): it creates and loads sessions, sets
+//! ids, records messages and moves the session through its states, for runs and chats alike;
+//! what the agent answers never depends on a session id (the id appears in its log lines only).
 
 mod chat;
 mod chat_handle;

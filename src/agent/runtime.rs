@@ -1,6 +1,6 @@
-//! The runtime ("adapter", seed 003): creates or loads the session, records the user's input,
-//! hands the conversation to the agent, records what it did, and moves the session through its
-//! lifecycle (running → completed | waiting_input | error | cancelled).
+//! The runtime: what a run needs from the workspace (configuration, store, approver, the user
+//! and where they work), the errors that stop a run, and the helpers the lifecycle's phases
+//! (`lifecycle.rs`, seed 003's adapter) use to record the session's messages and status.
 
 use std::collections::BTreeMap;
 
