@@ -162,6 +162,11 @@ impl Checkpoints {
                 paths.insert(path);
             }
         }
+        // The root's own repository counts too: a `git init` at the root of a directory that
+        // had none is one the agent made.
+        if self.root.join(".git").symlink_metadata().is_ok() {
+            nested.insert(0, ".".to_string());
+        }
         if new_large != large {
             self.save_large_files(&new_large)?;
         }
@@ -670,8 +675,9 @@ pub fn tracked_but_denied(root: &Path, policy: &crate::permissions::Policy) -> V
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recorded {
     pub tree: String,
-    /// Git repositories inside the tree (a directory with its own `.git`), relative to the
-    /// root: git commands run in them read their configuration, which whoever made them wrote.
+    /// Git repositories in the tree (a directory with its own `.git`, `.` for the root's),
+    /// relative to the root: git commands run in them read their configuration, which whoever
+    /// made them wrote.
     pub nested: Vec<String>,
 }
 

@@ -670,3 +670,35 @@ fn a_fork_into_a_worktree_leaves_out_what_the_rules_now_deny() {
     );
     let _ = fs::remove_dir_all(&path);
 }
+
+#[test]
+fn a_repository_the_model_creates_at_the_root_is_named_too() {
+    let repo = Repo::new();
+    let home = repo_dir();
+    let server = MockServer::start(vec![
+        shell(
+            0,
+            "git init -q . && printf '#!/bin/sh\\necho planted\\n' > .git/hooks/pre-commit",
+        ),
+        openai::reply_text("done"),
+    ]);
+    let out = repo
+        .nop()
+        .env("HOME", home.path())
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .envs(crate::support::model_env(&server, "openai"))
+        .args(["run", "go"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(all.contains("created a git repository at ./"), "{all}");
+}
