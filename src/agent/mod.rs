@@ -13,7 +13,6 @@ pub mod engine;
 pub mod handle;
 pub mod instructions;
 pub mod mentions;
-pub mod meter;
 pub mod prompt;
 pub mod recall;
 pub mod runtime;
@@ -26,6 +25,10 @@ pub use conversation::Conversation;
 pub use handle::{Approvals, Delivery, Handle, Op, Open, SessionHandle, deliver};
 pub use runtime::{RunError, RunRequest, Runtime};
 pub use turn::ModelAgent;
+
+// What a run spends and its budget (`super::meter` in this module's files): it lives with the
+// prices in `providers`, so the advisors estimate a request without naming `agent`.
+use crate::providers::meter;
 
 /// The three answers an agent can give (seed 003).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
