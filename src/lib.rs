@@ -18,5 +18,6 @@ pub mod providers;
 pub mod queue;
 pub mod sandbox;
 pub mod session;
+pub mod templates;
 pub mod tools;
 pub mod workspace;
