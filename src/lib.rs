@@ -8,6 +8,7 @@ pub mod agent;
 pub mod chat;
 pub mod checkpoint;
 pub mod config;
+pub mod head_tail;
 pub mod hooks;
 pub mod logging;
 pub mod memory;
