@@ -10,6 +10,7 @@ mod chat;
 mod chat_handle;
 mod conversation;
 pub mod engine;
+mod error;
 pub mod handle;
 pub mod instructions;
 pub mod mentions;
@@ -22,8 +23,9 @@ mod turn;
 
 pub use chat_handle::{ChatHandle, Quiet};
 pub use conversation::Conversation;
+pub use error::RunError;
 pub use handle::{Approvals, Delivery, Handle, Op, Open, SessionHandle, deliver};
-pub use runtime::{RunError, RunRequest, Runtime};
+pub use runtime::{RunRequest, Runtime};
 pub use turn::ModelAgent;
 
 // What a run spends and its budget (`super::meter` in this module's files): it lives with the

@@ -8,18 +8,18 @@ use chrono::Utc;
 use tokio_util::sync::CancellationToken;
 
 use super::engine::Engine;
-use super::prompt::{self, PromptError};
+use super::error::RunError;
+use super::prompt;
 use super::turn::{EventSink, TurnStats, aborted};
 use super::{AgentStatus, Interrupted};
 use crate::config::Config;
 use crate::hooks::{self, Hook};
-use crate::permissions::{Approver, PermissionError, load_policy};
+use crate::permissions::{Approver, load_policy};
 use crate::protocol::events::{Event, RunOutcome, RunSpent, RunStatus, RunUsage};
 use crate::protocol::{Message, Role, SessionFile, SessionStatus};
 use crate::providers::{Provider, ProviderError};
-use crate::session::{SessionError, Store};
-use crate::tools::ToolError;
-use crate::workspace::{Workspace, WorkspaceError};
+use crate::session::Store;
+use crate::workspace::Workspace;
 
 /// What `nop run` asks for.
 #[derive(Debug, Default)]
@@ -35,31 +35,6 @@ pub struct RunRequest {
     pub emergency: bool,
     /// The session's run lock, when the caller already holds it.
     pub guard: Option<crate::queue::RunGuard>,
-}
-
-/// Failures that stop a run before or outside the agent's work.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    #[error(transparent)]
-    Session(#[from] SessionError),
-    #[error(transparent)]
-    Workspace(#[from] WorkspaceError),
-    #[error(transparent)]
-    Provider(#[from] ProviderError),
-    #[error(transparent)]
-    Prompt(#[from] PromptError),
-    #[error("{0}")]
-    Agent(String),
-    #[error("{0}")]
-    Tool(#[from] ToolError),
-    #[error(transparent)]
-    Permission(#[from] PermissionError),
-    /// Seed 000: another session has priority (exit code 4).
-    #[error("refused: {0}")]
-    Refused(String),
-    /// Another process is running the session.
-    #[error("session {0} is being run by another process")]
-    Busy(String),
 }
 
 #[derive(Clone)]
