@@ -14,7 +14,7 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::config::HooksConfig;
-use crate::tools::output::HeadTail;
+use crate::head_tail::HeadTail;
 
 /// What the hooks of one event decided.
 #[derive(Debug, Clone, PartialEq, Eq)]

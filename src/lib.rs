@@ -3,11 +3,17 @@
 //! The engine lives here. The front end (`src/cli/`, the binary's own module) renders and calls
 //! the engine; the engine never prints and cannot see the front end.
 
+// stdout belongs to `--output-format` and the front end; the engine reports through events,
+// errors and tracing. The one exception is the sandbox helper (`src/sandbox/`), a process of its
+// own that says why it could not run a command (stderr) and answers `--probe` (stdout).
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod advisors;
 pub mod agent;
 pub mod chat;
 pub mod checkpoint;
 pub mod config;
+pub mod head_tail;
 pub mod hooks;
 pub mod logging;
 pub mod memory;
@@ -18,5 +24,6 @@ pub mod providers;
 pub mod queue;
 pub mod sandbox;
 pub mod session;
+pub mod templates;
 pub mod tools;
 pub mod workspace;

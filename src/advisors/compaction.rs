@@ -10,26 +10,11 @@ use chrono::Utc;
 
 use crate::config::CompactionConfig;
 use crate::protocol::{Message, Plan, Role};
+pub use crate::providers::meter::estimate_tokens;
 
 /// The prompt of the CompactAgent: a single model call with no tools, so it cannot compact,
 /// call agents, or touch the session.
 pub const COMPACT_PROMPT: &str = "You compress the earlier part of a coding agent's conversation so the agent can continue the task without it. Write a faithful, dense summary: the user's goal and constraints, decisions made and why, files read and changed (with paths), commands run and their outcomes, errors met and how they were handled, and what remains to be done. Keep exact names, paths, identifiers and numbers. Do not invent anything. Answer with the summary only.";
-
-/// A rough token count (four characters a token, plus a little per message): the pre-check only
-/// needs to know when a conversation approaches the window.
-pub fn estimate_tokens(messages: &[Message]) -> u64 {
-    messages
-        .iter()
-        .map(|m| {
-            let calls: usize = m
-                .tool_calls
-                .iter()
-                .map(|c| c.name.len() + c.arguments.to_string().len())
-                .sum();
-            ((m.content.len() + calls) / 4 + 4) as u64
-        })
-        .sum()
-}
 
 /// Whether the conversation is long enough to be worth asking the advisor about.
 pub fn needs_check(messages: &[Message], config: &CompactionConfig) -> bool {

@@ -80,7 +80,7 @@ pub async fn compact(
             Utc::now(),
         ),
     ];
-    if !host.afford(&crate::agent::meter::estimate_next(None, &request, &[])) {
+    if !host.afford(&crate::providers::meter::estimate_next(None, &request, &[])) {
         return Err(ToolError::model(
             ToolErrorKind::CompactionFailed,
             "the CompactAgent was not asked: its request would pass the run's budget \

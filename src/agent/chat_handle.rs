@@ -14,8 +14,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::chat::{BatchResult, ChatSession};
+use super::error::RunError;
 use super::handle::{Handle, Op};
-use super::runtime::{RunError, Runtime};
+use super::runtime::Runtime;
 use crate::chat::{Batcher, ScheduledReply};
 use crate::protocol::events::Event;
 use crate::providers::Provider;

@@ -9,7 +9,8 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::runtime::{RunError, RunRequest, Runtime};
+use super::error::RunError;
+use super::runtime::{RunRequest, Runtime};
 use crate::permissions::{ApprovalAnswer, ApprovalRequest};
 use crate::protocol::events::{Event, RunOutcome};
 

@@ -6,8 +6,9 @@ use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
 use super::engine::Engine;
+use super::error::RunError;
 use super::prompt;
-use super::runtime::{RunError, RunRequest, Runtime, resume_messages};
+use super::runtime::{RunRequest, Runtime, resume_messages};
 use super::turn::{EventSink, TurnStats};
 use super::{AgentResponse, AgentStatus, Interrupted};
 use crate::hooks::{self, Hook};

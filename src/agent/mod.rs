@@ -10,12 +10,12 @@ mod chat;
 mod chat_handle;
 mod conversation;
 pub mod engine;
+mod error;
 mod file_checkpoint;
 pub mod handle;
 pub mod instructions;
 mod lifecycle;
 pub mod mentions;
-pub mod meter;
 pub mod prompt;
 pub mod recall;
 pub mod runtime;
@@ -25,9 +25,14 @@ mod turn;
 
 pub use chat_handle::{ChatHandle, Quiet};
 pub use conversation::Conversation;
+pub use error::RunError;
 pub use handle::{Approvals, Delivery, Handle, Op, Open, SessionHandle, deliver};
-pub use runtime::{RunError, RunRequest, Runtime};
+pub use runtime::{RunRequest, Runtime};
 pub use turn::ModelAgent;
+
+// What a run spends and its budget (`super::meter` in this module's files): it lives with the
+// prices in `providers`, so the advisors estimate a request without naming `agent`.
+use crate::providers::meter;
 
 /// The three answers an agent can give (seed 003).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

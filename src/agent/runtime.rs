@@ -8,16 +8,15 @@ use chrono::Utc;
 use tokio_util::sync::CancellationToken;
 
 use super::engine::Engine;
-use super::prompt::PromptError;
+use super::error::RunError;
 use super::turn::{EventSink, TurnStats, aborted};
 use crate::config::Config;
-use crate::permissions::{Approver, PermissionError};
+use crate::permissions::Approver;
 use crate::protocol::events::{Event, RunOutcome};
 use crate::protocol::{Message, Role, SessionFile, SessionStatus};
 use crate::providers::{Provider, ProviderError};
-use crate::session::{SessionError, Store};
-use crate::tools::ToolError;
-use crate::workspace::{Workspace, WorkspaceError};
+use crate::session::Store;
+use crate::workspace::Workspace;
 
 /// What `nop run` asks for.
 #[derive(Debug, Default)]
@@ -33,31 +32,6 @@ pub struct RunRequest {
     pub emergency: bool,
     /// The session's run lock, when the caller already holds it.
     pub guard: Option<crate::queue::RunGuard>,
-}
-
-/// Failures that stop a run before or outside the agent's work.
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    #[error(transparent)]
-    Session(#[from] SessionError),
-    #[error(transparent)]
-    Workspace(#[from] WorkspaceError),
-    #[error(transparent)]
-    Provider(#[from] ProviderError),
-    #[error(transparent)]
-    Prompt(#[from] PromptError),
-    #[error("{0}")]
-    Agent(String),
-    #[error("{0}")]
-    Tool(#[from] ToolError),
-    #[error(transparent)]
-    Permission(#[from] PermissionError),
-    /// Seed 000: another session has priority (exit code 4).
-    #[error("refused: {0}")]
-    Refused(String),
-    /// Another process is running the session.
-    #[error("session {0} is being run by another process")]
-    Busy(String),
 }
 
 #[derive(Clone)]

@@ -181,7 +181,7 @@ fn copy_configuration(from: &Path, to: &Path) -> Result<()> {
     }
     let ignore = to.join(".gitignore");
     if !ignore.exists() {
-        let text = crate::workspace::template(".gitignore").unwrap_or_default();
+        let text = crate::templates::get(".gitignore").unwrap_or_default();
         std::fs::write(&ignore, text).map_err(super::io(&ignore))?;
     }
     Ok(())

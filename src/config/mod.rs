@@ -307,7 +307,7 @@ pub const TRANSIENT_KINDS: &[&str] = &[
 
 impl AdvisorsConfig {
     /// Whether a failure of `kind` goes to retry-advisor (`retry_on`).
-    pub fn retries(&self, kind: crate::tools::ToolErrorKind) -> bool {
+    pub fn retries(&self, kind: crate::protocol::ToolErrorKind) -> bool {
         self.retry_on.iter().any(|k| k == kind.as_str())
     }
 }
@@ -607,13 +607,13 @@ impl Config {
             .advisors
             .retry_on
             .iter()
-            .find(|k| crate::tools::ToolErrorKind::parse(k).is_none())
+            .find(|k| crate::protocol::ToolErrorKind::parse(k).is_none())
         {
             problems.push((
                 "advisors.retry_on",
                 format!(
                     "`{kind}` is not an error kind; the kinds are {}",
-                    crate::tools::ToolErrorKind::ALL
+                    crate::protocol::ToolErrorKind::ALL
                         .iter()
                         .map(|k| k.as_str())
                         .collect::<Vec<_>>()

@@ -82,7 +82,7 @@ fn pos(location: &serde_saphyr::Location) -> Option<TextPos> {
 
 /// The built-in text of agent `name`'s permission file, if nop ships one.
 fn built_in(name: &str) -> Option<&'static str> {
-    crate::workspace::template(&format!(".permissions/agent-{name}.yml"))
+    crate::templates::get(&format!(".permissions/agent-{name}.yml"))
 }
 
 /// Whether the repository at `root` has no permission directory (a dangling link counts as
@@ -286,7 +286,7 @@ fn agent_names(root: &Path) -> Vec<String> {
             .map(str::to_string)
     };
     let mut names: Vec<String> = if without_directory(root) {
-        crate::workspace::templates_under(".permissions/")
+        crate::templates::under(".permissions/")
             .filter_map(agent_of)
             .collect()
     } else {

@@ -6,6 +6,7 @@ pub mod plan;
 pub mod queue;
 pub mod session;
 pub mod snapshot;
+pub mod tool_error;
 pub mod usage;
 
 pub use ids::{new_id, timestamp_for_file};
@@ -16,6 +17,7 @@ pub use session::{
     SessionFile, SessionStatus, ToolCall, TurnCheckpoint, Usage,
 };
 pub use snapshot::{SNAPSHOT_VERSION, Snapshot};
+pub use tool_error::ToolErrorKind;
 pub use usage::{Spent, TokenUsage};
 
 /// A position in a text file, 1-based, for error messages a person can act on.

@@ -5,6 +5,7 @@
 //! error messages are built from status codes and server messages with the key scrubbed.
 
 mod anthropic;
+pub mod meter;
 mod openai;
 pub mod pricing;
 pub mod sse;

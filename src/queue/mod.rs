@@ -5,42 +5,16 @@
 //!   lost if that process dies.
 //! - [`RunGuard`]: "this session is being run": an exclusive lock on `run.lock` held by the process
 //!   running it. A message for a session nobody runs is processed at once; otherwise it is queued.
+//!   Defined by the store (`session`), which takes it before deleting a session.
 //! - [`priority`]: the per-user stack of active sessions of agents that declare a priority.
 
 pub mod inbox;
 pub mod priority;
 
-use std::fs::{File, OpenOptions};
 use std::path::Path;
 
+pub use crate::session::RunGuard;
 pub use inbox::{Inbox, Listing, QueuePriority, QueuedMessage, SetAside};
-
-/// Held while a process runs a session; dropping it (or the process dying) releases it.
-#[derive(Debug)]
-pub struct RunGuard {
-    _file: File,
-}
-
-impl RunGuard {
-    /// Takes the run lock of the session in `dir` if no process holds it.
-    pub fn try_acquire(dir: &Path) -> std::io::Result<Option<RunGuard>> {
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(dir.join("run.lock"))?;
-        match file.try_lock() {
-            Ok(()) => Ok(Some(RunGuard { _file: file })),
-            Err(std::fs::TryLockError::WouldBlock) => Ok(None),
-            Err(std::fs::TryLockError::Error(e)) => Err(e),
-        }
-    }
-
-    /// Whether some process runs the session in `dir` right now.
-    pub fn is_busy(dir: &Path) -> bool {
-        matches!(RunGuard::try_acquire(dir), Ok(None))
-    }
-}
 
 /// A message put into a session's queue, and where it stands.
 #[derive(Debug, Clone)]
@@ -133,16 +107,5 @@ mod tests {
         for no in ["stop the music", "don't stop", "停一下吧", "cancel"] {
             assert!(!is_stop_word(no, &words), "{no}");
         }
-    }
-
-    #[test]
-    fn the_run_lock_is_exclusive() -> anyhow::Result<()> {
-        let dir = tempfile::tempdir()?;
-        let guard = RunGuard::try_acquire(dir.path())?;
-        assert!(guard.is_some());
-        assert!(RunGuard::is_busy(dir.path()));
-        drop(guard);
-        assert!(!RunGuard::is_busy(dir.path()));
-        Ok(())
     }
 }

@@ -16,6 +16,7 @@ use serde::Serialize;
 use super::atomic::{self, TEMP_PREFIX};
 use super::error::{Result, SessionError};
 use super::lock::{LockKind, SessionLock};
+use super::run_lock::RunGuard;
 use super::snapshot_file_name;
 use super::store::{Store, read_session_file};
 
@@ -130,7 +131,7 @@ impl Store {
     pub fn delete(&self, id: &str, force: bool) -> Result<Deleted> {
         let dir = self.existing_dir(id)?;
         self.sweep();
-        let _run = match crate::queue::RunGuard::try_acquire(&dir) {
+        let _run = match RunGuard::try_acquire(&dir) {
             Ok(Some(guard)) => guard,
             Ok(None) => return Err(SessionError::Running(id.to_string())),
             Err(e) => return Err(SessionError::io(dir.join("run.lock"))(e)),

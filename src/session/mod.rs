@@ -23,6 +23,7 @@ mod error;
 mod lock;
 mod logs;
 mod nonblocking;
+mod run_lock;
 mod store;
 
 pub use atomic::{commit_files, create_new_atomic, replace_file, sync_dir, write_atomic};
@@ -35,6 +36,7 @@ pub use delete::{Deleted, Reference, ReferenceKind};
 pub use error::{Result, SessionError};
 pub use lock::{LockKind, SessionLock, Waited, lock_file};
 pub use logs::ErrorRecord;
+pub use run_lock::RunGuard;
 pub use store::{Checkpointer, Problem, SessionState, SessionSummary, Store};
 
 pub const SESSION_FILE: &str = "session.json";

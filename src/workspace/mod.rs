@@ -3,8 +3,6 @@
 //! agents and session store it holds. A file `nop init` would install but that is missing reads
 //! as its built-in template, so a repository works without `nop init`.
 
-mod templates;
-
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -14,6 +12,7 @@ use chrono::{DateTime, Utc};
 use crate::config::{AgentsFile, ConfigError, ConfigInputs, Resolved};
 use crate::protocol::timestamp_for_file;
 use crate::session::{Store, write_atomic};
+use crate::templates;
 
 pub const NOP_DIR: &str = ".nop";
 pub const CONFIG_FILE: &str = "config.yml";
@@ -241,18 +240,6 @@ impl Workspace {
     }
 }
 
-/// The built-in text of `.nop/<relative>` (what `nop init` installs there), if there is one.
-pub fn template(relative: &str) -> Option<&'static str> {
-    templates::get(relative)
-}
-
-/// The paths (relative to `.nop/`, without `dir`) of the templates under `dir`.
-pub fn templates_under(dir: &str) -> impl Iterator<Item = &'static str> + '_ {
-    templates::FILES
-        .iter()
-        .filter_map(move |(path, _)| path.strip_prefix(dir))
-}
-
 /// What `nop init` did with one file.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "action", rename_all = "snake_case")]
@@ -345,7 +332,7 @@ mod tests {
             .map(|(p, _)| p.to_string())
             .collect();
         listed.sort();
-        assert_eq!(on_disk, listed, "update src/workspace/templates.rs");
+        assert_eq!(on_disk, listed, "update src/templates.rs");
         Ok(())
     }
 

@@ -1,4 +1,5 @@
 mod advisors;
+mod architecture;
 mod chat;
 mod checkpoints;
 mod cli;

@@ -9,10 +9,10 @@
 
 use std::sync::Mutex;
 
+use super::ToolSpec;
+use super::pricing::{Price, price_for};
 use crate::config::Config;
 use crate::protocol::{Message, Spent, TokenUsage, Usage};
-use crate::providers::ToolSpec;
-use crate::providers::pricing::{Price, price_for};
 
 /// Who spent: the session the run is for, an agent it called, or an advisor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -135,7 +135,7 @@ pub fn estimate_next(
 ) -> TokenUsage {
     match previous {
         Some(p) if p.messages <= messages.len() => {
-            let added = crate::advisors::compaction::estimate_tokens(&messages[p.messages..]);
+            let added = estimate_tokens(&messages[p.messages..]);
             TokenUsage {
                 input_tokens: p.tokens.input_tokens + p.tokens.output_tokens + added,
                 output_tokens: p.tokens.output_tokens,
@@ -149,7 +149,7 @@ pub fn estimate_next(
                 .iter()
                 .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
                 .sum();
-            let input = crate::advisors::compaction::estimate_tokens(messages) + tools as u64 / 4;
+            let input = estimate_tokens(messages) + tools as u64 / 4;
             TokenUsage {
                 input_tokens: input,
                 output_tokens: previous.map_or(0, |p| p.tokens.output_tokens),
@@ -158,6 +158,22 @@ pub fn estimate_next(
             }
         }
     }
+}
+
+/// A rough token count (four characters a token, plus a little per message): the pre-check only
+/// needs to know when a conversation approaches the window.
+pub fn estimate_tokens(messages: &[Message]) -> u64 {
+    messages
+        .iter()
+        .map(|m| {
+            let calls: usize = m
+                .tool_calls
+                .iter()
+                .map(|c| c.name.len() + c.arguments.to_string().len())
+                .sum();
+            ((m.content.len() + calls) / 4 + 4) as u64
+        })
+        .sum()
 }
 
 #[cfg(test)]
