@@ -1055,7 +1055,6 @@ fn run_session_command(
             Ok(ExitCode::SUCCESS)
         }
         Command::Sessions(SessionsCommand::Stack { json }) => {
-            let config = ws.config(None, None, BTreeMap::new(), Vec::new())?.config;
             let coordinator = nop::queue::priority::Coordinator::new(
                 &ws.nop_dir(),
                 user,
