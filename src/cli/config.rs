@@ -1,5 +1,6 @@
-//! `nop config set KEY VALUE [--user]`: one key written to the repository's `.nop/config.yml`
-//! or to the user's `~/.config/nop/config.yml`, the rest of the file kept.
+//! `nop config show` (every key, its value and origin) and `nop config set KEY VALUE [--user]`:
+//! one key written to the repository's `.nop/config.yml` or to the user's
+//! `~/.config/nop/config.yml`, the rest of the file kept.
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -10,6 +11,9 @@ use anyhow::{Result, anyhow, bail};
 
 use nop::config::{ConfigInputs, Origin, Resolved, read_config_text, set_key, user_config_path};
 use nop::workspace::Workspace;
+
+use super::context::{home_of, start_logging, workspace_at};
+use super::render;
 
 /// What `--user` of `nop config set` stores. The flag shares its id with the global
 /// `--user NAME` (clap would not have two `--user`s on one command), so it stores a value no
@@ -26,7 +30,7 @@ pub fn set(
     user_file: bool,
     out: &mut impl Write,
 ) -> Result<ExitCode> {
-    let ws = Workspace::discover(cwd, super::home_of(env));
+    let ws = Workspace::discover(cwd, home_of(env));
     let user_path = user_config_path(env);
     let path: PathBuf = if user_file {
         user_path.clone().ok_or_else(|| {
@@ -124,5 +128,41 @@ pub fn set(
         Some(Err(e)) => eprintln!("warning: the configuration here does not load: {e}"),
         None => {}
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `nop config show`.
+pub fn show(
+    json: bool,
+    session: Option<String>,
+    agent: Option<String>,
+    cwd: &Path,
+    outside: super::context::Outside,
+    cli_settings: Vec<(String, String, String)>,
+    out: &mut impl Write,
+) -> Result<ExitCode> {
+    let ws = workspace_at(cwd, &outside.env)?;
+    let base = ws.config(None, None, outside.env.clone(), cli_settings.clone())?;
+    start_logging(&ws, &base);
+    let session = match session {
+        Some(prefix) => {
+            let store = ws.store(&base.config);
+            let id = store.resolve(&prefix)?;
+            Some(store.read_session(&id)?)
+        }
+        None => None,
+    };
+    if let Some(name) = &agent
+        && ws.agents()?.get(name).is_none()
+    {
+        bail!("no agent `{name}` in {}", ws.agents_path().display());
+    }
+    let resolved = ws.config(
+        agent.as_deref(),
+        session.as_ref(),
+        outside.env,
+        cli_settings,
+    )?;
+    render::config(out, &resolved, json)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -6,9 +6,10 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use clap::Subcommand;
 
+use super::context::{start_logging, workspace_at};
 use super::exit;
 use nop::config::{NetworkMode, SandboxMode};
 use nop::permissions::{Effect, Policy, ShellView, load_policy};
@@ -249,4 +250,26 @@ pub fn shell_line(policy: &Policy, settings: &SandboxSettings, path: &Path) -> R
             line
         }
     })
+}
+
+/// `nop sandbox …` as the command line gives it: the agent's configuration resolved first.
+pub fn command(
+    command: SandboxCommand,
+    cwd: &Path,
+    outside: super::context::Outside,
+    cli_settings: Vec<(String, String, String)>,
+    out: &mut impl Write,
+) -> Result<ExitCode> {
+    let ws = workspace_at(cwd, &outside.env)?;
+    let agent = match &command {
+        SandboxCommand::Check { agent, .. } | SandboxCommand::Run { agent, .. } => agent.clone(),
+    };
+    if let Some(name) = &agent
+        && ws.agents()?.get(name).is_none()
+    {
+        bail!("no agent `{name}` in {}", ws.agents_path().display());
+    }
+    let resolved = ws.config(agent.as_deref(), None, outside.env, cli_settings)?;
+    start_logging(&ws, &resolved);
+    sandbox(&ws, &resolved.config, cwd, command, out)
 }
