@@ -5,35 +5,30 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
-use nop::workspace::Workspace;
+use super::context::Context;
 
 use super::{exit_code, render};
 
 /// `nop agents list`: each agent with its priority as it stands now for `user`.
-pub fn agents(ws: &Workspace, user: &str, json: bool, out: &mut impl Write) -> Result<ExitCode> {
-    let agents = ws.agents()?;
+pub fn agents(ctx: &Context, json: bool, out: &mut impl Write) -> Result<ExitCode> {
+    let agents = ctx.ws.agents()?;
     let minute = {
         use chrono::Timelike;
         let now = chrono::Local::now();
         now.hour() * 60 + now.minute()
     };
-    render::agents(out, &agents, user, minute, json)?;
+    render::agents(out, &agents, &ctx.user, minute, json)?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// `nop plugins list`: each plugin's state and tools (MCP servers started and stopped).
-pub fn plugins(
-    ws: &Workspace,
-    config: &nop::config::Config,
-    json: bool,
-    out: &mut impl Write,
-) -> Result<ExitCode> {
+pub fn plugins(ctx: &Context, json: bool, out: &mut impl Write) -> Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     let (_, statuses) = rt.block_on(nop::plugins::load_all(
-        &ws.root,
-        &nop::tools::SandboxSettings::from_config(config),
+        &ctx.ws.root,
+        &nop::tools::SandboxSettings::from_config(ctx.config()),
     ));
     if json {
         writeln!(out, "{}", serde_json::to_string_pretty(&statuses)?)?;

@@ -2,37 +2,34 @@
 //! back through the file checkpoints.
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Result, anyhow};
 use chrono::Utc;
 
 use nop::session::Store;
-use nop::workspace::Workspace;
 
+use super::context::Context;
 use super::render;
 use super::sessions::last_session;
 
 /// `nop fork ID --worktree [PATH]`.
-#[allow(clippy::too_many_arguments)]
 pub fn fork_worktree(
-    ws: &Workspace,
-    config: &nop::config::Config,
-    store: &Store,
-    cwd: &Path,
+    ctx: &Context,
     id: &str,
     snapshot: Option<String>,
     path: Option<PathBuf>,
     json: bool,
     out: &mut impl Write,
 ) -> Result<ExitCode> {
+    let store = &ctx.store;
     let id = store.resolve(id)?;
-    let checkpoints = ws.checkpoints(config).ok_or_else(|| {
+    let checkpoints = ctx.ws.checkpoints(ctx.config()).ok_or_else(|| {
         anyhow!("--worktree needs file checkpoints, which are off (checkpoints.enabled)")
     })?;
     // A relative PATH is taken from where the command was given (`-C` included).
-    let path = path.map(|p| cwd.join(p));
+    let path = path.map(|p| ctx.cwd.join(p));
     let fork = nop::checkpoint::fork_worktree(
         &checkpoints,
         store,
@@ -68,21 +65,20 @@ pub fn fork(
 
 /// `nop undo`.
 pub fn undo(
-    ws: &Workspace,
-    config: &nop::config::Config,
-    store: &Store,
+    ctx: &Context,
     session: Option<String>,
     force: bool,
     json: bool,
     out: &mut impl Write,
 ) -> Result<ExitCode> {
+    let (ws, store) = (&ctx.ws, &ctx.store);
     let id = match session {
         Some(prefix) => store.resolve(&prefix)?,
         None => last_session(store)
             .ok_or_else(|| anyhow!("no session to undo in {}", ws.root.display()))?,
     };
     let checkpoints = ws
-        .checkpoints(config)
+        .checkpoints(ctx.config())
         .ok_or_else(|| anyhow!("file checkpoints are off (checkpoints.enabled)"))?;
     let undo = nop::checkpoint::undo_turn(store, &checkpoints, &id, force, Utc::now())?;
     render::undo(out, &undo, json)?;
@@ -90,11 +86,8 @@ pub fn undo(
 }
 
 /// `nop rewind`.
-#[allow(clippy::too_many_arguments)]
 pub fn rewind(
-    ws: &Workspace,
-    config: &nop::config::Config,
-    store: &Store,
+    ctx: &Context,
     session: &str,
     to: &str,
     (files, conversation): (bool, bool),
@@ -102,6 +95,7 @@ pub fn rewind(
     json: bool,
     out: &mut impl Write,
 ) -> Result<ExitCode> {
+    let store = &ctx.store;
     use nop::checkpoint::RewindMode;
     let id = store.resolve(session)?;
     let mode = match (files, conversation) {
@@ -109,7 +103,7 @@ pub fn rewind(
         (_, true) => RewindMode::Conversation,
         _ => RewindMode::Both,
     };
-    let checkpoints = ws.checkpoints(config);
+    let checkpoints = ctx.ws.checkpoints(ctx.config());
     let rewind = nop::checkpoint::rewind(
         store,
         checkpoints.as_ref(),

@@ -2,9 +2,8 @@
 //! one key written to the repository's `.nop/config.yml` or to the user's
 //! `~/.config/nop/config.yml`, the rest of the file kept.
 
-use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Result, anyhow, bail};
@@ -12,7 +11,7 @@ use anyhow::{Result, anyhow, bail};
 use nop::config::{ConfigInputs, Origin, Resolved, read_config_text, set_key, user_config_path};
 use nop::workspace::Workspace;
 
-use super::context::{home_of, start_logging, workspace_at};
+use super::context::{Context, Invocation};
 use super::render;
 
 /// What `--user` of `nop config set` stores. The flag shares its id with the global
@@ -21,16 +20,17 @@ use super::render;
 pub const USER_FILE: &str = "\u{0}user-file";
 
 /// `nop config set`.
+/// It needs no repository with `--user`, so it resolves the configuration itself (to check the
+/// value), from the environment and the command line of `inv`.
 pub fn set(
-    cwd: &Path,
-    env: &BTreeMap<String, String>,
-    cli_settings: Vec<(String, String, String)>,
+    inv: &Invocation,
     key: &str,
     value: &str,
     user_file: bool,
     out: &mut impl Write,
 ) -> Result<ExitCode> {
-    let ws = Workspace::discover(cwd, home_of(env));
+    let env = &inv.env;
+    let ws = Workspace::discover(&inv.cwd, inv.home());
     let user_path = user_config_path(env);
     let path: PathBuf = if user_file {
         user_path.clone().ok_or_else(|| {
@@ -64,7 +64,7 @@ pub fn set(
                 let inputs = ConfigInputs {
                     file: repo.map(|text| (repo_path.as_path(), text)),
                     env: env.clone(),
-                    cli: cli_settings.clone(),
+                    cli: inv.settings().to_vec(),
                     ..Default::default()
                 };
                 Resolved::with_user_file(&inputs, user_path.as_deref().zip(user))
@@ -133,36 +133,19 @@ pub fn set(
 
 /// `nop config show`.
 pub fn show(
+    ctx: &Context,
     json: bool,
     session: Option<String>,
     agent: Option<String>,
-    cwd: &Path,
-    outside: super::context::Outside,
-    cli_settings: Vec<(String, String, String)>,
     out: &mut impl Write,
 ) -> Result<ExitCode> {
-    let ws = workspace_at(cwd, &outside.env)?;
-    let base = ws.config(None, None, outside.env.clone(), cli_settings.clone())?;
-    start_logging(&ws, &base);
-    let session = match session {
-        Some(prefix) => {
-            let store = ws.store(&base.config);
-            let id = store.resolve(&prefix)?;
-            Some(store.read_session(&id)?)
-        }
-        None => None,
-    };
+    let session = session.map(|prefix| ctx.session(&prefix)).transpose()?;
     if let Some(name) = &agent
-        && ws.agents()?.get(name).is_none()
+        && ctx.ws.agents()?.get(name).is_none()
     {
-        bail!("no agent `{name}` in {}", ws.agents_path().display());
+        bail!("no agent `{name}` in {}", ctx.ws.agents_path().display());
     }
-    let resolved = ws.config(
-        agent.as_deref(),
-        session.as_ref(),
-        outside.env,
-        cli_settings,
-    )?;
+    let resolved = ctx.config_for(agent.as_deref(), session.as_ref())?;
     render::config(out, &resolved, json)?;
     Ok(ExitCode::SUCCESS)
 }

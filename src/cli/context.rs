@@ -1,12 +1,17 @@
-//! What every command starts from: the outside world (working directory, environment), the
-//! global options, the repository, its configuration and logging.
+//! What every command starts from, resolved in one place: the outside world and the global
+//! options ([`Invocation`]), then the repository, its configuration (the environment and `--set`
+//! always included), logging and the session store ([`Context`]). No command resolves the
+//! configuration itself, so none can leave the environment or the command line out.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Result, anyhow};
 
-use nop::config::{LogLevel, Resolved};
+use nop::config::{Config, LogLevel, Resolved};
+use nop::permissions::Approver;
+use nop::protocol::SessionFile;
+use nop::session::Store;
 use nop::workspace::Workspace;
 
 use super::Cli;
@@ -17,8 +22,135 @@ pub struct Outside {
     pub env: BTreeMap<String, String>,
 }
 
+/// The command line's global options and the outside world, read once for every command.
+pub struct Invocation {
+    /// Where the command was given (`-C` applied).
+    pub cwd: PathBuf,
+    pub env: BTreeMap<String, String>,
+    /// Who runs it: `--user`, else NOP_USER, USER, LOGNAME, else "user".
+    pub user: String,
+    /// `--set` and `--log-level` as configuration-layer entries.
+    settings: Vec<(String, String, String)>,
+}
+
+impl Invocation {
+    pub fn new(cli: &Cli, outside: Outside) -> Result<Invocation> {
+        let cwd = match &cli.directory {
+            Some(dir) => outside.cwd.join(dir),
+            None => outside.cwd,
+        };
+        let user = cli
+            .user
+            .clone()
+            .or_else(|| outside.env.get("NOP_USER").cloned())
+            .or_else(|| outside.env.get("USER").cloned())
+            .or_else(|| outside.env.get("LOGNAME").cloned())
+            .filter(|u| !u.trim().is_empty())
+            .unwrap_or_else(|| "user".to_string());
+        Ok(Invocation {
+            cwd,
+            env: outside.env,
+            user,
+            settings: cli_settings(cli)?,
+        })
+    }
+
+    /// The command-line layer of the configuration (`--set`, `--log-level`).
+    pub fn settings(&self) -> &[(String, String, String)] {
+        &self.settings
+    }
+
+    /// HOME as the environment gives it.
+    pub fn home(&self) -> Option<&Path> {
+        home_of(&self.env)
+    }
+
+    /// The repository the command was given in ([`workspace_at`]: `.nop/` created on first use),
+    /// opened by [`Invocation::in_workspace`].
+    pub fn open(self) -> Result<Context> {
+        let ws = workspace_at(&self.cwd, &self.env)?;
+        self.in_workspace(ws)
+    }
+
+    /// The configuration of `ws` (files, environment, command line), logging started with it,
+    /// and its session store.
+    pub fn in_workspace(self, ws: Workspace) -> Result<Context> {
+        let resolved = ws.config(None, None, self.env.clone(), self.settings.clone())?;
+        start_logging(&ws, &resolved);
+        let store = ws.store(&resolved.config);
+        Ok(Context {
+            inv: self,
+            ws,
+            resolved,
+            store,
+        })
+    }
+}
+
+/// What a command works with, resolved once ([`Invocation::open`]).
+pub struct Context {
+    inv: Invocation,
+    pub ws: Workspace,
+    /// The configuration without an agent's or a session's overrides.
+    pub resolved: Resolved,
+    pub store: Store,
+}
+
+impl std::ops::Deref for Context {
+    type Target = Invocation;
+
+    fn deref(&self) -> &Invocation {
+        &self.inv
+    }
+}
+
+impl Context {
+    pub fn config(&self) -> &Config {
+        &self.resolved.config
+    }
+
+    /// The configuration with `agent`'s and `session`'s overrides (seed 002 §11.2 precedence:
+    /// the environment and the command line still above them).
+    pub fn config_for(
+        &self,
+        agent: Option<&str>,
+        session: Option<&SessionFile>,
+    ) -> Result<Resolved> {
+        Ok(self
+            .ws
+            .config(agent, session, self.env.clone(), self.settings.clone())?)
+    }
+
+    /// The session an id or unique prefix names, read.
+    pub fn session(&self, prefix: &str) -> Result<SessionFile> {
+        Ok(self.store.read_session(&self.store.resolve(prefix)?)?)
+    }
+
+    /// The session `session` names (if any), and the configuration for `agent` and that session.
+    pub fn open_session(
+        &self,
+        agent: Option<&str>,
+        session: Option<&str>,
+    ) -> Result<(Option<SessionFile>, Resolved)> {
+        let session = session.map(|prefix| self.session(prefix)).transpose()?;
+        let resolved = self.config_for(agent, session.as_ref())?;
+        Ok((session, resolved))
+    }
+
+    /// A runtime on this repository with `config`, asking through `approver`.
+    pub fn runtime(&self, config: Config, approver: Approver) -> nop::agent::Runtime {
+        nop::agent::Runtime::new(
+            self.ws.clone(),
+            config,
+            self.env.clone(),
+            approver,
+            self.user.clone(),
+        )
+    }
+}
+
 /// `--set key=value` and `--log-level` as configuration-layer entries.
-pub fn cli_settings(cli: &Cli) -> Result<Vec<(String, String, String)>> {
+fn cli_settings(cli: &Cli) -> Result<Vec<(String, String, String)>> {
     let mut settings = Vec::new();
     for item in &cli.set {
         let (key, value) = item
@@ -40,26 +172,14 @@ pub fn cli_settings(cli: &Cli) -> Result<Vec<(String, String, String)>> {
     Ok(settings)
 }
 
-/// What a command that works on a session (or starts one) needs.
-pub struct Opened {
-    pub ws: Workspace,
-    /// The session `session` named, read (its id prefix resolved).
-    pub session: Option<nop::protocol::SessionFile>,
-    /// The configuration for the agent (or the session's agent), the session's own settings
-    /// included.
-    pub resolved: Resolved,
-}
-
 /// HOME as the environment gives it, for finding the repository root.
-pub fn home_of(env: &BTreeMap<String, String>) -> Option<&std::path::Path> {
-    env.get("HOME")
-        .filter(|h| !h.is_empty())
-        .map(std::path::Path::new)
+fn home_of(env: &BTreeMap<String, String>) -> Option<&Path> {
+    env.get("HOME").filter(|h| !h.is_empty()).map(Path::new)
 }
 
 /// The repository `cwd` is in (see `Workspace::discover`), with `.nop/` created for sessions and
 /// logs if it has none; that is said once, when it happens.
-pub fn workspace_at(cwd: &std::path::Path, env: &BTreeMap<String, String>) -> Result<Workspace> {
+fn workspace_at(cwd: &Path, env: &BTreeMap<String, String>) -> Result<Workspace> {
     let ws = Workspace::discover(cwd, home_of(env))?;
     if ws.create_nop_dir()? {
         let sessions = ws.sessions_dir();
@@ -77,32 +197,7 @@ pub fn workspace_at(cwd: &std::path::Path, env: &BTreeMap<String, String>) -> Re
     Ok(ws)
 }
 
-/// Finds the workspace above `cwd`, starts logging, resolves the session prefix `session`, and
-/// the configuration for `agent` and that session (seed 002 §11.2 precedence).
-pub fn open(
-    cwd: &std::path::Path,
-    env: &std::collections::BTreeMap<String, String>,
-    settings: Vec<(String, String, String)>,
-    agent: Option<&str>,
-    session: Option<&str>,
-) -> Result<Opened> {
-    let ws = workspace_at(cwd, env)?;
-    let base = ws.config(None, None, env.clone(), settings.clone())?;
-    start_logging(&ws, &base);
-    let store = ws.store(&base.config);
-    let session = match session {
-        Some(prefix) => Some(store.read_session(&store.resolve(prefix)?)?),
-        None => None,
-    };
-    let resolved = ws.config(agent, session.as_ref(), env.clone(), settings)?;
-    Ok(Opened {
-        ws,
-        session,
-        resolved,
-    })
-}
-
-pub fn start_logging(ws: &Workspace, resolved: &Resolved) {
+fn start_logging(ws: &Workspace, resolved: &Resolved) {
     let level: LogLevel = resolved.config.log.level;
     nop::logging::init(Some((&ws.logs_dir(), &ws.sessions_dir())), level);
 }

@@ -1,7 +1,6 @@
 //! `nop init`: the templates written into `.nop/`, and what was done with each file.
 
 use std::io::Write;
-use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::Result;
@@ -9,24 +8,18 @@ use chrono::Utc;
 
 use nop::workspace::{self, InitAction, Workspace};
 
-use super::context::{Outside, home_of, start_logging};
+use super::context::Invocation;
 
 /// `nop init [--force]`.
-pub fn init(
-    force: bool,
-    cwd: &Path,
-    outside: Outside,
-    cli_settings: Vec<(String, String, String)>,
-    out: &mut impl Write,
-) -> Result<ExitCode> {
-    let home = home_of(&outside.env);
-    let root = Workspace::discover(cwd, home)?.root;
+/// The repository's configuration is resolved after the files are written, so that it is theirs.
+pub fn init(inv: Invocation, force: bool, out: &mut impl Write) -> Result<ExitCode> {
+    let root = Workspace::discover(&inv.cwd, inv.home())?.root;
     let report = workspace::init(&root, force, Utc::now())?;
-    let ws = Workspace::discover(cwd, home)?;
+    let ws = Workspace::discover(&inv.cwd, inv.home())?;
     // The root is canonical; so are the paths shown relative to the working directory.
-    let cwd = std::fs::canonicalize(cwd).unwrap_or(cwd.to_path_buf());
-    let resolved = ws.config(None, None, outside.env, cli_settings)?;
-    start_logging(&ws, &resolved);
+    let cwd = std::fs::canonicalize(&inv.cwd).unwrap_or(inv.cwd.clone());
+    let ctx = inv.in_workspace(ws)?;
+    let ws = &ctx.ws;
     for (path, action) in &report {
         let shown = path.strip_prefix(&cwd).unwrap_or(path).display();
         match action {

@@ -1,5 +1,7 @@
-//! The command line: clap definitions, dispatch, and text/JSON renderers. The only module that
-//! prints; everything it does goes through the library.
+//! The command line: the binary's own module and the only one that prints; everything it does
+//! goes through the library. This file dispatches: the clap types are in `args.rs`, what a command
+//! starts from (workspace, configuration, logging, store) is resolved once in `context.rs`, and
+//! each command or family of commands has its file.
 
 mod agents;
 mod args;
@@ -34,11 +36,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::CommandFactory;
 
-use nop::permissions::ApprovalMode;
-use nop::session::Store;
-use nop::workspace::Workspace;
-
-use context::{cli_settings, start_logging, workspace_at};
+use context::{Context, Invocation};
 
 /// Exit codes, documented in README.md.
 pub mod exit {
@@ -59,158 +57,90 @@ pub mod exit {
 
 /// Runs a parsed command line; errors are printed by the caller.
 pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
-    let cwd = match &cli.directory {
-        Some(dir) => outside.cwd.join(dir),
-        None => outside.cwd.clone(),
-    };
-    let cli_settings = cli_settings(&cli)?;
-    let user = cli
-        .user
-        .clone()
-        .or_else(|| outside.env.get("NOP_USER").cloned())
-        .or_else(|| outside.env.get("USER").cloned())
-        .or_else(|| outside.env.get("LOGNAME").cloned())
-        .filter(|u| !u.trim().is_empty())
-        .unwrap_or_else(|| "user".to_string());
+    let inv = Invocation::new(&cli, outside)?;
     // Not locked: `nop run` writes from the renderer task on another thread.
     let mut out = std::io::stdout();
-
     let Some(command) = cli.command else {
         if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
             let mut err = std::io::stderr();
             let _ = Cli::command().write_help(&mut err);
             return Ok(ExitCode::from(exit::USAGE));
         }
-        let ws = workspace_at(&cwd, &outside.env)?;
-        let resolved = ws.config(None, None, outside.env.clone(), cli_settings)?;
-        start_logging(&ws, &resolved);
-        let (approver, prompts) = run::approver(ApprovalMode::OnRequest, false, true);
-        let runtime =
-            nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user)
-                .with_cwd(&cwd);
-        return run::interactive(runtime, prompts, &ws, None, None, None);
+        return start::interactive(&inv.open()?);
     };
     match command {
-        Command::Run(args) => start::run_command(args, &cwd, outside, cli_settings, user),
-        Command::Resume {
-            id,
-            prompt,
-            model,
-            output_format,
-        } => start::resume(
-            id,
-            prompt,
-            model,
-            output_format,
-            &cwd,
-            outside,
-            cli_settings,
-            user,
-        ),
-        Command::Chat { session, agent } => {
-            start::chat(session, agent, &cwd, outside, cli_settings, user)
-        }
-        Command::Send {
-            session,
-            priority,
-            output_format,
-            message,
-        } => start::send(
-            session,
-            priority,
-            output_format,
-            message,
-            &cwd,
-            outside,
-            cli_settings,
-            user,
-        ),
-        Command::Stop { session } => start::stop(session, &cwd, outside, cli_settings, user),
-        Command::Memory(command) => {
-            let ws = workspace_at(&cwd, &outside.env)?;
-            let resolved = ws.config(None, None, outside.env.clone(), cli_settings)?;
-            start_logging(&ws, &resolved);
-            memory::memory(&ws, resolved.config, outside.env, &user, command)
-        }
-        Command::Compact { id } => start::compact(id, &cwd, outside, cli_settings, user),
-        Command::Init { force } => init::init(force, &cwd, outside, cli_settings, &mut out),
-        Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "nop", &mut out);
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Config(ConfigCommand::Show {
-            json,
-            session,
-            agent,
-        }) => config::show(json, session, agent, &cwd, outside, cli_settings, &mut out),
+        // Neither needs the repository's configuration (`init` makes it, `config set` changes
+        // it, even outside any repository), nor does printing completions.
+        Command::Init { force } => init::init(inv, force, &mut out),
         Command::Config(ConfigCommand::Set {
             key,
             value,
             user_file,
         }) => {
             let user_file = user_file.as_deref() == Some(config::USER_FILE);
-            config::set(
-                &cwd,
-                &outside.env,
-                cli_settings,
-                &key,
-                &value,
-                user_file,
-                &mut out,
-            )
+            config::set(&inv, &key, &value, user_file, &mut out)
         }
-        Command::Sandbox(command) => {
-            sandbox::command(command, &cwd, outside, cli_settings, &mut out)
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "nop", &mut out);
+            Ok(ExitCode::SUCCESS)
         }
-        command => {
-            let ws = workspace_at(&cwd, &outside.env)?;
-            let resolved = ws.config(None, None, outside.env, cli_settings)?;
-            start_logging(&ws, &resolved);
-            let store = ws.store(&resolved.config);
-            run_session_command(
-                command,
-                &cwd,
-                &ws,
-                &resolved.config,
-                &store,
-                &user,
-                &mut out,
-            )
-        }
+        command => dispatch(command, &inv.open()?, &mut out),
     }
 }
 
-fn run_session_command(
-    command: Command,
-    cwd: &std::path::Path,
-    ws: &Workspace,
-    config: &nop::config::Config,
-    store: &Store,
-    user: &str,
-    out: &mut impl Write,
-) -> Result<ExitCode> {
+/// Runs a command that works in the repository, with its context.
+fn dispatch(command: Command, ctx: &Context, out: &mut impl Write) -> Result<ExitCode> {
     match command {
-        Command::Sessions(command) => sessions::sessions(command, ws, config, store, user, out),
-        Command::Plan { id, json } => sessions::plan(store, &id, json, out),
-        Command::Log { id } => sessions::log(store, &id, out),
-        Command::Snapshot { id } => sessions::snapshot(store, &id, out),
+        Command::Run(args) => start::run_command(ctx, args),
+        Command::Resume {
+            id,
+            prompt,
+            model,
+            output_format,
+        } => start::resume(ctx, id, prompt, model, output_format),
+        Command::Chat { session, agent } => start::chat(ctx, session, agent),
+        Command::Send {
+            session,
+            priority,
+            output_format,
+            message,
+        } => start::send(ctx, &session, priority, output_format, message),
+        Command::Stop { session } => start::stop(ctx, &session),
+        Command::Compact { id } => start::compact(ctx, &id),
+        Command::Memory(command) => memory::memory(
+            &ctx.ws,
+            ctx.config().clone(),
+            ctx.env.clone(),
+            &ctx.user,
+            command,
+        ),
+        Command::Config(ConfigCommand::Show {
+            json,
+            session,
+            agent,
+        }) => config::show(ctx, json, session, agent, out),
+        Command::Sandbox(command) => sandbox::command(ctx, command, out),
+        Command::Sessions(command) => sessions::sessions(ctx, command, out),
+        Command::Plan { id, json } => sessions::plan(&ctx.store, &id, json, out),
+        Command::Log { id } => sessions::log(&ctx.store, &id, out),
+        Command::Snapshot { id } => sessions::snapshot(&ctx.store, &id, out),
         Command::Fork {
             id,
             snapshot,
             worktree: Some(path),
             json,
-        } => checkpoints::fork_worktree(ws, config, store, cwd, &id, snapshot, path, json, out),
+        } => checkpoints::fork_worktree(ctx, &id, snapshot, path, json, out),
         Command::Fork {
             id,
             snapshot,
             worktree: None,
             json: _,
-        } => checkpoints::fork(store, &id, snapshot, out),
+        } => checkpoints::fork(&ctx.store, &id, snapshot, out),
         Command::Undo {
             session,
             force,
             json,
-        } => checkpoints::undo(ws, config, store, session, force, json, out),
+        } => checkpoints::undo(ctx, session, force, json, out),
         Command::Rewind {
             session,
             to,
@@ -219,31 +149,13 @@ fn run_session_command(
             both: _,
             force,
             json,
-        } => checkpoints::rewind(
-            ws,
-            config,
-            store,
-            &session,
-            &to,
-            (files, conversation),
-            force,
-            json,
-            out,
-        ),
-        Command::Permissions(command) => permissions::permissions(ws, config, command, out),
-        Command::Plugins(PluginsCommand::List { json }) => agents::plugins(ws, config, json, out),
-        Command::Agents(AgentsCommand::List { json }) => agents::agents(ws, user, json, out),
+        } => checkpoints::rewind(ctx, &session, &to, (files, conversation), force, json, out),
+        Command::Permissions(command) => permissions::permissions(ctx, command, out),
+        Command::Plugins(PluginsCommand::List { json }) => agents::plugins(ctx, json, out),
+        Command::Agents(AgentsCommand::List { json }) => agents::agents(ctx, json, out),
         Command::Init { .. }
-        | Command::Completions { .. }
-        | Command::Config(_)
-        | Command::Run(_)
-        | Command::Compact { .. }
-        | Command::Send { .. }
-        | Command::Stop { .. }
-        | Command::Memory(_)
-        | Command::Sandbox(_)
-        | Command::Chat { .. }
-        | Command::Resume { .. } => Ok(ExitCode::from(exit::USAGE)),
+        | Command::Config(ConfigCommand::Set { .. })
+        | Command::Completions { .. } => Ok(ExitCode::from(exit::USAGE)),
     }
 }
 

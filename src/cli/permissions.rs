@@ -5,18 +5,18 @@ use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 
-use nop::workspace::Workspace;
+use nop::permissions::{Access, Decision, load_policy, validate_all};
 
+use super::context::Context;
 use super::{AccessArg, PermissionsCommand, exit_code, sandbox};
 
 /// `nop permissions …`.
 pub fn permissions(
-    ws: &Workspace,
-    config: &nop::config::Config,
+    ctx: &Context,
     command: PermissionsCommand,
     out: &mut impl Write,
 ) -> Result<ExitCode> {
-    use nop::permissions::{Access, Decision, load_policy, validate_all};
+    let ws = &ctx.ws;
     match command {
         PermissionsCommand::Check => {
             let mut ok = true;
@@ -72,7 +72,7 @@ pub fn permissions(
             };
             let shell = match &resolved {
                 Some(path) => {
-                    let settings = nop::tools::SandboxSettings::from_config(config);
+                    let settings = nop::tools::SandboxSettings::from_config(ctx.config());
                     Some(sandbox::shell_line(&policy, &settings, path)?)
                 }
                 None => None,
@@ -84,24 +84,11 @@ pub fn permissions(
                 });
                 writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
             } else {
-                let who = match &within {
-                    Some(parent) => format!("{agent} (called by {parent})"),
-                    None => agent.clone(),
-                };
-                let line = match &decision {
-                    Decision::Allow { source } => format!("allow: {who} may {subject} ({source})"),
-                    Decision::Ask { source } => {
-                        format!("ask: {who} needs approval to {subject} ({source})")
-                    }
-                    Decision::Deny { reason, source } => format!(
-                        "deny: {who} may not {subject}: {reason}{}",
-                        source
-                            .as_ref()
-                            .map(|s| format!(" ({s})"))
-                            .unwrap_or_default()
-                    ),
-                };
-                writeln!(out, "{line}")?;
+                writeln!(
+                    out,
+                    "{}",
+                    decision_line(&agent, within.as_deref(), &subject, &decision)
+                )?;
                 if let Some(resolved) = resolved {
                     writeln!(out, "path: {}", resolved.display())?;
                 }
@@ -111,5 +98,24 @@ pub fn permissions(
             }
             Ok(exit_code(decision.is_allowed()))
         }
+    }
+}
+
+/// The decision of `nop permissions explain` as one sentence.
+fn decision_line(agent: &str, within: Option<&str>, subject: &str, decision: &Decision) -> String {
+    let who = match within {
+        Some(parent) => format!("{agent} (called by {parent})"),
+        None => agent.to_string(),
+    };
+    match decision {
+        Decision::Allow { source } => format!("allow: {who} may {subject} ({source})"),
+        Decision::Ask { source } => format!("ask: {who} needs approval to {subject} ({source})"),
+        Decision::Deny { reason, source } => format!(
+            "deny: {who} may not {subject}: {reason}{}",
+            source
+                .as_ref()
+                .map(|s| format!(" ({s})"))
+                .unwrap_or_default()
+        ),
     }
 }

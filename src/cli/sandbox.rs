@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::{Result, bail};
 use clap::Subcommand;
 
-use super::context::{start_logging, workspace_at};
+use super::context::Context;
 use super::exit;
 use nop::config::{NetworkMode, SandboxMode};
 use nop::permissions::{Effect, Policy, ShellView, load_policy};
@@ -253,14 +253,8 @@ pub fn shell_line(policy: &Policy, settings: &SandboxSettings, path: &Path) -> R
 }
 
 /// `nop sandbox …` as the command line gives it: the agent's configuration resolved first.
-pub fn command(
-    command: SandboxCommand,
-    cwd: &Path,
-    outside: super::context::Outside,
-    cli_settings: Vec<(String, String, String)>,
-    out: &mut impl Write,
-) -> Result<ExitCode> {
-    let ws = workspace_at(cwd, &outside.env)?;
+pub fn command(ctx: &Context, command: SandboxCommand, out: &mut impl Write) -> Result<ExitCode> {
+    let ws = &ctx.ws;
     let agent = match &command {
         SandboxCommand::Check { agent, .. } | SandboxCommand::Run { agent, .. } => agent.clone(),
     };
@@ -269,7 +263,6 @@ pub fn command(
     {
         bail!("no agent `{name}` in {}", ws.agents_path().display());
     }
-    let resolved = ws.config(agent.as_deref(), None, outside.env, cli_settings)?;
-    start_logging(&ws, &resolved);
-    sandbox(&ws, &resolved.config, cwd, command, out)
+    let resolved = ctx.config_for(agent.as_deref(), None)?;
+    sandbox(ws, &resolved.config, &ctx.cwd, command, out)
 }

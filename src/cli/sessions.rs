@@ -4,35 +4,27 @@
 use std::io::{Read, Write};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context as _, Result, anyhow};
 use chrono::Utc;
 
 use nop::protocol::{Message, Role};
 use nop::session::Store;
-use nop::workspace::Workspace;
 
 use super::args::AppendArgs;
+use super::context::Context;
 use super::{SessionsCommand, exit_code, render, slash};
 
 /// `nop sessions …`.
-pub fn sessions(
-    command: SessionsCommand,
-    ws: &Workspace,
-    config: &nop::config::Config,
-    store: &Store,
-    user: &str,
-    out: &mut impl Write,
-) -> Result<ExitCode> {
+pub fn sessions(ctx: &Context, command: SessionsCommand, out: &mut impl Write) -> Result<ExitCode> {
+    let store = &ctx.store;
     match command {
         SessionsCommand::List { json, all, limit } => list(store, json, all, limit, out),
         SessionsCommand::Show { id, json } => show(store, &id, json, out),
         SessionsCommand::Check { id, json } => check(store, id, json, out),
-        SessionsCommand::New { agent } => new(ws, store, &agent, out),
+        SessionsCommand::New { agent } => new(ctx, &agent, out),
         SessionsCommand::Append(args) => append(store, args, out),
-        SessionsCommand::Delete { id, force, json } => {
-            delete(ws, config, store, user, &id, force, json, out)
-        }
-        SessionsCommand::Stack { json } => stack(ws, config, user, json, out),
+        SessionsCommand::Delete { id, force, json } => delete(ctx, &id, force, json, out),
+        SessionsCommand::Stack { json } => stack(ctx, json, out),
     }
 }
 
@@ -78,7 +70,8 @@ fn check(store: &Store, id: Option<String>, json: bool, out: &mut impl Write) ->
     Ok(exit_code(all_ok))
 }
 
-fn new(ws: &Workspace, store: &Store, agent: &str, out: &mut impl Write) -> Result<ExitCode> {
+fn new(ctx: &Context, agent: &str, out: &mut impl Write) -> Result<ExitCode> {
+    let (ws, store) = (&ctx.ws, &ctx.store);
     ws.agents()?
         .for_new_session(agent, &ws.agents_path())
         .map_err(|e| anyhow!(e))?;
@@ -111,17 +104,14 @@ fn append(store: &Store, args: AppendArgs, out: &mut impl Write) -> Result<ExitC
     Ok(ExitCode::SUCCESS)
 }
 
-#[allow(clippy::too_many_arguments)]
 fn delete(
-    ws: &Workspace,
-    config: &nop::config::Config,
-    store: &Store,
-    user: &str,
+    ctx: &Context,
     id: &str,
     force: bool,
     json: bool,
     out: &mut impl Write,
 ) -> Result<ExitCode> {
+    let store = &ctx.store;
     let id = store.resolve(id)?;
     let deleted = match store.delete(&id, force) {
         Ok(deleted) => deleted,
@@ -140,9 +130,9 @@ fn delete(
     };
     tracing::info!(session = %id, op = "delete", result = "ok", forced = force, referenced_by = deleted.referenced_by.len(), "session deleted");
     let coordinator = nop::queue::priority::Coordinator::new(
-        &ws.nop_dir(),
-        user,
-        std::time::Duration::from_secs_f64(config.queue.idle_timeout_s),
+        &ctx.ws.nop_dir(),
+        &ctx.user,
+        std::time::Duration::from_secs_f64(ctx.config().queue.idle_timeout_s),
     );
     if let Err(e) = coordinator.forget(&id) {
         tracing::warn!(session = %id, error = %e, "deleted session left in the priority stack");
@@ -170,20 +160,14 @@ fn delete(
     Ok(ExitCode::SUCCESS)
 }
 
-fn stack(
-    ws: &Workspace,
-    config: &nop::config::Config,
-    user: &str,
-    json: bool,
-    out: &mut impl Write,
-) -> Result<ExitCode> {
+fn stack(ctx: &Context, json: bool, out: &mut impl Write) -> Result<ExitCode> {
     let coordinator = nop::queue::priority::Coordinator::new(
-        &ws.nop_dir(),
-        user,
-        std::time::Duration::from_secs_f64(config.queue.idle_timeout_s),
+        &ctx.ws.nop_dir(),
+        &ctx.user,
+        std::time::Duration::from_secs_f64(ctx.config().queue.idle_timeout_s),
     );
     let (stack, events) = coordinator.stack()?;
-    render::stack(out, user, &stack, &events, json)?;
+    render::stack(out, &ctx.user, &stack, &events, json)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,39 +1,41 @@
-//! The commands that run the agent or act on a running session: `nop run`, `nop resume`,
-//! `nop chat`, `nop send`, `nop stop`, `nop compact`; each builds its `Runtime` and hands it to
-//! the renderers of `run.rs` and `chat.rs`.
+//! The commands that run the agent or act on a running session: `nop run`, `nop resume`, the
+//! interactive session, `nop chat`, `nop send`, `nop stop`, `nop compact`; each builds its
+//! `Runtime` from the command's [`Context`] and hands it to the renderers of `run.rs` and
+//! `chat.rs`.
 
 use std::io::IsTerminal;
-use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
 
-use nop::permissions::ApprovalMode;
+use nop::permissions::{ApprovalMode, Approver};
 
 use super::args::PriorityArg;
-use super::context::{Opened, Outside, open, start_logging, workspace_at};
+use super::context::Context;
 use super::sessions::last_session;
 use super::{ApprovalArg, OutputFormat, RunArgs, chat, exit, run};
 
+/// `nop` alone on a terminal: an interactive session.
+pub fn interactive(ctx: &Context) -> Result<ExitCode> {
+    let (approver, prompts) = run::approver(ApprovalMode::OnRequest, false, true);
+    let runtime = ctx
+        .runtime(ctx.config().clone(), approver)
+        .with_cwd(&ctx.cwd);
+    run::interactive(runtime, prompts, &ctx.ws, None, None, None)
+}
+
 /// `nop resume`: a run of the session picked here: ID, a picker on a terminal, else the latest.
-#[allow(clippy::too_many_arguments)]
 pub fn resume(
+    ctx: &Context,
     id: Option<String>,
     prompt: Option<String>,
     model: Option<String>,
     output_format: OutputFormat,
-    cwd: &Path,
-    outside: Outside,
-    cli_settings: Vec<(String, String, String)>,
-    user: String,
 ) -> Result<ExitCode> {
     let interactive = prompt.is_none() && std::io::stdin().is_terminal();
-    let ws = workspace_at(cwd, &outside.env)?;
-    let base = ws.config(None, None, outside.env.clone(), cli_settings.clone())?;
-    let store = ws.store(&base.config);
     let session = match id {
-        Some(id) => Some(store.resolve(&id)?),
-        None if interactive => match run::pick_session(&store)? {
+        Some(id) => Some(ctx.store.resolve(&id)?),
+        None if interactive => match run::pick_session(&ctx.store)? {
             Some(id) => Some(id),
             None => return Ok(ExitCode::SUCCESS),
         },
@@ -53,66 +55,35 @@ pub fn resume(
         messages: Vec::new(),
         prompt,
     };
-    run_command(args, cwd, outside, cli_settings, user)
+    run_command(ctx, args)
 }
 
 /// `nop chat`.
-pub fn chat(
-    session: Option<String>,
-    agent: Option<String>,
-    cwd: &Path,
-    outside: Outside,
-    cli_settings: Vec<(String, String, String)>,
-    user: String,
-) -> Result<ExitCode> {
-    let Opened {
-        ws,
-        session,
-        resolved,
-    } = open(
-        cwd,
-        &outside.env,
-        cli_settings,
-        agent.as_deref(),
-        session.as_deref(),
-    )?;
+pub fn chat(ctx: &Context, session: Option<String>, agent: Option<String>) -> Result<ExitCode> {
+    let (session, resolved) = ctx.open_session(agent.as_deref(), session.as_deref())?;
     let agent = agent.unwrap_or_else(|| resolved.config.agent.default.clone());
-    let approver = nop::permissions::Approver::headless(ApprovalMode::Never, false);
-    let runtime =
-        nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user)
-            .with_cwd(cwd);
+    let approver = Approver::headless(ApprovalMode::Never, false);
+    let runtime = ctx.runtime(resolved.config, approver).with_cwd(&ctx.cwd);
     chat::chat(runtime, session.map(|s| s.session_id), &agent)
 }
 
 /// `nop send`.
-#[allow(clippy::too_many_arguments)]
 pub fn send(
-    session: String,
+    ctx: &Context,
+    session: &str,
     priority: Option<PriorityArg>,
     output_format: OutputFormat,
     message: String,
-    cwd: &Path,
-    outside: Outside,
-    cli_settings: Vec<(String, String, String)>,
-    user: String,
 ) -> Result<ExitCode> {
-    let Opened {
-        ws,
-        session,
-        resolved,
-    } = open(cwd, &outside.env, cli_settings, None, Some(&session))?;
-    let Some(session) = session else {
-        bail!("no session given");
-    };
+    let session = ctx.session(session)?;
+    let resolved = ctx.config_for(None, Some(&session))?;
     let message = match run::read_prompt(Some(message))? {
         Some(m) => m,
         None => bail!("the message is empty"),
     };
     let priority = priority.map_or(resolved.config.queue.default_priority, Into::into);
     let (approver, prompts) = run::approver(ApprovalMode::OnRequest, false, false);
-    let runtime =
-        nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user)
-            .with_cwd(cwd);
+    let runtime = ctx.runtime(resolved.config, approver).with_cwd(&ctx.cwd);
     run::deliver(
         runtime,
         prompts,
@@ -126,70 +97,28 @@ pub fn send(
 }
 
 /// `nop stop`.
-pub fn stop(
-    session: String,
-    cwd: &Path,
-    outside: Outside,
-    cli_settings: Vec<(String, String, String)>,
-    user: String,
-) -> Result<ExitCode> {
-    let ws = workspace_at(cwd, &outside.env)?;
-    let base = ws.config(None, None, outside.env.clone(), cli_settings)?;
-    start_logging(&ws, &base);
-    let store = ws.store(&base.config);
-    let id = store.resolve(&session)?;
-    run::stop(&store, &id, &user)
+pub fn stop(ctx: &Context, session: &str) -> Result<ExitCode> {
+    let id = ctx.store.resolve(session)?;
+    run::stop(&ctx.store, &id, &ctx.user)
 }
 
 /// `nop compact`.
-pub fn compact(
-    id: String,
-    cwd: &Path,
-    outside: Outside,
-    cli_settings: Vec<(String, String, String)>,
-    user: String,
-) -> Result<ExitCode> {
-    let Opened {
-        ws,
-        session,
-        resolved,
-    } = open(cwd, &outside.env, cli_settings, None, Some(&id))?;
-    let Some(session) = session else {
-        bail!("no session given");
-    };
-    let approver = nop::permissions::Approver::headless(ApprovalMode::Never, false);
-    let runtime =
-        nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user);
-    run::compact(runtime, &session.session_id)
+pub fn compact(ctx: &Context, id: &str) -> Result<ExitCode> {
+    let session = ctx.session(id)?;
+    let resolved = ctx.config_for(None, Some(&session))?;
+    let approver = Approver::headless(ApprovalMode::Never, false);
+    run::compact(ctx.runtime(resolved.config, approver), &session.session_id)
 }
 
 /// `nop run` (and `nop resume`, which is a run of the session it picks).
-pub fn run_command(
-    mut args: RunArgs,
-    cwd: &Path,
-    outside: Outside,
-    cli_settings: Vec<(String, String, String)>,
-    user: String,
-) -> Result<ExitCode> {
+pub fn run_command(ctx: &Context, mut args: RunArgs) -> Result<ExitCode> {
     if args.continue_last {
-        let ws = workspace_at(cwd, &outside.env)?;
-        let base = ws.config(None, None, outside.env.clone(), cli_settings.clone())?;
-        match last_session(&ws.store(&base.config)) {
+        match last_session(&ctx.store) {
             Some(id) => args.session = Some(id),
-            None => bail!("no session to continue in {}", ws.root.display()),
+            None => bail!("no session to continue in {}", ctx.ws.root.display()),
         }
     }
-    let Opened {
-        ws,
-        session,
-        resolved,
-    } = open(
-        cwd,
-        &outside.env,
-        cli_settings,
-        args.agent.as_deref(),
-        args.session.as_deref(),
-    )?;
+    let (session, resolved) = ctx.open_session(args.agent.as_deref(), args.session.as_deref())?;
     let session = session.map(|s| s.session_id);
     if !args.messages.is_empty() {
         let agent = args
@@ -197,13 +126,11 @@ pub fn run_command(
             .clone()
             .unwrap_or_else(|| resolved.config.agent.default.clone());
         // A chat runs no tools: nothing is asked.
-        let approver = nop::permissions::Approver::headless(ApprovalMode::Never, false);
-        let runtime =
-            nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user)
-                .with_cwd(cwd);
+        let approver = Approver::headless(ApprovalMode::Never, false);
+        let runtime = ctx.runtime(resolved.config, approver).with_cwd(&ctx.cwd);
         return chat::batch(runtime, session, &agent, args.messages, args.output_format);
     }
-    let prompt = match run::read_prompt(args.prompt) {
+    let prompt = match run::read_prompt(args.prompt.take()) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -213,15 +140,27 @@ pub fn run_command(
     let on_terminal = std::io::stdin().is_terminal();
     let (approver, prompts) = run::approver(args.approval.into(), args.yes, on_terminal);
     let priority = resolved.config.queue.default_priority;
-    let mut runtime =
-        nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user)
-            .with_cwd(cwd);
+    let mut runtime = ctx.runtime(resolved.config, approver).with_cwd(&ctx.cwd);
     if let Some(model) = &args.model {
         runtime = runtime.with_model(model);
     }
     if let Some(usd) = args.max_budget_usd {
         runtime = runtime.with_budget(usd);
     }
+    start_run(ctx, runtime, prompts, args, prompt, session, priority)
+}
+
+/// A run with its runtime ready: a message delivered to the session, a new headless run, or an
+/// interactive session when there is no prompt on a terminal.
+fn start_run(
+    ctx: &Context,
+    runtime: nop::agent::Runtime,
+    prompts: run::Prompts,
+    args: RunArgs,
+    prompt: Option<String>,
+    session: Option<String>,
+    priority: nop::queue::QueuePriority,
+) -> Result<ExitCode> {
     match (prompt, session) {
         (Some(input), Some(id)) => run::deliver(
             runtime,
@@ -247,7 +186,14 @@ pub fn run_command(
         (None, session)
             if std::io::stdin().is_terminal() && args.output_format == OutputFormat::Text =>
         {
-            run::interactive(runtime, prompts, &ws, session, args.agent, args.max_turns)
+            run::interactive(
+                runtime,
+                prompts,
+                &ctx.ws,
+                session,
+                args.agent,
+                args.max_turns,
+            )
         }
         (None, _) => {
             eprintln!(
