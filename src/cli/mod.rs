@@ -12,6 +12,7 @@ mod context;
 mod init;
 mod keys;
 mod memory;
+mod output;
 mod permissions;
 mod render;
 mod run;
