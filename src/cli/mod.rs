@@ -108,13 +108,7 @@ fn dispatch(command: Command, ctx: &Context, out: &mut impl Write) -> Result<Exi
         } => start::send(ctx, &session, priority, output_format, message),
         Command::Stop { session } => start::stop(ctx, &session),
         Command::Compact { id } => start::compact(ctx, &id),
-        Command::Memory(command) => memory::memory(
-            &ctx.ws,
-            ctx.config().clone(),
-            ctx.env.clone(),
-            &ctx.user,
-            command,
-        ),
+        Command::Memory(command) => memory::memory(ctx, command),
         Command::Config(ConfigCommand::Show {
             json,
             session,
