@@ -21,31 +21,8 @@ pub fn batch(
     rt.block_on(async {
         let mut chat = ChatHandle::batch(&runtime, session, agent, messages).await?;
         while let Some(event) = chat.next_event().await {
-            let Event::BatchAnswered {
-                session_id,
-                batch_id,
-                via,
-                replies,
-            } = event
-            else {
-                continue;
-            };
-            match format {
-                OutputFormat::Text => {
-                    for r in &replies {
-                        println!("{}", r.content);
-                    }
-                }
-                _ => {
-                    let replies: Vec<serde_json::Value> = replies
-                        .iter()
-                        .map(|r| serde_json::json!({"id": r.id, "content": r.content, "send_delay_seconds": r.send_delay_seconds, "order": r.order}))
-                        .collect();
-                    println!(
-                        "{}",
-                        serde_json::json!({"session_id": session_id, "batch_id": batch_id, "via": via, "replies": replies})
-                    );
-                }
+            if matches!(event, Event::BatchAnswered { .. }) {
+                super::output::batch_answered(format, &event);
             }
         }
         chat.finish().await?;

@@ -1,5 +1,6 @@
 //! `--output-format json`: one JSON object, the run's outcome, when it ends. The lines for a run
-//! that did not start (refused, queued) are the same in both JSON formats.
+//! that did not start (refused, queued) and a chat batch's replies are the same in both JSON
+//! formats.
 
 use nop::protocol::events::Event;
 
@@ -14,6 +15,27 @@ impl Json {
             println!("{line}");
         }
     }
+}
+
+/// A chat batch's replies as one object (the same in both JSON formats).
+pub fn batch_answered(event: &Event) {
+    let Event::BatchAnswered {
+        session_id,
+        batch_id,
+        via,
+        replies,
+    } = event
+    else {
+        return;
+    };
+    let replies: Vec<serde_json::Value> = replies
+        .iter()
+        .map(|r| serde_json::json!({"id": r.id, "content": r.content, "send_delay_seconds": r.send_delay_seconds, "order": r.order}))
+        .collect();
+    println!(
+        "{}",
+        serde_json::json!({"session_id": session_id, "batch_id": batch_id, "via": via, "replies": replies})
+    );
 }
 
 /// A run refused because another session has priority.

@@ -130,6 +130,15 @@ impl Text {
     }
 }
 
+/// A chat batch's replies, one after the other.
+pub fn batch_answered(event: &Event) {
+    if let Event::BatchAnswered { replies, .. } = event {
+        for r in replies {
+            println!("{}", r.content);
+        }
+    }
+}
+
 /// A run refused because another session has priority.
 pub fn refused(reason: &str) {
     eprintln!("refused: {reason}");
