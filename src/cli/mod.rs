@@ -148,6 +148,7 @@ fn dispatch(command: Command, ctx: &Context, out: &mut impl Write) -> Result<Exi
         Command::Permissions(command) => permissions::permissions(ctx, command, out),
         Command::Plugins(PluginsCommand::List { json }) => agents::plugins(ctx, json, out),
         Command::Agents(AgentsCommand::List { json }) => agents::agents(ctx, json, out),
+        // Run by `run` before a context is opened.
         Command::Init { .. }
         | Command::Config(ConfigCommand::Set { .. })
         | Command::Completions { .. } => Ok(ExitCode::from(exit::USAGE)),
