@@ -6,22 +6,9 @@ use std::process::ExitCode;
 use anyhow::Result;
 
 use super::run::{OutputFormat, tokio_runtime};
-use super::term::style::{json_safe, visible};
+use super::term::style::visible;
 use nop::agent::{ChatHandle, Op, Quiet, Runtime};
 use nop::protocol::events::Event;
-
-/// Seed 000: another session has priority; said as `nop run` says it (exit code 4).
-fn refused(reason: &str, format: OutputFormat) -> ExitCode {
-    if format == OutputFormat::Text {
-        eprintln!("refused: {reason}");
-    } else {
-        println!(
-            "{}",
-            serde_json::json!({"type": "refused", "status": "refused", "reason": reason})
-        );
-    }
-    ExitCode::from(super::exit::REFUSED)
-}
 
 /// `nop run --message a --message b`: one batch answered at once (seed 001 §3.2 "方案A").
 pub fn batch(
@@ -33,34 +20,17 @@ pub fn batch(
 ) -> Result<ExitCode> {
     let rt = tokio_runtime()?;
     rt.block_on(async {
+        // Admitted like a run (seed 000): refused the same way, exit code 4.
         let mut chat = match ChatHandle::batch(&runtime, session, agent, messages).await {
-            Err(nop::agent::RunError::Refused(reason)) => return Ok(refused(&reason, format)),
+            Err(nop::agent::RunError::Refused(reason)) => {
+                super::output::refused(format, &reason);
+                return Ok(ExitCode::from(super::exit::REFUSED));
+            }
             opened => opened?,
         };
         while let Some(event) = chat.next_event().await {
-            let Event::BatchAnswered {
-                session_id,
-                batch_id,
-                via,
-                replies,
-            } = event
-            else {
-                continue;
-            };
-            match format {
-                OutputFormat::Text => {
-                    for r in &replies {
-                        println!("{}", visible(&r.content));
-                    }
-                }
-                _ => {
-                    let replies: Vec<serde_json::Value> = replies
-                        .iter()
-                        .map(|r| serde_json::json!({"id": r.id, "content": r.content, "send_delay_seconds": r.send_delay_seconds, "order": r.order}))
-                        .collect();
-                    let line = serde_json::json!({"session_id": session_id, "batch_id": batch_id, "via": via, "replies": replies});
-                    println!("{}", json_safe(line.to_string()));
-                }
+            if matches!(event, Event::BatchAnswered { .. }) {
+                super::output::batch_answered(format, &event);
             }
         }
         chat.finish().await?;
@@ -75,7 +45,8 @@ pub fn chat(runtime: Runtime, session: Option<String>, agent: &str) -> Result<Ex
     let quiet = Quiet::of(runtime.config());
     let (session, mut chat) = match rt.block_on(ChatHandle::chat(&runtime, session, agent, quiet)) {
         Err(nop::agent::RunError::Refused(reason)) => {
-            return Ok(refused(&reason, OutputFormat::Text));
+            super::output::refused(OutputFormat::Text, &reason);
+            return Ok(ExitCode::from(super::exit::REFUSED));
         }
         opened => opened?,
     };

@@ -1,9 +1,9 @@
-//! `nop config set KEY VALUE [--user]`: one key written to the repository's `.nop/config.yml`
-//! or to the user's `~/.config/nop/config.yml`, the rest of the file kept.
+//! `nop config show` (every key, its value and origin) and `nop config set KEY VALUE [--user]`:
+//! one key written to the repository's `.nop/config.yml` or to the user's
+//! `~/.config/nop/config.yml`, the rest of the file kept.
 
-use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Result, anyhow, bail};
@@ -11,22 +11,26 @@ use anyhow::{Result, anyhow, bail};
 use nop::config::{ConfigInputs, Origin, Resolved, read_config_text, set_key, user_config_path};
 use nop::workspace::Workspace;
 
+use super::context::{Context, Invocation};
+use super::render;
+
 /// What `--user` of `nop config set` stores. The flag shares its id with the global
 /// `--user NAME` (clap would not have two `--user`s on one command), so it stores a value no
 /// person is called, and a name given to the global flag is told apart from it.
 pub const USER_FILE: &str = "\u{0}user-file";
 
 /// `nop config set`.
+/// It needs no repository with `--user`, so it resolves the configuration itself (to check the
+/// value), from the environment and the command line of `inv`.
 pub fn set(
-    cwd: &Path,
-    env: &BTreeMap<String, String>,
-    cli_settings: Vec<(String, String, String)>,
+    inv: &Invocation,
     key: &str,
     value: &str,
     user_file: bool,
     out: &mut impl Write,
 ) -> Result<ExitCode> {
-    let ws = Workspace::discover(cwd, super::home_of(env));
+    let env = &inv.env;
+    let ws = Workspace::discover(&inv.cwd, inv.home());
     let user_path = user_config_path(env);
     let path: PathBuf = if user_file {
         user_path.clone().ok_or_else(|| {
@@ -60,7 +64,7 @@ pub fn set(
                 let inputs = ConfigInputs {
                     file: repo.map(|text| (repo_path.as_path(), text)),
                     env: env.clone(),
-                    cli: cli_settings.clone(),
+                    cli: inv.settings().to_vec(),
                     ..Default::default()
                 };
                 Resolved::with_user_file(&inputs, user_path.as_deref().zip(user))
@@ -124,5 +128,24 @@ pub fn set(
         Some(Err(e)) => eprintln!("warning: the configuration here does not load: {e}"),
         None => {}
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `nop config show`.
+pub fn show(
+    ctx: &Context,
+    json: bool,
+    session: Option<String>,
+    agent: Option<String>,
+    out: &mut impl Write,
+) -> Result<ExitCode> {
+    let session = session.map(|prefix| ctx.session(&prefix)).transpose()?;
+    if let Some(name) = &agent
+        && ctx.ws.agents()?.get(name).is_none()
+    {
+        bail!("no agent `{name}` in {}", ctx.ws.agents_path().display());
+    }
+    let resolved = ctx.config_for(agent.as_deref(), session.as_ref())?;
+    render::config(out, &resolved, json)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,33 +1,43 @@
-//! The command line: clap definitions, dispatch, and text/JSON renderers. The only module that
-//! prints; everything it does goes through the library.
+//! The command line: the binary's own module and the only one that prints; everything it does
+//! goes through the library. This file dispatches: the clap types are in `args.rs`, what a command
+//! starts from (workspace, configuration, logging, store) is resolved once in `context.rs`, and
+//! each command or family of commands has its file.
 
+mod agents;
+mod args;
 mod chat;
+mod checkpoints;
 mod config;
+mod context;
+mod init;
 mod keys;
 mod memory;
+mod output;
+mod permissions;
 mod render;
 mod run;
 mod sandbox;
+mod sessions;
 mod slash;
+mod start;
 mod term;
 mod transcript;
 
+pub use args::{
+    AccessArg, AgentsCommand, ApprovalArg, Cli, Command, ConfigCommand, MemoryCommand,
+    PermissionsCommand, PluginsCommand, RunArgs, SessionsCommand,
+};
 pub use run::OutputFormat;
 
-use std::collections::BTreeMap;
-use std::io::{IsTerminal, Read, Write};
-use std::path::PathBuf;
+pub use context::Outside;
+
+use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
 
-use anyhow::{Context, Result, anyhow, bail};
-use chrono::Utc;
-use clap::{Args, CommandFactory, Parser, Subcommand};
+use anyhow::Result;
+use clap::CommandFactory;
 
-use nop::config::{LogLevel, Resolved};
-use nop::permissions::ApprovalMode;
-use nop::protocol::{Message, Role};
-use nop::session::Store;
-use nop::workspace::{self, InitAction, Workspace};
+use context::{Context, Invocation};
 
 /// Exit codes, documented in README.md.
 pub mod exit {
@@ -46,931 +56,86 @@ pub mod exit {
     pub const CANCELLED: u8 = 130;
 }
 
-/// When to ask the person, as `--approval` spells it (the engine's [`ApprovalMode`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ApprovalArg {
-    /// Never ask: what needs approval is refused.
-    Never,
-    /// Ask where a rule says `ask`.
-    OnRequest,
-    /// Also ask before every call that can change something (shell, edits, plugin tools).
-    Always,
-}
-
-impl From<ApprovalArg> for ApprovalMode {
-    fn from(a: ApprovalArg) -> ApprovalMode {
-        match a {
-            ApprovalArg::Never => ApprovalMode::Never,
-            ApprovalArg::OnRequest => ApprovalMode::OnRequest,
-            ApprovalArg::Always => ApprovalMode::Always,
-        }
-    }
-}
-
-/// A queued message's priority, as `--priority` spells it (the engine's `QueuePriority`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum PriorityArg {
-    /// Waits until the current task is done.
-    Normal,
-    /// Put into the conversation at the next checkpoint (between tool calls).
-    High,
-    /// Like high, ahead of it.
-    Urgent,
-}
-
-impl From<PriorityArg> for nop::queue::QueuePriority {
-    fn from(p: PriorityArg) -> nop::queue::QueuePriority {
-        match p {
-            PriorityArg::Normal => nop::queue::QueuePriority::Normal,
-            PriorityArg::High => nop::queue::QueuePriority::High,
-            PriorityArg::Urgent => nop::queue::QueuePriority::Urgent,
-        }
-    }
-}
-
-#[derive(Debug, Parser)]
-#[command(
-    name = "nop",
-    version,
-    about = "A terminal coding agent whose sessions are plain files"
-)]
-pub struct Cli {
-    /// Run as if nop was started in DIR.
-    #[arg(short = 'C', long = "directory", global = true, value_name = "DIR")]
-    pub directory: Option<PathBuf>,
-
-    /// Lowest log level written to the log files: error, warn, info or debug.
-    #[arg(long, global = true, value_name = "LEVEL")]
-    pub log_level: Option<String>,
-
-    /// Set a configuration key for this command, e.g. --set session.lock_timeout_s=30.
-    #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
-    pub set: Vec<String>,
-
-    /// Who you are for priority-based sessions (default: NOP_USER, then the OS user).
-    #[arg(long, global = true, value_name = "NAME")]
-    pub user: Option<String>,
-
-    /// Without a command, on a terminal: an interactive session.
-    #[command(subcommand)]
-    pub command: Option<Command>,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum Command {
-    /// Run the agent on a task: a new session, or `--session ID` to continue one (answering its
-    /// question if it asked one). Without PROMPT on a terminal: an interactive session.
-    Run(RunArgs),
-    /// Go on with a session: ID, or a picker of recent sessions on a terminal (the most recent
-    /// one elsewhere). With PROMPT it runs that headless; without, an interactive session.
-    Resume {
-        id: Option<String>,
-        prompt: Option<String>,
-        /// The model for this run (instead of `provider.model`).
-        #[arg(long, value_name = "NAME")]
-        model: Option<String>,
-        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
-        output_format: OutputFormat,
-    },
-    /// Write nop's configuration, agents, permissions and prompts into .nop/ of the repository
-    /// root, to customise them (optional: without them nop uses the same built-in texts).
-    Init {
-        /// Replace files that differ from the templates, keeping a .bak-<time> copy of each.
-        #[arg(long)]
-        force: bool,
-    },
-    /// List, show, check and create sessions.
-    #[command(subcommand)]
-    Sessions(SessionsCommand),
-    /// Show a session's plan: its tasks and their status.
-    Plan {
-        id: String,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Print a session's log (session.log).
-    Log { id: String },
-    /// Take an immutable snapshot of a session; prints the snapshot id.
-    Snapshot { id: String },
-    /// Fork a session into a new, independent one; prints the child's id.
-    Fork {
-        id: String,
-        /// Fork from this existing snapshot instead of taking a new one.
-        #[arg(long, value_name = "SNAP")]
-        snapshot: Option<String>,
-        /// Put the child in a new git worktree (branch nop/<child id>) holding the files as
-        /// they were at the snapshot; default PATH: beside the repository, <name>-<child id>.
-        #[arg(long, value_name = "PATH", num_args = 0..=1, require_equals = false)]
-        worktree: Option<Option<PathBuf>>,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Put back the files a session's last run changed (write-file, edit-file or the shell);
-    /// files changed since by someone else are kept and named.
-    Undo {
-        /// The session (default: the most recent one).
-        #[arg(long, short = 's', value_name = "ID")]
-        session: Option<String>,
-        /// Also overwrite files changed since the run.
-        #[arg(long)]
-        force: bool,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Take a session back to a snapshot: its files, its conversation, or both (default).
-    Rewind {
-        #[arg(long, short = 's', value_name = "ID")]
-        session: String,
-        /// The snapshot (an id or a unique prefix; `nop sessions show ID` lists them).
-        #[arg(long, value_name = "SNAPSHOT")]
-        to: String,
-        /// Only the files.
-        #[arg(long, conflicts_with_all = ["conversation", "both"])]
-        files: bool,
-        /// Only the conversation and plan.
-        #[arg(long, conflicts_with = "both")]
-        conversation: bool,
-        /// Files and conversation (the default).
-        #[arg(long)]
-        both: bool,
-        /// Also overwrite files changed outside nop's runs.
-        #[arg(long)]
-        force: bool,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Compact a session's conversation now (the full history stays in a snapshot).
-    Compact { id: String },
-    /// A conversation that feels like chatting with a person: it waits until you have finished
-    /// typing, then answers in several messages.
-    Chat {
-        #[arg(long, short = 's', value_name = "ID")]
-        session: Option<String>,
-        #[arg(long, value_name = "NAME", conflicts_with = "session")]
-        agent: Option<String>,
-    },
-    /// Send a message to a session: processed at once if nobody runs it, otherwise queued for
-    /// the process that does (it reads its queue between tool calls).
-    Send {
-        #[arg(long, short = 's', value_name = "ID")]
-        session: String,
-        /// urgent and high go into the conversation at the next checkpoint; normal waits until
-        /// the current task is done (default: queue.default_priority, high).
-        #[arg(long, value_enum)]
-        priority: Option<PriorityArg>,
-        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
-        output_format: OutputFormat,
-        /// The message; `-` reads it from standard input.
-        message: String,
-    },
-    /// Stop the task a session is running (in this or another terminal) at its next checkpoint.
-    Stop {
-        #[arg(long, short = 's', value_name = "ID")]
-        session: String,
-    },
-    /// The agents of this repository.
-    #[command(subcommand)]
-    Agents(AgentsCommand),
-    /// The plugins under .nop/plugins/: their state and their tools.
-    #[command(subcommand)]
-    Plugins(PluginsCommand),
-    /// Long-term memory: each agent's summaries of earlier days, and search over them.
-    #[command(subcommand)]
-    Memory(MemoryCommand),
-    /// Show the effective configuration, or set a key in the repository's or your own file.
-    #[command(subcommand)]
-    Config(ConfigCommand),
-    /// Explain and validate the agents' permission files.
-    #[command(subcommand)]
-    Permissions(PermissionsCommand),
-    /// The shell's confinement: what it is on this machine (`check`), and a command run under it
-    /// (`run -- COMMAND`).
-    #[command(subcommand)]
-    Sandbox(sandbox::SandboxCommand),
-    /// Print shell completions.
-    Completions {
-        #[arg(value_enum)]
-        shell: clap_complete::Shell,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum SessionsCommand {
-    /// One line per session, newest first: id, agent, status, updated, messages, parent and its
-    /// first prompt. Subagents' and advisors' sessions only with `--all`.
-    List {
-        #[arg(long)]
-        json: bool,
-        /// Also the sessions agents called (subagents, advisors).
-        #[arg(long)]
-        all: bool,
-        /// At most this many.
-        #[arg(long, value_name = "N")]
-        limit: Option<usize>,
-    },
-    /// A session's details and messages.
-    Show {
-        id: String,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Validate every file of one session or of all; changes nothing.
-    Check {
-        id: Option<String>,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Create an empty session (for scripts); prints its id.
-    New {
-        #[arg(long, default_value = "coder")]
-        agent: String,
-    },
-    /// Append one message to a session (for scripts); prints the new message count.
-    Append(AppendArgs),
-    /// Delete a session, once no other session refers to it (its forks, the subagents it
-    /// called); refused while a process runs it or holds its lock.
-    Delete {
-        id: String,
-        /// Delete it even though other sessions refer to it (forks keep their own copy of the
-        /// snapshot they came from, so they still load).
-        #[arg(long)]
-        force: bool,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Your active and paused sessions (priority-based sessions) and recent pause/resume/refuse events.
-    Stack {
-        #[arg(long)]
-        json: bool,
-    },
-}
-
-#[derive(Debug, Args)]
-pub struct RunArgs {
-    /// Continue this session (id or unique prefix).
-    #[arg(long, short = 's', value_name = "ID")]
-    session: Option<String>,
-    /// Continue the most recent session of this repository (not a subagent's).
-    #[arg(long = "continue", short = 'c', conflicts_with_all = ["session", "agent"])]
-    continue_last: bool,
-    /// The model for this run (instead of `provider.model`).
-    #[arg(long, value_name = "NAME")]
-    model: Option<String>,
-    /// The agent of a new session (default: agent.default, `coder`).
-    #[arg(long, value_name = "NAME", conflicts_with = "session")]
-    agent: Option<String>,
-    /// Stop after this many model requests.
-    #[arg(long, value_name = "N", value_parser = max_turns)]
-    max_turns: Option<u32>,
-    /// Stop before a model request that would take the run's cost (its subagents and advisors
-    /// included) past this many US dollars (exit code 5; the session can be continued).
-    #[arg(long, value_name = "USD", value_parser = budget)]
-    max_budget_usd: Option<f64>,
-    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
-    output_format: OutputFormat,
-    /// When to ask you before a tool call: never (what needs approval is refused), on-request
-    /// (where a permission rule says `ask`), always (also before every shell command and edit).
-    #[arg(long, value_enum, default_value_t = ApprovalArg::OnRequest)]
-    approval: ApprovalArg,
-    /// Approve what permission rules mark `ask` without asking (for CI; denials still apply).
-    #[arg(long)]
-    yes: bool,
-    /// An emergency: this session's priority is raised by 20 (seed 000's dynamic priority).
-    #[arg(long)]
-    emergency: bool,
-    /// Chat messages answered together as one batch (repeatable; instead of PROMPT): the model
-    /// answers with several replies and their delays, returned at once without waiting them out.
-    #[arg(long = "message", value_name = "TEXT", conflicts_with = "prompt")]
-    messages: Vec<String>,
-    /// The task, or the answer to the agent's question; `-` reads it from standard input.
-    prompt: Option<String>,
-}
-
-/// `--max-turns`, whose error says what it accepts (clap's own says "invalid digit found in
-/// string").
-fn max_turns(text: &str) -> Result<u32, String> {
-    text.trim()
-        .parse::<u32>()
-        .ok()
-        .filter(|n| *n >= 1)
-        .ok_or_else(|| format!("must be a whole number from 1 to {}", u32::MAX))
-}
-
-/// `--max-budget-usd`: a positive number of US dollars.
-fn budget(text: &str) -> Result<f64, String> {
-    text.trim()
-        .trim_start_matches('$')
-        .parse::<f64>()
-        .ok()
-        .filter(|n| n.is_finite() && *n > 0.0 && *n <= 1_000_000.0)
-        .ok_or_else(|| "must be a number of US dollars above 0, such as 0.50".to_string())
-}
-
-#[derive(Debug, Args)]
-pub struct AppendArgs {
-    id: String,
-    /// system, user, assistant or tool.
-    #[arg(long, default_value = "user")]
-    role: String,
-    /// The message text; `-` or nothing reads it from standard input.
-    text: Option<String>,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum MemoryCommand {
-    /// The agent's summaries, oldest first (`--all`: removed ones too).
-    List {
-        #[arg(long)]
-        agent: Option<String>,
-        #[arg(long)]
-        all: bool,
-        #[arg(long)]
-        json: bool,
-    },
-    /// The agent's current prompt (initial prompt + summaries), or one summary with `--id`.
-    Show {
-        #[arg(long)]
-        agent: Option<String>,
-        #[arg(long)]
-        id: Option<String>,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Remove the latest summary (only the latest can be removed; it can be restored).
-    Pop {
-        #[arg(long)]
-        agent: Option<String>,
-        /// Refuse unless this is the latest summary.
-        #[arg(long)]
-        id: Option<String>,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Bring back the most recently removed summary.
-    Restore {
-        #[arg(long)]
-        agent: Option<String>,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Search by date expression and keywords, Chinese or English: "上周 权限", "sandbox last week".
-    Search {
-        query: String,
-        /// Only this agent's memory (default: every agent's).
-        #[arg(long)]
-        agent: Option<String>,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Summarise one day of the agent's sessions with the summarizer agent (default: yesterday).
-    Summarize {
-        #[arg(long)]
-        agent: Option<String>,
-        /// An ISO date or an expression such as "yesterday" or "前天".
-        #[arg(long)]
-        date: Option<String>,
-        #[arg(long)]
-        json: bool,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum PluginsCommand {
-    /// Each plugin, whether it loaded (or why not), and its tools. Starts and stops MCP servers.
-    List {
-        #[arg(long)]
-        json: bool,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum AgentsCommand {
-    /// Name, priority (with your overrides and the time of day), interruptible, enabled, description.
-    List {
-        #[arg(long)]
-        json: bool,
-    },
-}
-
-#[derive(Debug, Subcommand)]
-pub enum PermissionsCommand {
-    /// The decision for one tool or path, and the rule (file and line) that made it.
-    Explain {
-        #[arg(long, default_value = "coder")]
-        agent: String,
-        /// Decide as a subagent called by this agent: the intersection of both rule sets.
-        #[arg(long, value_name = "PARENT")]
-        within: Option<String>,
-        #[arg(long, conflicts_with = "path", required_unless_present = "path")]
-        tool: Option<String>,
-        #[arg(long)]
-        path: Option<String>,
-        #[arg(long, value_enum, default_value_t = AccessArg::Read)]
-        access: AccessArg,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Parse every permission file; exit 1 naming file and line if one is broken.
-    Check,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum AccessArg {
-    Read,
-    Write,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum ConfigCommand {
-    /// Every key with its effective value and where the value came from.
-    Show {
-        #[arg(long)]
-        json: bool,
-        /// Include this session's overrides (and its agent's).
-        #[arg(long, value_name = "ID")]
-        session: Option<String>,
-        /// Include this agent's overrides from agents.yml.
-        #[arg(long, value_name = "NAME")]
-        agent: Option<String>,
-    },
-    /// Set KEY to VALUE in the repository's .nop/config.yml, or with --user in your own
-    /// ~/.config/nop/config.yml (under XDG_CONFIG_HOME if set), which serves every repository.
-    /// The rest of the file, comments included, is kept; the value is checked first.
-    Set {
-        /// A key as `nop config show` lists it; `model`, `provider`, `base_url` and
-        /// `api_key_env` are short for the `provider.` ones.
-        key: String,
-        /// YAML scalar syntax: `5`, `true`, `gpt-4.1`; a list as `["A", "B"]`.
-        #[arg(allow_hyphen_values = true)]
-        value: String,
-        /// Write your user file instead of the repository's.
-        #[arg(
-            long = "user",
-            id = "user",
-            num_args = 0,
-            default_missing_value = config::USER_FILE
-        )]
-        user_file: Option<String>,
-    },
-}
-
-/// Everything a command needs from the outside world, passed in so the engine never reads it.
-pub struct Outside {
-    pub cwd: PathBuf,
-    pub env: BTreeMap<String, String>,
-}
-
 /// Runs a parsed command line; errors are printed by the caller.
 pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
-    let cwd = match &cli.directory {
-        Some(dir) => outside.cwd.join(dir),
-        None => outside.cwd.clone(),
-    };
-    let cli_settings = cli_settings(&cli)?;
-    let user = cli
-        .user
-        .clone()
-        .or_else(|| outside.env.get("NOP_USER").cloned())
-        .or_else(|| outside.env.get("USER").cloned())
-        .or_else(|| outside.env.get("LOGNAME").cloned())
-        .filter(|u| !u.trim().is_empty())
-        .unwrap_or_else(|| "user".to_string());
+    let inv = Invocation::new(&cli, outside)?;
     // Not locked: `nop run` writes from the renderer task on another thread.
     let mut out = std::io::stdout();
-
     let Some(command) = cli.command else {
         if !std::io::stdin().is_terminal() || !std::io::stdout().is_terminal() {
             let mut err = std::io::stderr();
             let _ = Cli::command().write_help(&mut err);
             return Ok(ExitCode::from(exit::USAGE));
         }
-        let ws = workspace_at(&cwd, &outside.env)?;
-        let resolved = ws.config(None, None, outside.env.clone(), cli_settings)?;
-        start_logging(&ws, &resolved);
-        let (approver, prompts) = run::approver(ApprovalMode::OnRequest, false, true);
-        let runtime =
-            nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user)
-                .with_cwd(&cwd);
-        return run::interactive(runtime, prompts, &ws, None, None, None);
+        return start::interactive(&inv.open()?);
     };
     match command {
-        Command::Run(args) => run_command(args, &cwd, outside, cli_settings, user),
-        Command::Resume {
-            id,
-            prompt,
-            model,
-            output_format,
-        } => {
-            // A run of the session picked here: ID, a picker on a terminal, else the latest.
-            let interactive = prompt.is_none() && std::io::stdin().is_terminal();
-            let ws = workspace_at(&cwd, &outside.env)?;
-            let base = ws.config(None, None, outside.env.clone(), cli_settings.clone())?;
-            let store = ws.store(&base.config);
-            let session = match id {
-                Some(id) => Some(store.resolve(&id)?),
-                None if interactive => match run::pick_session(&store)? {
-                    Some(id) => Some(id),
-                    None => return Ok(ExitCode::SUCCESS),
-                },
-                None => None,
-            };
-            let args = RunArgs {
-                continue_last: session.is_none(),
-                session,
-                model,
-                agent: None,
-                max_turns: None,
-                max_budget_usd: None,
-                output_format,
-                approval: ApprovalArg::OnRequest,
-                yes: false,
-                emergency: false,
-                messages: Vec::new(),
-                prompt,
-            };
-            run_command(args, &cwd, outside, cli_settings, user)
-        }
-        Command::Chat { session, agent } => {
-            let Opened {
-                ws,
-                session,
-                resolved,
-            } = open(
-                &cwd,
-                &outside.env,
-                cli_settings,
-                agent.as_deref(),
-                session.as_deref(),
-            )?;
-            let agent = agent.unwrap_or_else(|| resolved.config.agent.default.clone());
-            let approver = nop::permissions::Approver::headless(ApprovalMode::Never, false);
-            let runtime =
-                nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user)
-                    .with_cwd(&cwd);
-            chat::chat(runtime, session.map(|s| s.session_id), &agent)
-        }
-        Command::Send {
-            session,
-            priority,
-            output_format,
-            message,
-        } => {
-            let Opened {
-                ws,
-                session,
-                resolved,
-            } = open(&cwd, &outside.env, cli_settings, None, Some(&session))?;
-            let Some(session) = session else {
-                bail!("no session given");
-            };
-            let message = match run::read_prompt(Some(message))? {
-                Some(m) => m,
-                None => bail!("the message is empty"),
-            };
-            let priority = priority.map_or(resolved.config.queue.default_priority, Into::into);
-            let (approver, prompts) = run::approver(ApprovalMode::OnRequest, false, false);
-            let runtime =
-                nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user)
-                    .with_cwd(&cwd);
-            run::deliver(
-                runtime,
-                prompts,
-                &session.session_id,
-                message,
-                priority,
-                output_format,
-                None,
-                false,
-            )
-        }
-        Command::Stop { session } => {
-            let ws = workspace_at(&cwd, &outside.env)?;
-            let base = ws.config(None, None, outside.env.clone(), cli_settings)?;
-            start_logging(&ws, &base);
-            let store = ws.store(&base.config);
-            let id = store.resolve(&session)?;
-            run::stop(&store, &id, &user)
-        }
-        Command::Memory(command) => {
-            let ws = workspace_at(&cwd, &outside.env)?;
-            let resolved = ws.config(None, None, outside.env.clone(), cli_settings)?;
-            start_logging(&ws, &resolved);
-            memory::memory(&ws, resolved.config, outside.env, &user, command)
-        }
-        Command::Compact { id } => {
-            let Opened {
-                ws,
-                session,
-                resolved,
-            } = open(&cwd, &outside.env, cli_settings, None, Some(&id))?;
-            let Some(session) = session else {
-                bail!("no session given");
-            };
-            let approver = nop::permissions::Approver::headless(ApprovalMode::Never, false);
-            let runtime =
-                nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user);
-            run::compact(runtime, &session.session_id)
-        }
-        Command::Init { force } => {
-            let home = home_of(&outside.env);
-            let root = Workspace::discover(&cwd, home)?.root;
-            let report = workspace::init(&root, force, Utc::now())?;
-            let ws = Workspace::discover(&cwd, home)?;
-            // The root is canonical; so are the paths shown relative to the working directory.
-            let cwd = std::fs::canonicalize(&cwd).unwrap_or(cwd);
-            let resolved = ws.config(None, None, outside.env, cli_settings)?;
-            start_logging(&ws, &resolved);
-            for (path, action) in &report {
-                let shown = path.strip_prefix(&cwd).unwrap_or(path).display();
-                match action {
-                    InitAction::Created => writeln!(out, "created  {shown}")?,
-                    InitAction::Kept => writeln!(out, "kept     {shown}")?,
-                    InitAction::Replaced { backup } => writeln!(
-                        out,
-                        "replaced {shown} (your version: {})",
-                        backup.strip_prefix(&cwd).unwrap_or(backup).display()
-                    )?,
-                }
-            }
-            let kept_differing = report.iter().any(|(_, a)| *a == InitAction::Kept) && !force;
-            tracing::info!(op = "init", result = "ok", root = %ws.root.display(), "initialised .nop/");
-            if kept_differing {
-                writeln!(
-                    out,
-                    "existing files were kept; `nop init --force` replaces them and keeps backups"
-                )?;
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Completions { shell } => {
-            clap_complete::generate(shell, &mut Cli::command(), "nop", &mut out);
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Config(ConfigCommand::Show {
-            json,
-            session,
-            agent,
-        }) => {
-            let ws = workspace_at(&cwd, &outside.env)?;
-            let base = ws.config(None, None, outside.env.clone(), cli_settings.clone())?;
-            start_logging(&ws, &base);
-            let session = match session {
-                Some(prefix) => {
-                    let store = ws.store(&base.config);
-                    let id = store.resolve(&prefix)?;
-                    Some(store.read_session(&id)?)
-                }
-                None => None,
-            };
-            if let Some(name) = &agent
-                && ws.agents()?.get(name).is_none()
-            {
-                bail!("no agent `{name}` in {}", ws.agents_path().display());
-            }
-            let resolved = ws.config(
-                agent.as_deref(),
-                session.as_ref(),
-                outside.env,
-                cli_settings,
-            )?;
-            render::config(&mut out, &resolved, json)?;
-            Ok(ExitCode::SUCCESS)
-        }
+        // Neither needs the repository's configuration (`init` makes it, `config set` changes
+        // it, even outside any repository), nor does printing completions.
+        Command::Init { force } => init::init(inv, force, &mut out),
         Command::Config(ConfigCommand::Set {
             key,
             value,
             user_file,
         }) => {
             let user_file = user_file.as_deref() == Some(config::USER_FILE);
-            config::set(
-                &cwd,
-                &outside.env,
-                cli_settings,
-                &key,
-                &value,
-                user_file,
-                &mut out,
-            )
+            config::set(&inv, &key, &value, user_file, &mut out)
         }
-        Command::Sandbox(command) => {
-            let ws = workspace_at(&cwd, &outside.env)?;
-            let agent = match &command {
-                sandbox::SandboxCommand::Check { agent, .. }
-                | sandbox::SandboxCommand::Run { agent, .. } => agent.clone(),
-            };
-            if let Some(name) = &agent
-                && ws.agents()?.get(name).is_none()
-            {
-                bail!("no agent `{name}` in {}", ws.agents_path().display());
-            }
-            let resolved = ws.config(agent.as_deref(), None, outside.env, cli_settings)?;
-            start_logging(&ws, &resolved);
-            sandbox::sandbox(&ws, &resolved.config, &cwd, command, &mut out)
+        Command::Completions { shell } => {
+            clap_complete::generate(shell, &mut Cli::command(), "nop", &mut out);
+            Ok(ExitCode::SUCCESS)
         }
-        command => {
-            let ws = workspace_at(&cwd, &outside.env)?;
-            let resolved = ws.config(None, None, outside.env, cli_settings)?;
-            start_logging(&ws, &resolved);
-            let store = ws.store(&resolved.config);
-            run_session_command(
-                command,
-                &cwd,
-                &ws,
-                &resolved.config,
-                &store,
-                &user,
-                &mut out,
-            )
-        }
+        command => dispatch(command, &inv.open()?, &mut out),
     }
 }
 
-fn run_session_command(
-    command: Command,
-    cwd: &std::path::Path,
-    ws: &Workspace,
-    config: &nop::config::Config,
-    store: &Store,
-    user: &str,
-    out: &mut impl Write,
-) -> Result<ExitCode> {
+/// Runs a command that works in the repository, with its context.
+fn dispatch(command: Command, ctx: &Context, out: &mut impl Write) -> Result<ExitCode> {
     match command {
-        Command::Sessions(SessionsCommand::List { json, all, limit }) => {
-            let (mut summaries, failed) = store.summaries()?;
-            summaries.retain(|s| all || !s.called);
-            summaries.sort_by_key(|s| std::cmp::Reverse(s.updated_at));
-            summaries.truncate(limit.unwrap_or(usize::MAX));
-            render::session_list(out, &summaries, json)?;
-            for e in &failed {
-                eprintln!("error: {e}");
-            }
-            Ok(exit_code(failed.is_empty()))
-        }
-        Command::Sessions(SessionsCommand::Show { id, json }) => {
-            let id = store.resolve(&id)?;
-            let state = store.read(&id)?;
-            let snapshots = store.snapshots(&id)?;
-            render::session_show(out, &state, &snapshots, &store.dir(&id), json)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Sessions(SessionsCommand::Check { id, json }) => {
-            let ids = match id {
-                Some(prefix) => vec![store.resolve(&prefix)?],
-                None => store.ids()?,
-            };
-            let mut all_ok = true;
-            let mut report = Vec::new();
-            for id in ids {
-                let problems = store.check(&id)?;
-                all_ok &= problems.is_empty();
-                report.push((id, problems));
-            }
-            render::check(out, &report, json)?;
-            Ok(exit_code(all_ok))
-        }
-        Command::Sessions(SessionsCommand::New { agent }) => {
-            ws.agents()?
-                .for_new_session(&agent, &ws.agents_path())
-                .map_err(|e| anyhow!(e))?;
-            let session = store.create(&agent, Utc::now())?;
-            tracing::info!(session = %session.session_id, agent = %agent, op = "create", result = "ok", "session created");
-            writeln!(out, "{}", session.session_id)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Sessions(SessionsCommand::Append(args)) => {
-            let id = store.resolve(&args.id)?;
-            let role: Role = args
-                .role
-                .parse()
-                .map_err(|e: String| anyhow!("--role: {e}"))?;
-            let text = match args.text.as_deref() {
-                None | Some("-") => {
-                    let mut text = String::new();
-                    std::io::stdin()
-                        .read_to_string(&mut text)
-                        .context("reading the message from standard input")?;
-                    text
-                }
-                Some(text) => text.to_string(),
-            };
-            let now = Utc::now();
-            let count = store.append(&id, vec![Message::new(role, text, now)], now)?;
-            tracing::debug!(session = %id, op = "append", result = "ok", messages = count, "message appended");
-            writeln!(out, "{count}")?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Sessions(SessionsCommand::Delete { id, force, json }) => {
-            let id = store.resolve(&id)?;
-            let deleted = match store.delete(&id, force) {
-                Ok(deleted) => deleted,
-                Err(e) => {
-                    if let nop::session::SessionError::Referenced { references, .. } = &e {
-                        tracing::info!(session = %id, op = "delete", result = "refused", referenced_by = references.len(), "session not deleted: other sessions refer to it");
-                        if json {
-                            render::print_json(
-                                out,
-                                &serde_json::json!({"id": id, "deleted": false, "referencedBy": references}),
-                            )?;
-                        }
-                    }
-                    return Err(e.into());
-                }
-            };
-            tracing::info!(session = %id, op = "delete", result = "ok", forced = force, referenced_by = deleted.referenced_by.len(), "session deleted");
-            let coordinator = nop::queue::priority::Coordinator::new(
-                &ws.nop_dir(),
-                user,
-                std::time::Duration::from_secs_f64(config.queue.idle_timeout_s),
-            );
-            if let Err(e) = coordinator.forget(&id) {
-                tracing::warn!(session = %id, error = %e, "deleted session left in the priority stack");
-                eprintln!(
-                    "warning: session {id} was deleted but may still count as active in the priority stack: {e}"
-                );
-            }
-            if let Some((path, e)) = &deleted.leftover {
-                eprintln!(
-                    "warning: session {id} is deleted, but {} could not be removed ({e}); the next write of any nop process removes it",
-                    path.display()
-                );
-            }
-            if json {
-                render::print_json(
-                    out,
-                    &serde_json::json!({"id": id, "deleted": true, "referencedBy": deleted.referenced_by}),
-                )?;
-            } else {
-                writeln!(out, "deleted {id}")?;
-                for r in &deleted.referenced_by {
-                    writeln!(out, "  still referring to it: {r}")?;
-                }
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Plan { id, json } => {
-            let id = store.resolve(&id)?;
-            let state = store.read(&id)?;
-            render::plan(out, &state.plan, json)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Log { id } => {
-            let id = store.resolve(&id)?;
-            let path = store.session_log(&id);
-            match std::fs::read(&path) {
-                Ok(bytes) => out.write_all(&bytes)?,
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e).with_context(|| path.display().to_string()),
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Snapshot { id } => {
-            let id = store.resolve(&id)?;
-            let snapshot = store.snapshot(&id, Utc::now())?;
-            tracing::info!(session = %id, op = "snapshot", result = "ok", snapshot = %snapshot, "snapshot taken");
-            writeln!(out, "{snapshot}")?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Run(args) => start::run_command(ctx, args),
+        Command::Resume {
+            id,
+            prompt,
+            model,
+            output_format,
+        } => start::resume(ctx, id, prompt, model, output_format),
+        Command::Chat { session, agent } => start::chat(ctx, session, agent),
+        Command::Send {
+            session,
+            priority,
+            output_format,
+            message,
+        } => start::send(ctx, &session, priority, output_format, message),
+        Command::Stop { session } => start::stop(ctx, &session),
+        Command::Compact { id } => start::compact(ctx, &id),
+        Command::Memory(command) => memory::memory(ctx, command),
+        Command::Config(ConfigCommand::Show {
+            json,
+            session,
+            agent,
+        }) => config::show(ctx, json, session, agent, out),
+        Command::Sandbox(command) => sandbox::command(ctx, command, out),
+        Command::Sessions(command) => sessions::sessions(ctx, command, out),
+        Command::Plan { id, json } => sessions::plan(&ctx.store, &id, json, out),
+        Command::Log { id } => sessions::log(&ctx.store, &id, out),
+        Command::Snapshot { id } => sessions::snapshot(&ctx.store, &id, out),
         Command::Fork {
             id,
             snapshot,
             worktree: Some(path),
             json,
-        } => {
-            let id = store.resolve(&id)?;
-            let checkpoints = ws.checkpoints(config).ok_or_else(|| {
-                anyhow!("--worktree needs file checkpoints, which are off (checkpoints.enabled)")
-            })?;
-            // A relative PATH is taken from where the command was given (`-C` included).
-            let path = path.map(|p| cwd.join(p));
-            let fork = nop::checkpoint::fork_worktree(
-                &checkpoints,
-                store,
-                &id,
-                snapshot.as_deref(),
-                path.as_deref(),
-                Utc::now(),
-            )?;
-            tracing::info!(session = %id, op = "fork", result = "ok", child = %fork.child.session_id, snapshot = %fork.snapshot_id, worktree = %fork.path.display(), "forked into a worktree");
-            render::worktree_fork(out, &fork, json)?;
-            Ok(ExitCode::SUCCESS)
-        }
+        } => checkpoints::fork_worktree(ctx, &id, snapshot, path, json, out),
+        Command::Fork {
+            id,
+            snapshot,
+            worktree: None,
+            json: _,
+        } => checkpoints::fork(&ctx.store, &id, snapshot, out),
         Command::Undo {
             session,
             force,
             json,
-        } => {
-            let id = match session {
-                Some(prefix) => store.resolve(&prefix)?,
-                None => last_session(store)
-                    .ok_or_else(|| anyhow!("no session to undo in {}", ws.root.display()))?,
-            };
-            let checkpoints = ws
-                .checkpoints(config)
-                .ok_or_else(|| anyhow!("file checkpoints are off (checkpoints.enabled)"))?;
-            let undo = nop::checkpoint::undo_turn(store, &checkpoints, &id, force, Utc::now())?;
-            render::undo(out, &undo, json)?;
-            Ok(ExitCode::SUCCESS)
-        }
+        } => checkpoints::undo(ctx, session, force, json, out),
         Command::Rewind {
             session,
             to,
@@ -979,204 +144,15 @@ fn run_session_command(
             both: _,
             force,
             json,
-        } => {
-            use nop::checkpoint::RewindMode;
-            let id = store.resolve(&session)?;
-            let mode = match (files, conversation) {
-                (true, _) => RewindMode::Files,
-                (_, true) => RewindMode::Conversation,
-                _ => RewindMode::Both,
-            };
-            let checkpoints = ws.checkpoints(config);
-            let rewind = nop::checkpoint::rewind(
-                store,
-                checkpoints.as_ref(),
-                &id,
-                &to,
-                mode,
-                force,
-                Utc::now(),
-            )?;
-            render::rewind(out, &rewind, json)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Fork {
-            id,
-            snapshot,
-            worktree: None,
-            json: _,
-        } => {
-            let id = store.resolve(&id)?;
-            let child = store.fork(&id, snapshot.as_deref(), Utc::now())?;
-            let snap = child
-                .parent_session
-                .as_ref()
-                .map(|p| p.snapshot_id.clone())
-                .unwrap_or_default();
-            tracing::info!(session = %id, op = "fork", result = "ok", child = %child.session_id, snapshot = %snap, "forked");
-            tracing::info!(session = %child.session_id, agent = %child.agent, op = "fork", result = "ok", parent = %id, snapshot = %snap, "created by fork");
-            writeln!(out, "{}", child.session_id)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Permissions(command) => permissions(ws, config, command, out),
-        Command::Plugins(PluginsCommand::List { json }) => {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()?;
-            let (_, statuses) = rt.block_on(nop::plugins::load_all(
-                &ws.root,
-                &nop::tools::SandboxSettings::from_config(config),
-            ));
-            if json {
-                writeln!(out, "{}", serde_json::to_string_pretty(&statuses)?)?;
-            } else if statuses.is_empty() {
-                writeln!(
-                    out,
-                    "no plugins (add one under .nop/plugins/<name>/config.yml)"
-                )?;
-            } else {
-                for s in &statuses {
-                    writeln!(out, "{:<16} {}", s.name, s.state)?;
-                    for t in &s.tools {
-                        writeln!(out, "  {t}")?;
-                    }
-                }
-            }
-            Ok(exit_code(statuses.iter().all(|s| s.state == "loaded")))
-        }
-        Command::Agents(AgentsCommand::List { json }) => {
-            let agents = ws.agents()?;
-            let minute = {
-                use chrono::Timelike;
-                let now = chrono::Local::now();
-                now.hour() * 60 + now.minute()
-            };
-            render::agents(out, &agents, user, minute, json)?;
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Sessions(SessionsCommand::Stack { json }) => {
-            let config = ws.config(None, None, BTreeMap::new(), Vec::new())?.config;
-            let coordinator = nop::queue::priority::Coordinator::new(
-                &ws.nop_dir(),
-                user,
-                std::time::Duration::from_secs_f64(config.queue.idle_timeout_s),
-            );
-            let (stack, events) = coordinator.stack()?;
-            render::stack(out, user, &stack, &events, json)?;
-            Ok(ExitCode::SUCCESS)
-        }
+        } => checkpoints::rewind(ctx, &session, &to, (files, conversation), force, json, out),
+        Command::Permissions(command) => permissions::permissions(ctx, command, out),
+        Command::Plugins(PluginsCommand::List { json }) => agents::plugins(ctx, json, out),
+        Command::Agents(AgentsCommand::List { json }) => agents::agents(ctx, json, out),
+        // Run by `run` before a context is opened.
         Command::Init { .. }
-        | Command::Completions { .. }
-        | Command::Config(_)
-        | Command::Run(_)
-        | Command::Compact { .. }
-        | Command::Send { .. }
-        | Command::Stop { .. }
-        | Command::Memory(_)
-        | Command::Sandbox(_)
-        | Command::Chat { .. }
-        | Command::Resume { .. } => Ok(ExitCode::from(exit::USAGE)),
+        | Command::Config(ConfigCommand::Set { .. })
+        | Command::Completions { .. } => Ok(ExitCode::from(exit::USAGE)),
     }
-}
-
-/// `nop run` (and `nop resume`, which is a run of the session it picks).
-fn run_command(
-    mut args: RunArgs,
-    cwd: &std::path::Path,
-    outside: Outside,
-    cli_settings: Vec<(String, String, String)>,
-    user: String,
-) -> Result<ExitCode> {
-    if args.continue_last {
-        let ws = workspace_at(cwd, &outside.env)?;
-        let base = ws.config(None, None, outside.env.clone(), cli_settings.clone())?;
-        match last_session(&ws.store(&base.config)) {
-            Some(id) => args.session = Some(id),
-            None => bail!("no session to continue in {}", ws.root.display()),
-        }
-    }
-    let Opened {
-        ws,
-        session,
-        resolved,
-    } = open(
-        cwd,
-        &outside.env,
-        cli_settings,
-        args.agent.as_deref(),
-        args.session.as_deref(),
-    )?;
-    let session = session.map(|s| s.session_id);
-    if !args.messages.is_empty() {
-        let agent = args
-            .agent
-            .clone()
-            .unwrap_or_else(|| resolved.config.agent.default.clone());
-        // A chat runs no tools: nothing is asked.
-        let approver = nop::permissions::Approver::headless(ApprovalMode::Never, false);
-        let runtime =
-            nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user)
-                .with_cwd(cwd);
-        return chat::batch(runtime, session, &agent, args.messages, args.output_format);
-    }
-    let prompt = match run::read_prompt(args.prompt) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            return Ok(ExitCode::from(exit::USAGE));
-        }
-    };
-    let on_terminal = std::io::stdin().is_terminal();
-    let (approver, prompts) = run::approver(args.approval.into(), args.yes, on_terminal);
-    let priority = resolved.config.queue.default_priority;
-    let mut runtime =
-        nop::agent::Runtime::new(ws.clone(), resolved.config, outside.env, approver, user)
-            .with_cwd(cwd);
-    if let Some(model) = &args.model {
-        runtime = runtime.with_model(model);
-    }
-    if let Some(usd) = args.max_budget_usd {
-        runtime = runtime.with_budget(usd);
-    }
-    match (prompt, session) {
-        (Some(input), Some(id)) => run::deliver(
-            runtime,
-            prompts,
-            &id,
-            input,
-            priority,
-            args.output_format,
-            args.max_turns,
-            args.emergency,
-        ),
-        (Some(input), None) => {
-            let request = nop::agent::RunRequest {
-                session: None,
-                agent: args.agent,
-                input: Some(input),
-                max_turns: args.max_turns,
-                emergency: args.emergency,
-                guard: None,
-            };
-            run::headless(runtime, prompts, request, args.output_format)
-        }
-        (None, session)
-            if std::io::stdin().is_terminal() && args.output_format == OutputFormat::Text =>
-        {
-            run::interactive(runtime, prompts, &ws, session, args.agent, args.max_turns)
-        }
-        (None, _) => {
-            eprintln!(
-                "error: no PROMPT given (pass the task as an argument, or `-` to read it from standard input)"
-            );
-            Ok(ExitCode::from(exit::USAGE))
-        }
-    }
-}
-
-/// The most recently used session a person started (not a subagent's or an advisor's).
-fn last_session(store: &nop::session::Store) -> Option<String> {
-    slash::recent(store, 1).pop().map(|s| s.id)
 }
 
 /// `nop "PROMPT"` is `nop run "PROMPT"`: the arguments with `run` put in front of the prompt when
@@ -1219,206 +195,12 @@ fn near(a: &str, b: &str) -> bool {
     nop::config::edit_distance(a, b) <= 2
 }
 
-fn permissions(
-    ws: &Workspace,
-    config: &nop::config::Config,
-    command: PermissionsCommand,
-    out: &mut impl Write,
-) -> Result<ExitCode> {
-    use nop::permissions::{Access, Decision, load_policy, validate_all};
-    match command {
-        PermissionsCommand::Check => {
-            let mut ok = true;
-            for (path, result) in validate_all(&ws.root) {
-                let shown = path
-                    .strip_prefix(&ws.root)
-                    .unwrap_or(&path)
-                    .display()
-                    .to_string();
-                let shown = if path.exists() {
-                    shown
-                } else {
-                    format!("{shown} (built in: no such file)")
-                };
-                match result {
-                    Ok(()) => writeln!(out, "ok       {shown}")?,
-                    Err(e) => {
-                        ok = false;
-                        writeln!(out, "problem  {e}")?;
-                    }
-                }
-            }
-            Ok(exit_code(ok))
-        }
-        PermissionsCommand::Explain {
-            agent,
-            within,
-            tool,
-            path,
-            access,
-            json,
-        } => {
-            let mut policy = load_policy(&ws.root, &agent)?;
-            if let Some(parent) = &within {
-                policy = policy.narrowed_by(&load_policy(&ws.root, parent)?);
-            }
-            let access = match access {
-                AccessArg::Read => Access::Read,
-                AccessArg::Write => Access::Write,
-            };
-            let (subject, resolved, decision) = match (&tool, &path) {
-                (Some(tool), _) => (format!("call {tool}"), None, policy.check_tool(tool)),
-                (None, Some(path)) => {
-                    let (resolved, decision) = policy.check_path(path, access);
-                    let verb = if access == Access::Read {
-                        "read"
-                    } else {
-                        "write"
-                    };
-                    (format!("{verb} {path}"), resolved, decision)
-                }
-                (None, None) => bail!("give --tool or --path"),
-            };
-            let shell = match &resolved {
-                Some(path) => {
-                    let settings = nop::tools::SandboxSettings::from_config(config);
-                    Some(sandbox::shell_line(&policy, &settings, path)?)
-                }
-                None => None,
-            };
-            if json {
-                let value = serde_json::json!({
-                    "agent": agent, "within": within, "subject": subject,
-                    "resolved": resolved, "decision": decision, "shell": shell,
-                });
-                writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
-            } else {
-                let who = match &within {
-                    Some(parent) => format!("{agent} (called by {parent})"),
-                    None => agent.clone(),
-                };
-                let line = match &decision {
-                    Decision::Allow { source } => format!("allow: {who} may {subject} ({source})"),
-                    Decision::Ask { source } => {
-                        format!("ask: {who} needs approval to {subject} ({source})")
-                    }
-                    Decision::Deny { reason, source } => format!(
-                        "deny: {who} may not {subject}: {reason}{}",
-                        source
-                            .as_ref()
-                            .map(|s| format!(" ({s})"))
-                            .unwrap_or_default()
-                    ),
-                };
-                writeln!(out, "{line}")?;
-                if let Some(resolved) = resolved {
-                    writeln!(out, "path: {}", resolved.display())?;
-                }
-                if let Some(shell) = shell {
-                    writeln!(out, "shell: {shell}")?;
-                }
-            }
-            Ok(exit_code(decision.is_allowed()))
-        }
-    }
-}
-
 pub(crate) fn exit_code(ok: bool) -> ExitCode {
     if ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(exit::ERROR)
     }
-}
-
-/// `--set key=value` and `--log-level` as configuration-layer entries.
-fn cli_settings(cli: &Cli) -> Result<Vec<(String, String, String)>> {
-    let mut settings = Vec::new();
-    for item in &cli.set {
-        let (key, value) = item
-            .split_once('=')
-            .ok_or_else(|| anyhow!("--set {item}: expected KEY=VALUE"))?;
-        settings.push((
-            "--set".to_string(),
-            key.trim().to_string(),
-            value.to_string(),
-        ));
-    }
-    if let Some(level) = &cli.log_level {
-        settings.push((
-            "--log-level".to_string(),
-            "log.level".to_string(),
-            level.clone(),
-        ));
-    }
-    Ok(settings)
-}
-
-/// What a command that works on a session (or starts one) needs.
-struct Opened {
-    ws: Workspace,
-    /// The session `session` named, read (its id prefix resolved).
-    session: Option<nop::protocol::SessionFile>,
-    /// The configuration for the agent (or the session's agent), the session's own settings
-    /// included.
-    resolved: Resolved,
-}
-
-/// HOME as the environment gives it, for finding the repository root.
-fn home_of(env: &BTreeMap<String, String>) -> Option<&std::path::Path> {
-    env.get("HOME")
-        .filter(|h| !h.is_empty())
-        .map(std::path::Path::new)
-}
-
-/// The repository `cwd` is in (see `Workspace::discover`), with `.nop/` created for sessions and
-/// logs if it has none; that is said once, when it happens.
-fn workspace_at(cwd: &std::path::Path, env: &BTreeMap<String, String>) -> Result<Workspace> {
-    let ws = Workspace::discover(cwd, home_of(env))?;
-    if ws.create_nop_dir()? {
-        let sessions = ws.sessions_dir();
-        let at_cwd = std::fs::canonicalize(cwd).is_ok_and(|c| c == ws.root);
-        let shown = if at_cwd {
-            sessions.strip_prefix(&ws.root).unwrap_or(&sessions)
-        } else {
-            &sessions
-        };
-        eprintln!(
-            "nop: using the built-in configuration; sessions go to {} (run `nop init` to customise)",
-            shown.display()
-        );
-    }
-    Ok(ws)
-}
-
-/// Finds the workspace above `cwd`, starts logging, resolves the session prefix `session`, and
-/// the configuration for `agent` and that session (seed 002 §11.2 precedence).
-fn open(
-    cwd: &std::path::Path,
-    env: &std::collections::BTreeMap<String, String>,
-    settings: Vec<(String, String, String)>,
-    agent: Option<&str>,
-    session: Option<&str>,
-) -> Result<Opened> {
-    let ws = workspace_at(cwd, env)?;
-    let base = ws.config(None, None, env.clone(), settings.clone())?;
-    start_logging(&ws, &base);
-    let store = ws.store(&base.config);
-    let session = match session {
-        Some(prefix) => Some(store.read_session(&store.resolve(prefix)?)?),
-        None => None,
-    };
-    let resolved = ws.config(agent, session.as_ref(), env.clone(), settings)?;
-    Ok(Opened {
-        ws,
-        session,
-        resolved,
-    })
-}
-
-fn start_logging(ws: &Workspace, resolved: &Resolved) {
-    let level: LogLevel = resolved.config.log.level;
-    nop::logging::init(Some((&ws.logs_dir(), &ws.sessions_dir())), level);
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
-//! `nop run` (headless) and the interactive session, with the text, json and stream-json
-//! renderers of run events.
+//! `nop run` (headless) and the interactive session: a session handle's events driven to the
+//! renderer of the output format (`transcript::Renderer`, `output/`), approvals asked on the
+//! terminal; `nop send`'s delivery, `nop stop`, `nop compact`.
 
 use std::io::{IsTerminal, Read};
 use std::process::ExitCode;
@@ -210,14 +211,7 @@ fn drive(
         match render(session, format).await {
             Ok(outcome) => Ok(exit_code(outcome.status)),
             Err(nop::agent::RunError::Refused(reason)) => {
-                if format == OutputFormat::Text {
-                    eprintln!("refused: {reason}");
-                } else {
-                    println!(
-                        "{}",
-                        serde_json::json!({"type": "refused", "status": "refused", "reason": reason})
-                    );
-                }
+                super::output::refused(format, &reason);
                 Ok(ExitCode::from(exit::REFUSED))
             }
             Err(e) => Err(e.into()),
@@ -822,16 +816,7 @@ pub fn deliver(
             then,
         } => (position, priority, stop, then),
     };
-    match format {
-        OutputFormat::Text if stop => {
-            println!("stop requested: session {id} stops at its next checkpoint")
-        }
-        OutputFormat::Text => println!("queued (position {position})"),
-        _ => println!(
-            "{}",
-            serde_json::json!({"type": "queued", "session_id": id, "position": position, "priority": priority.as_str(), "stop": stop})
-        ),
-    }
+    super::output::queued(format, id, position, priority, stop);
     match then {
         Some(session) => drive(&rt, session, format),
         None => Ok(ExitCode::SUCCESS),

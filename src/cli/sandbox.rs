@@ -6,9 +6,10 @@ use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
-use anyhow::Result;
+use anyhow::{Result, bail};
 use clap::Subcommand;
 
+use super::context::Context;
 use super::exit;
 use nop::config::{NetworkMode, SandboxMode};
 use nop::permissions::{Effect, Policy, ShellView, load_policy};
@@ -249,4 +250,19 @@ pub fn shell_line(policy: &Policy, settings: &SandboxSettings, path: &Path) -> R
             line
         }
     })
+}
+
+/// `nop sandbox …` as the command line gives it: the agent's configuration resolved first.
+pub fn command(ctx: &Context, command: SandboxCommand, out: &mut impl Write) -> Result<ExitCode> {
+    let ws = &ctx.ws;
+    let agent = match &command {
+        SandboxCommand::Check { agent, .. } | SandboxCommand::Run { agent, .. } => agent.clone(),
+    };
+    if let Some(name) = &agent
+        && ws.agents()?.get(name).is_none()
+    {
+        bail!("no agent `{name}` in {}", ws.agents_path().display());
+    }
+    let resolved = ctx.config_for(agent.as_deref(), None)?;
+    sandbox(ws, &resolved.config, &ctx.cwd, command, out)
 }

@@ -1,24 +1,22 @@
-//! The renderer of a session's events: stream-json (one event per line), json (the outcome at
-//! the end) and text. Text is plain where stdout is not a terminal (the answer as it streams,
-//! one line per call and result on stderr); on a terminal it is a transcript for a person
-//! ([`Live`]): the answer as markdown, each result cut to what matters, diffs of edits, the plan
-//! as a checklist, and a status line while work is under way.
+//! The renderer of a session's events ([`Renderer`]): it hands each event to the output format's
+//! renderer (`output/`: stream-json, json, plain text), or, for text on a terminal, to the
+//! transcript for a person ([`Live`]): the answer as markdown, each result cut to what matters,
+//! diffs of edits, the plan as a checklist, and a status line while work is under way.
 
 use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
+use super::output::json::Json;
+use super::output::stream_json::StreamJson;
+use super::output::text::Text;
 use super::run::OutputFormat;
-use super::term::style::{Style, json_safe, one_line, visible};
+use super::term::style::{Style, one_line, visible};
 use super::term::{diff, markdown, output, plan};
 use nop::protocol::events::{Event, RunStatus};
 
-/// Renders events as they come.
+/// Renders events as they come, in the output format's renderer.
 pub struct Renderer {
-    format: OutputFormat,
-    /// Whether stdout is at the start of a line (text mode).
-    line_start: bool,
-    /// Text mode on a terminal.
-    live: Option<Live>,
+    format: Format,
     /// Whole results and diffs rather than their ends (`/verbose`).
     verbose: bool,
     /// A person drives the session here (the interactive session): no hints about how to go on
@@ -26,22 +24,49 @@ pub struct Renderer {
     interactive: bool,
 }
 
+/// The renderer of each output format; text on a terminal is the transcript ([`Live`]).
+enum Format {
+    StreamJson(StreamJson),
+    Json(Json),
+    Text(Text),
+    Live(Box<Live>),
+}
+
 impl Renderer {
     pub fn new(format: OutputFormat) -> Renderer {
         let terminal = std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
+        let format = match format {
+            OutputFormat::StreamJson => Format::StreamJson(StreamJson),
+            OutputFormat::Json => Format::Json(Json),
+            OutputFormat::Text if terminal => Format::Live(Box::new(Live::new())),
+            OutputFormat::Text => Format::Text(Text::new()),
+        };
         Renderer {
             format,
-            line_start: true,
-            live: (format == OutputFormat::Text && terminal).then(Live::new),
             verbose: false,
             interactive: false,
+        }
+    }
+
+    /// The transcript, where text goes to a terminal.
+    fn live(&mut self) -> Option<&mut Live> {
+        match &mut self.format {
+            Format::Live(live) => Some(live),
+            _ => None,
+        }
+    }
+
+    fn live_ref(&self) -> Option<&Live> {
+        match &self.format {
+            Format::Live(live) => Some(live),
+            _ => None,
         }
     }
 
     /// For the interactive session: what to do next is the prompt's business.
     pub fn interactive(mut self) -> Renderer {
         self.interactive = true;
-        if let Some(live) = &mut self.live {
+        if let Some(live) = self.live() {
             live.keys = true;
         }
         self
@@ -55,19 +80,19 @@ impl Renderer {
 
     /// Whether the status line wants [`Renderer::tick`] calls (work is under way).
     pub fn wants_tick(&self) -> bool {
-        self.live.as_ref().is_some_and(|l| l.status.is_some())
+        self.live_ref().is_some_and(|l| l.status.is_some())
     }
 
     /// Redraws the status line (spinner, elapsed time).
     pub fn tick(&mut self) {
-        if let Some(live) = &mut self.live {
+        if let Some(live) = self.live() {
             live.draw_status();
         }
     }
 
     /// The context the last model request used, once one was made here.
     pub fn context(&self) -> Option<u64> {
-        self.live.as_ref().map(|l| l.context).filter(|c| *c > 0)
+        self.live_ref().map(|l| l.context).filter(|c| *c > 0)
     }
 
     /// The last `exchanges` prompts of a resumed session and what the agent did and said.
@@ -82,8 +107,8 @@ impl Renderer {
         let Some(&from) = starts.get(starts.len().saturating_sub(exchanges.max(1))) else {
             return;
         };
-        let style = self.live.as_ref().map_or(Style::detect(false), |l| l.out);
-        let width = if self.live.is_some() {
+        let style = self.live_ref().map_or(Style::detect(false), |l| l.out);
+        let width = if self.live_ref().is_some() {
             Live::width()
         } else {
             100
@@ -114,7 +139,7 @@ impl Renderer {
 
     /// What is typed while the agent works, shown on the status line until Enter queues it.
     pub fn set_input(&mut self, typed: &str) {
-        if let Some(live) = &mut self.live {
+        if let Some(live) = self.live() {
             live.input = typed.to_string();
             live.draw_status();
         }
@@ -122,151 +147,30 @@ impl Renderer {
 
     /// Takes the status line away before something else reads the terminal (an approval).
     pub fn pause(&mut self) {
-        if let Some(live) = &mut self.live {
+        if let Some(live) = self.live() {
             live.flush_text();
             live.clear_status();
         }
     }
 
     pub fn event(&mut self, event: &Event) {
-        match self.format {
-            OutputFormat::StreamJson => {
-                if let Ok(line) = serde_json::to_string(event).map(json_safe) {
-                    let mut out = std::io::stdout().lock();
-                    let _ = writeln!(out, "{line}");
-                    let _ = out.flush();
-                }
-            }
-            OutputFormat::Json => {
-                if let Event::Result(outcome) = event
-                    && let Ok(line) = serde_json::to_string(outcome).map(json_safe)
-                {
-                    println!("{line}");
-                }
-            }
-            OutputFormat::Text => match &mut self.live {
-                Some(live) => live.event(event, self.verbose, self.interactive),
-                None => self.text(event),
-            },
-        }
-    }
-
-    fn text(&mut self, event: &Event) {
-        let mut out = std::io::stdout().lock();
-        match event {
-            Event::SessionStarted { .. } => {
-                if let Some((line, _)) = note(event) {
-                    eprintln!("{line}");
-                }
-            }
-            Event::TurnStarted { .. } => {}
-            Event::Text { delta } => {
-                let _ = out.write_all(visible(delta).as_bytes());
-                let _ = out.flush();
-                self.line_start = delta.ends_with('\n');
-            }
-            Event::Retrying {
-                attempt,
-                delay_ms,
-                error,
-            } => {
-                self.end_line(&mut out);
-                eprintln!(
-                    "  ↻ attempt {attempt} failed ({}); retrying in {:.1} s",
-                    visible(error),
-                    *delay_ms as f64 / 1000.0
-                );
-            }
-            Event::ToolCall {
-                name, arguments, ..
-            } => {
-                self.end_line(&mut out);
-                eprintln!("⏺ {} {}", one_line(name), brief_arguments(name, arguments));
-            }
-            Event::ToolResult {
-                ok,
-                output,
-                duration_ms,
-                name,
-                ..
-            } => {
-                let first = output.lines().next().unwrap_or_default();
-                let first: String = first.chars().take(160).collect();
-                let first = visible(&first);
-                let mark = if *ok { "⎿" } else { "⎿ ✗" };
-                // The shell's own first line already says how long it ran.
-                if name == "shell" && *ok {
-                    eprintln!("  {mark} {first}");
-                } else {
-                    eprintln!("  {mark} {first} ({:.1} s)", *duration_ms as f64 / 1000.0);
-                }
-            }
-            // Answered by whoever drives the handle before the renderer sees anything else.
-            Event::ApprovalRequested { .. } => {}
-            Event::Warning { message } => {
-                self.end_line(&mut out);
-                eprintln!("warning: {}", visible(message));
-            }
-            Event::Queued { .. }
-            | Event::SubagentStarted { .. }
-            | Event::SubagentFinished { .. }
-            | Event::Paused { .. }
-            | Event::Resumed { .. }
-            | Event::MessagesInjected { .. }
-            | Event::Compacted { .. } => {
-                self.end_line(&mut out);
-                if let Some((line, _)) = note(event) {
-                    eprintln!("{line}");
-                }
-            }
-            Event::Error { message } => {
-                self.end_line(&mut out);
-                eprintln!("error: {}", visible(message));
-            }
-            // Shown by whoever drives an open handle: it is the prompt's turn.
-            Event::Idle { .. } => {}
-            // Shown by the terminal renderer (issue 16, in progress).
-            Event::Usage { .. } | Event::PlanUpdated { .. } => {}
-            // A chat's events (`nop chat` renders them); a run has none.
-            Event::BatchWaiting { .. } | Event::BatchAnswered { .. } | Event::Reply { .. } => {}
-            Event::Result(outcome) => {
-                self.end_line(&mut out);
-                let id = &outcome.session_id;
-                match outcome.status {
-                    RunStatus::Completed => {}
-                    RunStatus::WaitingInput => {
-                        let question = outcome.question.as_deref().unwrap_or_default();
-                        let _ = writeln!(out, "{}", visible(question));
-                        eprintln!("(waiting for your answer: nop run --session {id} \"…\")");
-                    }
-                    RunStatus::Error => eprintln!("error: {}", visible(&outcome.final_message)),
-                    RunStatus::BudgetExceeded => eprintln!("{}", visible(&outcome.final_message)),
-                    RunStatus::Cancelled => {
-                        eprintln!("cancelled; continue with: nop run --session {id} \"…\"")
-                    }
-                }
-            }
-        }
-    }
-
-    fn end_line(&mut self, out: &mut impl Write) {
-        if !self.line_start {
-            let _ = writeln!(out);
-            let _ = out.flush();
-            self.line_start = true;
+        match &mut self.format {
+            Format::StreamJson(r) => r.event(event),
+            Format::Json(r) => r.event(event),
+            Format::Text(r) => r.event(event),
+            Format::Live(live) => live.event(event, self.verbose, self.interactive),
         }
     }
 
     pub fn finish(&mut self) {
-        if let Some(live) = &mut self.live {
-            live.flush_text();
-            live.clear_status();
-            live.input.clear();
-            return;
-        }
-        if self.format == OutputFormat::Text {
-            let mut out = std::io::stdout().lock();
-            self.end_line(&mut out);
+        match &mut self.format {
+            Format::Live(live) => {
+                live.flush_text();
+                live.clear_status();
+                live.input.clear();
+            }
+            Format::Text(r) => r.finish(),
+            Format::StreamJson(_) | Format::Json(_) => {}
         }
     }
 }
@@ -704,7 +608,7 @@ impl Drop for Live {
 
 /// The line an event of the run's course is shown as (on stderr), the same plain or live, and what the
 /// status line says after it (live).
-fn note(event: &Event) -> Option<(String, Option<String>)> {
+pub(super) fn note(event: &Event) -> Option<(String, Option<String>)> {
     // Agent names, statuses and models may come from the model's calls.
     note_text(event).map(|(line, doing)| (visible(&line).into_owned(), doing))
 }

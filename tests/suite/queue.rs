@@ -727,3 +727,42 @@ fn seed_000_a_chat_is_admitted_like_a_run() {
     let (code, _) = runner.finish();
     assert_eq!(code, 0);
 }
+
+/// `nop sessions stack` reads the configuration as every command does: the idle timeout given by
+/// `--set` or the environment decides whether a session waiting for input still counts.
+#[test]
+fn sessions_stack_takes_the_idle_timeout_from_set_and_the_environment() {
+    let repo = Repo::new();
+    let ten_minutes_ago = (chrono::Utc::now() - chrono::Duration::minutes(10)).to_rfc3339();
+    let state = json!({"users": {"ana": [{
+        "sessionId": "20260101-000000-waiting", "agent": "coder", "priority": 50,
+        "interruptible": true, "pid": null, "state": "waiting_input",
+        "since": ten_minutes_ago, "updatedAt": ten_minutes_ago,
+    }]}});
+    let write_state = || {
+        std::fs::create_dir_all(repo.path().join(".nop/state")).expect("state dir");
+        std::fs::write(
+            repo.path().join(".nop/state/active.json"),
+            serde_json::to_vec(&state).expect("json"),
+        )
+        .expect("write");
+    };
+    let listed = |cmd: &mut assert_cmd::Command| -> usize {
+        let output = cmd.output().expect("run nop");
+        assert!(output.status.success(), "{output:?}");
+        let stack: Value = serde_json::from_slice(&output.stdout).expect("json");
+        stack["stack"].as_array().expect("stack").len()
+    };
+    let stack = ["--user", "ana", "sessions", "stack", "--json"];
+    // The default (30 minutes) keeps it.
+    write_state();
+    assert_eq!(listed(repo.nop().args(stack)), 1);
+    write_state();
+    let mut set = vec!["--set", "queue.idle_timeout_s=60"];
+    set.extend(stack);
+    assert_eq!(listed(repo.nop().args(&set)), 0);
+    write_state();
+    let mut env = repo.nop();
+    env.env("NOP_QUEUE_IDLE_TIMEOUT_S", "60").args(stack);
+    assert_eq!(listed(&mut env), 0);
+}

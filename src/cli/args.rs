@@ -1,0 +1,478 @@
+//! The command line as clap reads it: the global options, every command and its arguments.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use nop::permissions::ApprovalMode;
+
+use super::OutputFormat;
+use super::{config, sandbox};
+
+/// When to ask the person, as `--approval` spells it (the engine's [`ApprovalMode`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ApprovalArg {
+    /// Never ask: what needs approval is refused.
+    Never,
+    /// Ask where a rule says `ask`.
+    OnRequest,
+    /// Also ask before every call that can change something (shell, edits, plugin tools).
+    Always,
+}
+
+impl From<ApprovalArg> for ApprovalMode {
+    fn from(a: ApprovalArg) -> ApprovalMode {
+        match a {
+            ApprovalArg::Never => ApprovalMode::Never,
+            ApprovalArg::OnRequest => ApprovalMode::OnRequest,
+            ApprovalArg::Always => ApprovalMode::Always,
+        }
+    }
+}
+
+/// A queued message's priority, as `--priority` spells it (the engine's `QueuePriority`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PriorityArg {
+    /// Waits until the current task is done.
+    Normal,
+    /// Put into the conversation at the next checkpoint (between tool calls).
+    High,
+    /// Like high, ahead of it.
+    Urgent,
+}
+
+impl From<PriorityArg> for nop::queue::QueuePriority {
+    fn from(p: PriorityArg) -> nop::queue::QueuePriority {
+        match p {
+            PriorityArg::Normal => nop::queue::QueuePriority::Normal,
+            PriorityArg::High => nop::queue::QueuePriority::High,
+            PriorityArg::Urgent => nop::queue::QueuePriority::Urgent,
+        }
+    }
+}
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "nop",
+    version,
+    about = "A terminal coding agent whose sessions are plain files"
+)]
+pub struct Cli {
+    /// Run as if nop was started in DIR.
+    #[arg(short = 'C', long = "directory", global = true, value_name = "DIR")]
+    pub directory: Option<PathBuf>,
+
+    /// Lowest log level written to the log files: error, warn, info or debug.
+    #[arg(long, global = true, value_name = "LEVEL")]
+    pub log_level: Option<String>,
+
+    /// Set a configuration key for this command, e.g. --set session.lock_timeout_s=30.
+    #[arg(long = "set", global = true, value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+
+    /// Who you are for priority-based sessions (default: NOP_USER, then the OS user).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub user: Option<String>,
+
+    /// Without a command, on a terminal: an interactive session.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the agent on a task: a new session, or `--session ID` to continue one (answering its
+    /// question if it asked one). Without PROMPT on a terminal: an interactive session.
+    Run(RunArgs),
+    /// Go on with a session: ID, or a picker of recent sessions on a terminal (the most recent
+    /// one elsewhere). With PROMPT it runs that headless; without, an interactive session.
+    Resume {
+        id: Option<String>,
+        prompt: Option<String>,
+        /// The model for this run (instead of `provider.model`).
+        #[arg(long, value_name = "NAME")]
+        model: Option<String>,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        output_format: OutputFormat,
+    },
+    /// Write nop's configuration, agents, permissions and prompts into .nop/ of the repository
+    /// root, to customise them (optional: without them nop uses the same built-in texts).
+    Init {
+        /// Replace files that differ from the templates, keeping a .bak-<time> copy of each.
+        #[arg(long)]
+        force: bool,
+    },
+    /// List, show, check and create sessions.
+    #[command(subcommand)]
+    Sessions(SessionsCommand),
+    /// Show a session's plan: its tasks and their status.
+    Plan {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a session's log (session.log).
+    Log { id: String },
+    /// Take an immutable snapshot of a session; prints the snapshot id.
+    Snapshot { id: String },
+    /// Fork a session into a new, independent one; prints the child's id.
+    Fork {
+        id: String,
+        /// Fork from this existing snapshot instead of taking a new one.
+        #[arg(long, value_name = "SNAP")]
+        snapshot: Option<String>,
+        /// Put the child in a new git worktree (branch nop/<child id>) holding the files as
+        /// they were at the snapshot; default PATH: beside the repository, <name>-<child id>.
+        #[arg(long, value_name = "PATH", num_args = 0..=1, require_equals = false)]
+        worktree: Option<Option<PathBuf>>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Put back the files a session's last run changed (write-file, edit-file or the shell);
+    /// files changed since by someone else are kept and named.
+    Undo {
+        /// The session (default: the most recent one).
+        #[arg(long, short = 's', value_name = "ID")]
+        session: Option<String>,
+        /// Also overwrite files changed since the run.
+        #[arg(long)]
+        force: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Take a session back to a snapshot: its files, its conversation, or both (default).
+    Rewind {
+        #[arg(long, short = 's', value_name = "ID")]
+        session: String,
+        /// The snapshot (an id or a unique prefix; `nop sessions show ID` lists them).
+        #[arg(long, value_name = "SNAPSHOT")]
+        to: String,
+        /// Only the files.
+        #[arg(long, conflicts_with_all = ["conversation", "both"])]
+        files: bool,
+        /// Only the conversation and plan.
+        #[arg(long, conflicts_with = "both")]
+        conversation: bool,
+        /// Files and conversation (the default).
+        #[arg(long)]
+        both: bool,
+        /// Also overwrite files changed outside nop's runs.
+        #[arg(long)]
+        force: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compact a session's conversation now (the full history stays in a snapshot).
+    Compact { id: String },
+    /// A conversation that feels like chatting with a person: it waits until you have finished
+    /// typing, then answers in several messages.
+    Chat {
+        #[arg(long, short = 's', value_name = "ID")]
+        session: Option<String>,
+        #[arg(long, value_name = "NAME", conflicts_with = "session")]
+        agent: Option<String>,
+    },
+    /// Send a message to a session: processed at once if nobody runs it, otherwise queued for
+    /// the process that does (it reads its queue between tool calls).
+    Send {
+        #[arg(long, short = 's', value_name = "ID")]
+        session: String,
+        /// urgent and high go into the conversation at the next checkpoint; normal waits until
+        /// the current task is done (default: queue.default_priority, high).
+        #[arg(long, value_enum)]
+        priority: Option<PriorityArg>,
+        #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+        output_format: OutputFormat,
+        /// The message; `-` reads it from standard input.
+        message: String,
+    },
+    /// Stop the task a session is running (in this or another terminal) at its next checkpoint.
+    Stop {
+        #[arg(long, short = 's', value_name = "ID")]
+        session: String,
+    },
+    /// The agents of this repository.
+    #[command(subcommand)]
+    Agents(AgentsCommand),
+    /// The plugins under .nop/plugins/: their state and their tools.
+    #[command(subcommand)]
+    Plugins(PluginsCommand),
+    /// Long-term memory: each agent's summaries of earlier days, and search over them.
+    #[command(subcommand)]
+    Memory(MemoryCommand),
+    /// Show the effective configuration, or set a key in the repository's or your own file.
+    #[command(subcommand)]
+    Config(ConfigCommand),
+    /// Explain and validate the agents' permission files.
+    #[command(subcommand)]
+    Permissions(PermissionsCommand),
+    /// The shell's confinement: what it is on this machine (`check`), and a command run under it
+    /// (`run -- COMMAND`).
+    #[command(subcommand)]
+    Sandbox(sandbox::SandboxCommand),
+    /// Print shell completions.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SessionsCommand {
+    /// One line per session, newest first: id, agent, status, updated, messages, parent and its
+    /// first prompt. Subagents' and advisors' sessions only with `--all`.
+    List {
+        #[arg(long)]
+        json: bool,
+        /// Also the sessions agents called (subagents, advisors).
+        #[arg(long)]
+        all: bool,
+        /// At most this many.
+        #[arg(long, value_name = "N")]
+        limit: Option<usize>,
+    },
+    /// A session's details and messages.
+    Show {
+        id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Validate every file of one session or of all; changes nothing.
+    Check {
+        id: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Create an empty session (for scripts); prints its id.
+    New {
+        #[arg(long, default_value = "coder")]
+        agent: String,
+    },
+    /// Append one message to a session (for scripts); prints the new message count.
+    Append(AppendArgs),
+    /// Delete a session, once no other session refers to it (its forks, the subagents it
+    /// called); refused while a process runs it or holds its lock.
+    Delete {
+        id: String,
+        /// Delete it even though other sessions refer to it (forks keep their own copy of the
+        /// snapshot they came from, so they still load).
+        #[arg(long)]
+        force: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Your active and paused sessions (priority-based sessions) and recent pause/resume/refuse events.
+    Stack {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Continue this session (id or unique prefix).
+    #[arg(long, short = 's', value_name = "ID")]
+    pub session: Option<String>,
+    /// Continue the most recent session of this repository (not a subagent's).
+    #[arg(long = "continue", short = 'c', conflicts_with_all = ["session", "agent"])]
+    pub continue_last: bool,
+    /// The model for this run (instead of `provider.model`).
+    #[arg(long, value_name = "NAME")]
+    pub model: Option<String>,
+    /// The agent of a new session (default: agent.default, `coder`).
+    #[arg(long, value_name = "NAME", conflicts_with = "session")]
+    pub agent: Option<String>,
+    /// Stop after this many model requests.
+    #[arg(long, value_name = "N", value_parser = max_turns)]
+    pub max_turns: Option<u32>,
+    /// Stop before a model request that would take the run's cost (its subagents and advisors
+    /// included) past this many US dollars (exit code 5; the session can be continued).
+    #[arg(long, value_name = "USD", value_parser = budget)]
+    pub max_budget_usd: Option<f64>,
+    #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+    /// When to ask you before a tool call: never (what needs approval is refused), on-request
+    /// (where a permission rule says `ask`), always (also before every shell command and edit).
+    #[arg(long, value_enum, default_value_t = ApprovalArg::OnRequest)]
+    pub approval: ApprovalArg,
+    /// Approve what permission rules mark `ask` without asking (for CI; denials still apply).
+    #[arg(long)]
+    pub yes: bool,
+    /// An emergency: this session's priority is raised by 20 (seed 000's dynamic priority).
+    #[arg(long)]
+    pub emergency: bool,
+    /// Chat messages answered together as one batch (repeatable; instead of PROMPT): the model
+    /// answers with several replies and their delays, returned at once without waiting them out.
+    #[arg(long = "message", value_name = "TEXT", conflicts_with = "prompt")]
+    pub messages: Vec<String>,
+    /// The task, or the answer to the agent's question; `-` reads it from standard input.
+    pub prompt: Option<String>,
+}
+
+/// `--max-turns`, whose error says what it accepts (clap's own says "invalid digit found in
+/// string").
+fn max_turns(text: &str) -> Result<u32, String> {
+    text.trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| format!("must be a whole number from 1 to {}", u32::MAX))
+}
+
+/// `--max-budget-usd`: a positive number of US dollars.
+fn budget(text: &str) -> Result<f64, String> {
+    text.trim()
+        .trim_start_matches('$')
+        .parse::<f64>()
+        .ok()
+        .filter(|n| n.is_finite() && *n > 0.0 && *n <= 1_000_000.0)
+        .ok_or_else(|| "must be a number of US dollars above 0, such as 0.50".to_string())
+}
+
+#[derive(Debug, Args)]
+pub struct AppendArgs {
+    pub id: String,
+    /// system, user, assistant or tool.
+    #[arg(long, default_value = "user")]
+    pub role: String,
+    /// The message text; `-` or nothing reads it from standard input.
+    pub text: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum MemoryCommand {
+    /// The agent's summaries, oldest first (`--all`: removed ones too).
+    List {
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(long)]
+        all: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// The agent's current prompt (initial prompt + summaries), or one summary with `--id`.
+    Show {
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(long)]
+        id: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove the latest summary (only the latest can be removed; it can be restored).
+    Pop {
+        #[arg(long)]
+        agent: Option<String>,
+        /// Refuse unless this is the latest summary.
+        #[arg(long)]
+        id: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Bring back the most recently removed summary.
+    Restore {
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Search by date expression and keywords, Chinese or English: "上周 权限", "sandbox last week".
+    Search {
+        query: String,
+        /// Only this agent's memory (default: every agent's).
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Summarise one day of the agent's sessions with the summarizer agent (default: yesterday).
+    Summarize {
+        #[arg(long)]
+        agent: Option<String>,
+        /// An ISO date or an expression such as "yesterday" or "前天".
+        #[arg(long)]
+        date: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PluginsCommand {
+    /// Each plugin, whether it loaded (or why not), and its tools. Starts and stops MCP servers.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AgentsCommand {
+    /// Name, priority (with your overrides and the time of day), interruptible, enabled, description.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PermissionsCommand {
+    /// The decision for one tool or path, and the rule (file and line) that made it.
+    Explain {
+        #[arg(long, default_value = "coder")]
+        agent: String,
+        /// Decide as a subagent called by this agent: the intersection of both rule sets.
+        #[arg(long, value_name = "PARENT")]
+        within: Option<String>,
+        #[arg(long, conflicts_with = "path", required_unless_present = "path")]
+        tool: Option<String>,
+        #[arg(long)]
+        path: Option<String>,
+        #[arg(long, value_enum, default_value_t = AccessArg::Read)]
+        access: AccessArg,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Parse every permission file; exit 1 naming file and line if one is broken.
+    Check,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AccessArg {
+    Read,
+    Write,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigCommand {
+    /// Every key with its effective value and where the value came from.
+    Show {
+        #[arg(long)]
+        json: bool,
+        /// Include this session's overrides (and its agent's).
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        /// Include this agent's overrides from agents.yml.
+        #[arg(long, value_name = "NAME")]
+        agent: Option<String>,
+    },
+    /// Set KEY to VALUE in the repository's .nop/config.yml, or with --user in your own
+    /// ~/.config/nop/config.yml (under XDG_CONFIG_HOME if set), which serves every repository.
+    /// The rest of the file, comments included, is kept; the value is checked first.
+    Set {
+        /// A key as `nop config show` lists it; `model`, `provider`, `base_url` and
+        /// `api_key_env` are short for the `provider.` ones.
+        key: String,
+        /// YAML scalar syntax: `5`, `true`, `gpt-4.1`; a list as `["A", "B"]`.
+        #[arg(allow_hyphen_values = true)]
+        value: String,
+        /// Write your user file instead of the repository's.
+        #[arg(
+            long = "user",
+            id = "user",
+            num_args = 0,
+            default_missing_value = config::USER_FILE
+        )]
+        user_file: Option<String>,
+    },
+}

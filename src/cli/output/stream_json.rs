@@ -1,0 +1,19 @@
+//! `--output-format stream-json`: every event as one JSON line, flushed as it happens.
+
+use std::io::Write;
+
+use crate::cli::term::style::json_safe;
+use nop::protocol::events::Event;
+
+/// The stream-json renderer.
+pub struct StreamJson;
+
+impl StreamJson {
+    pub fn event(&mut self, event: &Event) {
+        if let Ok(line) = serde_json::to_string(event).map(json_safe) {
+            let mut out = std::io::stdout().lock();
+            let _ = writeln!(out, "{line}");
+            let _ = out.flush();
+        }
+    }
+}

@@ -1,0 +1,205 @@
+//! The commands that run the agent or act on a running session: `nop run`, `nop resume`, the
+//! interactive session, `nop chat`, `nop send`, `nop stop`, `nop compact`; each builds its
+//! `Runtime` from the command's [`Context`] and hands it to the renderers of `run.rs` and
+//! `chat.rs`.
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+
+use anyhow::{Result, bail};
+
+use nop::permissions::{ApprovalMode, Approver};
+
+use super::args::PriorityArg;
+use super::context::Context;
+use super::sessions::last_session;
+use super::{ApprovalArg, OutputFormat, RunArgs, chat, exit, run};
+
+/// `nop` alone on a terminal: an interactive session.
+pub fn interactive(ctx: &Context) -> Result<ExitCode> {
+    let (approver, prompts) = run::approver(ApprovalMode::OnRequest, false, true);
+    let runtime = ctx
+        .runtime(ctx.config().clone(), approver)
+        .with_cwd(&ctx.cwd);
+    run::interactive(runtime, prompts, &ctx.ws, None, None, None)
+}
+
+/// `nop resume`: a run of the session picked here: ID, a picker on a terminal, else the latest.
+pub fn resume(
+    ctx: &Context,
+    id: Option<String>,
+    prompt: Option<String>,
+    model: Option<String>,
+    output_format: OutputFormat,
+) -> Result<ExitCode> {
+    let interactive = prompt.is_none() && std::io::stdin().is_terminal();
+    let session = match id {
+        Some(id) => Some(ctx.store.resolve(&id)?),
+        None if interactive => match run::pick_session(&ctx.store)? {
+            Some(id) => Some(id),
+            None => return Ok(ExitCode::SUCCESS),
+        },
+        None => None,
+    };
+    let args = RunArgs {
+        continue_last: session.is_none(),
+        session,
+        model,
+        agent: None,
+        max_turns: None,
+        max_budget_usd: None,
+        output_format,
+        approval: ApprovalArg::OnRequest,
+        yes: false,
+        emergency: false,
+        messages: Vec::new(),
+        prompt,
+    };
+    run_command(ctx, args)
+}
+
+/// `nop chat`.
+pub fn chat(ctx: &Context, session: Option<String>, agent: Option<String>) -> Result<ExitCode> {
+    let (session, resolved) = ctx.open_session(agent.as_deref(), session.as_deref())?;
+    let agent = agent.unwrap_or_else(|| resolved.config.agent.default.clone());
+    let approver = Approver::headless(ApprovalMode::Never, false);
+    let runtime = ctx.runtime(resolved.config, approver).with_cwd(&ctx.cwd);
+    chat::chat(runtime, session.map(|s| s.session_id), &agent)
+}
+
+/// `nop send`.
+pub fn send(
+    ctx: &Context,
+    session: &str,
+    priority: Option<PriorityArg>,
+    output_format: OutputFormat,
+    message: String,
+) -> Result<ExitCode> {
+    let session = ctx.session(session)?;
+    let resolved = ctx.config_for(None, Some(&session))?;
+    let message = match run::read_prompt(Some(message))? {
+        Some(m) => m,
+        None => bail!("the message is empty"),
+    };
+    let priority = priority.map_or(resolved.config.queue.default_priority, Into::into);
+    let (approver, prompts) = run::approver(ApprovalMode::OnRequest, false, false);
+    let runtime = ctx.runtime(resolved.config, approver).with_cwd(&ctx.cwd);
+    run::deliver(
+        runtime,
+        prompts,
+        &session.session_id,
+        message,
+        priority,
+        output_format,
+        None,
+        false,
+    )
+}
+
+/// `nop stop`.
+pub fn stop(ctx: &Context, session: &str) -> Result<ExitCode> {
+    let id = ctx.store.resolve(session)?;
+    run::stop(&ctx.store, &id, &ctx.user)
+}
+
+/// `nop compact`.
+pub fn compact(ctx: &Context, id: &str) -> Result<ExitCode> {
+    let session = ctx.session(id)?;
+    let resolved = ctx.config_for(None, Some(&session))?;
+    let approver = Approver::headless(ApprovalMode::Never, false);
+    run::compact(ctx.runtime(resolved.config, approver), &session.session_id)
+}
+
+/// `nop run` (and `nop resume`, which is a run of the session it picks).
+pub fn run_command(ctx: &Context, mut args: RunArgs) -> Result<ExitCode> {
+    if args.continue_last {
+        match last_session(&ctx.store) {
+            Some(id) => args.session = Some(id),
+            None => bail!("no session to continue in {}", ctx.ws.root.display()),
+        }
+    }
+    let (session, resolved) = ctx.open_session(args.agent.as_deref(), args.session.as_deref())?;
+    let session = session.map(|s| s.session_id);
+    if !args.messages.is_empty() {
+        let agent = args
+            .agent
+            .clone()
+            .unwrap_or_else(|| resolved.config.agent.default.clone());
+        // A chat runs no tools: nothing is asked.
+        let approver = Approver::headless(ApprovalMode::Never, false);
+        let runtime = ctx.runtime(resolved.config, approver).with_cwd(&ctx.cwd);
+        return chat::batch(runtime, session, &agent, args.messages, args.output_format);
+    }
+    let prompt = match run::read_prompt(args.prompt.take()) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return Ok(ExitCode::from(exit::USAGE));
+        }
+    };
+    let on_terminal = std::io::stdin().is_terminal();
+    let (approver, prompts) = run::approver(args.approval.into(), args.yes, on_terminal);
+    let priority = resolved.config.queue.default_priority;
+    let mut runtime = ctx.runtime(resolved.config, approver).with_cwd(&ctx.cwd);
+    if let Some(model) = &args.model {
+        runtime = runtime.with_model(model);
+    }
+    if let Some(usd) = args.max_budget_usd {
+        runtime = runtime.with_budget(usd);
+    }
+    start_run(ctx, runtime, prompts, args, prompt, session, priority)
+}
+
+/// A run with its runtime ready: a message delivered to the session, a new headless run, or an
+/// interactive session when there is no prompt on a terminal.
+fn start_run(
+    ctx: &Context,
+    runtime: nop::agent::Runtime,
+    prompts: run::Prompts,
+    args: RunArgs,
+    prompt: Option<String>,
+    session: Option<String>,
+    priority: nop::queue::QueuePriority,
+) -> Result<ExitCode> {
+    match (prompt, session) {
+        (Some(input), Some(id)) => run::deliver(
+            runtime,
+            prompts,
+            &id,
+            input,
+            priority,
+            args.output_format,
+            args.max_turns,
+            args.emergency,
+        ),
+        (Some(input), None) => {
+            let request = nop::agent::RunRequest {
+                session: None,
+                agent: args.agent,
+                input: Some(input),
+                max_turns: args.max_turns,
+                emergency: args.emergency,
+                guard: None,
+            };
+            run::headless(runtime, prompts, request, args.output_format)
+        }
+        (None, session)
+            if std::io::stdin().is_terminal() && args.output_format == OutputFormat::Text =>
+        {
+            run::interactive(
+                runtime,
+                prompts,
+                &ctx.ws,
+                session,
+                args.agent,
+                args.max_turns,
+            )
+        }
+        (None, _) => {
+            eprintln!(
+                "error: no PROMPT given (pass the task as an argument, or `-` to read it from standard input)"
+            );
+            Ok(ExitCode::from(exit::USAGE))
+        }
+    }
+}
