@@ -454,6 +454,9 @@ impl Live {
             Event::Error { message } => {
                 eprintln!("{}", err.red(&format!("error: {}", visible(message))))
             }
+            Event::Refused { reason, .. } => {
+                eprintln!("{}", err.red(&format!("refused: {}", visible(reason))))
+            }
             Event::Queued { .. }
             | Event::SubagentStarted { .. }
             | Event::SubagentFinished { .. }

@@ -106,6 +106,9 @@ pub enum Event {
     Paused { session_id: String },
     /// The session that paused this one ended; it goes on.
     Resumed { session_id: String },
+    /// Seed 000: the run did not start, another session has priority (exit code 4). `status` is
+    /// always `refused`, as in the outcome of a run.
+    Refused { status: Refusal, reason: String },
     /// A message was queued for the running session (typed while it works, or `nop send`).
     Queued {
         session_id: String,
@@ -179,6 +182,13 @@ pub struct RunOutcome {
     pub tool_calls: u32,
     /// Tool calls and file operations refused by permissions (the reason the model was given).
     pub permission_denials: Vec<Denial>,
+}
+
+/// The status of a refused run ([`Event::Refused`]): always `refused`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Refusal {
+    Refused,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -37,16 +37,9 @@ pub fn batch_answered(event: &Event) {
     println!("{}", json_safe(line.to_string()));
 }
 
-/// A run refused because another session has priority.
-pub fn refused(reason: &str) {
-    let line = serde_json::json!({"type": "refused", "status": "refused", "reason": reason});
-    println!("{}", json_safe(line.to_string()));
-}
-
-/// A message queued for the process running session `id`, or a stop requested of it.
-pub fn queued(id: &str, position: usize, priority: nop::queue::QueuePriority, stop: bool) {
-    println!(
-        "{}",
-        serde_json::json!({"type": "queued", "session_id": id, "position": position, "priority": priority.as_str(), "stop": stop})
-    );
+/// An event on its own line (`refused`, `queued`: what is said of a run that did not start).
+pub fn event(event: &Event) {
+    if let Ok(line) = serde_json::to_string(event).map(json_safe) {
+        println!("{line}");
+    }
 }

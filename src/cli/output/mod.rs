@@ -9,6 +9,7 @@ pub mod stream_json;
 pub mod text;
 
 use super::OutputFormat;
+use nop::protocol::events::Event;
 
 /// A chat batch's replies (`nop run --message`), in `format`: a `batch_answered` event; others
 /// are not shown.
@@ -23,7 +24,10 @@ pub fn batch_answered(format: OutputFormat, event: &nop::protocol::events::Event
 pub fn refused(format: OutputFormat, reason: &str) {
     match format {
         OutputFormat::Text => text::refused(reason),
-        OutputFormat::Json | OutputFormat::StreamJson => json::refused(reason),
+        OutputFormat::Json | OutputFormat::StreamJson => json::event(&Event::Refused {
+            status: nop::protocol::events::Refusal::Refused,
+            reason: reason.to_string(),
+        }),
     }
 }
 
@@ -38,6 +42,11 @@ pub fn queued(
 ) {
     match format {
         OutputFormat::Text => text::queued(id, position, stop),
-        OutputFormat::Json | OutputFormat::StreamJson => json::queued(id, position, priority, stop),
+        OutputFormat::Json | OutputFormat::StreamJson => json::event(&Event::Queued {
+            session_id: id.to_string(),
+            position,
+            priority,
+            stop,
+        }),
     }
 }

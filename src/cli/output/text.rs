@@ -76,6 +76,7 @@ impl Text {
                 self.end_line(&mut out);
                 eprintln!("warning: {}", visible(message));
             }
+            Event::Refused { reason, .. } => refused(reason),
             Event::Queued { .. }
             | Event::SubagentStarted { .. }
             | Event::SubagentFinished { .. }
@@ -144,7 +145,7 @@ pub fn batch_answered(event: &Event) {
 
 /// A run refused because another session has priority.
 pub fn refused(reason: &str) {
-    eprintln!("refused: {reason}");
+    eprintln!("refused: {}", visible(reason));
 }
 
 /// A message queued for the process running session `id`, or a stop requested of it.
