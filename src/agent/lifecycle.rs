@@ -434,7 +434,7 @@ impl Runtime {
                     RunStatus::BudgetExceeded,
                     SessionStatus::Idle,
                     format!(
-                        "{}; raise --max-budget-usd (agent.max_budget_usd) and continue with `nop run --session {session_id}`",
+                        "{}; raise --max-budget-usd (agent.max_budget_usd) to go on",
                         response.message
                     ),
                     None,

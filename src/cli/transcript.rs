@@ -486,9 +486,14 @@ impl Live {
                         "{}",
                         err.red(&format!("error: {}", visible(&outcome.final_message)))
                     ),
-                    RunStatus::BudgetExceeded => {
-                        eprintln!("{}", err.yellow(&visible(&outcome.final_message)))
-                    }
+                    RunStatus::BudgetExceeded => eprintln!(
+                        "{}",
+                        err.yellow(&format!(
+                            "{}; continue with: nop run --session {} --max-budget-usd …",
+                            visible(&outcome.final_message),
+                            outcome.session_id
+                        ))
+                    ),
                     RunStatus::Cancelled if interactive => {
                         eprintln!("{}", err.yellow("interrupted"))
                     }

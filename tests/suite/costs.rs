@@ -286,7 +286,7 @@ fn the_budget_stops_the_run_before_the_request_that_would_pass_it_and_the_sessio
     assert!(spent <= 6.0, "spent {spent}");
     let message = result["final_message"].as_str().unwrap_or_default();
     assert!(
-        message.contains("budget of $6.00") && message.contains("nop run --session"),
+        message.contains("budget of $6.00") && message.contains("raise --max-budget-usd"),
         "{message}"
     );
     let id = result["session_id"].as_str().expect("id");

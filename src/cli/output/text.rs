@@ -110,7 +110,10 @@ impl Text {
                         eprintln!("(waiting for your answer: nop run --session {id} \"…\")");
                     }
                     RunStatus::Error => eprintln!("error: {}", visible(&outcome.final_message)),
-                    RunStatus::BudgetExceeded => eprintln!("{}", visible(&outcome.final_message)),
+                    RunStatus::BudgetExceeded => eprintln!(
+                        "{}; continue with: nop run --session {id} --max-budget-usd …",
+                        visible(&outcome.final_message)
+                    ),
                     RunStatus::Cancelled => {
                         eprintln!("cancelled; continue with: nop run --session {id} \"…\"")
                     }
