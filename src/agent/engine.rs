@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::turn::{Checkpoint, EventSink, ModelAgent, RunServices, TurnStats};
@@ -287,12 +287,7 @@ impl Engine {
                     .session
                     .messages
                     .iter()
-                    .filter_map(|m| {
-                        m.extra
-                            .get("inboxId")
-                            .and_then(Value::as_str)
-                            .map(str::to_string)
-                    })
+                    .filter_map(|m| m.inbox_id.clone())
                     .collect();
                 let mut added = 0;
                 for q in &queued {
@@ -354,10 +349,8 @@ impl Engine {
                     .session
                     .messages
                     .push(Message::new(Role::Assistant, reply, now));
-                state.session.extra.insert(
-                    "stopReason".into(),
-                    json!(format!("stop word \"{asked}\" at {}", now.to_rfc3339())),
-                );
+                state.session.stop_reason =
+                    Some(format!("stop word \"{asked}\" at {}", now.to_rfc3339()));
                 Ok(())
             })
             .await?;
@@ -452,13 +445,11 @@ impl Engine {
 /// A queued message as it enters the conversation (seed 004: marked as an interrupt).
 fn queued_message(q: &crate::queue::QueuedMessage, now: chrono::DateTime<Utc>) -> Message {
     let mut m = Message::new(Role::User, q.text.clone(), now);
-    m.extra.insert("isInterrupt".into(), Value::Bool(true));
-    m.extra.insert("inboxId".into(), json!(q.id));
-    m.extra
-        .insert("priority".into(), json!(q.priority.as_str()));
-    m.extra
-        .insert("queuedAt".into(), json!(q.queued_at.to_rfc3339()));
-    m.extra.insert("sessionKey".into(), json!(q.session_key));
+    m.is_interrupt = Some(true);
+    m.inbox_id = Some(q.id.clone());
+    m.priority = Some(q.priority);
+    m.queued_at = Some(q.queued_at);
+    m.session_key = Some(q.session_key.clone());
     m
 }
 

@@ -473,8 +473,8 @@ pub fn aborted(calls: &[ToolCall], why: &str) -> Vec<Message> {
         .map(|call| {
             let mut m = Message::new(Role::Tool, format!("error (Aborted): {why}"), now);
             m.tool_call = Some(call.clone());
-            m.extra.insert("isError".into(), Value::Bool(true));
-            m.extra.insert("errorType".into(), Value::from("Aborted"));
+            m.is_error = Some(true);
+            m.error_type = Some("Aborted".to_string());
             m
         })
         .collect()
@@ -597,7 +597,7 @@ mod tests {
                 m.tool_call.as_ref().map(|t| t.id.as_str()),
                 Some(c.id.as_str())
             );
-            assert_eq!(m.extra["errorType"], "Aborted");
+            assert_eq!(m.error_type.as_deref(), Some("Aborted"));
             assert!(m.content.contains("stopped"));
         }
     }

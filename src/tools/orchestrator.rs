@@ -14,7 +14,7 @@
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::{NOT_YET_AVAILABLE, Registry, Tool, ToolContext, ToolEffect, ToolError, ToolOutput};
 use crate::hooks::{self, Hook, HookOutcome};
@@ -213,11 +213,8 @@ pub fn record(
     output_max_bytes: usize,
 ) -> Result<Option<Message>, ToolError> {
     let now = Utc::now();
-    let mut extra = Map::new();
-    extra.insert(
-        "durationMs".into(),
-        Value::from(executed.duration.as_millis() as u64),
-    );
+    let duration_ms = Some(executed.duration.as_millis() as u64);
+    let mut failed = None;
     let content = match executed.result {
         Ok(ToolOutput {
             effect: ToolEffect::AskUser(_),
@@ -227,14 +224,15 @@ pub fn record(
         Err(fatal) if fatal.is_fatal() => return Err(fatal),
         Err(error) => {
             let (message, name) = log_failure(ctx, call, &error, executed.duration)?;
-            extra.insert("isError".into(), Value::Bool(true));
-            extra.insert("errorType".into(), Value::from(error.kind()));
+            failed = Some(error.kind().to_string());
             format!("error ({}): {message}\n[details: {name}]", error.kind())
         }
     };
     let mut message = Message::new(Role::Tool, content, now);
     message.tool_call = Some(call.clone());
-    message.extra = extra;
+    message.duration_ms = duration_ms;
+    message.is_error = failed.as_ref().map(|_| true);
+    message.error_type = failed;
     Ok(Some(message))
 }
 
@@ -400,7 +398,7 @@ mod tests {
             id: "c1".into(),
             name: name.into(),
             arguments,
-            extra: Map::new(),
+            extra: Default::default(),
         }
     }
 
@@ -420,7 +418,7 @@ mod tests {
             "{}",
             message.content
         );
-        assert_eq!(message.extra.get("isError"), Some(&Value::Bool(true)));
+        assert_eq!(message.is_error, Some(true));
         let logs: Vec<_> = std::fs::read_dir(ctx.store.dir(&ctx.session_id))?
             .flatten()
             .filter(|e| e.file_name().to_string_lossy().starts_with("error-"))

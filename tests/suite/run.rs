@@ -357,6 +357,7 @@ fn malformed_tool_arguments_go_back_to_the_model_and_the_run_completes() {
     assert_eq!(errors.len(), 2);
     let session = repo.session_json(id);
     assert_eq!(session["messages"][3]["isError"], true);
+    repo.assert_session_shape(id, "run-tool-calls-and-a-failed-call.json");
 }
 
 #[test]
