@@ -255,7 +255,7 @@ impl ModelAgent {
                 )
                 .await?;
                 conversation
-                    .push(skipped.into_iter().collect(), None)
+                    .push(skipped.into_iter().map(|r| r.message).collect(), None)
                     .await?;
                 continue;
             }
@@ -288,8 +288,8 @@ impl ModelAgent {
             let ok = executed.result.is_ok();
             let duration_ms = executed.duration.as_millis() as u64;
             tracing::info!(session = %ctx.session_id, op = "tool", tool = %call.name, result = if ok { "ok" } else { "error" }, duration_ms, "tool call");
-            let message = record(ctx, call, executed, self.output_max_bytes).await?;
-            if let Some(message) = message {
+            let recorded = record(ctx, call, executed, self.output_max_bytes).await?;
+            if let Some(orchestrator::Recorded { message, outcome }) = recorded {
                 // Recorded first, shown after: what the user saw is in session.json even if nop
                 // is killed right then.
                 let output = shown_output(&message.content);
@@ -301,6 +301,7 @@ impl ModelAgent {
                     duration_ms,
                     output,
                     change,
+                    outcome,
                 });
                 if let Some(plan) = plan_changed {
                     let _ = events.send(Event::PlanUpdated { plan });
@@ -456,7 +457,7 @@ async fn record(
     call: &ToolCall,
     executed: Executed,
     output_max_bytes: usize,
-) -> Result<Option<Message>, ToolError> {
+) -> Result<Option<orchestrator::Recorded>, ToolError> {
     let (ctx, call) = (ctx.clone(), call.clone());
     tokio::task::spawn_blocking(move || {
         orchestrator::record(&ctx, &call, executed, output_max_bytes)

@@ -153,9 +153,10 @@ pub struct ToolOutput {
     /// What the model reads.
     pub content: String,
     pub effect: ToolEffect,
-    /// The session's `out-<ts>.log` already holding the whole output, when `content` was cut
-    /// by the tool itself (a command's output as it arrived).
-    pub whole_in: Option<String>,
+    /// What the call did, for front ends. Its `whole_in` names the session's `out-<ts>.log`
+    /// already holding the whole output when `content` was cut by the tool itself (a command's
+    /// output as it arrived); the orchestrator sets it when it cuts.
+    pub outcome: ToolOutcome,
 }
 
 impl ToolOutput {
@@ -163,7 +164,7 @@ impl ToolOutput {
         ToolOutput {
             content: content.into(),
             effect: ToolEffect::None,
-            whole_in: None,
+            outcome: ToolOutcome::default(),
         }
     }
 }
@@ -180,7 +181,7 @@ pub enum ToolEffect {
     PlanChanged(crate::protocol::Plan),
 }
 
-pub use crate::protocol::events::FileChange;
+pub use crate::protocol::events::{FileChange, ToolOutcome};
 
 /// What kind of failure a tool call had: recorded as `errorType` in session.json and
 /// error-<ts>.log, and what decides whether retry-advisor is asked.
