@@ -388,6 +388,32 @@ fn tool_results_carry_the_outcome_in_stream_json() {
 }
 
 #[test]
+fn a_missing_prompt_file_is_said_once() {
+    let repo = Repo::new();
+    let path = repo.path().join(".nop/agents.yml");
+    let agents = std::fs::read_to_string(&path).expect("agents.yml");
+    let ghost = "agents:\n  - name: ghost\n    description: d\n    prompt: agents/ghost.md\n";
+    std::fs::write(&path, agents.replacen("agents:\n", ghost, 1)).expect("write");
+    let server = MockServer::start(vec![]);
+    let output = repo
+        .nop_model(&server, "openai")
+        .args(["run", "--agent", "ghost", "hello"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        stderr.trim_end(),
+        format!(
+            "error: {}: No such file or directory (os error 2) (the prompt file of agent \
+             `ghost` in agents.yml)",
+            repo.path().join(".nop/agents/ghost.md").display()
+        ),
+        "said once"
+    );
+}
+
+#[test]
 fn a_tool_that_runs_too_long_is_killed_and_reported() {
     let repo = Repo::new();
     let server = MockServer::start(vec![
