@@ -251,7 +251,7 @@ impl Runtime {
             }
             self.update_status(&session_id, SessionStatus::Running, before)
                 .await?;
-            let pending = engine.queued(&ctx);
+            let pending = engine.queued(&ctx).await;
             engine.inject(&ctx, pending).await?;
             self.update_status(&session_id, SessionStatus::Running, after)
                 .await?;

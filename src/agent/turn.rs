@@ -53,7 +53,7 @@ pub trait RunServices: Send + Sync {
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, Result<Checkpoint, ToolError>>;
     /// Whether something waits that should end the current batch of tool calls.
-    fn wants_checkpoint(&self, ctx: &ToolContext) -> bool;
+    fn wants_checkpoint<'a>(&'a self, ctx: &'a ToolContext) -> BoxFuture<'a, bool>;
     /// Compacts the conversation if it needs it; the snapshot id of a compaction that happened.
     fn maybe_compact<'a>(
         &'a self,
@@ -319,7 +319,7 @@ impl ModelAgent {
             // A checkpoint between tool calls: a stop word, a high-priority message or a pause
             // ends this batch; the calls not yet run are closed so the transcript stays whole, and
             // the next turn's checkpoint acts on it.
-            if i + 1 < calls.len() && self.run.wants_checkpoint(ctx) {
+            if i + 1 < calls.len() && self.run.wants_checkpoint(ctx).await {
                 let rest = aborted(
                     &calls[i + 1..],
                     "not run: interrupted by a user message; call it again if still needed",

@@ -23,6 +23,7 @@ mod error;
 mod lock;
 mod logs;
 mod nonblocking;
+pub(crate) use nonblocking::off_thread;
 mod store;
 
 pub use atomic::{commit_files, create_new_atomic, replace_file, sync_dir, write_atomic};
