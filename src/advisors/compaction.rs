@@ -126,8 +126,7 @@ pub fn compacted(
         ),
         Utc::now(),
     );
-    note.extra
-        .insert("compactionSummary".into(), serde_json::Value::Bool(true));
+    note.compaction_summary = Some(true);
     out.push(note);
     out.extend(messages[to..].iter().cloned());
     out

@@ -113,13 +113,10 @@ pub async fn compact(
     let record = CompressionRecord {
         snapshot_id: snapshot.clone(),
         timestamp: Utc::now(),
-        extra: [
-            ("messagesBefore".to_string(), json!(before)),
-            ("messagesAfter".to_string(), json!(after)),
-            ("reason".to_string(), json!(reason)),
-        ]
-        .into_iter()
-        .collect(),
+        messages_before: Some(before),
+        messages_after: Some(after),
+        reason: Some(reason.to_string()),
+        extra: Default::default(),
     };
     // Committed under the session's lock against the conversation it read: anything appended
     // since stays after the compacted part; if the part it read has changed (another compaction

@@ -255,20 +255,14 @@ async fn repair_plan(
         let changes = store.update(&id, Utc::now(), |state| {
             let changes = super::repair(&mut state.plan, &decision);
             if !changes.is_empty() {
-                let record = json!({
-                    "timestamp": Utc::now().to_rfc3339(),
-                    "snapshotId": snapshot,
-                    "changes": changes,
-                });
-                match state.session.extra.get_mut("consistencyRepairs") {
-                    Some(Value::Array(records)) => records.push(record),
-                    _ => {
-                        state
-                            .session
-                            .extra
-                            .insert("consistencyRepairs".into(), json!([record]));
-                    }
-                }
+                state.session.consistency_repairs.push(
+                    crate::protocol::session::ConsistencyRepair {
+                        timestamp: Utc::now(),
+                        snapshot_id: snapshot.clone(),
+                        changes: changes.clone(),
+                        extra: Default::default(),
+                    },
+                );
             }
             Ok(changes)
         })?;

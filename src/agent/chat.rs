@@ -5,7 +5,7 @@
 //! brings the matching memory in first, as in `nop run`.
 
 use chrono::{DateTime, Utc};
-use serde_json::{Value, json};
+use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::RunError;
@@ -192,15 +192,15 @@ async fn answer_batch(
     let today = chrono::Local::now().date_naive();
     let recall =
         super::recall::recall_message(ws, config, &agent, &questions, today).map(|mut m| {
-            m.extra.insert("batchId".into(), json!(batch_id));
+            m.batch_id = Some(batch_id.clone());
             m
         });
     let incoming: Vec<Message> = recall
         .into_iter()
         .chain(messages.iter().enumerate().map(|(i, text)| {
             let mut m = Message::new(Role::User, text.clone(), now);
-            m.extra.insert("batchId".into(), json!(batch_id));
-            m.extra.insert("batchIndex".into(), json!(i));
+            m.batch_id = Some(batch_id.clone());
+            m.batch_index = Some(i);
             m
         }))
         .collect();
@@ -260,16 +260,12 @@ async fn answer_batch(
         .iter()
         .map(|r| {
             let mut m = Message::new(Role::Assistant, r.content.clone(), Utc::now());
-            m.extra.insert("replyId".into(), json!(r.id));
-            m.extra.insert("batchId".into(), json!(batch_id));
-            m.extra.insert("batchIndex".into(), json!(r.order));
-            m.extra
-                .insert("sendDelaySeconds".into(), json!(r.send_delay_seconds));
-            m.extra.insert(
-                "scheduledSendAt".into(),
-                json!(r.scheduled_send_at.to_rfc3339()),
-            );
-            m.extra.insert("actualSentAt".into(), Value::Null);
+            m.reply_id = Some(r.id.clone());
+            m.batch_id = Some(batch_id.clone());
+            m.batch_index = Some(r.order);
+            m.send_delay_seconds = Some(r.send_delay_seconds);
+            m.scheduled_send_at = Some(r.scheduled_send_at);
+            m.actual_sent_at = Some(None);
             m
         })
         .collect();
@@ -304,13 +300,10 @@ fn record_delivery(
             .session
             .messages
             .iter_mut()
-            .find(|m| m.extra.get("replyId").and_then(Value::as_str) == Some(reply_id))
+            .find(|m| m.reply_id.as_deref() == Some(reply_id))
         {
-            m.extra.insert(
-                "actualSentAt".into(),
-                at.map_or(Value::Null, |t| json!(t.to_rfc3339())),
-            );
-            m.extra.insert("sent".into(), json!(at.is_some()));
+            m.actual_sent_at = Some(at);
+            m.sent = Some(at.is_some());
         }
         Ok(())
     })?;

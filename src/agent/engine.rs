@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::turn::{Checkpoint, EventSink, ModelAgent, RunServices, TurnStats};
@@ -132,9 +132,10 @@ impl Engine {
     }
 
     /// The messages queued for the session of `ctx`, in order; a file that is not a message is
-    /// set aside (see [`crate::queue::Inbox::list`]) with a warning event.
-    pub fn queued(&self, ctx: &ToolContext) -> Vec<(String, crate::queue::QueuedMessage)> {
-        let listing = self.inbox(&ctx.session_id).list();
+    /// set aside (see [`crate::queue::Inbox::list`]) with a warning event. Read off the async
+    /// threads.
+    pub async fn queued(&self, ctx: &ToolContext) -> Vec<(String, crate::queue::QueuedMessage)> {
+        let listing = self.inbox(&ctx.session_id).list_async().await;
         for bad in &listing.set_aside {
             self.emit(Event::Warning {
                 message: bad.to_string(),
@@ -150,16 +151,17 @@ impl Engine {
     /// Whether a message is waiting that should end the current batch of tool calls: a stop word,
     /// or (when this agent takes interrupts) a high or urgent message. Only the top-level run
     /// reads the queue; subagents and advisors never do.
-    pub fn wants_checkpoint(&self, ctx: &ToolContext) -> bool {
+    pub async fn wants_checkpoint(&self, ctx: &ToolContext) -> bool {
         if ctx.depth > 0 {
             return false;
         }
         let interrupts = self.interrupts_enabled();
-        let paused = self.is_paused(ctx);
-        paused
-            || self.queued(ctx).iter().any(|(_, m)| {
-                m.stop || (interrupts && m.priority != crate::queue::QueuePriority::Normal)
-            })
+        if self.is_paused(ctx).await {
+            return true;
+        }
+        self.queued(ctx).await.iter().any(|(_, m)| {
+            m.stop || (interrupts && m.priority != crate::queue::QueuePriority::Normal)
+        })
     }
 
     /// Writes the session's status (paused while a higher-priority session runs, running again
@@ -178,11 +180,11 @@ impl Engine {
 
     /// Whether a higher-priority session paused this one. A priority stack that cannot be read
     /// cannot pause anything: the run goes on, and says so once (a warning event and the log).
-    pub(super) fn is_paused(&self, ctx: &ToolContext) -> bool {
+    pub(super) async fn is_paused(&self, ctx: &ToolContext) -> bool {
         let Some(coordinator) = self.0.queue.coordinator.as_ref() else {
             return false;
         };
-        match coordinator.state_of(&ctx.session_id) {
+        match coordinator.state_of_async(&ctx.session_id).await {
             Ok(state) => state == Some(crate::queue::priority::EntryState::Paused),
             Err(e) => {
                 if !self
@@ -209,7 +211,7 @@ impl Engine {
         if ctx.depth > 0 {
             return Ok(Checkpoint::Continue);
         }
-        if self.is_paused(ctx) {
+        if self.is_paused(ctx).await {
             tracing::info!(session = %ctx.session_id, op = "priority", result = "paused", "paused by a higher-priority session");
             self.record_status(ctx, SessionStatus::Paused).await;
             self.emit(Event::Paused {
@@ -218,7 +220,7 @@ impl Engine {
             // Woken when the stack changes; at least once a second for a newcomer killed with
             // -9, which changes nothing on disk (its entry is dropped when the stack is read).
             let watch = self.0.queue.coordinator.as_ref().and_then(|c| c.watch());
-            while self.is_paused(ctx) {
+            while self.is_paused(ctx).await {
                 let changed = async {
                     match &watch {
                         Some(w) => w.changed(Duration::from_secs(1)).await,
@@ -236,7 +238,7 @@ impl Engine {
                 session_id: ctx.session_id.clone(),
             });
         }
-        let queued = self.queued(ctx);
+        let queued = self.queued(ctx).await;
         if let Some((name, stop)) = queued
             .iter()
             .find(|(_, m)| m.stop || crate::queue::is_stop_word(&m.text, &self.0.queue.stop_words))
@@ -287,12 +289,7 @@ impl Engine {
                     .session
                     .messages
                     .iter()
-                    .filter_map(|m| {
-                        m.extra
-                            .get("inboxId")
-                            .and_then(Value::as_str)
-                            .map(str::to_string)
-                    })
+                    .filter_map(|m| m.inbox_id.clone())
                     .collect();
                 let mut added = 0;
                 for q in &queued {
@@ -305,7 +302,7 @@ impl Engine {
                 Ok(added)
             })
             .await?;
-        self.inbox(&ctx.session_id).remove(&names)?;
+        self.inbox(&ctx.session_id).remove_async(names).await?;
         if count > 0 {
             let latency: Vec<i64> = messages
                 .iter()
@@ -321,7 +318,7 @@ impl Engine {
     /// queue is empty. A stop word found here is confirmed and dropped (nothing is running).
     pub async fn take_next(&self, ctx: &ToolContext) -> Result<Option<()>, ToolError> {
         loop {
-            let Some((name, next)) = self.queued(ctx).into_iter().next() else {
+            let Some((name, next)) = self.queued(ctx).await.into_iter().next() else {
                 return Ok(None);
             };
             if next.stop || crate::queue::is_stop_word(&next.text, &self.0.queue.stop_words) {
@@ -354,14 +351,14 @@ impl Engine {
                     .session
                     .messages
                     .push(Message::new(Role::Assistant, reply, now));
-                state.session.extra.insert(
-                    "stopReason".into(),
-                    json!(format!("stop word \"{asked}\" at {}", now.to_rfc3339())),
-                );
+                state.session.stop_reason =
+                    Some(format!("stop word \"{asked}\" at {}", now.to_rfc3339()));
                 Ok(())
             })
             .await?;
-        self.inbox(&ctx.session_id).remove(&[name.to_string()])?;
+        self.inbox(&ctx.session_id)
+            .remove_async(vec![name.to_string()])
+            .await?;
         if let Ok(mut s) = self.0.stopped_by.lock() {
             *s = Some(stop.text.clone());
         }
@@ -452,13 +449,11 @@ impl Engine {
 /// A queued message as it enters the conversation (seed 004: marked as an interrupt).
 fn queued_message(q: &crate::queue::QueuedMessage, now: chrono::DateTime<Utc>) -> Message {
     let mut m = Message::new(Role::User, q.text.clone(), now);
-    m.extra.insert("isInterrupt".into(), Value::Bool(true));
-    m.extra.insert("inboxId".into(), json!(q.id));
-    m.extra
-        .insert("priority".into(), json!(q.priority.as_str()));
-    m.extra
-        .insert("queuedAt".into(), json!(q.queued_at.to_rfc3339()));
-    m.extra.insert("sessionKey".into(), json!(q.session_key));
+    m.is_interrupt = Some(true);
+    m.inbox_id = Some(q.id.clone());
+    m.priority = Some(q.priority);
+    m.queued_at = Some(q.queued_at);
+    m.session_key = Some(q.session_key.clone());
     m
 }
 
@@ -470,8 +465,8 @@ impl RunServices for Engine {
         Box::pin(Engine::checkpoint(self, ctx))
     }
 
-    fn wants_checkpoint(&self, ctx: &ToolContext) -> bool {
-        Engine::wants_checkpoint(self, ctx)
+    fn wants_checkpoint<'a>(&'a self, ctx: &'a ToolContext) -> BoxFuture<'a, bool> {
+        Box::pin(Engine::wants_checkpoint(self, ctx))
     }
 
     fn maybe_compact<'a>(

@@ -21,7 +21,9 @@ pub enum RunError {
     Prompt(#[from] PromptError),
     #[error("{0}")]
     Agent(String),
-    #[error("{0}")]
+    /// Shown as the tool error alone: it is not also given as the source, which a chain
+    /// printer (`{:#}`) would repeat.
+    #[error(transparent)]
     Tool(#[from] ToolError),
     #[error(transparent)]
     Permission(#[from] PermissionError),

@@ -166,14 +166,9 @@ impl Runtime {
                     // Seed 000 §3: the session stores the priority it runs with.
                     let why = emergency.clone();
                     self.record(&session_id, move |s| {
-                        s.extra
-                            .insert("priority".into(), serde_json::json!(priority));
-                        s.extra
-                            .insert("interruptible".into(), serde_json::json!(interruptible));
-                        match why {
-                            Some(why) => s.extra.insert("emergency".into(), serde_json::json!(why)),
-                            None => s.extra.remove("emergency"),
-                        };
+                        s.priority = Some(priority);
+                        s.interruptible = Some(interruptible);
+                        s.emergency = why;
                     })
                     .await?;
                     if let Some(p) = paused {
@@ -312,7 +307,7 @@ impl Runtime {
             }
             self.update_status(&session_id, SessionStatus::Running, before)
                 .await?;
-            let pending = engine.queued(&ctx);
+            let pending = engine.queued(&ctx).await;
             engine.inject(&ctx, pending).await?;
             self.update_status(&session_id, SessionStatus::Running, after)
                 .await?;

@@ -14,12 +14,14 @@ use crate::workspace::Workspace;
 pub const BUILTIN_CODER: &str = include_str!("../../.nop/.system/agents/coder.md");
 const MAX_SKILLS: usize = 50;
 
+/// An agent's prompt file cannot be read. The I/O error is in the text and not also the
+/// `source()`, which a chain printer (`{:#}`, how `main` prints a failed run) would repeat.
 #[derive(Debug, thiserror::Error)]
-#[error("{}: {source} (the prompt file of agent `{agent}` in agents.yml)", path.display())]
+#[error("{}: {error} (the prompt file of agent `{agent}` in agents.yml)", path.display())]
 pub struct PromptError {
     agent: String,
     path: std::path::PathBuf,
-    source: std::io::Error,
+    error: std::io::Error,
 }
 
 /// The prompt file `agents.yml` names for `agent`, or `builtin` when there is none (or it cannot
@@ -55,10 +57,10 @@ pub fn system_prompt_noting(
 ) -> Result<(String, Vec<String>), PromptError> {
     let base = match agent.and_then(|a| a.prompt.as_deref()) {
         // A prompt file nop ships and that is not there reads as its built-in text.
-        Some(relative) => ws.read_file(relative).map_err(|source| PromptError {
+        Some(relative) => ws.read_file(relative).map_err(|error| PromptError {
             agent: agent_name.to_string(),
             path: ws.nop_dir().join(relative),
-            source,
+            error,
         })?,
         None => BUILTIN_CODER.to_string(),
     };

@@ -60,9 +60,6 @@ pub fn recall_message(
         "memory pulled into the context"
     );
     let mut message = Message::new(Role::System, crate::memory::context(&hits), Utc::now());
-    message.extra.insert(
-        "memoryRecall".into(),
-        serde_json::json!(hits.iter().map(|h| h.id.clone()).collect::<Vec<_>>()),
-    );
+    message.memory_recall = Some(hits.iter().map(|h| h.id.clone()).collect());
     Some(message)
 }

@@ -6,13 +6,13 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
 
 use super::engine::Engine;
 use super::meter::Spender;
 use super::turn::TurnStats;
 use super::{AgentStatus, Interrupted, prompt};
 use crate::protocol::events::Event;
+use crate::protocol::session::{PermissionSet, PermissionSource};
 use crate::protocol::{CallMetrics, Caller, Message, Role, SessionStatus, Spent};
 use crate::tools::{AgentCaller, ToolContext, ToolError, ToolErrorKind};
 
@@ -96,7 +96,7 @@ impl Engine {
                 let session = store.create(&name, now)?;
                 store.update(&session.session_id, now, |state| {
                     state.session.caller = Some(caller);
-                    state.session.extra.insert("permissions".into(), source);
+                    state.session.permissions = Some(source);
                     state.session.status = SessionStatus::Running;
                     state.session.messages = vec![
                         Message::new(Role::System, system, now),
@@ -246,7 +246,7 @@ fn permission_source(
     policy: &crate::permissions::Policy,
     root: &std::path::Path,
     caller_session: &str,
-) -> Value {
+) -> PermissionSource {
     let files = |set: &crate::permissions::RuleSet| -> Vec<String> {
         set.files
             .iter()
@@ -255,21 +255,21 @@ fn permission_source(
     };
     let mut sets = policy.sets().iter();
     let own = sets.next();
-    let narrowed: Vec<Value> = sets
+    let narrowed_by = sets
         .enumerate()
-        .map(|(i, set)| {
-            let mut entry = json!({"agent": set.agent, "files": files(set)});
-            if i == 0 {
-                entry["sessionId"] = json!(caller_session);
-            }
-            entry
+        .map(|(i, set)| PermissionSet {
+            agent: set.agent.clone(),
+            files: files(set),
+            session_id: (i == 0).then(|| caller_session.to_string()),
+            extra: Default::default(),
         })
         .collect();
-    json!({
-        "agent": own.map(|s| s.agent.clone()),
-        "files": own.map(files).unwrap_or_default(),
-        "narrowedBy": narrowed,
-    })
+    PermissionSource {
+        agent: own.map(|s| s.agent.clone()),
+        files: own.map(files).unwrap_or_default(),
+        narrowed_by,
+        extra: Default::default(),
+    }
 }
 
 impl AgentCaller for Engine {

@@ -53,7 +53,7 @@ pub trait RunServices: Send + Sync {
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, Result<Checkpoint, ToolError>>;
     /// Whether something waits that should end the current batch of tool calls.
-    fn wants_checkpoint(&self, ctx: &ToolContext) -> bool;
+    fn wants_checkpoint<'a>(&'a self, ctx: &'a ToolContext) -> BoxFuture<'a, bool>;
     /// Compacts the conversation if it needs it; the snapshot id of a compaction that happened.
     fn maybe_compact<'a>(
         &'a self,
@@ -255,7 +255,7 @@ impl ModelAgent {
                 )
                 .await?;
                 conversation
-                    .push(skipped.into_iter().collect(), None)
+                    .push(skipped.into_iter().map(|r| r.message).collect(), None)
                     .await?;
                 continue;
             }
@@ -288,8 +288,8 @@ impl ModelAgent {
             let ok = executed.result.is_ok();
             let duration_ms = executed.duration.as_millis() as u64;
             tracing::info!(session = %ctx.session_id, op = "tool", tool = %call.name, result = if ok { "ok" } else { "error" }, duration_ms, "tool call");
-            let message = record(ctx, call, executed, self.output_max_bytes).await?;
-            if let Some(message) = message {
+            let recorded = record(ctx, call, executed, self.output_max_bytes).await?;
+            if let Some(orchestrator::Recorded { message, outcome }) = recorded {
                 // Recorded first, shown after: what the user saw is in session.json even if nop
                 // is killed right then.
                 let output = shown_output(&message.content);
@@ -301,6 +301,7 @@ impl ModelAgent {
                     duration_ms,
                     output,
                     change,
+                    outcome,
                 });
                 if let Some(plan) = plan_changed {
                     let _ = events.send(Event::PlanUpdated { plan });
@@ -318,7 +319,7 @@ impl ModelAgent {
             // A checkpoint between tool calls: a stop word, a high-priority message or a pause
             // ends this batch; the calls not yet run are closed so the transcript stays whole, and
             // the next turn's checkpoint acts on it.
-            if i + 1 < calls.len() && self.run.wants_checkpoint(ctx) {
+            if i + 1 < calls.len() && self.run.wants_checkpoint(ctx).await {
                 let rest = aborted(
                     &calls[i + 1..],
                     "not run: interrupted by a user message; call it again if still needed",
@@ -456,7 +457,7 @@ async fn record(
     call: &ToolCall,
     executed: Executed,
     output_max_bytes: usize,
-) -> Result<Option<Message>, ToolError> {
+) -> Result<Option<orchestrator::Recorded>, ToolError> {
     let (ctx, call) = (ctx.clone(), call.clone());
     tokio::task::spawn_blocking(move || {
         orchestrator::record(&ctx, &call, executed, output_max_bytes)
@@ -473,8 +474,8 @@ pub fn aborted(calls: &[ToolCall], why: &str) -> Vec<Message> {
         .map(|call| {
             let mut m = Message::new(Role::Tool, format!("error (Aborted): {why}"), now);
             m.tool_call = Some(call.clone());
-            m.extra.insert("isError".into(), Value::Bool(true));
-            m.extra.insert("errorType".into(), Value::from("Aborted"));
+            m.is_error = Some(true);
+            m.error_type = Some("Aborted".to_string());
             m
         })
         .collect()
@@ -597,7 +598,7 @@ mod tests {
                 m.tool_call.as_ref().map(|t| t.id.as_str()),
                 Some(c.id.as_str())
             );
-            assert_eq!(m.extra["errorType"], "Aborted");
+            assert_eq!(m.error_type.as_deref(), Some("Aborted"));
             assert!(m.content.contains("stopped"));
         }
     }

@@ -22,7 +22,7 @@ use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 pub use restore::{Restored, Rewind, RewindMode, Skipped, Undo, rewind, undo_turn};
 pub use worktree::{WorktreeFork, fork_worktree};
@@ -52,6 +52,10 @@ pub enum CheckpointError {
 }
 
 type Result<T> = std::result::Result<T, CheckpointError>;
+
+/// How long a record or restore waits for another nop's use of the store (the `Busy` error
+/// says it).
+const LOCK_WAIT: Duration = Duration::from_secs(60);
 
 fn io(path: &Path) -> impl FnOnce(std::io::Error) -> CheckpointError + '_ {
     move |source| CheckpointError::Io {
@@ -320,28 +324,20 @@ impl Checkpoints {
         Ok(skipped.into_iter().collect())
     }
 
-    /// Holds the store's lock; git's own `index.lock` would make a second nop fail, not wait.
+    /// Holds the store's lock (nop's one lock helper, [`crate::session::lock_file`]); git's own
+    /// `index.lock` would make a second nop fail, not wait.
     fn lock(&self) -> Result<std::fs::File> {
+        use crate::session::{LockKind, SessionError, Waited};
         std::fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
         let path = self.dir.join("nop.lock");
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(io(&path))?;
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            match file.try_lock() {
-                Ok(()) => return Ok(file),
-                Err(std::fs::TryLockError::WouldBlock) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                Err(std::fs::TryLockError::WouldBlock) => {
-                    return Err(CheckpointError::Busy(self.dir.clone()));
-                }
-                Err(std::fs::TryLockError::Error(e)) => return Err(io(&path)(e)),
+        let what = self.dir.display().to_string();
+        match crate::session::lock_file(&path, LockKind::Exclusive, LOCK_WAIT, &what) {
+            Ok(file) => Ok(file),
+            Err(Waited::TimedOut { .. }) => Err(CheckpointError::Busy(self.dir.clone())),
+            Err(Waited::Failed(SessionError::Io { path, source })) => {
+                Err(CheckpointError::Io { path, source })
             }
+            Err(Waited::Failed(e)) => Err(e.into()),
         }
     }
 
@@ -799,6 +795,18 @@ mod tests {
         let dir = tempfile::tempdir().expect("temp");
         let cp = Checkpoints::new(dir.path(), &dir.path().join(".nop"), 0.001);
         (dir, cp)
+    }
+
+    #[test]
+    fn the_store_lock_is_the_sessions_flock_and_released_on_drop() {
+        use crate::session::{LockKind, Waited, lock_file};
+        let (_dir, cp) = store();
+        let held = cp.lock().expect("lock");
+        let path = cp.dir.join("nop.lock");
+        let other = lock_file(&path, LockKind::Exclusive, Duration::ZERO, "store");
+        assert!(matches!(other, Err(Waited::TimedOut { .. })), "{other:?}");
+        drop(held);
+        assert!(lock_file(&path, LockKind::Exclusive, Duration::ZERO, "store").is_ok());
     }
 
     #[test]

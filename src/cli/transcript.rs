@@ -393,6 +393,7 @@ impl Live {
                 output: text,
                 duration_ms,
                 change,
+                outcome,
                 ..
             } => {
                 let lines = if verbose { usize::MAX } else { RESULT_LINES };
@@ -400,7 +401,7 @@ impl Live {
                 let summary = if *ok && name == "update-plan" {
                     Vec::new()
                 } else {
-                    output::summarize(name, *ok, text, lines)
+                    output::summarize(name, *ok, text, outcome.as_ref(), lines)
                 };
                 let failed = !ok || summary.first().is_some_and(|l| l.starts_with("failed"));
                 for (i, line) in summary.iter().enumerate() {

@@ -339,6 +339,7 @@ impl PluginTool {
             Some(rest) => format!("{}/{rest}", plugin_dir.display()),
             None => command.to_string(),
         };
+        let started = std::time::Instant::now();
         let ran = crate::tools::shell::run_confined(
             ctx,
             &command,
@@ -347,6 +348,7 @@ impl PluginTool {
             ctx.timeout,
         )
         .await?;
+        let ran_for = started.elapsed();
         if !ran.status.success() {
             let err = ran.output.stderr.kept_text();
             return Err(ToolError::model(
@@ -370,7 +372,10 @@ impl PluginTool {
         Ok(ToolOutput {
             content,
             effect: crate::tools::ToolEffect::None,
-            whole_in: ran.log,
+            outcome: crate::tools::ToolOutcome {
+                whole_in: ran.log,
+                ..crate::tools::ToolOutcome::command(ran.status, ran_for)
+            },
         })
     }
 }

@@ -49,6 +49,10 @@ pub enum Event {
         /// twice would swamp it).
         #[serde(skip)]
         change: Option<FileChange>,
+        /// What the call did, for a front end to read instead of parsing `output`. Absent for a
+        /// failed call, or one with nothing to say (a read).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        outcome: Option<ToolOutcome>,
     },
     /// A model request was answered: its tokens, and the run's so far. `input_tokens` is how
     /// much context the request used.
@@ -246,6 +250,42 @@ impl From<crate::protocol::Spent> for RunSpent {
 pub struct Denial {
     pub tool: String,
     pub reason: String,
+}
+
+/// What a successful tool call did, beside the text the model reads: a command's exit code and
+/// time, whether the text was cut and where the whole is, the files written. Every field is
+/// absent when it does not apply.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ToolOutcome {
+    /// The command's exit code (`shell`, command plugins); absent if a signal killed it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The signal that killed the command.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+    /// How long the command itself ran (the event's `duration_ms` is the whole call: checks,
+    /// approval, hooks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command_ms: Option<u64>,
+    /// Set when the text was cut: the session's file holding the whole (`out-<ts>.log`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub whole_in: Option<String>,
+    /// Files the call wrote, as the tool names them (relative to the repository inside it).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub paths_written: Vec<String>,
+}
+
+impl ToolOutcome {
+    /// A command's ending: its exit code, or the signal that killed it.
+    pub fn command(status: std::process::ExitStatus, ran: std::time::Duration) -> ToolOutcome {
+        use std::os::unix::process::ExitStatusExt;
+        ToolOutcome {
+            exit_code: status.code(),
+            signal: status.signal(),
+            command_ms: Some(ran.as_millis() as u64),
+            ..ToolOutcome::default()
+        }
+    }
 }
 
 /// A file's text before and after a write (`before`: `None` for a new file, or one that was not

@@ -41,6 +41,26 @@ pub struct SessionFile {
     /// Required: a file without it is damaged, not an empty conversation (reading it as one would
     /// rewrite it without its history on the next append).
     pub messages: Vec<Message>,
+    // The fields below come after `messages` because older versions kept them in `extra`,
+    // which is written last: the order keeps a rewritten file byte for byte the same.
+    /// Seed 000 §3: the priority the session runs with (absent for an agent outside preemption).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<u8>,
+    /// Seed 000: whether a higher-priority session may pause this one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interruptible: Option<bool>,
+    /// Why the emergency boost was given (e.g. `keyword "紧急"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub emergency: Option<String>,
+    /// For a subagent's session: where its permissions come from (seed 002 §5.4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub permissions: Option<PermissionSource>,
+    /// Why the session stopped when a stop word ended it (seed 004).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    /// The plan repairs the consistency check applied, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub consistency_repairs: Vec<ConsistencyRepair>,
     /// Fields this version does not know, kept so that a rewrite never drops them.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -64,9 +84,56 @@ impl SessionFile {
             metrics: None,
             checkpoints: Vec::new(),
             messages: Vec::new(),
+            priority: None,
+            interruptible: None,
+            emergency: None,
+            permissions: None,
+            stop_reason: None,
+            consistency_repairs: Vec::new(),
             extra: Map::new(),
         }
     }
+}
+
+/// Where a subagent's permission rules come from: its own files, and each caller's that
+/// narrows them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionSource {
+    pub agent: Option<String>,
+    #[serde(default)]
+    pub files: Vec<String>,
+    #[serde(default)]
+    pub narrowed_by: Vec<PermissionSet>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// One caller's rules narrowing a subagent's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PermissionSet {
+    pub agent: String,
+    #[serde(default)]
+    pub files: Vec<String>,
+    /// The calling session (for the direct caller only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// One repair of the plan by the consistency check, after a snapshot of the session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsistencyRepair {
+    #[serde(with = "offset_time")]
+    pub timestamp: DateTime<Utc>,
+    pub snapshot_id: String,
+    #[serde(default)]
+    pub changes: Vec<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// Lifecycle of a session as the runtime ("adapter", seed 003) sees it.
@@ -164,6 +231,13 @@ pub struct CallMetrics {
 pub struct CompressionRecord {
     pub snapshot_id: String,
     pub timestamp: DateTime<Utc>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages_before: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub messages_after: Option<usize>,
+    /// What the compression advisor (or the command) gave as the reason.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -221,6 +295,70 @@ pub struct Message {
     /// For `role: assistant`: the tool calls the model made in this message.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tool_calls: Vec<ToolCall>,
+    // The fields below were once kept in `extra` (written last, in this order): declared after
+    // the others so that a rewritten file stays byte for byte the same.
+    /// For `role: tool`: how long the call took.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// For `role: tool`: the call failed (the content says how).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_error: Option<bool>,
+    /// For a failed call: the kind of failure (`ToolError::kind`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_type: Option<String>,
+    /// A queued message put into the conversation at a checkpoint (seed 004).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_interrupt: Option<bool>,
+    /// The inbox entry a queued message came from (so it enters once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inbox_id: Option<String>,
+    /// A queued message's priority.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub priority: Option<super::QueuePriority>,
+    #[serde(
+        default,
+        with = "offset_time::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub queued_at: Option<DateTime<Utc>>,
+    /// `{channel}:{chat_id}:{user_id}` of a queued message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_key: Option<String>,
+    /// A memory recall: the ids of the entries it brought in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_recall: Option<Vec<String>>,
+    /// A chat reply (seed 001 §2.2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reply_id: Option<String>,
+    /// The chat batch a message or reply belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_id: Option<String>,
+    /// Its place in the batch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch_index: Option<usize>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_delay_seconds: Option<f64>,
+    #[serde(
+        default,
+        with = "offset_time::option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub scheduled_send_at: Option<DateTime<Utc>>,
+    /// A chat reply: `Some(None)` (written as null) until it is shown, `Some(Some(t))` once
+    /// it was.
+    #[serde(
+        default,
+        with = "offset_time::nullable",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub actual_sent_at: Option<Option<DateTime<Utc>>>,
+    /// A chat reply: whether it was shown (false: the person left first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sent: Option<bool>,
+    /// The summary that replaced compacted messages.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compaction_summary: Option<bool>,
+    /// Fields this version does not know, kept so that a rewrite never drops them.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
@@ -233,6 +371,23 @@ impl Message {
             timestamp: Some(now),
             tool_call: None,
             tool_calls: Vec::new(),
+            duration_ms: None,
+            is_error: None,
+            error_type: None,
+            is_interrupt: None,
+            inbox_id: None,
+            priority: None,
+            queued_at: None,
+            session_key: None,
+            memory_recall: None,
+            reply_id: None,
+            batch_id: None,
+            batch_index: None,
+            send_delay_seconds: None,
+            scheduled_send_at: None,
+            actual_sent_at: None,
+            sent: None,
+            compaction_summary: None,
             extra: Map::new(),
         }
     }
@@ -248,4 +403,169 @@ pub struct ToolCall {
     pub arguments: Value,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// Times written as `DateTime::to_rfc3339` writes them (`…+00:00`, not serde's `…Z`): how
+/// these fields have always been stored, so a rewrite keeps them byte for byte.
+mod offset_time {
+    use chrono::{DateTime, Utc};
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(t: &DateTime<Utc>, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&t.to_rfc3339())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<DateTime<Utc>, D::Error> {
+        DateTime::<Utc>::deserialize(d)
+    }
+
+    pub mod option {
+        use super::*;
+
+        pub fn serialize<S: Serializer>(
+            t: &Option<DateTime<Utc>>,
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            match t {
+                Some(t) => super::serialize(t, s),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Option<DateTime<Utc>>, D::Error> {
+            Option::<DateTime<Utc>>::deserialize(d)
+        }
+    }
+
+    /// A field that is absent (`None`), null (`Some(None)`) or a time.
+    pub mod nullable {
+        use super::*;
+
+        pub fn serialize<S: Serializer>(
+            t: &Option<Option<DateTime<Utc>>>,
+            s: S,
+        ) -> Result<S::Ok, S::Error> {
+            match t {
+                Some(Some(t)) => super::serialize(t, s),
+                _ => s.serialize_none(),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Option<Option<DateTime<Utc>>>, D::Error> {
+            // Only called when the key is present (absent is `default`): null is `Some(None)`.
+            Option::<DateTime<Utc>>::deserialize(d).map(Some)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    /// session.json files written by nop before these fields were typed (they were keys of
+    /// `extra`), one per kind of session: generated by the end-to-end tests named in
+    /// `tests/fixtures/session-json/README.md`.
+    fn fixtures() -> Vec<(String, String)> {
+        let dir =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/session-json");
+        let mut files: Vec<(String, String)> = std::fs::read_dir(&dir)
+            .expect("fixtures")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .map(|p| {
+                let text = std::fs::read_to_string(&p).expect("fixture");
+                (p.display().to_string(), text)
+            })
+            .collect();
+        files.sort();
+        assert!(files.len() >= 10, "{files:?}");
+        files
+    }
+
+    #[test]
+    fn files_written_before_the_typed_fields_read_and_write_back_byte_for_byte() {
+        for (name, text) in fixtures() {
+            let file: SessionFile = serde_json::from_str(&text).expect(&name);
+            let mut written = serde_json::to_string_pretty(&file).expect("serialize");
+            written.push('\n');
+            assert_eq!(written, text, "{name}");
+            // Every key nop wrote is a typed field now: nothing is left to `extra`.
+            assert!(file.extra.is_empty(), "{name}: {:?}", file.extra);
+            for m in &file.messages {
+                assert!(m.extra.is_empty(), "{name}: {:?}", m.extra);
+            }
+            for c in &file.compressions {
+                assert!(c.extra.is_empty(), "{name}: {:?}", c.extra);
+            }
+        }
+    }
+
+    #[test]
+    fn the_fixtures_hold_every_typed_field() {
+        let all: String = fixtures().into_iter().map(|(_, text)| text).collect();
+        for key in [
+            "priority",
+            "interruptible",
+            "emergency",
+            "permissions",
+            "stopReason",
+            "consistencyRepairs",
+            "messagesBefore",
+            "messagesAfter",
+            "reason",
+            "durationMs",
+            "isError",
+            "errorType",
+            "isInterrupt",
+            "inboxId",
+            "queuedAt",
+            "sessionKey",
+            "memoryRecall",
+            "replyId",
+            "batchId",
+            "batchIndex",
+            "sendDelaySeconds",
+            "scheduledSendAt",
+            "actualSentAt",
+            "sent",
+            "compactionSummary",
+            "parentSession\": {",
+        ] {
+            assert!(all.contains(&format!("\"{key}")), "no fixture has {key}");
+        }
+        assert!(all.contains("\"actualSentAt\": null"));
+        assert!(all.contains("\"sent\": false"));
+    }
+
+    #[test]
+    fn unknown_keys_are_kept_after_the_typed_ones() {
+        let text = r#"{"role": "tool", "content": "x", "durationMs": 3, "futureKey": [1], "isError": true}"#;
+        let m: Message = serde_json::from_str(text).expect("parse");
+        assert_eq!((m.duration_ms, m.is_error), (Some(3), Some(true)));
+        assert_eq!(
+            serde_json::to_string(&m).expect("json"),
+            r#"{"role":"tool","content":"x","durationMs":3,"isError":true,"futureKey":[1]}"#
+        );
+    }
+
+    #[test]
+    fn an_unsent_reply_is_null_and_a_missing_time_is_absent() {
+        let mut m = Message::new(Role::Assistant, "hi", Utc::now());
+        m.timestamp = None;
+        m.actual_sent_at = Some(None);
+        assert_eq!(
+            serde_json::to_string(&m).expect("json"),
+            r#"{"role":"assistant","content":"hi","actualSentAt":null}"#
+        );
+        let back: Message =
+            serde_json::from_str(r#"{"role":"assistant","actualSentAt":null}"#).expect("parse");
+        assert_eq!(back.actual_sent_at, Some(None));
+        let absent: Message = serde_json::from_str(r#"{"role":"assistant"}"#).expect("parse");
+        assert_eq!(absent.actual_sent_at, None);
+    }
 }

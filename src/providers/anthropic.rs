@@ -57,7 +57,7 @@ pub(super) fn request_body(
                     "tool_use_id": m.tool_call.as_ref().map(|c| c.id.as_str()).unwrap_or_default(),
                     "content": m.content,
                 });
-                if m.extra.get("isError").and_then(Value::as_bool) == Some(true) {
+                if m.is_error == Some(true) {
                     block["is_error"] = Value::Bool(true);
                 }
                 ("user", vec![block])

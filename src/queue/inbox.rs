@@ -176,6 +176,31 @@ impl Inbox {
         listing
     }
 
+    /// [`Inbox::list`] off the async threads (it reads and may move files): what a run's
+    /// checkpoints call. Nothing is listed if the runtime is shutting down.
+    pub async fn list_async(&self) -> Listing {
+        let inbox = self.clone();
+        crate::session::off_thread(move || inbox.list())
+            .await
+            .unwrap_or_default()
+    }
+
+    /// [`Inbox::remove`], off the async threads.
+    pub async fn remove_async(
+        &self,
+        names: Vec<String>,
+    ) -> Result<(), crate::session::SessionError> {
+        let inbox = self.clone();
+        crate::session::off_thread(move || inbox.remove(&names))
+            .await
+            .unwrap_or_else(|| {
+                Err(crate::session::SessionError::Io {
+                    path: self.dir.clone(),
+                    source: std::io::Error::other("removing queued messages was cancelled"),
+                })
+            })
+    }
+
     /// Whether no readable message waits.
     pub fn is_empty(&self) -> bool {
         self.list().messages.is_empty()
@@ -210,6 +235,26 @@ mod tests {
             queued_at: Utc::now(),
             stop: false,
         }
+    }
+
+    #[tokio::test]
+    async fn the_async_list_and_remove_are_the_blocking_ones() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let inbox = Inbox::new(dir.path());
+        inbox.push(&message("a", QueuePriority::Normal))?;
+        inbox.push(&message("b", QueuePriority::Urgent))?;
+        let listed = inbox.list_async().await;
+        let texts = |l: &Listing| {
+            l.messages
+                .iter()
+                .map(|(_, m)| m.text.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(texts(&listed), texts(&inbox.list()));
+        let first = listed.messages[0].0.clone();
+        inbox.remove_async(vec![first]).await?;
+        assert_eq!(inbox.list().messages.len(), 1);
+        Ok(())
     }
 
     #[test]

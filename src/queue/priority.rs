@@ -268,6 +268,23 @@ impl Coordinator {
             .map(|e| e.state))
     }
 
+    /// [`Coordinator::state_of`] off the async threads (it takes the stack's lock and reads a
+    /// file): what a run asks at every checkpoint.
+    pub async fn state_of_async(
+        &self,
+        session_id: &str,
+    ) -> Result<Option<EntryState>, SessionError> {
+        let (coordinator, id) = (self.clone(), session_id.to_string());
+        crate::session::off_thread(move || coordinator.state_of(&id))
+            .await
+            .unwrap_or_else(|| {
+                Err(SessionError::Io {
+                    path: self.dir.clone(),
+                    source: std::io::Error::other("reading the priority stack was cancelled"),
+                })
+            })
+    }
+
     /// The session waits for input: it stays active (without a process) until the idle timeout.
     pub fn set_waiting(&self, session_id: &str) -> Result<(), SessionError> {
         self.with_state(|state, user| {

@@ -23,6 +23,7 @@ mod error;
 mod lock;
 mod logs;
 mod nonblocking;
+pub(crate) use nonblocking::off_thread;
 mod run_lock;
 mod store;
 

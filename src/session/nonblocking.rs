@@ -56,14 +56,25 @@ impl Store {
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> Result<T> {
-    match tokio::task::spawn_blocking(work).await {
-        Ok(result) => result,
-        // A panic in the store is a bug: it goes on as the panic it was.
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Err(e) => Err(SessionError::Io {
+    match off_thread(work).await {
+        Some(result) => result,
+        None => Err(SessionError::Io {
             path: std::path::PathBuf::new(),
-            source: std::io::Error::other(format!("a store task was cancelled: {e}")),
+            source: std::io::Error::other("a store task was cancelled"),
         }),
+    }
+}
+
+/// Runs `work` on tokio's blocking pool (file reads and `flock`s from async code). A panic there
+/// is a bug: it goes on as the panic it was. `None` when the task was cancelled (the runtime is
+/// shutting down).
+pub(crate) async fn off_thread<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    match tokio::task::spawn_blocking(work).await {
+        Ok(result) => Some(result),
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => None,
     }
 }
 

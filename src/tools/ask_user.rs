@@ -32,7 +32,7 @@ impl TypedTool for AskUser {
         Ok(ToolOutput {
             content: String::new(),
             effect: ToolEffect::AskUser(args.question),
-            whole_in: None,
+            outcome: super::ToolOutcome::default(),
         })
     }
 }

@@ -51,12 +51,15 @@ impl TypedTool for EditFile {
                 "edited {shown}: {count} replacement{}",
                 if count == 1 { "" } else { "s" }
             ),
+            outcome: super::ToolOutcome {
+                paths_written: vec![shown.clone()],
+                ..Default::default()
+            },
             effect: ToolEffect::FileChanged(FileChange {
                 path: shown,
                 before: Some(text),
                 after: updated,
             }),
-            whole_in: None,
         })
     }
 

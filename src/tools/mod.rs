@@ -153,9 +153,10 @@ pub struct ToolOutput {
     /// What the model reads.
     pub content: String,
     pub effect: ToolEffect,
-    /// The session's `out-<ts>.log` already holding the whole output, when `content` was cut
-    /// by the tool itself (a command's output as it arrived).
-    pub whole_in: Option<String>,
+    /// What the call did, for front ends. Its `whole_in` names the session's `out-<ts>.log`
+    /// already holding the whole output when `content` was cut by the tool itself (a command's
+    /// output as it arrived); the orchestrator sets it when it cuts.
+    pub outcome: ToolOutcome,
 }
 
 impl ToolOutput {
@@ -163,7 +164,7 @@ impl ToolOutput {
         ToolOutput {
             content: content.into(),
             effect: ToolEffect::None,
-            whole_in: None,
+            outcome: ToolOutcome::default(),
         }
     }
 }
@@ -180,7 +181,7 @@ pub enum ToolEffect {
     PlanChanged(crate::protocol::Plan),
 }
 
-pub use crate::protocol::events::FileChange;
+pub use crate::protocol::events::{FileChange, ToolOutcome};
 pub use crate::protocol::tool_error::ToolErrorKind;
 
 /// The two kinds of tool failure.
@@ -506,26 +507,18 @@ mod tests {
         assert!(matches!(session, Some(crate::session::SessionError::NotFound(id)) if id == "abc"));
     }
 
-    /// `main` prints a failed run with `{:#}`; a fatal tool error reads there as it did when
-    /// it was a string (the one repetition is `RunError::Tool`'s, which shows the tool error
-    /// and also gives it as its source).
+    /// `main` prints a failed run with `{:#}`: a fatal tool error is said once.
     #[test]
-    fn a_failed_run_prints_a_fatal_error_as_before() {
+    fn a_failed_run_prints_a_fatal_error_once() {
         let lost = crate::session::SessionError::Io {
             path: "/r/session.json".into(),
             source: std::io::Error::other("disk full"),
         };
         let run: anyhow::Error = crate::agent::RunError::from(ToolError::from(lost)).into();
-        assert_eq!(
-            format!("{run:#}"),
-            "/r/session.json: disk full: /r/session.json: disk full"
-        );
+        assert_eq!(format!("{run:#}"), "/r/session.json: disk full");
         let failed = ToolError::fatal("recording a tool call failed")(std::io::Error::other("E"));
         let run: anyhow::Error = crate::agent::RunError::from(failed).into();
-        assert_eq!(
-            format!("{run:#}"),
-            "recording a tool call failed: E: recording a tool call failed: E"
-        );
+        assert_eq!(format!("{run:#}"), "recording a tool call failed: E");
     }
 
     #[test]

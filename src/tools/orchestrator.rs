@@ -14,9 +14,11 @@
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
-use super::{NOT_YET_AVAILABLE, Registry, Tool, ToolContext, ToolEffect, ToolError, ToolOutput};
+use super::{
+    NOT_YET_AVAILABLE, Registry, Tool, ToolContext, ToolEffect, ToolError, ToolOutcome, ToolOutput,
+};
 use crate::hooks::{self, Hook, HookOutcome};
 use crate::permissions::{Access, Action, ApprovalMode, Ask, Decision, Gate};
 use crate::protocol::{Message, Role, ToolCall};
@@ -204,6 +206,14 @@ fn action(ctx: &ToolContext, call: &ToolCall) -> Action {
     })
 }
 
+/// A call as recorded: the tool message for session.json, and what the call did for the front
+/// end (`None` for a failed call).
+#[derive(Debug)]
+pub struct Recorded {
+    pub message: Message,
+    pub outcome: Option<ToolOutcome>,
+}
+
 /// The tool message recording `executed`, with its logs written. `Ok(None)` for a question to
 /// the user (its answer becomes the result later); `Err` for a failure that ends the run.
 pub fn record(
@@ -211,31 +221,40 @@ pub fn record(
     call: &ToolCall,
     executed: Executed,
     output_max_bytes: usize,
-) -> Result<Option<Message>, ToolError> {
+) -> Result<Option<Recorded>, ToolError> {
     let now = Utc::now();
-    let mut extra = Map::new();
-    extra.insert(
-        "durationMs".into(),
-        Value::from(executed.duration.as_millis() as u64),
-    );
+    let duration_ms = Some(executed.duration.as_millis() as u64);
+    let mut failed = None;
+    let mut outcome = None;
     let content = match executed.result {
         Ok(ToolOutput {
             effect: ToolEffect::AskUser(_),
             ..
         }) => return Ok(None),
-        Ok(output) => cut(ctx, output.content, output.whole_in, output_max_bytes, now)?,
+        Ok(ToolOutput {
+            content,
+            outcome: mut done,
+            ..
+        }) => {
+            let (content, whole_in) =
+                cut(ctx, content, done.whole_in.take(), output_max_bytes, now)?;
+            done.whole_in = whole_in;
+            outcome = Some(done).filter(|o| *o != ToolOutcome::default());
+            content
+        }
         Err(fatal) if fatal.is_fatal() => return Err(fatal),
         Err(error) => {
             let (message, name) = log_failure(ctx, call, &error, executed.duration)?;
-            extra.insert("isError".into(), Value::Bool(true));
-            extra.insert("errorType".into(), Value::from(error.kind()));
+            failed = Some(error.kind().to_string());
             format!("error ({}): {message}\n[details: {name}]", error.kind())
         }
     };
     let mut message = Message::new(Role::Tool, content, now);
     message.tool_call = Some(call.clone());
-    message.extra = extra;
-    Ok(Some(message))
+    message.duration_ms = duration_ms;
+    message.is_error = failed.as_ref().map(|_| true);
+    message.error_type = failed;
+    Ok(Some(Recorded { message, outcome }))
 }
 
 /// Writes a failed call to a new `error-<ts>.log`; returns the short message and the file name.
@@ -275,16 +294,16 @@ pub fn log_failure(
 
 /// Keeps head and tail of a long output in the context and the whole in `out-<ts>.log`: the
 /// log `whole_in` the tool already wrote (a command's output, cut as it arrived), else a new
-/// one.
+/// one. Returns the text and the log holding the whole, if any.
 fn cut(
     ctx: &ToolContext,
     content: String,
     whole_in: Option<String>,
     max: usize,
     now: chrono::DateTime<Utc>,
-) -> Result<String, ToolError> {
+) -> Result<(String, Option<String>), ToolError> {
     if content.len() <= max {
-        return Ok(content);
+        return Ok((content, whole_in));
     }
     let name = match whole_in {
         Some(name) => name,
@@ -301,11 +320,12 @@ fn cut(
     let head_end = floor_char_boundary(&content, half);
     let tail_start = ceil_char_boundary(&content, content.len() - half);
     let omitted = tail_start - head_end;
-    Ok(format!(
+    let text = format!(
         "{}\n[… {omitted} bytes omitted; the whole output is in {name} …]\n{}",
         &content[..head_end],
         &content[tail_start..]
-    ))
+    );
+    Ok((text, Some(name)))
 }
 
 fn floor_char_boundary(s: &str, mut i: usize) -> usize {
@@ -400,7 +420,7 @@ mod tests {
             id: "c1".into(),
             name: name.into(),
             arguments,
-            extra: Map::new(),
+            extra: Default::default(),
         }
     }
 
@@ -411,8 +431,9 @@ mod tests {
         let registry = Registry::builtin();
         let c = call("read-file", json!({"paht": "x"}));
         let executed = execute(&registry, &c, &ctx).await;
-        let message =
-            record(&ctx, &c, executed, 30_000)?.ok_or_else(|| anyhow::anyhow!("no message"))?;
+        let message = record(&ctx, &c, executed, 30_000)?
+            .ok_or_else(|| anyhow::anyhow!("no message"))?
+            .message;
         assert!(
             message
                 .content
@@ -420,7 +441,7 @@ mod tests {
             "{}",
             message.content
         );
-        assert_eq!(message.extra.get("isError"), Some(&Value::Bool(true)));
+        assert_eq!(message.is_error, Some(true));
         let logs: Vec<_> = std::fs::read_dir(ctx.store.dir(&ctx.session_id))?
             .flatten()
             .filter(|e| e.file_name().to_string_lossy().starts_with("error-"))
@@ -442,8 +463,20 @@ mod tests {
         let registry = Registry::builtin();
         let c = call("shell", json!({"command": "seq 1 20000"}));
         let executed = execute(&registry, &c, &ctx).await;
-        let message =
+        let recorded =
             record(&ctx, &c, executed, 2000)?.ok_or_else(|| anyhow::anyhow!("no message"))?;
+        let outcome = recorded
+            .outcome
+            .ok_or_else(|| anyhow::anyhow!("no outcome"))?;
+        assert_eq!(outcome.exit_code, Some(0));
+        assert!(
+            outcome
+                .whole_in
+                .as_ref()
+                .is_some_and(|f| f.starts_with("out-")),
+            "{outcome:?}"
+        );
+        let message = recorded.message;
         assert!(message.content.len() < 2300, "{}", message.content.len());
         assert!(
             message

@@ -281,10 +281,11 @@ impl TypedTool for Shell {
             }
             None => Vec::new(),
         };
+        let elapsed = started.elapsed();
         let mut content = format!(
             "exit code: {} ({:.1} s)\n",
             exit_code(ran.status),
-            started.elapsed().as_secs_f64()
+            elapsed.as_secs_f64()
         );
         if let Some(note) = &ran.note {
             content.push_str(note);
@@ -320,7 +321,10 @@ impl TypedTool for Shell {
         Ok(ToolOutput {
             content,
             effect: super::ToolEffect::None,
-            whole_in: ran.log,
+            outcome: super::ToolOutcome {
+                whole_in: ran.log,
+                ..super::ToolOutcome::command(ran.status, elapsed)
+            },
         })
     }
 }

@@ -81,7 +81,7 @@ impl TypedTool for UpdatePlan {
         Ok(ToolOutput {
             content: format!("plan updated:\n{summary}"),
             effect: ToolEffect::PlanChanged(plan),
-            whole_in: None,
+            outcome: super::ToolOutcome::default(),
         })
     }
 }

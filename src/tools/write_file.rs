@@ -43,12 +43,15 @@ impl TypedTool for WriteFile {
         let shown = paths::display(&ctx.root, &path);
         Ok(ToolOutput {
             content: format!("{verb} {shown} ({len} bytes)"),
+            outcome: super::ToolOutcome {
+                paths_written: vec![shown.clone()],
+                ..Default::default()
+            },
             effect: ToolEffect::FileChanged(FileChange {
                 path: shown,
                 before,
                 after: args.content,
             }),
-            whole_in: None,
         })
     }
 

@@ -301,6 +301,8 @@ fn compaction_keeps_the_four_parts_snapshots_the_full_history_and_the_session_go
     );
     assert_eq!(code, 0);
     assert_eq!(result["final_message"], "still here");
+    repo.assert_session_shape(&id, "compaction.json");
+    repo.assert_session_shape(&child, "forked.json");
 }
 
 #[test]
@@ -444,6 +446,11 @@ fn a_subagent_cannot_exceed_its_callers_permissions() {
         offered.contains(&"write-file".to_string()) && !offered.contains(&"shell".to_string()),
         "{offered:?}"
     );
+    let helper = sessions(&repo)
+        .into_iter()
+        .find(|s| s.get("caller").is_some())
+        .expect("the helper's session");
+    repo.assert_session_shape(helper["sessionId"].as_str().expect("id"), "subagent.json");
 }
 
 #[test]
@@ -857,4 +864,5 @@ fn auto_repair_applies_the_checkers_findings_to_the_plan_after_a_snapshot_and_re
         summary.contains("[completed] 1: Write docs") && summary.contains("was repaired"),
         "{summary}"
     );
+    repo.assert_session_shape(&id, "consistency-repairs.json");
 }

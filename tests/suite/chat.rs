@@ -225,6 +225,8 @@ fn typing_during_delivery_starts_the_next_batch_and_unshown_replies_are_not_sent
         (json!(false), Value::Null)
     );
     assert_eq!(two["sendDelaySeconds"], 10.0);
+    let id = session["sessionId"].as_str().expect("id");
+    repo.assert_session_shape(id, "chat-batch-delivery.json");
 }
 
 #[test]

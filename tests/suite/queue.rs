@@ -324,6 +324,7 @@ fn a_stop_word_cancels_at_the_next_checkpoint_and_is_confirmed() {
             .output()
             .expect("run");
         assert_eq!(out.status.code(), Some(0));
+        repo.assert_session_shape(&id, "stop-word.json");
     }
 }
 
@@ -361,6 +362,7 @@ fn a_queued_message_survives_the_crash_of_the_runner() {
         "{texts:?}"
     );
     assert!(inbox_is_empty(&repo, &id));
+    repo.assert_session_shape(&id, "queued-message-and-aborted-call.json");
 }
 
 /// A repository with seed 000's agents (and coder).
@@ -627,6 +629,7 @@ fn an_emergency_keyword_in_the_prompt_gives_the_boost_and_session_started_says_s
     let (code, result) = vehicle.finish();
     assert_eq!(code, 0);
     assert_eq!(result["final_message"], "windows closed");
+    repo.assert_session_shape(&vehicle_id, "priority-with-emergency.json");
     open(&g);
     let (code, result) = planner.finish();
     assert_eq!(code, 0);

@@ -357,6 +357,60 @@ fn malformed_tool_arguments_go_back_to_the_model_and_the_run_completes() {
     assert_eq!(errors.len(), 2);
     let session = repo.session_json(id);
     assert_eq!(session["messages"][3]["isError"], true);
+    repo.assert_session_shape(id, "run-tool-calls-and-a-failed-call.json");
+}
+
+#[test]
+fn tool_results_carry_the_outcome_in_stream_json() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("c1", "shell", json!({"command": "echo hi; exit 3"}))]),
+        openai::reply_tool_calls(&[("c2", "write-file", json!({"path": "x.txt", "content": "x"}))]),
+        openai::reply_text("done"),
+    ]);
+    let output = repo
+        .nop_model(&server, "openai")
+        .args(["run", "--output-format", "stream-json", "go"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(0));
+    let results: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .filter(|e| e["type"] == "tool_result")
+        .collect();
+    assert_eq!(results.len(), 2, "{results:?}");
+    let shell = &results[0]["outcome"];
+    assert_eq!(shell["exit_code"], 3, "{shell}");
+    assert!(shell["command_ms"].is_u64(), "{shell}");
+    assert!(shell.get("whole_in").is_none(), "{shell}");
+    assert_eq!(results[1]["outcome"], json!({"paths_written": ["x.txt"]}));
+}
+
+#[test]
+fn a_missing_prompt_file_is_said_once() {
+    let repo = Repo::new();
+    let path = repo.path().join(".nop/agents.yml");
+    let agents = std::fs::read_to_string(&path).expect("agents.yml");
+    let ghost = "agents:\n  - name: ghost\n    description: d\n    prompt: agents/ghost.md\n";
+    std::fs::write(&path, agents.replacen("agents:\n", ghost, 1)).expect("write");
+    let server = MockServer::start(vec![]);
+    let output = repo
+        .nop_model(&server, "openai")
+        .args(["run", "--agent", "ghost", "hello"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        stderr.trim_end(),
+        format!(
+            "error: {}: No such file or directory (os error 2) (the prompt file of agent \
+             `ghost` in agents.yml)",
+            repo.path().join(".nop/agents/ghost.md").display()
+        ),
+        "said once"
+    );
 }
 
 #[test]

@@ -246,6 +246,7 @@ fn a_history_question_in_a_chat_batch_recalls_memory() {
         recalls, 1,
         "only the first batch's recall, from its history"
     );
+    repo.assert_session_shape(&chat, "chat-memory-recall.json");
 }
 
 /// Entries of the sessions directory whose name starts with `.tmp-`.

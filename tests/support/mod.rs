@@ -229,3 +229,42 @@ pub fn start_until(repo: &Repo, args: &[&str], marker: &str, count: usize) -> st
     }
     child
 }
+
+/// What a JSON value looks like without its values: objects as their keys in order, each with
+/// its value's shape; arrays element by element; scalars as their type.
+pub fn json_shape(value: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => Value::Array(
+            map.iter()
+                .map(|(k, v)| serde_json::json!([k, json_shape(v)]))
+                .collect(),
+        ),
+        Value::Array(items) => {
+            serde_json::json!({"items": items.iter().map(json_shape).collect::<Vec<_>>()})
+        }
+        Value::Null => "null".into(),
+        Value::Bool(_) => "bool".into(),
+        Value::Number(n) if n.is_f64() => "float".into(),
+        Value::Number(_) => "integer".into(),
+        Value::String(_) => "string".into(),
+    }
+}
+
+impl Repo {
+    /// Asserts that session `id`'s session.json has the keys (in the same order) and the value
+    /// types of `tests/fixtures/session-json/<fixture>`, which nop wrote for the same scenario
+    /// before its fields were typed.
+    pub fn assert_session_shape(&self, id: &str, fixture: &str) {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/session-json")
+            .join(fixture);
+        let old: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&path).expect("fixture")).expect("json");
+        pretty_assertions::assert_eq!(
+            json_shape(&self.session_json(id)),
+            json_shape(&old),
+            "{fixture}"
+        );
+    }
+}

@@ -1,6 +1,9 @@
 //! A tool's result cut to what a person wants to see in the transcript: a command's exit code
 //! and the end of its output (where errors and summaries are), the start of a listing, the size
-//! of what was read. Works on the text the model reads, as the tools in `nop::tools` write it.
+//! of what was read. A command's ending is read from the call's [`ToolOutcome`]; the rest from
+//! the text the model reads, as the tools in `nop::tools` write it.
+
+use nop::protocol::events::ToolOutcome;
 
 use super::style;
 
@@ -10,14 +13,24 @@ const MAX_WIDTH: usize = 200;
 /// The lines to show for the result `output` of `tool`, at most `max_lines` of them taken from
 /// the output plus a header or a `… +N` line for what is left out. `ok` is false when the call
 /// failed (the output is then the error the model read); a command that ran and exited non-zero
-/// is `ok`, and its exit code says it failed. Plain text, free of escapes: the caller colours.
-pub fn summarize(tool: &str, ok: bool, output: &str, max_lines: usize) -> Vec<String> {
+/// is `ok`, and its exit code says it failed. `outcome` is what the call reported beside the
+/// text (absent from older producers: then the text's own header is read). Plain text, free of
+/// escapes: the caller colours.
+pub fn summarize(
+    tool: &str,
+    ok: bool,
+    output: &str,
+    outcome: Option<&ToolOutcome>,
+    max_lines: usize,
+) -> Vec<String> {
     let output = style::sanitize(output);
     let lines: Vec<String> = if !ok {
         head(&output, max_lines)
     } else {
         match tool {
-            "shell" => shell(&output, max_lines).unwrap_or_else(|| head(&output, max_lines)),
+            "shell" => {
+                shell(&output, outcome, max_lines).unwrap_or_else(|| head(&output, max_lines))
+            }
             "list-files" | "search-files" => listing(&output, max_lines),
             "read-file" => vec![read(&output)],
             _ => head(&output, max_lines),
@@ -29,28 +42,76 @@ pub fn summarize(tool: &str, ok: bool, output: &str, max_lines: usize) -> Vec<St
         .collect()
 }
 
+/// How a command ended, as the header shows it.
+struct Ending {
+    /// `Ok(code)`, or `Err(what)` when it has no exit code (`killed by a signal`).
+    code: Result<i32, String>,
+    /// `4.2 s`.
+    time: Option<String>,
+    /// The file with the whole output, when the text was cut.
+    whole_in: Option<String>,
+}
+
+impl Ending {
+    fn from_outcome(outcome: &ToolOutcome) -> Option<Ending> {
+        let code = match (outcome.exit_code, outcome.signal) {
+            (Some(code), _) => Ok(code),
+            (None, Some(_)) => Err("killed by a signal".to_string()),
+            (None, None) => return None,
+        };
+        Some(Ending {
+            code,
+            time: outcome
+                .command_ms
+                .map(|ms| format!("{:.1} s", ms as f64 / 1000.0)),
+            whole_in: outcome.whole_in.clone(),
+        })
+    }
+
+    /// For a result without an outcome: the text's first line, `exit code: N (T s)`, and the
+    /// orchestrator's note on a cut (`[… N bytes omitted; the whole output is in out-….log …]`).
+    fn from_text(output: &str) -> Option<Ending> {
+        let status = output.lines().next()?.strip_prefix("exit code: ")?;
+        let (code, time) = match status.rsplit_once(" (") {
+            Some((code, time)) => (code, time.strip_suffix(')')),
+            None => (status, None),
+        };
+        Some(Ending {
+            code: code.parse::<i32>().map_err(|_| code.to_string()),
+            time: time.map(str::to_string),
+            whole_in: output.lines().find_map(cut_output_file).map(str::to_string),
+        })
+    }
+}
+
 /// `shell`'s result: `exit code: N (T s)`, perhaps a note on the sandbox, `stdout:` and
-/// `stderr:` sections, notes on refusals; the orchestrator may have cut the middle of a long one
-/// (`[… N bytes omitted; the whole output is in out-….log …]`). Shows the header and the last
-/// lines; `None` if `output` is not in that form.
-fn shell(output: &str, max_lines: usize) -> Option<Vec<String>> {
-    let mut lines = output.lines();
-    let status = lines.next()?.strip_prefix("exit code: ")?;
-    let (code, time) = match status.rsplit_once(" (") {
-        Some((code, time)) => (code, time.strip_suffix(')')),
-        None => (status, None),
-    };
+/// `stderr:` sections, notes on refusals; the orchestrator may have cut the middle of a long one.
+/// Shows the header and the last lines; `None` if neither the outcome nor the text says how the
+/// command ended.
+fn shell(output: &str, outcome: Option<&ToolOutcome>, max_lines: usize) -> Option<Vec<String>> {
+    let ending = outcome
+        .and_then(Ending::from_outcome)
+        .or_else(|| Ending::from_text(output))?;
+    // The text's own header (its first line, or the second after a note like retry-advisor's)
+    // is not shown twice.
+    let header_at = output
+        .lines()
+        .take(2)
+        .position(|l| l.starts_with("exit code: "));
     let body: Vec<&str> = trim_blank_ends(
-        lines
-            .filter(|l| *l != "stdout:" && *l != "stderr:")
+        output
+            .lines()
+            .enumerate()
+            .filter(|(i, l)| Some(*i) != header_at && *l != "stdout:" && *l != "stderr:")
+            .map(|(_, l)| l)
             .collect(),
     );
-    let mut header = match code {
-        "0" => "exit code 0".to_string(),
-        code if code.parse::<i32>().is_ok() => format!("failed with exit code {code}"),
-        other => format!("failed: {other}"),
+    let mut header = match &ending.code {
+        Ok(0) => "exit code 0".to_string(),
+        Ok(code) => format!("failed with exit code {code}"),
+        Err(other) => format!("failed: {other}"),
     };
-    if let Some(time) = time {
+    if let Some(time) = &ending.time {
         header.push_str(&format!(" ({time})"));
     }
     if body.is_empty() {
@@ -62,7 +123,7 @@ fn shell(output: &str, max_lines: usize) -> Option<Vec<String>> {
     if hidden > 0 {
         let mut more = format!("… +{hidden} {}", plural(hidden, "line"));
         // The whole output, when the middle was cut for the model.
-        if let Some(file) = body[..hidden].iter().find_map(|l| cut_output_file(l)) {
+        if let Some(file) = &ending.whole_in {
             more.push_str(&format!(" (all of it in {file})"));
         }
         shown.push(more);
@@ -201,7 +262,7 @@ error: test failed, to rerun pass `--lib`
 
     #[test]
     fn a_failing_command_shows_its_exit_code_and_the_tail() {
-        assert_snapshot!(summarize("shell", true, CARGO_TEST_FAILED, 8).join("\n"));
+        assert_snapshot!(summarize("shell", true, CARGO_TEST_FAILED, None, 8).join("\n"));
     }
 
     #[test]
@@ -218,9 +279,9 @@ test c ... ok
 test result: ok. 42 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.31s
 
 ";
-        assert_snapshot!(summarize("shell", true, output, 3).join("\n"));
+        assert_snapshot!(summarize("shell", true, output, None, 3).join("\n"));
         assert_eq!(
-            summarize("shell", true, "exit code: 0 (0.0 s)\n", 3),
+            summarize("shell", true, "exit code: 0 (0.0 s)\n", None, 3),
             ["exit code 0 (0.0 s), no output"]
         );
     }
@@ -238,7 +299,7 @@ stderr:
 make: *** [all] Error 2
 ";
         assert_eq!(
-            summarize("shell", true, output, 2),
+            summarize("shell", true, output, None, 2),
             [
                 "failed with exit code 2 (1.0 s)",
                 "… +3 lines (all of it in out-20261123T101010.123Z.log)",
@@ -249,10 +310,65 @@ make: *** [all] Error 2
     }
 
     #[test]
+    fn the_ending_comes_from_the_outcome_not_the_text() {
+        // A retried call's text starts with retry-advisor's note: the header is still found.
+        let output = "\
+[succeeded after 1 retry advised by retry-advisor]
+exit code: 0 (0.1 s)
+stdout:
+done
+";
+        let outcome = ToolOutcome {
+            exit_code: Some(0),
+            command_ms: Some(120),
+            ..ToolOutcome::default()
+        };
+        assert_eq!(
+            summarize("shell", true, output, Some(&outcome), 5),
+            [
+                "exit code 0 (0.1 s)",
+                "[succeeded after 1 retry advised by retry-advisor]",
+                "done"
+            ]
+        );
+        let killed = ToolOutcome {
+            signal: Some(9),
+            command_ms: Some(300),
+            whole_in: Some("out-1.log".into()),
+            ..ToolOutcome::default()
+        };
+        assert_eq!(
+            summarize(
+                "shell",
+                true,
+                "exit code: killed by a signal (0.3 s)\nstdout:\na\nb\n",
+                Some(&killed),
+                1
+            ),
+            [
+                "failed: killed by a signal (0.3 s)",
+                "… +1 line (all of it in out-1.log)",
+                "b"
+            ]
+        );
+        // Without an exit code or signal the outcome says nothing of an ending: the text does.
+        assert_eq!(
+            summarize(
+                "shell",
+                true,
+                "exit code: 3 (1.0 s)\n",
+                Some(&ToolOutcome::default()),
+                5
+            ),
+            ["failed with exit code 3 (1.0 s), no output"]
+        );
+    }
+
+    #[test]
     fn a_command_killed_by_a_signal_is_a_failure() {
         let output = "exit code: killed by a signal (0.3 s)\n";
         assert_eq!(
-            summarize("shell", true, output, 5),
+            summarize("shell", true, output, None, 5),
             ["failed: killed by a signal (0.3 s), no output"]
         );
     }
@@ -261,16 +377,19 @@ make: *** [all] Error 2
     fn a_long_listing_shows_its_first_lines_and_how_many_more() {
         let files: Vec<String> = (1..=50).map(|i| format!("src/module_{i:02}.rs")).collect();
         let output = files.join("\n");
-        assert_snapshot!(summarize("list-files", true, &output, 5).join("\n"));
+        assert_snapshot!(summarize("list-files", true, &output, None, 5).join("\n"));
         // With the tool's own limit reached, its count is added.
         let limited = format!("{}\n[450 more files not shown]", files.join("\n"));
         assert_eq!(
-            summarize("list-files", true, &limited, 5)
+            summarize("list-files", true, &limited, None, 5)
                 .last()
                 .map(String::as_str),
             Some("… +495 more")
         );
-        assert_eq!(summarize("list-files", true, "no files", 5), ["no files"]);
+        assert_eq!(
+            summarize("list-files", true, "no files", None, 5),
+            ["no files"]
+        );
     }
 
     #[test]
@@ -281,7 +400,7 @@ src/b.rs:10: parse();
 src/c.rs:7: // parse later
 [12 more matches not shown; narrow the pattern, path or glob]";
         assert_eq!(
-            summarize("search-files", true, output, 2),
+            summarize("search-files", true, output, None, 2),
             [
                 "src/a.rs:3: fn parse() {}",
                 "src/b.rs:10: parse();",
@@ -293,13 +412,19 @@ src/c.rs:7: // parse later
     #[test]
     fn a_read_says_how_much_was_read_not_what() {
         let file: String = (1..=120).map(|i| format!("line {i}\n")).collect();
-        assert_eq!(summarize("read-file", true, &file, 5), ["read 120 lines"]);
+        assert_eq!(
+            summarize("read-file", true, &file, None, 5),
+            ["read 120 lines"]
+        );
         let part = "line 1\nline 2\n[lines 1-2 of 900; use offset/limit to read more]";
         assert_eq!(
-            summarize("read-file", true, part, 5),
+            summarize("read-file", true, part, None, 5),
             ["read lines 1-2 of 900"]
         );
-        assert_eq!(summarize("read-file", true, "", 5), ["read an empty file"]);
+        assert_eq!(
+            summarize("read-file", true, "", None, 5),
+            ["read an empty file"]
+        );
     }
 
     #[test]
@@ -307,7 +432,7 @@ src/c.rs:7: // parse later
         let output = "error (Timeout): `cargo test` did not finish within 300.0 s and was killed\n\
                       [details: error-20261123T101010.123Z.log]";
         assert_eq!(
-            summarize("shell", false, output, 1),
+            summarize("shell", false, output, None, 1),
             [
                 "error (Timeout): `cargo test` did not finish within 300.0 s and was killed",
                 "… +1 more line",
@@ -319,7 +444,7 @@ src/c.rs:7: // parse later
     fn other_tools_show_their_first_lines_and_escapes_only_visibly() {
         let output = "plan updated:\n1 [completed] Parse\n2 [in_progress] \x1b[31mTest\x1b[0m\n3 [pending] Ship";
         assert_eq!(
-            summarize("update-plan", true, output, 3),
+            summarize("update-plan", true, output, None, 3),
             [
                 "plan updated:",
                 "1 [completed] Parse",
