@@ -14,6 +14,7 @@ mod error;
 mod file_checkpoint;
 pub mod handle;
 pub mod instructions;
+mod interrupts;
 mod lifecycle;
 pub mod mentions;
 pub mod prompt;
