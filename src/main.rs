@@ -27,9 +27,48 @@ fn main() -> ExitCode {
     match cli::run(cli, outside) {
         Ok(code) => code,
         Err(e) => {
-            tracing::error!(result = "error", "{e:#}");
-            eprintln!("error: {e:#}");
+            let message = said_once(&e);
+            tracing::error!(result = "error", "{message}");
+            eprintln!("error: {message}");
             ExitCode::from(exit::ERROR)
         }
+    }
+}
+
+/// The error and its causes, each said once: many library errors already show their cause in
+/// their own text (`path: cause`), so a cause whose text ends the message so far is not added
+/// again.
+fn said_once(e: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for part in e.chain().map(|c| c.to_string()) {
+        if message.is_empty() {
+            message = part;
+        } else if !message.ends_with(&part) {
+            message.push_str(": ");
+            message.push_str(&part);
+        }
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    #[derive(Debug, thiserror::Error)]
+    #[error("{path}: {source}")]
+    struct Io {
+        path: String,
+        source: std::io::Error,
+    }
+
+    #[test]
+    fn a_cause_already_in_the_message_is_not_said_again() {
+        let e: anyhow::Error = Io {
+            path: "/r/session.json".into(),
+            source: std::io::Error::other("disk full"),
+        }
+        .into();
+        assert_eq!(super::said_once(&e), "/r/session.json: disk full");
+        let e = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(super::said_once(&e), "outer: inner");
     }
 }
