@@ -68,7 +68,8 @@ impl Runtime {
         while outcome.status == RunStatus::Completed {
             let dir = runtime.store().dir(&outcome.session_id);
             let waiting: Vec<String> = crate::queue::Inbox::new(&dir)
-                .list()
+                .list_async()
+                .await
                 .messages
                 .into_iter()
                 .map(|(_, m)| m.id)
