@@ -41,6 +41,9 @@ pub struct ChatSession {
     store: Store,
     /// Its admission: the run lock (held until the chat is left) and seed 000's priority stack.
     admitted: super::lifecycle::Admitted,
+    /// What `@path` mentions in its messages are read with (the agent's rules, the user's
+    /// working directory), as in a run.
+    runtime: super::Runtime,
 }
 
 impl ChatSession {
@@ -79,6 +82,7 @@ impl ChatSession {
             config: config.clone(),
             store: store.clone(),
             admitted,
+            runtime: runtime.clone(),
         };
         chat.set_status(crate::protocol::SessionStatus::WaitingInput)
             .await?;
@@ -96,8 +100,12 @@ impl ChatSession {
         provider: &Provider,
         messages: Vec<String>,
         cancel: &CancellationToken,
+        events: &super::turn::EventSink,
     ) -> Result<BatchResult, RunError> {
         self.set_status(crate::protocol::SessionStatus::Running)
+            .await?;
+        let messages = self
+            .attach_mentions(provider, messages, cancel, events)
             .await?;
         let result = answer_batch(
             &self.ws,
@@ -115,6 +123,41 @@ impl ChatSession {
         let result = result?;
         after?;
         Ok(result)
+    }
+
+    /// `@path` in the messages attaches the file, through read-file's permission checks, as
+    /// `nop run` does; what could not be attached is a warning.
+    async fn attach_mentions(
+        &self,
+        provider: &Provider,
+        messages: Vec<String>,
+        cancel: &CancellationToken,
+        events: &super::turn::EventSink,
+    ) -> Result<Vec<String>, RunError> {
+        if !messages.iter().any(|m| m.contains('@')) {
+            return Ok(messages);
+        }
+        let engine = super::engine::Engine::new(
+            self.ws.clone(),
+            self.runtime.cwd().to_path_buf(),
+            self.config.clone(),
+            self.store.clone(),
+            provider.clone(),
+            self.runtime.approver.clone(),
+            events.clone(),
+            super::engine::QueueSettings::default(),
+        );
+        let ctx =
+            engine.tool_context(&self.id, &self.agent, Vec::new(), 0, cancel.clone(), false)?;
+        let mut out = Vec::with_capacity(messages.len());
+        for message in messages {
+            let expanded = super::mentions::expand(&ctx, self.runtime.cwd(), &message).await;
+            for message in expanded.warnings {
+                let _ = events.send(crate::protocol::events::Event::Warning { message });
+            }
+            out.push(expanded.text);
+        }
+        Ok(out)
     }
 
     /// Records whether (and when) a reply was shown (see [`record_delivery`]).

@@ -103,7 +103,7 @@ async fn answer_once(
 ) -> Result<(), RunError> {
     let cancel = CancellationToken::new();
     let answered = {
-        let answer = chat.answer(&provider, messages, &cancel);
+        let answer = chat.answer(&provider, messages, &cancel, &events);
         tokio::pin!(answer);
         loop {
             tokio::select! {
@@ -199,8 +199,9 @@ async fn serve(
             () = sleep_until(batch_at) => {
                 if let Some(batch) = batcher.take_if_ready(start.elapsed()) {
                     let (chat, provider, cancel) = (&chat, &provider, cancel.clone());
+                    let events = events.clone();
                     answering = Some(Box::pin(async move {
-                        chat.answer(provider, batch, &cancel).await
+                        chat.answer(provider, batch, &cancel, &events).await
                     }));
                 }
             }

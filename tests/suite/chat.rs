@@ -340,3 +340,35 @@ fn a_chat_with_a_disabled_agent_is_refused_as_a_run_would_be() {
     assert_eq!(repo.run(&["sessions", "list", "--json"]).trim(), "[]");
     assert!(server.requests().is_empty());
 }
+
+#[test]
+fn a_mention_in_a_chat_message_attaches_the_file_the_rules_let_the_agent_read() {
+    let repo = Repo::new();
+    std::fs::write(repo.path().join("notes.txt"), "CANARY-NOTES-1\n").expect("write");
+    let server = MockServer::start(vec![openai::reply_text(&replies_json(&[("Read it.", 0)]))]);
+    let out = repo
+        .nop_model(&server, "openai")
+        .args([
+            "run",
+            "--output-format",
+            "json",
+            "--message",
+            "what does @notes.txt say?",
+            "--message",
+            "and @.nop/.permissions/agent-default.yml?",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sent = serde_json::to_string(&server.requests()[0].body).expect("json");
+    assert!(sent.contains("CANARY-NOTES-1"), "{sent}");
+    assert!(
+        !sent.contains("file-access"),
+        "a denied file was attached: {sent}"
+    );
+}
