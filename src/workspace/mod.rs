@@ -14,6 +14,8 @@ use crate::protocol::timestamp_for_file;
 use crate::session::{Store, write_atomic};
 use crate::templates;
 
+mod git_exclude;
+
 pub const NOP_DIR: &str = ".nop";
 pub const CONFIG_FILE: &str = "config.yml";
 pub const AGENTS_FILE: &str = "agents.yml";
@@ -106,18 +108,34 @@ impl Workspace {
             std::process::id(),
             Utc::now().timestamp_nanos_opt().unwrap_or_default()
         ));
+        // In a git repository what nop writes on its own goes into `info/exclude` (which the
+        // agent cannot write), so `.nop/` never shows in `git status`; elsewhere a
+        // `.nop/.gitignore` does it for a repository made later.
+        let excluded = match git_exclude::ignore_local_state(&self.root) {
+            Ok(excluded) => excluded,
+            Err(e) => {
+                tracing::warn!(
+                    op = "init",
+                    result = "partial",
+                    "could not keep .nop/ out of git status: {e}"
+                );
+                false
+            }
+        };
         let built = (|| {
             fs::create_dir(&temp).map_err(io(&temp))?;
             for sub in ["sessions", "logs"] {
                 let path = temp.join(sub);
                 fs::create_dir(&path).map_err(io(&path))?;
             }
-            let gitignore = templates::get(".gitignore").unwrap_or_default();
-            crate::session::create_new_atomic(
-                &temp.join(".gitignore"),
-                gitignore.as_bytes(),
-                false,
-            )?;
+            if !excluded {
+                let gitignore = templates::get(".gitignore").unwrap_or_default();
+                crate::session::create_new_atomic(
+                    &temp.join(".gitignore"),
+                    gitignore.as_bytes(),
+                    false,
+                )?;
+            }
             Ok::<(), WorkspaceError>(())
         })();
         if let Err(e) = built {
@@ -261,6 +279,14 @@ pub fn init(
     now: DateTime<Utc>,
 ) -> Result<Vec<(PathBuf, InitAction)>, WorkspaceError> {
     let nop = dir.join(NOP_DIR);
+    // Sessions, logs and checkpoints stay out of `git status` whatever is committed of the rest.
+    if let Err(e) = git_exclude::ignore_local_state(dir) {
+        tracing::warn!(
+            op = "init",
+            result = "partial",
+            "could not keep .nop/'s working state out of git status: {e}"
+        );
+    }
     for sub in [
         "sessions",
         "logs",

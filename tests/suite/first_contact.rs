@@ -186,7 +186,7 @@ fn the_readme_first_commands_work_in_a_fresh_repository_with_only_a_user_config(
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     made.sort();
-    assert_eq!(made, vec![".gitignore", "checkpoints", "logs", "sessions"]);
+    assert_eq!(made, vec!["checkpoints", "logs", "sessions"]);
 }
 
 #[test]

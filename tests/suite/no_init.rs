@@ -1,6 +1,6 @@
 //! A repository used without `nop init` (issue 17): nop runs on its built-in configuration,
-//! agents, prompts and permissions, creates only `.nop/sessions`, `.nop/logs` and
-//! `.nop/.gitignore` (saying so once), finds the right repository root under an initialised
+//! agents, prompts and permissions, creates only `.nop/sessions` and `.nop/logs` (saying so
+//! once), stays out of `git status`, finds the right repository root under an initialised
 //! HOME, and confines the agent exactly as the defaults `nop init` installs would.
 
 use std::fs;
@@ -83,7 +83,8 @@ fn stderr(out: &Output) -> String {
 }
 
 #[test]
-fn run_without_init_answers_and_creates_only_sessions_logs_and_gitignore() {
+fn run_without_init_answers_creates_only_sessions_logs_and_checkpoints_and_stays_out_of_git_status()
+{
     let repo = bare_git_repo();
     let server = MockServer::start(vec![
         openai::reply_text("hello from the built-in coder"),
@@ -113,14 +114,11 @@ fn run_without_init_answers_and_creates_only_sessions_logs_and_gitignore() {
     );
 
     let nop_dir = repo.path().join(".nop");
-    assert_eq!(
-        entries(&nop_dir),
-        [".gitignore", "checkpoints", "logs", "sessions"]
-    );
-    assert_eq!(
-        fs::read_to_string(nop_dir.join(".gitignore")).expect(".gitignore"),
-        include_str!("../../.nop/.gitignore")
-    );
+    assert_eq!(entries(&nop_dir), ["checkpoints", "logs", "sessions"]);
+    // What nop writes on its own is in the repository's exclude file, which the agent cannot
+    // write (all of .git is read-only to it), not in a .gitignore of its own.
+    let exclude = fs::read_to_string(repo.path().join(".git/info/exclude")).expect("exclude");
+    assert!(exclude.contains("/.nop/sessions/"), "{exclude}");
     assert_eq!(entries(repo.path()), [".git", ".nop", "README.md"]);
     assert_eq!(sessions_in(&nop_dir).len(), 1);
 
@@ -140,21 +138,38 @@ fn run_without_init_answers_and_creates_only_sessions_logs_and_gitignore() {
         .output()
         .expect("run"));
     assert!(!stderr(&second).contains(NOTE), "{}", stderr(&second));
-    assert_eq!(
-        entries(&nop_dir),
-        [".gitignore", "checkpoints", "logs", "sessions"]
-    );
+    assert_eq!(entries(&nop_dir), ["checkpoints", "logs", "sessions"]);
     assert_eq!(sessions_in(&nop_dir).len(), 2);
-    // git sees the .gitignore (to commit or not), never the sessions or logs.
+    // git never sees .nop/.
     let status = Command::new("git")
         .args(["status", "--porcelain", "--untracked-files=all"])
         .current_dir(repo.path())
         .output()
         .expect("git status");
-    assert_eq!(
-        String::from_utf8_lossy(&status.stdout),
-        "?? .nop/.gitignore\n?? README.md\n"
-    );
+    assert_eq!(String::from_utf8_lossy(&status.stdout), "?? README.md\n");
+    // Whatever the user does with git next, .nop/ is as if it were not there.
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .args(["-c", "user.name=u", "-c", "user.email=u@example.com"])
+            .args(args)
+            .current_dir(repo.path())
+            .output()
+            .expect("git");
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "all"]);
+    assert_eq!(git(&["ls-files"]), "README.md\n");
+    fs::write(repo.path().join("README.md"), "changed\n").expect("write");
+    git(&["stash", "-u"]);
+    git(&["stash", "pop"]);
+    git(&["clean", "-fdq"]);
+    assert_eq!(sessions_in(&nop_dir).len(), 2);
 }
 
 /// Every command that works on a repository works without `nop init`, on the built-in files.
@@ -195,10 +210,7 @@ fn repository_commands_work_without_init() {
     let id = repo.new_session();
     let listed = repo.run(&["sessions", "list"]);
     assert!(listed.contains(&id), "{listed}");
-    assert_eq!(
-        entries(&repo.path().join(".nop")),
-        [".gitignore", "logs", "sessions"]
-    );
+    assert_eq!(entries(&repo.path().join(".nop")), ["logs", "sessions"]);
 }
 
 /// `nop init` in HOME, then a git repository beneath it: the repository is the root (sessions
@@ -237,8 +249,9 @@ fn a_home_initialised_above_a_git_repository_is_not_its_root() {
         "init wrote into the root"
     );
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("kept     "),
-        "the first run's .gitignore is kept: {}",
+        String::from_utf8_lossy(&out.stdout).contains("created  ")
+            && project.join(".nop/sessions").is_dir(),
+        "init adds its files beside the first run's sessions: {}",
         String::from_utf8_lossy(&out.stdout)
     );
     // HOME itself still works as an initialised root when nop runs there.
@@ -423,10 +436,7 @@ fn hostile_agent_without_init(namespaces: &str) {
     }
     // Nothing planted, nothing removed.
     let nop_dir = repo.path().join(".nop");
-    assert_eq!(
-        entries(&nop_dir),
-        [".gitignore", "checkpoints", "logs", "sessions"]
-    );
+    assert_eq!(entries(&nop_dir), ["checkpoints", "logs", "sessions"]);
     assert_eq!(sessions_in(&nop_dir).len(), 1);
     assert!(!outside_file.exists());
 }
