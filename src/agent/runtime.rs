@@ -101,6 +101,11 @@ impl Runtime {
         &self.ws
     }
 
+    /// Who answers approval questions, and the approval mode (shared by every clone).
+    pub fn approver(&self) -> &Approver {
+        &self.approver
+    }
+
     pub fn config(&self) -> &Config {
         &self.config
     }

@@ -18,6 +18,8 @@ pub enum ApprovalArg {
     OnRequest,
     /// Also ask before every call that can change something (shell, edits, plugin tools).
     Always,
+    /// Read and plan only: nothing is changed and no command runs.
+    Plan,
 }
 
 impl From<ApprovalArg> for ApprovalMode {
@@ -26,6 +28,7 @@ impl From<ApprovalArg> for ApprovalMode {
             ApprovalArg::Never => ApprovalMode::Never,
             ApprovalArg::OnRequest => ApprovalMode::OnRequest,
             ApprovalArg::Always => ApprovalMode::Always,
+            ApprovalArg::Plan => ApprovalMode::Plan,
         }
     }
 }
@@ -292,9 +295,10 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,
     /// When to ask you before a tool call: never (what needs approval is refused), on-request
-    /// (where a permission rule says `ask`), always (also before every shell command and edit).
-    #[arg(long, value_enum, default_value_t = ApprovalArg::OnRequest)]
-    pub approval: ApprovalArg,
+    /// (where a permission rule says `ask`), always (also before every shell command and edit),
+    /// plan (read and plan only: nothing is changed). Default: the `approval` key (on-request).
+    #[arg(long, value_enum)]
+    pub approval: Option<ApprovalArg>,
     /// Approve what permission rules mark `ask` without asking (for CI; denials still apply).
     #[arg(long)]
     pub yes: bool,

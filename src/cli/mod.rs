@@ -24,8 +24,8 @@ mod term;
 mod transcript;
 
 pub use args::{
-    AccessArg, AgentsCommand, ApprovalArg, Cli, Command, ConfigCommand, MemoryCommand,
-    PermissionsCommand, PluginsCommand, RunArgs, SessionsCommand,
+    AccessArg, AgentsCommand, Cli, Command, ConfigCommand, MemoryCommand, PermissionsCommand,
+    PluginsCommand, RunArgs, SessionsCommand,
 };
 pub use run::OutputFormat;
 

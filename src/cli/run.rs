@@ -403,6 +403,12 @@ pub fn interactive(
         "nop · {} · /help for commands · Esc stops the agent, Ctrl-D leaves",
         ws.root.display()
     );
+    let mode = runtime.approver().mode();
+    eprintln!(
+        "approval: {} · {} · /mode to change",
+        mode.as_str(),
+        mode.describe()
+    );
     let mut here = Interactive {
         handle: None,
         runtime,
@@ -450,6 +456,22 @@ pub fn interactive(
             }
         };
         here.run(&rt, op, &mut typed);
+        // Plan mode: the plan is shown for approval; a yes switches the mode and goes on.
+        if here.runtime.approver().mode() == nop::permissions::ApprovalMode::Plan
+            && typed.is_empty()
+            && let Ok(answer) =
+                editor.readline("carry out the plan? (y: switch to on-request and go on) ")
+            && matches!(answer.trim(), "y" | "yes")
+        {
+            here.runtime
+                .approver()
+                .set_mode(nop::permissions::ApprovalMode::OnRequest);
+            eprintln!("approval: on-request · carrying out the plan");
+            let op = Op::UserInput {
+                text: "The plan is approved: carry it out now.".to_string(),
+            };
+            here.run(&rt, op, &mut typed);
+        }
     }
     let _ = editor.save_history(&history);
     here.close(&rt);
@@ -565,6 +587,20 @@ impl Interactive {
                     eprintln!("{line}");
                 }
             }
+            "/mode" | "/approvals" if argument.is_empty() => {
+                let mode = self.runtime.approver().mode();
+                eprintln!("approval: {} · {}", mode.as_str(), mode.describe());
+            }
+            "/mode" | "/approvals" => match nop::config::ApprovalSetting::parse(argument) {
+                Some(setting) => {
+                    let mode: nop::permissions::ApprovalMode = setting.into();
+                    self.runtime.approver().set_mode(mode);
+                    eprintln!("approval: {} · {}", mode.as_str(), mode.describe());
+                }
+                None => eprintln!(
+                    "unknown approval mode `{argument}`: never, on-request, always or plan"
+                ),
+            },
             "/model" if argument.is_empty() => eprintln!("model {}", self.model()),
             "/model" => {
                 self.runtime = self.runtime.clone().with_model(argument);

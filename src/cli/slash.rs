@@ -18,6 +18,11 @@ pub const COMMANDS: &[(&str, &str)] = &[
         "the model; /model NAME uses NAME from the next prompt on",
     ),
     ("/plan", "the session's tasks"),
+    (
+        "/mode",
+        "the approval mode; /mode never|on-request|always|plan switches it (also /approvals)",
+    ),
+    ("/approvals", "the same as /mode"),
     ("/diff", "the files this session changed, as diffs"),
     (
         "/compact",

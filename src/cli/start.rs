@@ -13,7 +13,7 @@ use nop::permissions::{ApprovalMode, Approver};
 use super::args::PriorityArg;
 use super::context::Context;
 use super::sessions::last_session;
-use super::{ApprovalArg, OutputFormat, RunArgs, chat, exit, run};
+use super::{OutputFormat, RunArgs, chat, exit, run};
 
 /// `nop` alone on a terminal: an interactive session.
 pub fn interactive(ctx: &Context) -> Result<ExitCode> {
@@ -49,7 +49,7 @@ pub fn resume(
         max_turns: None,
         max_budget_usd: None,
         output_format,
-        approval: ApprovalArg::OnRequest,
+        approval: None,
         yes: false,
         emergency: false,
         messages: Vec::new(),
@@ -138,7 +138,11 @@ pub fn run_command(ctx: &Context, mut args: RunArgs) -> Result<ExitCode> {
         }
     };
     let on_terminal = std::io::stdin().is_terminal();
-    let (approver, prompts) = run::approver(args.approval.into(), args.yes, on_terminal);
+    let mode = match args.approval {
+        Some(arg) => arg.into(),
+        None => resolved.config.approval.into(),
+    };
+    let (approver, prompts) = run::approver(mode, args.yes, on_terminal);
     let priority = resolved.config.queue.default_priority;
     let mut runtime = ctx.runtime(resolved.config, approver).with_cwd(&ctx.cwd);
     if let Some(model) = &args.model {

@@ -47,6 +47,8 @@ pub struct Config {
     pub tools: ToolsConfig,
     #[serde(deserialize_with = "null_is_default")]
     pub agent: AgentConfig,
+    /// When to ask the person before a tool call (`--approval` overrides it).
+    pub approval: ApprovalSetting,
     /// Whether `shell` commands run confined (Landlock) to the agent's file rules.
     pub sandbox: SandboxMode,
     #[serde(deserialize_with = "null_is_default")]
@@ -357,6 +359,38 @@ impl Default for CompactionConfig {
             max_messages: 500,
             keep_last: 10,
         }
+    }
+}
+
+/// When to ask the person before a tool call: `never` (what needs approval is refused),
+/// `on-request` (where a permission rule says `ask`), `always` (also before every call that can
+/// change something), `plan` (the agent reads and plans; nothing is changed and no command
+/// runs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApprovalSetting {
+    Never,
+    #[default]
+    OnRequest,
+    Always,
+    Plan,
+}
+
+impl ApprovalSetting {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalSetting::Never => "never",
+            ApprovalSetting::OnRequest => "on-request",
+            ApprovalSetting::Always => "always",
+            ApprovalSetting::Plan => "plan",
+        }
+    }
+
+    /// The setting `name` spells, if it is one.
+    pub fn parse(name: &str) -> Option<ApprovalSetting> {
+        [Self::Never, Self::OnRequest, Self::Always, Self::Plan]
+            .into_iter()
+            .find(|s| s.as_str() == name)
     }
 }
 

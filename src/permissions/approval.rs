@@ -26,6 +26,54 @@ pub enum ApprovalMode {
     OnRequest,
     /// Also ask before every call that can change something (shell, write-file, edit-file).
     Always,
+    /// Read and plan only: every call that can change something is refused, so the agent
+    /// presents its plan; switching the mode carries it out.
+    Plan,
+}
+
+impl ApprovalMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalMode::Never => "never",
+            ApprovalMode::OnRequest => "on-request",
+            ApprovalMode::Always => "always",
+            ApprovalMode::Plan => "plan",
+        }
+    }
+
+    /// The mode after this one in the cycle the interactive session steps through.
+    pub fn next(self) -> ApprovalMode {
+        match self {
+            ApprovalMode::OnRequest => ApprovalMode::Always,
+            ApprovalMode::Always => ApprovalMode::Plan,
+            ApprovalMode::Plan => ApprovalMode::Never,
+            ApprovalMode::Never => ApprovalMode::OnRequest,
+        }
+    }
+
+    /// What the mode means for the person, in a line.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ApprovalMode::Never => "nothing is asked; what needs approval is refused",
+            ApprovalMode::OnRequest => {
+                "edits and commands run without asking (confined); `ask` rules ask"
+            }
+            ApprovalMode::Always => "every command, edit and plugin tool asks first",
+            ApprovalMode::Plan => "the agent reads and plans; nothing is changed, no command runs",
+        }
+    }
+}
+
+impl From<crate::config::ApprovalSetting> for ApprovalMode {
+    fn from(setting: crate::config::ApprovalSetting) -> ApprovalMode {
+        use crate::config::ApprovalSetting as S;
+        match setting {
+            S::Never => ApprovalMode::Never,
+            S::OnRequest => ApprovalMode::OnRequest,
+            S::Always => ApprovalMode::Always,
+            S::Plan => ApprovalMode::Plan,
+        }
+    }
 }
 
 /// A person's answer.
@@ -90,7 +138,8 @@ pub use crate::protocol::events::Denial;
 
 #[derive(Debug, Clone, Default)]
 pub struct Approver {
-    mode: ApprovalMode,
+    /// Shared by every clone (the run, its subagents, the front end that switches it).
+    mode: Arc<Mutex<ApprovalMode>>,
     yes: bool,
     prompt: Option<mpsc::UnboundedSender<ApprovalRequest>>,
     always: Arc<Mutex<Vec<Grant>>>,
@@ -101,7 +150,7 @@ impl Approver {
     /// Without a person: approvals are denied, or granted by `--yes`.
     pub fn headless(mode: ApprovalMode, yes: bool) -> Approver {
         Approver {
-            mode,
+            mode: Arc::new(Mutex::new(mode)),
             yes,
             ..Approver::default()
         }
@@ -113,14 +162,21 @@ impl Approver {
         prompt: mpsc::UnboundedSender<ApprovalRequest>,
     ) -> Approver {
         Approver {
-            mode,
+            mode: Arc::new(Mutex::new(mode)),
             prompt: Some(prompt),
             ..Approver::default()
         }
     }
 
     pub fn mode(&self) -> ApprovalMode {
-        self.mode
+        self.mode.lock().map(|m| *m).unwrap_or_default()
+    }
+
+    /// Switches the mode for every call from now on (`/mode`, Shift+Tab).
+    pub fn set_mode(&self, mode: ApprovalMode) {
+        if let Ok(mut m) = self.mode.lock() {
+            *m = mode;
+        }
     }
 
     /// Asks for approval of `ask`; `Err(reason)` when refused. `preview` is awaited only when a
@@ -146,7 +202,7 @@ impl Approver {
             );
             return Ok(());
         }
-        if self.mode == ApprovalMode::Never {
+        if self.mode() == ApprovalMode::Never {
             return Err(format!("{reason}; approvals are off (--approval never)"));
         }
         if self.yes {

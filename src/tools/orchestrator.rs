@@ -107,8 +107,19 @@ async fn run(
             approve(tool, ctx, call, &reason).await?;
         }
     }
-    if ctx.approver.mode() == ApprovalMode::Always && tool.is_mutating() {
-        approve(tool, ctx, call, "--approval always").await?;
+    match ctx.approver.mode() {
+        ApprovalMode::Always if tool.is_mutating() => {
+            approve(tool, ctx, call, "--approval always").await?;
+        }
+        ApprovalMode::Plan if tool.is_mutating() => {
+            let reason = "plan mode: nothing is changed and no command runs. Read what you \
+                          need, write the plan with update-plan, present it and stop; the user \
+                          switches the mode to carry it out"
+                .to_string();
+            ctx.approver.record_denial(&call.name, &reason);
+            return Err(ToolError::model(ToolErrorKind::PermissionDenied, reason));
+        }
+        _ => {}
     }
     let payload = || {
         serde_json::json!({

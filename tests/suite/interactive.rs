@@ -443,3 +443,36 @@ fn undo_and_rewind_in_the_interactive_session_put_the_files_back() {
         "{session}"
     );
 }
+
+/// The approval mode is on the first screen and `/mode` switches it; in plan mode nothing is
+/// changed, and a yes to "carry out the plan?" switches to on-request and goes on.
+#[test]
+fn the_approval_mode_is_shown_and_switched_and_a_plan_is_carried_out_after_a_yes() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "write-file",
+            json!({"path": "planned.txt", "content": "x\n"}),
+        )]),
+        openai::reply_text("Plan: write planned.txt."),
+        openai::reply_tool_calls(&[(
+            "c2",
+            "write-file",
+            json!({"path": "planned.txt", "content": "x\n"}),
+        )]),
+        openai::reply_text("written"),
+    ]);
+    let t = Terminal::start(&repo, &server, "mode", "run", &[], "/help for commands");
+    t.wait_for("approval: on-request");
+    t.type_line("/mode plan");
+    t.wait_for("approval: plan");
+    t.type_line("write planned.txt");
+    t.wait_for("carry out the plan?");
+    assert!(!repo.path().join("planned.txt").exists());
+    t.type_line("y");
+    t.wait_for_prompt_after("written");
+    assert!(repo.path().join("planned.txt").exists());
+    t.type_line("/exit");
+    t.wait_for("saved; continue with");
+}

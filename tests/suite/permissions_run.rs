@@ -363,3 +363,75 @@ fn the_example_permission_files_load_and_mean_what_they_say() {
     );
     assert_eq!(decide(&["--agent", "ci", "--tool", "ask-user"]), Some(1));
 }
+
+/// The approval mode as a configuration key (here the user's file, as `nop config set approval
+/// plan --user` writes it): plan mode refuses every call that changes something, and tells the
+/// model to present its plan; `--approval` overrides the key for one run.
+#[test]
+fn the_approval_key_and_plan_mode() {
+    let repo = Repo::new();
+    let home = crate::support::repo_dir();
+    let set = repo
+        .nop()
+        .env("HOME", home.path())
+        .args(["config", "set", "approval", "plan", "--user"])
+        .output()
+        .expect("config set");
+    assert!(
+        set.status.success(),
+        "{}",
+        String::from_utf8_lossy(&set.stderr)
+    );
+    let script = || {
+        MockServer::start(vec![
+            openai::reply_tool_calls(&[
+                ("c1", "read-file", json!({"path": ".nop/config.yml"})),
+                (
+                    "c2",
+                    "write-file",
+                    json!({"path": "work/new.txt", "content": "x"}),
+                ),
+                ("c3", "shell", json!({"command": "echo ran > work/ran.txt"})),
+            ]),
+            openai::reply_text("Plan: write work/new.txt."),
+        ])
+    };
+    let server = script();
+    let out = repo
+        .nop_model(&server, "openai")
+        .env("HOME", home.path())
+        .args(["run", "--output-format", "json", "make the file"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results = server.requests()[1].tool_results();
+    assert!(!results[0].contains("plan mode"), "{}", results[0]);
+    for r in &results[1..] {
+        assert!(r.contains("plan mode: nothing is changed"), "{r}");
+    }
+    assert!(!repo.path().join("work/new.txt").exists());
+    assert!(!repo.path().join("work/ran.txt").exists());
+    // The command line beats the key.
+    let server = script();
+    let out = repo
+        .nop_model(&server, "openai")
+        .env("HOME", home.path())
+        .args([
+            "run",
+            "--approval",
+            "on-request",
+            "--output-format",
+            "json",
+            "make the file",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0));
+    assert!(repo.path().join("work/new.txt").exists());
+    assert!(repo.path().join("work/ran.txt").exists());
+}
