@@ -787,3 +787,34 @@ fn the_ci_example_script_runs_headless_and_keeps_the_result() {
     let sessions = std::fs::read_dir(repo.path().join(".nop/sessions")).expect("sessions");
     assert_eq!(sessions.count(), 1);
 }
+
+/// Plain text output (a CI log, no terminal) shows each command's output under it, as `codex
+/// exec` does; for a failing test run, the assertion, not only the last lines.
+#[test]
+fn text_output_shows_a_failing_commands_error_lines() {
+    let repo = Repo::new();
+    std::fs::write(
+        repo.path().join("test_calc.py"),
+        "import unittest\n\nclass T(unittest.TestCase):\n    def test_a(self):\n        pass\n    def test_b(self):\n        self.assertEqual(6 / 3, 3)\n    def test_c(self):\n        pass\n    def test_d(self):\n        pass\n\nif __name__ == '__main__':\n    unittest.main()\n",
+    )
+    .expect("write");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "shell",
+            json!({"command": "python3 -m unittest -v test_calc"}),
+        )]),
+        openai::reply_text("it fails"),
+    ]);
+    let out = repo
+        .nop_model(&server, "openai")
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .args(["run", "run the tests"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("exit code: 1"), "{stderr}");
+    assert!(stderr.contains("AssertionError: 2.0 != 3"), "{stderr}");
+    assert!(stderr.contains("FAILED (failures=1)"), "{stderr}");
+}

@@ -9,6 +9,9 @@ use nop::protocol::events::{Event, RunStatus};
 use crate::cli::term::style::{one_line, visible};
 use crate::cli::transcript::{brief_arguments, note};
 
+/// Lines of a command's output shown under it.
+const SHOWN_LINES: usize = 8;
+
 /// The plain text renderer.
 pub struct Text {
     /// Whether stdout is at the start of a line.
@@ -57,6 +60,7 @@ impl Text {
                 output,
                 duration_ms,
                 name,
+                outcome,
                 ..
             } => {
                 let first = output.lines().next().unwrap_or_default();
@@ -66,6 +70,18 @@ impl Text {
                 // The shell's own first line already says how long it ran.
                 if name == "shell" && *ok {
                     eprintln!("  {mark} {first}");
+                    // What a CI log needs of a command, as `codex exec` shows it: the end of its
+                    // output, or where it failed (the header line is the one above).
+                    let shown = crate::cli::term::output::summarize(
+                        name,
+                        *ok,
+                        output,
+                        outcome.as_ref(),
+                        SHOWN_LINES,
+                    );
+                    for line in shown.iter().skip(1) {
+                        eprintln!("    {line}");
+                    }
                 } else {
                     eprintln!("  {mark} {first} ({:.1} s)", *duration_ms as f64 / 1000.0);
                 }

@@ -118,6 +118,15 @@ fn shell(output: &str, outcome: Option<&ToolOutcome>, max_lines: usize) -> Optio
         header.push_str(", no output");
         return Some(vec![header]);
     }
+    let failed = !matches!(ending.code, Ok(0));
+    if failed
+        && body.len() > max_lines
+        && let Some(lines) = error_lines(&body, max_lines)
+    {
+        let mut shown = vec![header];
+        shown.extend(lines);
+        return Some(shown);
+    }
     let hidden = body.len().saturating_sub(max_lines);
     let mut shown = vec![header];
     if hidden > 0 {
@@ -130,6 +139,57 @@ fn shell(output: &str, outcome: Option<&ToolOutcome>, max_lines: usize) -> Optio
     }
     shown.extend(body[hidden..].iter().map(|l| l.to_string()));
     Some(shown)
+}
+
+/// What a failing command's long output says about the failure: the lines that look like an
+/// error (an assertion, a traceback, `FAILED`, `error:`, a panic) with a line around each, and
+/// the last line (the summary), in order, `…` where lines are left out; `None` if no line looks
+/// like one, or they do not fit in `max_lines` (the tail is shown then).
+fn error_lines(body: &[&str], max_lines: usize) -> Option<Vec<String>> {
+    const MARKS: &[&str] = &[
+        "error",
+        "Error",
+        "ERROR",
+        "FAIL",
+        "assert",
+        "Assert",
+        "Traceback",
+        "panicked",
+        "Exception",
+        "expected",
+        "Expected",
+    ];
+    let looks_like = |l: &str| MARKS.iter().any(|m| l.contains(m)) || l.starts_with("E ");
+    let mut keep = vec![false; body.len()];
+    let mut found = false;
+    for (i, line) in body.iter().enumerate() {
+        if looks_like(line) {
+            found = true;
+            for j in i.saturating_sub(1)..=(i + 1).min(body.len() - 1) {
+                keep[j] = true;
+            }
+        }
+    }
+    if !found {
+        return None;
+    }
+    if let Some(last) = keep.last_mut() {
+        *last = true;
+    }
+    let mut shown = Vec::new();
+    let mut gap = false;
+    for (i, line) in body.iter().enumerate() {
+        if keep[i] {
+            if gap {
+                shown.push("…".to_string());
+            }
+            gap = false;
+            shown.push(line.to_string());
+        } else {
+            gap = true;
+        }
+    }
+    (shown.len() <= max_lines).then_some(shown)
 }
 
 /// The file named by the orchestrator's note on a cut output.
@@ -452,5 +512,47 @@ src/c.rs:7: // parse later
                 "… +1 more line",
             ]
         );
+    }
+
+    #[test]
+    fn a_failing_command_shows_its_error_lines_not_only_the_tail() {
+        let output = "\
+exit code: 1 (0.4 s)
+stderr:
+test_add (test_calc.T.test_add) ... ok
+test_div (test_calc.T.test_div) ... FAIL
+test_mul (test_calc.T.test_mul) ... ok
+
+======================================================================
+FAIL: test_div (test_calc.T.test_div)
+----------------------------------------------------------------------
+Traceback (most recent call last):
+  File \"test_calc.py\", line 9, in test_div
+    self.assertEqual(div(6, 3), 3)
+AssertionError: 2.0 != 3
+
+----------------------------------------------------------------------
+Ran 3 tests in 0.001s
+
+FAILED (failures=1)
+";
+        let shown = summarize("shell", true, output, None, 14);
+        assert_eq!(shown[0], "failed with exit code 1 (0.4 s)");
+        assert!(
+            shown.iter().any(|l| l.contains("AssertionError: 2.0 != 3")),
+            "{shown:#?}"
+        );
+        assert!(
+            shown.iter().any(|l| l.contains("FAIL: test_div")),
+            "{shown:#?}"
+        );
+        assert_eq!(
+            shown.last().map(String::as_str),
+            Some("FAILED (failures=1)")
+        );
+        // A succeeding command keeps the tail.
+        let ok = output.replacen("exit code: 1", "exit code: 0", 1);
+        let shown = summarize("shell", true, &ok, None, 3);
+        assert_eq!(shown[1], "… +13 lines");
     }
 }
