@@ -165,9 +165,8 @@ fn error_lines(body: &[&str], max_lines: usize) -> Option<Vec<String>> {
     for (i, line) in body.iter().enumerate() {
         if looks_like(line) {
             found = true;
-            for j in i.saturating_sub(1)..=(i + 1).min(body.len() - 1) {
-                keep[j] = true;
-            }
+            let around = i.saturating_sub(1)..=(i + 1).min(body.len() - 1);
+            keep[around].iter_mut().for_each(|k| *k = true);
         }
     }
     if !found {
