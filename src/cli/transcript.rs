@@ -580,10 +580,12 @@ impl Live {
             self.drawn = true;
             return;
         }
+        // What was cut already ends with its own `…`.
+        let what = one_line(what);
+        let dots = if what.ends_with('…') { "" } else { "…" };
         let mut line = format!(
-            "{} {}… {}s",
+            "{} {what}{dots} {}s",
             SPINNER[self.frame],
-            one_line(what),
             since.elapsed().as_secs()
         );
         if self.run_in > 0 {

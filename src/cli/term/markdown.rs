@@ -240,11 +240,10 @@ impl Renderer {
     fn start(&mut self, tag: Tag<'_>) {
         match tag {
             Tag::Paragraph | Tag::HtmlBlock => self.begin_block(),
-            Tag::Heading { level, .. } => {
+            // A heading is its text in bold (as Claude Code and Codex show it), not its `##`.
+            Tag::Heading { .. } => {
                 self.begin_block();
                 self.heading = true;
-                let marker = "#".repeat(level as usize);
-                self.push(&format!("{marker} "), self.fmt());
             }
             Tag::BlockQuote(_) => {
                 self.begin_block();
@@ -963,7 +962,7 @@ plain block
     fn colour_on_emits_escapes_and_colour_off_none() {
         let text = "# Title\n\nSome **bold** and `code`.\n\n> quote";
         let coloured = render(text, 80, Style::COLOR).join("\n");
-        assert!(coloured.contains("\x1b[1m# Title\x1b[0m"), "{coloured}");
+        assert!(coloured.contains("\x1b[1mTitle\x1b[0m"), "{coloured}");
         assert!(coloured.contains("\x1b[1mbold\x1b[0m"), "{coloured}");
         assert!(coloured.contains("\x1b[36mcode\x1b[0m"), "{coloured}");
         let plain = render(text, 80, Style::PLAIN).join("\n");
