@@ -389,16 +389,30 @@ pub fn rewind(
                 None => checkpoints.record()?,
             };
             let all: BTreeSet<String> = checkpoints.changes(&tree, &current)?.into_iter().collect();
+            // What nop itself did since the snapshot: its runs, and the undos of runs (an undo
+            // after the snapshot of a run before it, too: rewinding forward is a redo). The
+            // last of them left the files as `latest` says; a path that differs from it was
+            // changed by someone else.
             let mut ours = BTreeSet::new();
-            let mut latest = None;
-            for turn in since.iter().map(|i| &session.checkpoints[*i]) {
-                if let Some(after) = &turn.after {
+            let mut latest: Option<(DateTime<Utc>, String)> = None;
+            let mut last = |at: DateTime<Utc>, tree: &String| {
+                if latest.as_ref().is_none_or(|(t, _)| at >= *t) {
+                    latest = Some((at, tree.clone()));
+                }
+            };
+            for (i, turn) in session.checkpoints.iter().enumerate() {
+                let Some(after) = &turn.after else { continue };
+                if since.contains(&i) {
                     ours.extend(checkpoints.changes(&turn.before, after)?);
-                    latest = Some(after.clone());
+                    last(turn.ended_at.unwrap_or(turn.started_at), after);
+                }
+                if let Some(undone) = turn.undone_at.filter(|u| *u >= snap.created_at) {
+                    ours.extend(checkpoints.changes(&turn.before, after)?);
+                    last(undone, &turn.before);
                 }
             }
             let changed_since: BTreeSet<String> = match &latest {
-                Some(after) => checkpoints.changes(after, &current)?.into_iter().collect(),
+                Some((_, tree)) => checkpoints.changes(tree, &current)?.into_iter().collect(),
                 None => all.clone(),
             };
             let (todo, kept): (BTreeSet<String>, BTreeSet<String>) = all

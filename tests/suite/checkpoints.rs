@@ -567,3 +567,45 @@ fn hostile_an_edit_that_keeps_size_and_mtime_is_still_seen_and_undone() {
     assert_eq!(strings(&undo["restored"]), ["same.txt"], "{undo}");
     assert_eq!(read(repo.path(), "same.txt").as_deref(), Some("lower\n"));
 }
+
+#[test]
+fn a_rewind_to_a_snapshot_after_an_undo_redoes_without_force() {
+    let repo = git_repo(&[("base.txt", "base\n")]);
+    let server = MockServer::start(vec![
+        call(
+            "c1",
+            "write-file",
+            json!({"path": "made.txt", "content": "by the agent\n"}),
+        ),
+        openai::reply_text("done"),
+    ]);
+    let id = run(&repo, &server, &["make a file"]);
+    let snap = repo.run(&["snapshot", &id]).trim().to_string();
+    let (code, _, stderr) = nop_json(&repo, None, &["undo", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(read(repo.path(), "made.txt"), None);
+    let (code, rewind, stderr) = nop_json(
+        &repo,
+        None,
+        &[
+            "rewind",
+            "--session",
+            &id,
+            "--to",
+            &snap,
+            "--files",
+            "--json",
+        ],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        strings(&rewind["files"]["restored"]),
+        ["made.txt"],
+        "{rewind}"
+    );
+    assert!(strings(&rewind["files"]["kept"]).is_empty(), "{rewind}");
+    assert_eq!(
+        read(repo.path(), "made.txt").as_deref(),
+        Some("by the agent\n")
+    );
+}
