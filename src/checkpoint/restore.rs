@@ -389,10 +389,10 @@ pub fn rewind(
                 None => checkpoints.record()?,
             };
             let all: BTreeSet<String> = checkpoints.changes(&tree, &current)?.into_iter().collect();
-            // What nop itself did since the snapshot: its runs, and the undos of runs (an undo
-            // after the snapshot of a run before it, too: rewinding forward is a redo). The
-            // last of them left the files as `latest` says; a path that differs from it was
-            // changed by someone else.
+            // What nop itself did since the snapshot: its runs, and the undo, after the
+            // snapshot, of a run from before it (rewinding forward over it is a redo). The last
+            // of them left the files as `latest` says; a path that differs from it was changed
+            // by someone else.
             let mut ours = BTreeSet::new();
             let mut latest: Option<(DateTime<Utc>, String)> = None;
             let mut last = |at: DateTime<Utc>, tree: &String| {
@@ -406,7 +406,10 @@ pub fn rewind(
                     ours.extend(checkpoints.changes(&turn.before, after)?);
                     last(turn.ended_at.unwrap_or(turn.started_at), after);
                 }
-                if let Some(undone) = turn.undone_at.filter(|u| *u >= snap.created_at) {
+                if let Some(undone) = turn
+                    .undone_at
+                    .filter(|u| *u >= snap.created_at && !since.contains(&i))
+                {
                     ours.extend(checkpoints.changes(&turn.before, after)?);
                     last(undone, &turn.before);
                 }
