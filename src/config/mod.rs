@@ -1281,6 +1281,36 @@ mod tests {
     }
 
     #[test]
+    fn a_misspelt_value_is_shown_with_the_accepted_ones_and_the_closest() {
+        let said = |text: &str| {
+            resolve(ConfigInputs {
+                cli: vec![("--set".into(), "provider".into(), text.into())],
+                ..Default::default()
+            })
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+        };
+        assert_eq!(
+            said("opnai"),
+            "configuration key `provider.kind` (from command line --set): must be one of openai, anthropic, not opnai; did you mean `openai`?"
+        );
+        assert_eq!(
+            said("gemini"),
+            "configuration key `provider.kind` (from command line --set): must be one of openai, anthropic, not gemini"
+        );
+        let origin = Origin::File(PathBuf::from("/r/.nop/config.yml"));
+        let err = parse_file(&origin, "provider:\n  kind: Anthropc\n")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert_eq!(
+            err,
+            "/r/.nop/config.yml:2:9: `provider.kind` must be one of openai, anthropic, not \"Anthropc\"; did you mean `anthropic`?"
+        );
+    }
+
+    #[test]
     fn an_unknown_key_suggests_at_most_five() {
         let err = resolve(ConfigInputs {
             cli: vec![("--set".into(), "timeout".into(), "1".into())],
