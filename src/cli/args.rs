@@ -87,6 +87,9 @@ pub enum Command {
     /// Run the agent on a task: a new session, or `--session ID` to continue one (answering its
     /// question if it asked one). Without PROMPT on a terminal: an interactive session.
     Run(RunArgs),
+    /// A headless run, as `codex exec`: `nop run --print`, the answer on stdout, tool calls and
+    /// notes on stderr, nothing asked; without PROMPT it reads standard input.
+    Exec(RunArgs),
     /// Go on with a session: ID, or a picker of recent sessions on a terminal (the most recent
     /// one elsewhere). With PROMPT it runs that headless; without, an interactive session.
     Resume {
@@ -294,6 +297,10 @@ pub struct RunArgs {
     pub max_budget_usd: Option<f64>,
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,
+    /// Print mode, as `claude -p`: headless even on a terminal, the answer on stdout (tool calls
+    /// and notes on stderr), nothing asked; without PROMPT it reads standard input.
+    #[arg(long, short = 'p')]
+    pub print: bool,
     /// When to ask you before a tool call: never (what needs approval is refused), on-request
     /// (where a permission rule says `ask`), always (also before every shell command and edit),
     /// plan (read and plan only: nothing is changed). Default: the `approval` key (on-request).

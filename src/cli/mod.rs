@@ -18,6 +18,7 @@ mod render;
 mod run;
 mod sandbox;
 mod sessions;
+mod short_forms;
 mod slash;
 mod start;
 mod term;
@@ -28,6 +29,7 @@ pub use args::{
     PluginsCommand, RunArgs, SessionsCommand,
 };
 pub use run::OutputFormat;
+pub use short_forms::implicit_run;
 
 pub use context::Outside;
 
@@ -93,6 +95,10 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
 fn dispatch(command: Command, ctx: &Context, out: &mut impl Write) -> Result<ExitCode> {
     match command {
         Command::Run(args) => start::run_command(ctx, args),
+        Command::Exec(mut args) => {
+            args.print = true;
+            start::run_command(ctx, args)
+        }
         Command::Resume {
             id,
             prompt,
@@ -155,83 +161,10 @@ fn dispatch(command: Command, ctx: &Context, out: &mut impl Write) -> Result<Exi
     }
 }
 
-/// `nop "PROMPT"` is `nop run "PROMPT"`: the arguments with `run` put in front of the prompt when
-/// the first one that is not an option names no command. A lone word close to a command's name
-/// (`nop sesions`) is left for clap to say "did you mean"; it is not sent to the model.
-pub fn implicit_run(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
-    let command = Cli::command();
-    let mut i = 1;
-    while let Some(arg) = args.get(i).and_then(|a| a.to_str()) {
-        match arg {
-            "-C" | "--directory" | "--log-level" | "--set" | "--user" => i += 2,
-            a if a.starts_with('-') => return args,
-            _ => break,
-        }
-    }
-    let Some(first) = args.get(i).and_then(|a| a.to_str()) else {
-        return args;
-    };
-    let names: Vec<String> = command
-        .get_subcommands()
-        .flat_map(|c| {
-            std::iter::once(c.get_name().to_string()).chain(c.get_all_aliases().map(str::to_string))
-        })
-        .chain(["help".to_string()])
-        .collect();
-    if names.iter().any(|n| n == first) {
-        return args;
-    }
-    let one_word = !first.trim().contains(char::is_whitespace);
-    if one_word && names.iter().any(|n| near(n, first)) {
-        return args;
-    }
-    let mut args = args;
-    args.insert(i, "run".into());
-    args
-}
-
-/// Whether `a` is at most two edits from `b` (a mistyped command).
-fn near(a: &str, b: &str) -> bool {
-    nop::config::edit_distance(a, b) <= 2
-}
-
 pub(crate) fn exit_code(ok: bool) -> ExitCode {
     if ok {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(exit::ERROR)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn args(list: &[&str]) -> Vec<String> {
-        let os = list.iter().map(std::ffi::OsString::from).collect();
-        implicit_run(os)
-            .into_iter()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect()
-    }
-
-    #[test]
-    fn a_prompt_alone_runs_and_commands_and_near_misses_do_not() {
-        assert_eq!(
-            args(&["nop", "fix the test"]),
-            ["nop", "run", "fix the test"]
-        );
-        assert_eq!(
-            args(&["nop", "-C", "sub", "explain"]),
-            ["nop", "-C", "sub", "run", "explain"]
-        );
-        assert_eq!(
-            args(&["nop", "sessions", "list"]),
-            ["nop", "sessions", "list"]
-        );
-        // A mistyped command is clap's to refuse, not a prompt for the model.
-        assert_eq!(args(&["nop", "sesions"]), ["nop", "sesions"]);
-        assert_eq!(args(&["nop", "--version"]), ["nop", "--version"]);
-        assert_eq!(args(&["nop"]), ["nop"]);
     }
 }

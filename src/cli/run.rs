@@ -29,6 +29,9 @@ pub enum OutputFormat {
     Json,
     /// One JSON event per line as things happen.
     StreamJson,
+    /// Text as where stdout is not a terminal, even on one: print mode (`nop -p`, `nop exec`).
+    #[value(skip)]
+    Plain,
 }
 
 /// The exit code of a finished run.

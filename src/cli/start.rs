@@ -51,6 +51,7 @@ pub fn resume(
         output_format,
         approval: None,
         yes: false,
+        print: false,
         emergency: false,
         messages: Vec::new(),
         prompt,
@@ -130,6 +131,15 @@ pub fn run_command(ctx: &Context, mut args: RunArgs) -> Result<ExitCode> {
         let runtime = ctx.runtime(resolved.config, approver).with_cwd(&ctx.cwd);
         return chat::batch(runtime, session, &agent, args.messages, args.output_format);
     }
+    if args.print {
+        if args.output_format == OutputFormat::Text {
+            args.output_format = OutputFormat::Plain;
+        }
+        // Print mode never opens the interactive session: no PROMPT reads standard input.
+        if args.prompt.is_none() && !std::io::stdin().is_terminal() {
+            args.prompt = Some("-".to_string());
+        }
+    }
     let prompt = match run::read_prompt(args.prompt.take()) {
         Ok(p) => p,
         Err(e) => {
@@ -137,7 +147,7 @@ pub fn run_command(ctx: &Context, mut args: RunArgs) -> Result<ExitCode> {
             return Ok(ExitCode::from(exit::USAGE));
         }
     };
-    let on_terminal = std::io::stdin().is_terminal();
+    let on_terminal = std::io::stdin().is_terminal() && !args.print;
     let mode = match args.approval {
         Some(arg) => arg.into(),
         None => resolved.config.approval.into(),

@@ -39,7 +39,7 @@ impl Renderer {
             OutputFormat::StreamJson => Format::StreamJson(StreamJson),
             OutputFormat::Json => Format::Json(Json),
             OutputFormat::Text if terminal => Format::Live(Box::new(Live::new())),
-            OutputFormat::Text => Format::Text(Text::new()),
+            OutputFormat::Text | OutputFormat::Plain => Format::Text(Text::new()),
         };
         Renderer {
             format,

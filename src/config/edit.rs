@@ -116,8 +116,9 @@ pub fn set_key(
 }
 
 /// The value `text` stands for when `key` takes it: YAML scalar syntax first (`5`, `true`),
-/// then a flow list (`["A", "B"]`), then the text as a string (`3.5` for a model's name).
-fn typed_value(defaults: &Value, key: &str, text: &str) -> Result<Value, String> {
+/// then a flow list (`["A", "B"]`), then the text as a string (`3.5` for a model's name). The
+/// same for `nop config set`, `--set` and `NOP_*` variables.
+pub(super) fn typed_value(defaults: &Value, key: &str, text: &str) -> Result<Value, String> {
     let mut complaint = None;
     let list = serde_saphyr::from_str::<Value>(text)
         .ok()

@@ -156,7 +156,8 @@ pub(super) fn must_be(defaults: &Value, key: &str, complaint: &str, shown: &str)
         .split('.')
         .try_fold(defaults, |node, part| node.get(part));
     format!(
-        "must be {}, not {shown}",
-        keys::accepted(key, default, complaint)
+        "must be {}, not {shown}{}",
+        keys::accepted(key, default, complaint),
+        keys::closest_variant(complaint, shown)
     )
 }

@@ -191,15 +191,45 @@ pub(crate) fn accepted(key: &str, default: Option<&Value>, complaint: &str) -> S
     if key == super::PRICING_KEY {
         return "a map from model name to {input, output, cache_write, cache_read}, in US dollars per million tokens".to_string();
     }
-    if let Some((_, variants)) = complaint.split_once("expected one of ") {
-        let variants = variants.split(" (got").next().unwrap_or(variants);
-        return format!("one of {}", variants.replace('`', ""));
+    if let Some(variants) = variants(complaint) {
+        return format!("one of {}", variants.join(", "));
     }
     match default {
         Some(Value::Bool(_)) => "true or false".to_string(),
         Some(Value::Array(_)) => "a list of strings, such as [\"a\", \"b\"]".to_string(),
         _ => "a string".to_string(),
     }
+}
+
+/// The values an enumeration takes, from serde's complaint about one it does not: "unknown
+/// variant `opnai`, expected `openai` or `anthropic`" (or "expected one of `a`, `b`, `c`").
+fn variants(complaint: &str) -> Option<Vec<String>> {
+    let (_, expected) = complaint.split_once("unknown variant `")?;
+    let (_, expected) = expected.split_once(", expected ")?;
+    let expected = expected.split(" (got").next().unwrap_or(expected);
+    let expected = expected.strip_prefix("one of ").unwrap_or(expected);
+    let list: Vec<String> = expected
+        .split(", ")
+        .flat_map(|part| part.split(" or "))
+        .map(|v| v.trim().trim_matches('`').to_string())
+        .filter(|v| !v.is_empty())
+        .collect();
+    (!list.is_empty()).then_some(list)
+}
+
+/// "; did you mean `openai`?" when `shown` (the value as the message shows it, perhaps quoted)
+/// is a near miss of one of the values an enumeration takes; empty otherwise.
+pub(crate) fn closest_variant(complaint: &str, shown: &str) -> String {
+    let typed = shown.trim().trim_matches(['"', '\'']).to_lowercase();
+    let limit = (typed.chars().count() / 3).clamp(1, 2);
+    variants(complaint)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|v| (distance(&typed, &v), v))
+        .filter(|(d, _)| *d <= limit)
+        .min()
+        .map(|(_, v)| format!("; did you mean `{v}`?"))
+        .unwrap_or_default()
 }
 
 /// Short names for the keys a user sets first, as the environment has `NOP_MODEL`.

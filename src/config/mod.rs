@@ -878,18 +878,22 @@ impl Resolved {
                     let hint = keys::hint(&key, entries.keys().cloned());
                     return Err(ConfigError::UnknownKey { key, origin, hint });
                 }
-                // `NOP_MODEL=3.5` is the string "3.5" when the key takes a string.
-                let value = match (check_leaf(&defaults, &key, &value), text) {
-                    (Ok(()), _) => value,
-                    (Err(_), Some(text))
-                        if check_leaf(&defaults, &key, &Value::String(text.clone())).is_ok() =>
-                    {
-                        Value::String(text)
-                    }
-                    (Err(complaint), text) => {
-                        let shown = text.unwrap_or_else(|| value.to_string());
+                // Typed text reads as `nop config set` reads it: `NOP_MODEL=3.5` is the string
+                // "3.5" when the key takes a string, `["A", "B"]` a list when it takes a list.
+                let checked = match text {
+                    Some(text) => edit::typed_value(&defaults, &key, &text),
+                    None => match check_leaf(&defaults, &key, &value) {
+                        Ok(()) => Ok(value),
+                        Err(complaint) => {
+                            Err(must_be(&defaults, &key, &complaint, &value.to_string()))
+                        }
+                    },
+                };
+                let value = match checked {
+                    Ok(value) => value,
+                    Err(message) => {
                         return Err(ConfigError::Invalid {
-                            message: must_be(&defaults, &key, &complaint, &shown),
+                            message,
                             key,
                             origin,
                         });
@@ -1257,6 +1261,86 @@ mod tests {
         assert_eq!(
             err,
             "configuration key `agent.max_turns` (from command line --set): must be a whole number from 1 to 4294967295, not -1"
+        );
+    }
+
+    #[test]
+    fn list_valued_keys_take_a_flow_list_from_the_command_line_and_the_environment()
+    -> anyhow::Result<()> {
+        let mut env = BTreeMap::new();
+        env.insert(
+            "NOP_ADVISORS_RETRY_ON".to_string(),
+            "[NotFound, Timeout]".to_string(),
+        );
+        let r = resolve(ConfigInputs {
+            env,
+            ..Default::default()
+        })?;
+        assert_eq!(r.config.advisors.retry_on, ["NotFound", "Timeout"]);
+        let r = resolve(ConfigInputs {
+            cli: vec![(
+                "--set".into(),
+                "advisors.retry_on".into(),
+                r#"["NotFound"]"#.into(),
+            )],
+            ..Default::default()
+        })?;
+        assert_eq!(r.config.advisors.retry_on, ["NotFound"]);
+        assert_eq!(
+            r.entries["advisors.retry_on"].1,
+            Origin::Cli("--set".into())
+        );
+        // An empty list empties it; a string is still no list.
+        let r = resolve(ConfigInputs {
+            cli: vec![("--set".into(), "advisors.retry_on".into(), "[]".into())],
+            ..Default::default()
+        })?;
+        assert!(r.config.advisors.retry_on.is_empty());
+        let err = resolve(ConfigInputs {
+            cli: vec![(
+                "--set".into(),
+                "advisors.retry_on".into(),
+                "NotFound".into(),
+            )],
+            ..Default::default()
+        })
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(
+            err.contains(r#"must be a list of strings, such as ["a", "b"], not NotFound"#),
+            "{err}"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_misspelt_value_is_shown_with_the_accepted_ones_and_the_closest() {
+        let said = |text: &str| {
+            resolve(ConfigInputs {
+                cli: vec![("--set".into(), "provider".into(), text.into())],
+                ..Default::default()
+            })
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+        };
+        assert_eq!(
+            said("opnai"),
+            "configuration key `provider.kind` (from command line --set): must be one of openai, anthropic, not opnai; did you mean `openai`?"
+        );
+        assert_eq!(
+            said("gemini"),
+            "configuration key `provider.kind` (from command line --set): must be one of openai, anthropic, not gemini"
+        );
+        let origin = Origin::File(PathBuf::from("/r/.nop/config.yml"));
+        let err = parse_file(&origin, "provider:\n  kind: Anthropc\n")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert_eq!(
+            err,
+            "/r/.nop/config.yml:2:9: `provider.kind` must be one of openai, anthropic, not \"Anthropc\"; did you mean `anthropic`?"
         );
     }
 

@@ -81,6 +81,16 @@ pub enum ProviderError {
         message: String,
         retry_after: Option<Duration>,
     },
+    /// A 429 that is no rate limit: the account is out of quota or credit (OpenAI's
+    /// `insufficient_quota`). Waiting does not fix it, so it is never retried.
+    #[error(
+        "the API key's account has run out of quota or credit (HTTP {status} {code}): a billing matter, not a rate limit, so it is not retried; check the account's plan and billing. The API said: {message}"
+    )]
+    Quota {
+        status: u16,
+        code: String,
+        message: String,
+    },
     /// No answer at all: the connection, DNS or TLS failed. `cause` is the lowest-level reason.
     #[error("could not reach the model API at {url}: {cause}")]
     Connect { url: String, cause: String },
@@ -109,7 +119,10 @@ impl ProviderError {
             | ProviderError::EmptyStream
             | ProviderError::Truncated(_)
             | ProviderError::Stream(_) => true,
-            ProviderError::Config(_) | ProviderError::Decode(_) | ProviderError::Cancelled => false,
+            ProviderError::Config(_)
+            | ProviderError::Quota { .. }
+            | ProviderError::Decode(_)
+            | ProviderError::Cancelled => false,
         }
     }
 }
@@ -492,8 +505,9 @@ impl Provider {
             .ok()
             .and_then(Result::ok)
             .unwrap_or_else(|| format!("(no body within {:?})", self.idle_timeout));
-        let message = serde_json::from_str::<Value>(&body)
-            .ok()
+        let json = serde_json::from_str::<Value>(&body).ok();
+        let message = json
+            .as_ref()
             .and_then(|v| {
                 v.pointer("/error/message")
                     .or_else(|| v.pointer("/message"))
@@ -501,12 +515,33 @@ impl Provider {
                     .and_then(|m| m.as_str().map(str::to_string))
             })
             .unwrap_or_else(|| body.chars().take(300).collect());
+        if let Some(code) = json.as_ref().and_then(quota_code) {
+            return ProviderError::Quota {
+                status,
+                code: code.to_string(),
+                message: self.scrub(message.trim()),
+            };
+        }
         ProviderError::Http {
             status,
             message: self.scrub(message.trim()),
             retry_after,
         }
     }
+}
+
+/// The error code of a reply that says the account has no quota or credit left (OpenAI sends
+/// it with a 429, like a rate limit): `insufficient_quota`, or a billing limit.
+fn quota_code(body: &Value) -> Option<&str> {
+    const CODES: [&str; 3] = [
+        "insufficient_quota",
+        "billing_hard_limit_reached",
+        "billing_not_active",
+    ];
+    ["/error/code", "/error/type", "/code", "/type"]
+        .iter()
+        .filter_map(|p| body.pointer(p).and_then(Value::as_str))
+        .find(|code| CODES.contains(code))
 }
 
 /// Why a request got no answer, from the bottom of the error's chain: reqwest's own message
@@ -601,6 +636,23 @@ impl PartialCall {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_exhausted_quota_is_no_rate_limit() {
+        let quota = serde_json::json!({"error": {"message": "You exceeded your current quota",
+            "type": "insufficient_quota", "code": "insufficient_quota"}});
+        assert_eq!(quota_code(&quota), Some("insufficient_quota"));
+        let rate = serde_json::json!({"error": {"message": "Rate limit reached",
+            "type": "requests", "code": "rate_limit_exceeded"}});
+        assert_eq!(quota_code(&rate), None);
+        let error = ProviderError::Quota {
+            status: 429,
+            code: "insufficient_quota".into(),
+            message: "You exceeded your current quota".into(),
+        };
+        assert!(!error.is_retryable());
+        assert!(error.to_string().contains("not a rate limit"));
+    }
 
     #[test]
     fn local_hosts_need_no_key() {

@@ -216,3 +216,60 @@ fn a_pipe_that_never_writes_does_not_hold_the_run() {
     );
     assert_eq!(server.requests()[0].user_messages(), vec!["explain this"]);
 }
+
+/// Issue 28: what users of Claude Code and Codex type works: unquoted words, `-c`, `--model`,
+/// `-p` (print mode), `exec` and `-r ID`.
+#[test]
+fn the_other_tools_habits_work() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_text("first answer"),
+        openai::reply_text("second answer"),
+        openai::reply_text("printed answer"),
+        openai::reply_text("piped answer"),
+        openai::reply_text("exec answer"),
+        openai::reply_text("resumed answer"),
+    ]);
+    repo.model_ok(&server, &["fix", "the", "failing", "test"]);
+    assert_eq!(
+        server.requests()[0].user_messages(),
+        vec!["fix the failing test"]
+    );
+    let id = repo.first_session()["sessionId"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    repo.model_ok(&server, &["-c", "--model", "other-model", "go", "on"]);
+    assert_eq!(
+        server.requests()[1].user_messages(),
+        vec!["fix the failing test", "go on"]
+    );
+    assert_eq!(server.requests()[1].body["model"], "other-model");
+    // Print mode: the answer alone on stdout.
+    let out = repo.model_ok(&server, &["-p", "what is this?"]);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "printed answer"
+    );
+    // Without PROMPT it reads standard input.
+    let out = repo
+        .nop_model(&server, "openai")
+        .args(["-p"])
+        .write_stdin("a question on stdin\n")
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "piped answer");
+    assert_eq!(
+        server.requests()[3].user_messages(),
+        vec!["a question on stdin\n"]
+    );
+    let out = repo.model_ok(&server, &["exec", "run", "the", "tests"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "exec answer");
+    assert_eq!(server.requests()[4].user_messages(), vec!["run the tests"]);
+    repo.model_ok(&server, &["-r", &id, "and again"]);
+    assert_eq!(
+        server.requests()[5].user_messages(),
+        vec!["fix the failing test", "go on", "and again"]
+    );
+}

@@ -599,6 +599,38 @@ fn stream_json_events_parse_line_by_line() {
     assert_eq!(result["usage"]["output_tokens"], 10);
 }
 
+/// Issue 28: a 429 that says the account's quota is exhausted never succeeds on a retry; the
+/// run fails at once and says it is the quota or billing, not a rate limit.
+#[test]
+fn an_exhausted_quota_fails_at_once_without_retries() {
+    let repo = Repo::new();
+    let body = json!({"error": {
+        "message": "You exceeded your current quota, please check your plan and billing details.",
+        "type": "insufficient_quota",
+        "param": null,
+        "code": "insufficient_quota"
+    }});
+    let server = MockServer::start(vec![
+        MockResponse::status(429, body.to_string()),
+        openai::reply_text("never sent"),
+    ]);
+    let output = repo
+        .nop_model(&server, "openai")
+        .args(["run", "hello"])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert_eq!(server.requests().len(), 1, "{stderr}");
+    assert!(!stderr.contains("retrying"), "{stderr}");
+    assert!(
+        stderr.contains("run out of quota or credit")
+            && stderr.contains("not a rate limit")
+            && stderr.contains("You exceeded your current quota"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn keys_come_from_the_environment_and_never_reach_files_or_logs() {
     let repo = Repo::new();

@@ -15,7 +15,7 @@ use nop::protocol::events::Event;
 /// are not shown.
 pub fn batch_answered(format: OutputFormat, event: &nop::protocol::events::Event) {
     match format {
-        OutputFormat::Text => text::batch_answered(event),
+        OutputFormat::Text | OutputFormat::Plain => text::batch_answered(event),
         OutputFormat::Json | OutputFormat::StreamJson => json::batch_answered(event),
     }
 }
@@ -23,7 +23,7 @@ pub fn batch_answered(format: OutputFormat, event: &nop::protocol::events::Event
 /// A run refused because another session has priority, in `format`.
 pub fn refused(format: OutputFormat, reason: &str) {
     match format {
-        OutputFormat::Text => text::refused(reason),
+        OutputFormat::Text | OutputFormat::Plain => text::refused(reason),
         OutputFormat::Json | OutputFormat::StreamJson => json::event(&Event::Refused {
             status: nop::protocol::events::Refusal::Refused,
             reason: reason.to_string(),
@@ -41,7 +41,7 @@ pub fn queued(
     stop: bool,
 ) {
     match format {
-        OutputFormat::Text => text::queued(id, position, stop),
+        OutputFormat::Text | OutputFormat::Plain => text::queued(id, position, stop),
         OutputFormat::Json | OutputFormat::StreamJson => json::event(&Event::Queued {
             session_id: id.to_string(),
             position,
