@@ -218,6 +218,17 @@ fn command_prefix(line: &str) -> Option<Vec<String>> {
     }
     // `python3.12` is `python`.
     let family = name.trim_end_matches(|c: char| c.is_ascii_digit() || c == '.');
+    // `python3 -m unittest …`: the module is what runs, as a script would be.
+    if family == "python"
+        && words.get(1) == Some(&"-m")
+        && let Some(module) = words.get(2).filter(|w| literal(w) && !w.starts_with('-'))
+    {
+        return Some(vec![
+            program.to_string(),
+            "-m".to_string(),
+            module.to_string(),
+        ]);
+    }
     if prefix.len() == 1 && INTERPRETERS.contains(&family) {
         return None;
     }
@@ -401,7 +412,7 @@ mod tests {
             "bash -c ls",
             "sh -c ls",
             "python -c print",
-            "python3.12 -m pytest",
+            "python3.12 -m",
             "/usr/bin/python3 -c print",
             "node -e 1",
             "perl -e 1",
@@ -543,5 +554,15 @@ mod tests {
             tool: "shell".into()
         }));
         assert!(!Scope::Tool("shell".into()).covers(&odd));
+    }
+
+    #[test]
+    fn a_python_module_is_covered_with_its_arguments() {
+        let granted = scope_of_command("python3 -m unittest");
+        assert!(granted.covers(&command("python3 -m unittest -v")));
+        assert!(granted.covers(&command("python3 -m unittest tests.test_calc")));
+        assert!(!granted.covers(&command("python3 -m pip install x")));
+        assert!(!granted.covers(&command("python3 -c 'import os'")));
+        assert!(!granted.covers(&command("python3 -m unittest && rm -rf x")));
     }
 }
