@@ -160,11 +160,24 @@ pub async fn expand(ctx: &ToolContext, cwd: &Path, text: &str) -> Expanded {
     expanded
 }
 
+/// The line that begins the attachments of a user message.
+pub const ATTACHED: &str =
+    "Files the user attached with @ (as they were when this message was sent):\n";
+
+/// What the user typed of a stored user message, without the files attached to it, and
+/// whether files were attached.
+pub fn as_typed(content: &str) -> (&str, bool) {
+    match content.find(ATTACHED) {
+        Some(at) => (content[..at].trim_end(), true),
+        None => (content, false),
+    }
+}
+
 /// `text`, then each attachment in a fence that names its path.
 fn render(text: &str, attachments: &[Attachment]) -> String {
     let mut out = text.to_string();
     out.push_str(if text.ends_with('\n') { "\n" } else { "\n\n" });
-    out.push_str("Files the user attached with @ (as they were when this message was sent):\n");
+    out.push_str(ATTACHED);
     for a in attachments {
         let fence = "`".repeat(longest_backtick_run(&a.text).max(2) + 1);
         out.push_str(&format!("\n{fence}{}\n{}", a.label, a.text));
@@ -324,5 +337,19 @@ mod tests {
             "look at @README.md\n\nFiles the user attached with @ (as they were when this \
              message was sent):\n\n````README.md\n```sh\nls\n```\n````\n"
         );
+    }
+
+    #[test]
+    fn the_typed_part_of_a_message_leaves_the_attachments_out() {
+        let stored = render(
+            "look at @a.txt",
+            &[Attachment {
+                label: "a.txt".into(),
+                text: "secret body\n".into(),
+                size: 12,
+            }],
+        );
+        assert_eq!(as_typed(&stored), ("look at @a.txt", true));
+        assert_eq!(as_typed("plain"), ("plain", false));
     }
 }

@@ -118,7 +118,14 @@ impl Renderer {
         }
         for m in &messages[from..] {
             match m.role {
-                Role::User => println!("{} {}", style.bold("›"), visible(m.content.trim())),
+                Role::User => {
+                    // What was typed; the files attached with @ are not shown again.
+                    let (typed, attached) = nop::agent::mentions::as_typed(&m.content);
+                    println!("{} {}", style.bold("›"), visible(typed.trim()));
+                    if attached {
+                        println!("{}", style.dim("  (files attached with @)"));
+                    }
+                }
                 Role::Assistant => {
                     if !m.content.trim().is_empty() {
                         for line in markdown::render(&m.content, width, style) {
