@@ -14,6 +14,7 @@ mod keys;
 mod memory;
 mod output;
 mod permissions;
+mod picker;
 mod render;
 mod run;
 mod sandbox;

@@ -47,7 +47,7 @@ fn the_interactive_session_answers_takes_what_is_typed_meanwhile_and_keeps_the_s
     t.type_line("/plan");
     t.wait_for("no tasks");
     t.type_line("/exit");
-    let screen = t.wait_for("saved; continue with: nop run --session");
+    let screen = t.wait_for("saved; continue with: nop run -c");
     let session = repo.first_session();
     let id = session["sessionId"].as_str().expect("id");
     assert!(screen.contains(id), "{screen}");
@@ -356,7 +356,12 @@ fn resume_lists_recent_sessions_and_shows_the_last_exchanges() {
         screen.contains(&id) && screen.contains("fix the parser"),
         "{screen}"
     );
-    t.type_line("1");
+    // Newest first: Enter takes the first; typing filters, the arrows move.
+    t.press(&["x", "y", "z"]);
+    t.wait_for("(nothing matches)");
+    t.press(&[
+        "BSpace", "BSpace", "BSpace", "p", "a", "r", "s", "Down", "Up", "Enter",
+    ]);
     let screen = t.wait_for("resumed");
     assert!(screen.contains("› fix the parser"), "{screen}");
     assert!(screen.contains("the first answer"), "{screen}");
