@@ -19,6 +19,7 @@ mod render;
 mod run;
 mod sandbox;
 mod sessions;
+mod setup;
 mod slash;
 mod start;
 mod term;
@@ -68,7 +69,14 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             let _ = Cli::command().write_help(&mut err);
             return Ok(ExitCode::from(exit::USAGE));
         }
-        return start::interactive(&inv.open()?);
+        let ctx = inv.open()?;
+        if setup::has_model(&ctx) {
+            return start::interactive(&ctx);
+        }
+        return match setup::first_contact(ctx)? {
+            setup::Setup::Ready(inv) => start::interactive(&inv.open()?),
+            setup::Setup::Leave(code) => Ok(code),
+        };
     };
     match command {
         // Neither needs the repository's configuration (`init` makes it, `config set` changes

@@ -256,3 +256,19 @@ fn resume_lists_answered_sessions_newest_first_and_a_fork_by_its_own_first_promp
     );
     assert!(!listed.contains("hello"), "{listed}");
 }
+
+#[test]
+fn without_a_model_a_headless_run_says_the_config_set_command_at_once() {
+    let repo = Repo::new();
+    let out = repo.nop().args(["run", "hello"]).output().expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no model configured")
+            && stderr.contains("`nop config set model MODEL --user`"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("API key"), "{stderr}");
+    let list = json_of(&repo.run(&["sessions", "list", "--json", "--all"]));
+    assert_eq!(list, json!([]));
+}
