@@ -14,6 +14,7 @@ use super::{AgentResponse, AgentStatus, Interrupted};
 use crate::hooks::{self, Hook};
 use crate::permissions::load_policy;
 use crate::protocol::events::{Event, RunOutcome, RunSpent, RunStatus, RunUsage};
+use crate::protocol::session::ConsistencyChecked;
 use crate::protocol::{Message, Role, SessionStatus};
 use crate::providers::Provider;
 use crate::tools::{ToolContext, ToolError};
@@ -43,6 +44,10 @@ pub(super) struct Opened {
     pub ctx: ToolContext,
     pub checkpoints: Option<crate::checkpoint::Checkpoints>,
     pub turn: Option<super::file_checkpoint::TurnStart>,
+    /// The consistency check on load found the plan and the conversation in agreement (or
+    /// repaired them, or they were as the last checked run left them): the run's end records
+    /// what it leaves, so that the next load with nothing changed skips the check.
+    pub consistent: bool,
 }
 
 impl Runtime {
@@ -298,10 +303,18 @@ impl Runtime {
             }
             None => None,
         };
+        // The plan and the conversation are as the last checked run left them.
+        let mut unchanged = false;
         if resumed {
             // Close what a killed process left open (or answer the agent's question), then the
             // messages queued while nobody ran the session (they came first), then the input.
-            let session = self.blocking_read(&session_id).await?;
+            let state = self.store.read_async(&session_id).await?;
+            unchanged = state
+                .session
+                .consistency_checked
+                .as_ref()
+                .is_some_and(|c| c.covers(&state.plan, &state.session.messages));
+            let session = state.session;
             let (before, mut after) = resume_messages(&session, input.as_deref());
             if let Some(recall) = self.recall(&agent_name, request.input.as_deref()) {
                 after.insert(0, recall);
@@ -345,15 +358,26 @@ impl Runtime {
             // Seed 002 §3.3 step 2: on load, follow the parent reference of a fork.
             self.check_parent(&session_id, &events).await;
         }
+        let mut consistent = false;
         if resumed && ctx.advisors {
-            // Seed 002 §3.3: on load, check plan.xml against the messages (warnings only).
-            crate::advisors::check_consistency(&engine, &ctx).await;
+            if unchanged {
+                // Nobody changed the session since a check: asking again would cost a model
+                // round trip for the same answer.
+                tracing::info!(session = %session_id, op = "consistency", result = "skipped", "unchanged since the last check");
+                consistent = true;
+            } else if let Some(checked) =
+                // Seed 002 §3.3: on load, check plan.xml against the messages (warnings only).
+                crate::advisors::check_consistency(&engine, &ctx).await
+            {
+                consistent = checked.decision.consistent || !checked.repairs.is_empty();
+            }
         }
         Ok(Opened {
             engine,
             ctx,
             checkpoints,
             turn,
+            consistent,
         })
     }
 
@@ -403,6 +427,7 @@ impl Runtime {
             engine,
             checkpoints,
             turn,
+            consistent,
             ..
         } = opened;
         let (status, session_status, message, question) = match answer {
@@ -461,7 +486,17 @@ impl Runtime {
         self.end_turn(&session_id, checkpoints.as_ref(), turn, events)
             .await;
         self.store
-            .set_status_async(&session_id, session_status)
+            .update_async(&session_id, Utc::now(), move |state| {
+                state.session.status = session_status;
+                if consistent {
+                    state.session.consistency_checked = Some(ConsistencyChecked::of(
+                        &state.plan,
+                        &state.session.messages,
+                        Utc::now(),
+                    ));
+                }
+                Ok(())
+            })
             .await?;
         if let Some(c) = &coordinator {
             if session_status == SessionStatus::WaitingInput {

@@ -23,6 +23,7 @@ pub struct Outside {
 }
 
 /// The command line's global options and the outside world, read once for every command.
+#[derive(Clone)]
 pub struct Invocation {
     /// Where the command was given (`-C` applied).
     pub cwd: PathBuf,
@@ -105,6 +106,11 @@ impl std::ops::Deref for Context {
 }
 
 impl Context {
+    /// What the context was opened from, to open it again (after the configuration changed).
+    pub fn into_invocation(self) -> Invocation {
+        self.inv
+    }
+
     pub fn config(&self) -> &Config {
         &self.resolved.config
     }

@@ -14,10 +14,12 @@ mod keys;
 mod memory;
 mod output;
 mod permissions;
+mod picker;
 mod render;
 mod run;
 mod sandbox;
 mod sessions;
+mod setup;
 mod short_forms;
 mod slash;
 mod start;
@@ -69,7 +71,14 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             let _ = Cli::command().write_help(&mut err);
             return Ok(ExitCode::from(exit::USAGE));
         }
-        return start::interactive(&inv.open()?);
+        let ctx = inv.open()?;
+        if setup::has_model(&ctx) {
+            return start::interactive(&ctx);
+        }
+        return match setup::first_contact(ctx)? {
+            setup::Setup::Ready(inv) => start::interactive(&inv.open()?),
+            setup::Setup::Leave(code) => Ok(code),
+        };
     };
     match command {
         // Neither needs the repository's configuration (`init` makes it, `config set` changes

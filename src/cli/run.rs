@@ -448,7 +448,7 @@ pub fn interactive(
         }
         let _ = editor.add_history_entry(input);
         let op = if input.starts_with('/') {
-            match here.command(&rt, &mut editor, input) {
+            match here.command(&rt, input) {
                 Command::Leave => break,
                 Command::Done => continue,
                 Command::Run(op) => op,
@@ -479,7 +479,13 @@ pub fn interactive(
     let _ = editor.save_history(&history);
     here.close(&rt);
     if let Some(id) = here.session {
-        eprintln!("session {id} saved; continue with: nop run --session {id}");
+        // `-c` takes the most recent session: the short form is right only when that is this one.
+        let last = super::sessions::last_session(here.runtime.store());
+        if last.as_deref() == Some(id.as_str()) {
+            eprintln!("session {id} saved; continue with: nop run -c");
+        } else {
+            eprintln!("session {id} saved; continue with: nop run --session {id}");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -554,12 +560,7 @@ impl Interactive {
         }
     }
 
-    fn command(
-        &mut self,
-        rt: &tokio::runtime::Runtime,
-        editor: &mut rustyline::DefaultEditor,
-        input: &str,
-    ) -> Command {
+    fn command(&mut self, rt: &tokio::runtime::Runtime, input: &str) -> Command {
         let (name, argument) = match input.split_once(char::is_whitespace) {
             Some((name, rest)) => (name, rest.trim()),
             None => (input, ""),
@@ -615,11 +616,11 @@ impl Interactive {
                 self.reopen(rt, None);
                 eprintln!("new session: it starts with your next prompt");
             }
-            "/resume" => {
-                if let Some(id) = pick(&store, editor) {
-                    self.switch(rt, Some(id));
-                }
-            }
+            "/resume" => match pick_session(&store) {
+                Ok(Some(id)) => self.switch(rt, Some(id)),
+                Ok(None) => {}
+                Err(e) => eprintln!("error: {e}"),
+            },
             "/fork" => {
                 let Some(id) = self.session.clone() else {
                     eprintln!("no session yet: say something first");
@@ -763,36 +764,35 @@ impl Interactive {
     }
 }
 
-/// Lists the recent sessions and reads a number: the session picked (`None`: none, or
-/// cancelled).
-fn pick(store: &nop::session::Store, editor: &mut rustyline::DefaultEditor) -> Option<String> {
-    let recent = super::slash::recent(store, 10);
-    if recent.is_empty() {
-        eprintln!("no sessions yet");
-        return None;
-    }
-    for (i, r) in recent.iter().enumerate() {
-        let when = r
-            .updated_at
-            .with_timezone(&chrono::Local)
-            .format("%b %d %H:%M");
-        let prompt: String = r.title.chars().take(70).collect();
-        let prompt = super::term::style::one_line(&prompt);
-        eprintln!("{:>2}. {when}  {}  {prompt}", i + 1, r.id);
-    }
-    editor
-        .readline("resume which (number, Enter to cancel)? ")
-        .ok()
-        .and_then(|l| l.trim().parse::<usize>().ok())
-        .and_then(|n| n.checked_sub(1))
-        .and_then(|n| recent.get(n))
-        .map(|r| r.id.clone())
+/// The recent sessions as the resume picker and the headless list show them: newest first, one
+/// line each (time, id, title).
+pub fn resumable(store: &nop::session::Store) -> Vec<(String, String)> {
+    super::slash::recent(store, 50)
+        .into_iter()
+        .map(|r| {
+            let when = r
+                .updated_at
+                .with_timezone(&chrono::Local)
+                .format("%b %d %H:%M");
+            let title: String = r.title.chars().take(70).collect();
+            let title = super::term::style::one_line(&title);
+            let line = format!("{when}  {}  {title}", r.id);
+            (r.id, line)
+        })
+        .collect()
 }
 
-/// `nop resume` on a terminal: the picker of recent sessions.
+/// The picker of recent sessions (`nop resume` on a terminal, `/resume`): the session picked
+/// (`None`: none, or cancelled).
 pub fn pick_session(store: &nop::session::Store) -> Result<Option<String>> {
-    let mut editor = rustyline::DefaultEditor::new()?;
-    Ok(pick(store, &mut editor))
+    let recent = resumable(store);
+    if recent.is_empty() {
+        eprintln!("no sessions to resume yet");
+        return Ok(None);
+    }
+    let lines: Vec<String> = recent.iter().map(|(_, line)| line.clone()).collect();
+    let picked = super::picker::pick("resume which", &lines)?;
+    Ok(picked.and_then(|i| recent.get(i)).map(|(id, _)| id.clone()))
 }
 
 /// `nop compact ID`: snapshot, CompactAgent summary, new messages.

@@ -72,13 +72,13 @@ pub fn nearest(name: &str) -> Option<&'static str> {
         .map(|(command, _)| command)
 }
 
-/// The `n` most recently used sessions a person started and said something in (not subagents'
-/// or advisors'), newest first.
+/// The `n` most recently used sessions a person started and the model answered in (not
+/// subagents' or advisors', nor a run that failed before any answer), newest first.
 pub fn recent(store: &Store, n: usize) -> Vec<SessionSummary> {
     let Ok((mut summaries, _)) = store.summaries() else {
         return Vec::new();
     };
-    summaries.retain(|s| !s.called && !s.title.is_empty());
+    summaries.retain(|s| !s.called && !s.title.is_empty() && s.answered);
     summaries.sort_by_key(|s| std::cmp::Reverse(s.updated_at));
     summaries.truncate(n);
     summaries

@@ -24,7 +24,8 @@ pub fn interactive(ctx: &Context) -> Result<ExitCode> {
     run::interactive(runtime, prompts, &ctx.ws, None, None, None)
 }
 
-/// `nop resume`: a run of the session picked here: ID, a picker on a terminal, else the latest.
+/// `nop resume`: a run of the session picked here: ID, a picker on a terminal, else the latest
+/// (with a PROMPT; without one and without a terminal, the list to pick from is printed).
 pub fn resume(
     ctx: &Context,
     id: Option<String>,
@@ -39,6 +40,17 @@ pub fn resume(
             Some(id) => Some(id),
             None => return Ok(ExitCode::SUCCESS),
         },
+        None if prompt.is_none() => {
+            let recent = run::resumable(&ctx.store);
+            if recent.is_empty() {
+                eprintln!("no sessions to resume yet");
+            }
+            for (_, line) in recent {
+                println!("{line}");
+            }
+            eprintln!("resume one with: nop resume ID \"PROMPT\"");
+            return Ok(ExitCode::SUCCESS);
+        }
         None => None,
     };
     let args = RunArgs {

@@ -61,6 +61,10 @@ pub struct SessionFile {
     /// The plan repairs the consistency check applied, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub consistency_repairs: Vec<ConsistencyRepair>,
+    /// What the last consistency check on load covered, carried forward to the end of the run
+    /// that followed it: a load that finds the same plan and conversation skips the check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consistency_checked: Option<ConsistencyChecked>,
     /// Fields this version does not know, kept so that a rewrite never drops them.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -90,6 +94,7 @@ impl SessionFile {
             permissions: None,
             stop_reason: None,
             consistency_repairs: Vec::new(),
+            consistency_checked: None,
             extra: Map::new(),
         }
     }
@@ -134,6 +139,53 @@ pub struct ConsistencyRepair {
     pub changes: Vec<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// The plan and conversation a consistency check found in agreement (or repaired), as nop's
+/// own run left them: the message count and a fingerprint of plan.xml and the messages.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConsistencyChecked {
+    #[serde(with = "offset_time")]
+    pub timestamp: DateTime<Utc>,
+    pub messages: usize,
+    pub fingerprint: String,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl ConsistencyChecked {
+    /// The record of `plan` and `messages` as they are now.
+    pub fn of(plan: &super::Plan, messages: &[Message], now: DateTime<Utc>) -> ConsistencyChecked {
+        ConsistencyChecked {
+            timestamp: now,
+            messages: messages.len(),
+            fingerprint: fingerprint(plan, messages),
+            extra: Map::new(),
+        }
+    }
+
+    /// Whether `plan` and `messages` are the ones recorded.
+    pub fn covers(&self, plan: &super::Plan, messages: &[Message]) -> bool {
+        self.messages == messages.len() && self.fingerprint == fingerprint(plan, messages)
+    }
+}
+
+/// FNV-1a (64 bits) of the plan as plan.xml writes it and of the messages as session.json does:
+/// stable across builds (std's hasher is not), enough to notice a change (not a defence against
+/// a collision made on purpose: whoever can write the files can also skip the check).
+fn fingerprint(plan: &super::Plan, messages: &[Message]) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut feed = |bytes: &[u8]| {
+        for b in bytes {
+            hash ^= u64::from(*b);
+            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    };
+    feed(plan.to_xml().as_bytes());
+    feed(&[0]);
+    feed(&serde_json::to_vec(messages).unwrap_or_default());
+    format!("{hash:016x}")
 }
 
 /// Lifecycle of a session as the runtime ("adapter", seed 003) sees it.
@@ -515,6 +567,8 @@ mod tests {
             "permissions",
             "stopReason",
             "consistencyRepairs",
+            "consistencyChecked",
+            "fingerprint",
             "messagesBefore",
             "messagesAfter",
             "reason",

@@ -179,6 +179,17 @@ fn http_client(connect_timeout: Duration) -> Result<reqwest::Client, ProviderErr
         .map_err(|e| ProviderError::Config(format!("cannot build the HTTP client: {e}")))
 }
 
+/// How to configure a model, as the error of a run without one says it (and `nop` on a
+/// terminal, which asks instead, when it is cancelled).
+pub const NO_MODEL_HINT: &str = "choose one with `nop config set model MODEL --user` (such as \
+`nop config set model gpt-4o --user`; for Anthropic also `nop config set provider anthropic --user`), \
+or set provider.model in .nop/config.yml or NOP_MODEL";
+
+/// Whether `url` names this machine (a local server needs no API key).
+pub fn is_local_url(url: &str) -> bool {
+    is_local(url)
+}
+
 fn is_local(url: &str) -> bool {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     let host = rest.split(['/', '?']).next().unwrap_or_default();
@@ -218,6 +229,15 @@ impl Provider {
             .base_url
             .clone()
             .unwrap_or_else(|| default_base.to_string());
+        // The model first: without one nothing else matters yet (and its message says how to
+        // set both).
+        let model = config
+            .model
+            .clone()
+            .filter(|m| !m.trim().is_empty())
+            .ok_or_else(|| {
+                ProviderError::Config(format!("no model configured: {NO_MODEL_HINT}"))
+            })?;
         let key = key_vars
             .iter()
             .find_map(|var| env.get(var).filter(|v| !v.trim().is_empty()))
@@ -228,16 +248,6 @@ impl Provider {
                 key_vars.join(" or ")
             )));
         }
-        let model = config
-            .model
-            .clone()
-            .filter(|m| !m.trim().is_empty())
-            .ok_or_else(|| {
-                ProviderError::Config(
-                    "no model configured: set provider.model in .nop/config.yml or NOP_MODEL"
-                        .into(),
-                )
-            })?;
         let base = base.trim_end_matches('/');
         let url = match config.kind {
             ProviderKind::Openai => format!("{base}/chat/completions"),

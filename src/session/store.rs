@@ -36,8 +36,12 @@ pub struct SessionSummary {
     pub updated_at: DateTime<Utc>,
     pub messages: usize,
     pub parent: Option<String>,
-    /// The first thing the user asked, on one line (none yet: empty).
+    /// The first thing the user asked, on one line (none yet: empty); for a fork, the first
+    /// thing asked after the fork (none yet: the parent's, marked `(fork)`).
     pub title: String,
+    /// The model answered at least once (a run that failed at once did not).
+    #[serde(skip)]
+    pub answered: bool,
     /// A subagent's or advisor's session (called by another session), not one a person started.
     pub called: bool,
 }
@@ -321,13 +325,11 @@ impl Store {
         for id in self.ids()? {
             match self.read_session(&id) {
                 Ok(s) => ok.push(SessionSummary {
-                    title: s
+                    title: title(&s),
+                    answered: s
                         .messages
                         .iter()
-                        .find(|m| m.role == crate::protocol::Role::User)
-                        .and_then(|m| m.content.lines().find(|l| !l.trim().is_empty()))
-                        .map(|l| l.trim().to_string())
-                        .unwrap_or_default(),
+                        .any(|m| m.role == crate::protocol::Role::Assistant),
                     called: s.caller.is_some(),
                     messages: s.messages.len(),
                     parent: s.parent_session.map(|p| p.id),
@@ -672,5 +674,38 @@ fn parse_versioned_json<T: serde::de::DeserializeOwned + Versioned>(
                     .to_string(),
             },
         }),
+    }
+}
+
+/// A session's title: the first line of the first thing the user asked; for a fork, of the
+/// first thing asked after the fork (before any: the parent's, marked as the fork's).
+fn title(session: &SessionFile) -> String {
+    let first_line = |m: &Message| {
+        m.content
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .map(|l| l.trim().to_string())
+    };
+    let asked = |m: &&Message| m.role == crate::protocol::Role::User;
+    let inherited = session
+        .messages
+        .iter()
+        .find(asked)
+        .and_then(first_line)
+        .unwrap_or_default();
+    let Some(parent) = &session.parent_session else {
+        return inherited;
+    };
+    // The fork copies its parent's messages, each with its time: what came after is its own.
+    match session
+        .messages
+        .iter()
+        .filter(asked)
+        .find(|m| m.timestamp.is_some_and(|t| t > parent.timestamp))
+        .and_then(first_line)
+    {
+        Some(own) => own,
+        None if inherited.is_empty() => inherited,
+        None => format!("(fork) {inherited}"),
     }
 }

@@ -866,3 +866,82 @@ fn auto_repair_applies_the_checkers_findings_to_the_plan_after_a_snapshot_and_re
     );
     repo.assert_session_shape(&id, "consistency-repairs.json");
 }
+
+/// `nop run --session ID PROMPT` with advisors on: the model requests it made are the server's
+/// new requests.
+fn resume(repo: &Repo, server: &MockServer, id: &str, prompt: &str) -> Vec<RecordedRequest> {
+    let before = server.requests().len();
+    let output = repo
+        .nop_model(server, "openai")
+        .env("NOP_ADVISORS_ENABLED", "true")
+        .args(["run", "--session", id, prompt])
+        .output()
+        .expect("run");
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    server.requests().split_off(before)
+}
+
+fn asks_the_checker(requests: &[RecordedRequest]) -> bool {
+    requests
+        .iter()
+        .any(|r| system_prompt(r).contains("consistency checker"))
+}
+
+#[test]
+fn a_resume_with_nothing_changed_since_the_last_check_asks_no_consistency_checker() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "update-plan",
+            json!({"tasks": [{"id": "1", "title": "Write docs", "status": "in_progress"}]}),
+        )]),
+        openai::reply_text("planned"),
+    ]);
+    let (code, result, _) = run(&repo, &server, &[], &["plan it"]);
+    assert_eq!(code, 0);
+    let id = result["session_id"].as_str().expect("id").to_string();
+    let consistent =
+        || reply(json!({"consistent": true, "inconsistencies": [], "summary": "fine"}));
+
+    // The first load checks; its run records what it leaves.
+    server.push(consistent());
+    server.push(openai::reply_text("continuing"));
+    let first = resume(&repo, &server, &id, "go on");
+    assert!(asks_the_checker(&first) && first.len() == 2, "{first:?}");
+    assert!(repo.session_json(&id)["consistencyChecked"]["fingerprint"].is_string());
+
+    // Nothing changed since: no checker, only the run's own request.
+    server.push(openai::reply_text("still going"));
+    let second = resume(&repo, &server, &id, "and more");
+    assert_eq!(second.len(), 1);
+    assert!(!asks_the_checker(&second));
+    assert!(
+        repo.run(&["log", &id])
+            .contains("op=consistency result=skipped")
+    );
+
+    // Someone else changed the plan: checked again (seed 002 §3.3).
+    let plan = repo.session_dir(&id).join("plan.xml");
+    let text = fs::read_to_string(&plan).expect("plan");
+    fs::write(&plan, text.replace("Write docs", "Write the docs")).expect("edit");
+    server.push(consistent());
+    server.push(openai::reply_text("checked again"));
+    let third = resume(&repo, &server, &id, "once more");
+    assert!(asks_the_checker(&third) && third.len() == 2, "{third:?}");
+
+    // And the conversation, edited by hand, too.
+    let session = repo.session_dir(&id).join("session.json");
+    let text = fs::read_to_string(&session).expect("session");
+    fs::write(&session, text.replace("and more", "and more, please")).expect("edit");
+    server.push(consistent());
+    server.push(openai::reply_text("checked once more"));
+    let fourth = resume(&repo, &server, &id, "last");
+    assert!(asks_the_checker(&fourth) && fourth.len() == 2, "{fourth:?}");
+    repo.assert_session_shape(&id, "consistency-checked.json");
+}

@@ -6,7 +6,7 @@ use std::fs;
 use serde_json::{Value, json};
 
 use crate::support::Repo;
-use crate::support::mock::{MockServer, openai};
+use crate::support::mock::{MockResponse, MockServer, openai};
 
 fn json_of(text: &str) -> Value {
     serde_json::from_str(text).expect("json")
@@ -272,4 +272,60 @@ fn the_other_tools_habits_work() {
         server.requests()[5].user_messages(),
         vec!["fix the failing test", "go on", "and again"]
     );
+}
+
+#[test]
+fn resume_lists_answered_sessions_newest_first_and_a_fork_by_its_own_first_prompt() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_text("parsed"),
+        MockResponse::status(400, r#"{"error": {"message": "bad request"}}"#),
+        openai::reply_text("lexed"),
+    ]);
+    repo.model_ok(&server, &["run", "fix the parser"]);
+    let first = repo.first_session()["sessionId"]
+        .as_str()
+        .expect("id")
+        .to_string();
+    // A one-word run that failed before any answer.
+    let out = repo
+        .nop_model(&server, "openai")
+        .args(["run", "hello"])
+        .output()
+        .expect("run");
+    assert_ne!(out.status.code(), Some(0));
+    let fork = repo.run(&["fork", &first]).trim().to_string();
+    let listed = repo.run(&["resume"]);
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines.len(), 2, "{listed}");
+    assert!(lines[0].contains(&fork) && lines[0].contains("(fork) fix the parser"));
+    repo.model_ok(&server, &["run", "--session", &fork, "now the lexer"]);
+    let listed = repo.run(&["resume"]);
+    let lines: Vec<&str> = listed.lines().collect();
+    assert_eq!(lines.len(), 2, "{listed}");
+    assert!(
+        lines[0].contains(&fork) && lines[0].ends_with("now the lexer"),
+        "{listed}"
+    );
+    assert!(
+        lines[1].contains(&first) && lines[1].ends_with("fix the parser"),
+        "{listed}"
+    );
+    assert!(!listed.contains("hello"), "{listed}");
+}
+
+#[test]
+fn without_a_model_a_headless_run_says_the_config_set_command_at_once() {
+    let repo = Repo::new();
+    let out = repo.nop().args(["run", "hello"]).output().expect("run");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no model configured")
+            && stderr.contains("`nop config set model MODEL --user`"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("API key"), "{stderr}");
+    let list = json_of(&repo.run(&["sessions", "list", "--json", "--all"]));
+    assert_eq!(list, json!([]));
 }

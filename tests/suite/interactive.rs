@@ -47,7 +47,7 @@ fn the_interactive_session_answers_takes_what_is_typed_meanwhile_and_keeps_the_s
     t.type_line("/plan");
     t.wait_for("no tasks");
     t.type_line("/exit");
-    let screen = t.wait_for("saved; continue with: nop run --session");
+    let screen = t.wait_for("saved; continue with: nop run -c");
     let session = repo.first_session();
     let id = session["sessionId"].as_str().expect("id");
     assert!(screen.contains(id), "{screen}");
@@ -356,7 +356,12 @@ fn resume_lists_recent_sessions_and_shows_the_last_exchanges() {
         screen.contains(&id) && screen.contains("fix the parser"),
         "{screen}"
     );
-    t.type_line("1");
+    // Newest first: Enter takes the first; typing filters, the arrows move.
+    t.press(&["x", "y", "z"]);
+    t.wait_for("(nothing matches)");
+    t.press(&[
+        "BSpace", "BSpace", "BSpace", "p", "a", "r", "s", "Down", "Up", "Enter",
+    ]);
     let screen = t.wait_for("resumed");
     assert!(screen.contains("› fix the parser"), "{screen}");
     assert!(screen.contains("the first answer"), "{screen}");
@@ -475,4 +480,50 @@ fn the_approval_mode_is_shown_and_switched_and_a_plan_is_carried_out_after_a_yes
     assert!(repo.path().join("planned.txt").exists());
     t.type_line("/exit");
     t.wait_for("saved; continue with");
+}
+
+#[test]
+fn first_contact_without_a_model_asks_for_it_writes_the_user_config_and_goes_on() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![openai::reply_text("hello, configured")]);
+    // A local server needs no key: provider and model are asked, then the session opens.
+    let env = vec![("NOP_BASE_URL".to_string(), server.openai_base_url())];
+    let t = Terminal::start_with(&repo, "setup", "", &env, "provider (openai or anthropic)");
+    t.type_line("");
+    t.wait_for("model (such as gpt-4o)");
+    t.type_line("mock-model");
+    t.wait_for("/help for commands");
+    t.type_line("hi");
+    t.wait_for_prompt_after("hello, configured");
+    t.type_line("/exit");
+    t.wait_for("saved; continue with");
+    let config = std::fs::read_to_string(repo.path().join(".config/nop/config.yml"))
+        .expect("the user config");
+    assert!(config.contains("model: mock-model"), "{config}");
+    assert_eq!(server.requests()[0].body["model"], "mock-model");
+
+    // A remote provider without a key in the environment: the variable's name is asked too.
+    let repo = Repo::new();
+    let t = Terminal::start_with(
+        &repo,
+        "setup-key",
+        "",
+        &[],
+        "provider (openai or anthropic)",
+    );
+    t.type_line("anthropic");
+    t.wait_for("model (such as claude-sonnet-4-5)");
+    t.type_line("claude-x");
+    t.wait_for("the environment variable holding your API key");
+    t.type_line("MY_CLAUDE_KEY");
+    t.wait_for("MY_CLAUDE_KEY is not set here: export MY_CLAUDE_KEY=");
+    let config = std::fs::read_to_string(repo.path().join(".config/nop/config.yml"))
+        .expect("the user config");
+    for line in [
+        "kind: anthropic",
+        "model: claude-x",
+        "api_key_env: MY_CLAUDE_KEY",
+    ] {
+        assert!(config.contains(line), "{config}");
+    }
 }

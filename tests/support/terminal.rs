@@ -28,13 +28,24 @@ impl Terminal {
         env: &[(&str, &str)],
         ready: &str,
     ) -> Terminal {
-        let name = format!("nop-{tag}-{}", std::process::id());
-        let nop = assert_cmd::cargo::cargo_bin("nop");
-        let env: Vec<String> = super::model_env(server, "openai")
+        let env: Vec<(String, String)> = super::model_env(server, "openai")
             .into_iter()
             .chain(env.iter().map(|(k, v)| (k.to_string(), v.to_string())))
-            .map(|(k, v)| format!("{k}={v}"))
             .collect();
+        Terminal::start_with(repo, tag, args, &env, ready)
+    }
+
+    /// `nop ARGS` in `repo` with exactly the environment `env` (and HOME: the repository).
+    pub fn start_with(
+        repo: &Repo,
+        tag: &str,
+        args: &str,
+        env: &[(String, String)],
+        ready: &str,
+    ) -> Terminal {
+        let name = format!("nop-{tag}-{}", std::process::id());
+        let nop = assert_cmd::cargo::cargo_bin("nop");
+        let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let command = format!(
             "cd {} && env -i HOME={} {} {} {args}; sleep 30",
             repo.path().display(),
