@@ -349,6 +349,16 @@ impl Live {
                 self.run_out = *run_output_tokens;
                 return;
             }
+            // Typed while the answer streams: the note goes above the part of the answer not
+            // shown yet, which is not cut mid-word to make room for it.
+            Event::Queued { .. } if !self.pending.is_empty() => {
+                self.clear_status();
+                if let Some((line, _)) = note(event) {
+                    eprintln!("{}", err.dim(&line));
+                }
+                self.set_status("writing");
+                return;
+            }
             _ => {}
         }
         self.flush_text();
