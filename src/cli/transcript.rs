@@ -420,6 +420,15 @@ impl Live {
                 } else {
                     output::summarize(name, *ok, text, outcome.as_ref(), lines)
                 };
+                let mut summary = summary;
+                // How long a slow tool took, on its own line no more; a write's time is the
+                // time the approval question waited, which says nothing about the write.
+                if *duration_ms >= 1000
+                    && !matches!(name.as_str(), "shell" | "write-file" | "edit-file")
+                    && let Some(first) = summary.first_mut()
+                {
+                    first.push_str(&format!(" ({:.1} s)", *duration_ms as f64 / 1000.0));
+                }
                 let failed = !ok || summary.first().is_some_and(|l| l.starts_with("failed"));
                 for (i, line) in summary.iter().enumerate() {
                     let mark = if i == 0 { "  ⎿ " } else { "    " };
@@ -431,12 +440,6 @@ impl Live {
                         err.dim(line)
                     };
                     eprintln!("{mark}{line}");
-                }
-                if *duration_ms >= 1000 && name != "shell" {
-                    eprintln!(
-                        "    {}",
-                        err.dim(&format!("{:.1} s", *duration_ms as f64 / 1000.0))
-                    );
                 }
                 if let Some(change) = change {
                     let before = change.before.as_deref().unwrap_or_default();
