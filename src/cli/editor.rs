@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use nix::sys::termios::{self, InputFlags, SetArg, Termios};
-use nop::permissions::ApprovalMode;
+use nop::permissions::{ApprovalMode, Approver};
 use rustyline::completion::{Completer, Pair};
 use rustyline::highlight::Highlighter;
 use rustyline::hint::Hinter;
@@ -98,8 +98,26 @@ pub struct ModeSwitch(Arc<Mutex<Option<(String, String)>>>);
 
 impl ModeSwitch {
     /// The line Shift+Tab ended (before and after the cursor), once; `None` after a Ctrl-C.
-    pub fn take(&self) -> Option<(String, String)> {
+    fn take(&self) -> Option<(String, String)> {
         self.0.lock().ok().and_then(|mut saved| saved.take())
+    }
+
+    /// After Shift+Tab ended the line (`false`: it was a Ctrl-C): switches to the next
+    /// approval mode, says so in a line, and leaves the line as it was typed to prompt with.
+    pub fn cycle(&self, approver: &Approver, typed: &mut String, after: &mut String) -> bool {
+        let Some((before, rest)) = self.take() else {
+            return false;
+        };
+        let mode = approver.mode().next();
+        approver.set_mode(mode);
+        eprintln!(
+            "approval: {} · {} · Shift+Tab for the next",
+            mode.as_str(),
+            mode.describe()
+        );
+        *typed = before;
+        *after = rest;
+        true
     }
 }
 

@@ -437,7 +437,7 @@ pub fn interactive(
                 line
             }
             Err(rustyline::error::ReadlineError::Interrupted)
-                if next_mode(&here.runtime, &switch, &mut typed, &mut after) =>
+                if switch.cycle(here.runtime.approver(), &mut typed, &mut after) =>
             {
                 interrupted = false;
                 continue;
@@ -476,7 +476,7 @@ pub fn interactive(
             && let Ok(answer) = editor
                 .readline("carry out the plan? (y: switch to on-request and go on) ")
                 .inspect_err(|_| {
-                    let _ = next_mode(&here.runtime, &switch, &mut typed, &mut after);
+                    let _ = switch.cycle(here.runtime.approver(), &mut typed, &mut after);
                 })
             && matches!(answer.trim(), "y" | "yes")
         {
@@ -502,29 +502,6 @@ pub fn interactive(
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// After Shift+Tab ended the line (not a Ctrl-C): the next approval mode, said in a line, and
-/// the line as it was typed to prompt with again.
-fn next_mode(
-    runtime: &Runtime,
-    switch: &super::editor::ModeSwitch,
-    typed: &mut String,
-    after: &mut String,
-) -> bool {
-    let Some((before, rest)) = switch.take() else {
-        return false;
-    };
-    let mode = runtime.approver().mode().next();
-    runtime.approver().set_mode(mode);
-    eprintln!(
-        "approval: {} · {} · Shift+Tab for the next",
-        mode.as_str(),
-        mode.describe()
-    );
-    *typed = before;
-    *after = rest;
-    true
 }
 
 /// The interactive session's state.
