@@ -9,6 +9,7 @@ mod chat;
 mod checkpoints;
 mod config;
 mod context;
+mod editor;
 mod init;
 mod keys;
 mod memory;

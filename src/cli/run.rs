@@ -399,7 +399,8 @@ pub fn interactive(
         );
     }
     let rt = tokio_runtime()?;
-    let mut editor = rustyline::DefaultEditor::new()?;
+    let (mut editor, switch) = super::editor::editor(runtime.cwd())?;
+    let _enter = super::editor::EnterKept::start();
     let history = ws.nop_dir().join("logs").join("history.txt");
     let _ = editor.load_history(&history);
     eprintln!(
@@ -408,7 +409,7 @@ pub fn interactive(
     );
     let mode = runtime.approver().mode();
     eprintln!(
-        "approval: {} · {} · /mode to change",
+        "approval: {} · {} · Shift+Tab or /mode to change",
         mode.as_str(),
         mode.describe()
     );
@@ -425,11 +426,21 @@ pub fn interactive(
     let mut interrupted = false;
     // Typed while the last answer came, not queued: the next prompt begins with it.
     let mut typed = String::new();
+    // After the cursor, when Shift+Tab ended the line.
+    let mut after = String::new();
     loop {
-        let line = match editor.readline_with_initial("› ", (&std::mem::take(&mut typed), "")) {
+        let prompt = super::editor::prompt(here.runtime.approver().mode());
+        let initial = (std::mem::take(&mut typed), std::mem::take(&mut after));
+        let line = match editor.readline_with_initial(&prompt, (&initial.0, &initial.1)) {
             Ok(line) => {
                 interrupted = false;
                 line
+            }
+            Err(rustyline::error::ReadlineError::Interrupted)
+                if switch.cycle(here.runtime.approver(), &mut typed, &mut after) =>
+            {
+                interrupted = false;
+                continue;
             }
             Err(rustyline::error::ReadlineError::Interrupted) => {
                 // Twice in a row at the prompt leaves; once clears the line.
@@ -462,8 +473,11 @@ pub fn interactive(
         // Plan mode: the plan is shown for approval; a yes switches the mode and goes on.
         if here.runtime.approver().mode() == nop::permissions::ApprovalMode::Plan
             && typed.is_empty()
-            && let Ok(answer) =
-                editor.readline("carry out the plan? (y: switch to on-request and go on) ")
+            && let Ok(answer) = editor
+                .readline("carry out the plan? (y: switch to on-request and go on) ")
+                .inspect_err(|_| {
+                    let _ = switch.cycle(here.runtime.approver(), &mut typed, &mut after);
+                })
             && matches!(answer.trim(), "y" | "yes")
         {
             here.runtime

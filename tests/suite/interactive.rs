@@ -527,3 +527,92 @@ fn first_contact_without_a_model_asks_for_it_writes_the_user_config_and_goes_on(
         assert!(config.contains(line), "{config}");
     }
 }
+
+/// The prompt editor: Alt-Enter and Ctrl-J insert a newline, Enter sends the whole text.
+#[test]
+fn alt_enter_and_ctrl_j_insert_a_newline_and_enter_sends() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![openai::reply_text("three lines read")]);
+    let t = Terminal::start(&repo, &server, "newline", "run", &[], "/help for commands");
+    t.press(&["first line"]);
+    t.press(&["M-Enter"]);
+    t.press(&["second"]);
+    t.press(&["C-j"]);
+    t.type_line("third");
+    t.wait_for_prompt_after("three lines read");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(
+        requests[0].user_messages().last().map(String::as_str),
+        Some("first line\nsecond\nthird")
+    );
+    t.type_line("/exit");
+    t.wait_for("saved; continue with");
+}
+
+/// Tab: `/` completes the slash commands (listed with their help when there are several),
+/// a word completes a path, `@` and a fuzzy part of a name completes a file git would list.
+#[test]
+fn tab_completes_slash_commands_paths_and_at_files_fuzzily() {
+    let repo = Repo::new();
+    std::fs::create_dir_all(repo.path().join("src/deep")).expect("dirs");
+    std::fs::write(repo.path().join("src/deep/zqparser.rs"), "fn parse() {}\n").expect("write");
+    std::fs::create_dir_all(repo.path().join("build")).expect("dirs");
+    std::fs::write(repo.path().join("build/zqparser.rs"), "").expect("write");
+    std::fs::write(repo.path().join(".gitignore"), "build/\n").expect("write");
+    let server = MockServer::start(vec![openai::reply_text("looked at it")]);
+    let t = Terminal::start(&repo, &server, "complete", "run", &[], "/help for commands");
+    t.press(&["/re", "Tab"]);
+    let screen = t.wait_for("pick a recent session");
+    assert!(screen.contains("/rewind"), "{screen}");
+    // One match is put in place.
+    t.press(&["C-u", "/sta", "Tab"]);
+    t.wait_for("› /status");
+    t.press(&["C-u", "cat sr", "Tab"]);
+    t.wait_for("› cat src/");
+    t.press(&["C-u", "explain @zqprs", "Tab"]);
+    t.wait_for("› explain @src/deep/zqparser.rs");
+    t.type_line("please");
+    t.wait_for_prompt_after("looked at it");
+    let users = server.requests()[0].user_messages();
+    let last = users.last().expect("a user message");
+    assert!(
+        last.contains("explain @src/deep/zqparser.rs please"),
+        "{last}"
+    );
+    assert!(last.contains("fn parse()"), "{last}");
+    t.type_line("/exit");
+    t.wait_for("saved; continue with");
+}
+
+/// Shift+Tab steps through the approval modes keeping what is typed; the prompt names a mode
+/// other than the default, a line says each change, and Ctrl-C still clears the line.
+#[test]
+fn shift_tab_cycles_the_approval_mode_and_keeps_what_is_typed() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![openai::reply_text("kept it")]);
+    let t = Terminal::start(&repo, &server, "shifttab", "run", &[], "/help for commands");
+    t.press(&["keep this"]);
+    t.press(&["BTab"]);
+    t.wait_for("approval: always ·");
+    t.wait_for("always › keep this");
+    t.press(&["BTab"]);
+    t.wait_for("plan › keep this");
+    t.press(&["BTab"]);
+    t.wait_for("never › keep this");
+    t.press(&["BTab"]);
+    t.wait_for("approval: on-request ·");
+    t.press(&["Enter"]);
+    t.wait_for_prompt_after("kept it");
+    assert_eq!(
+        server.requests()[0]
+            .user_messages()
+            .last()
+            .map(String::as_str),
+        Some("keep this")
+    );
+    t.press(&["C-c"]);
+    t.wait_for("Ctrl-C again");
+    t.type_line("/exit");
+    t.wait_for("saved; continue with");
+}

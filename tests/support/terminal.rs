@@ -135,6 +135,7 @@ impl Terminal {
     }
 
     /// Waits until `text` is on the screen and the prompt is back under it: nop waits for input.
+    /// The prompt is `›`, or `MODE ›` in an approval mode other than the default.
     /// (A line typed before that goes to the still-running agent's queue, as it should.)
     pub fn wait_for_prompt_after(&self, text: &str) -> String {
         let deadline = Instant::now() + Duration::from_secs(20);
@@ -143,7 +144,10 @@ impl Terminal {
             let lines: Vec<&str> = s.lines().filter(|l| !l.trim().is_empty()).collect();
             let at = lines.iter().rposition(|l| l.contains(text));
             if at.is_some_and(|i| i + 1 < lines.len())
-                && lines.last().map(|l| l.trim()) == Some("›")
+                && lines
+                    .last()
+                    .map(|l| l.trim())
+                    .is_some_and(|l| l == "›" || l.ends_with(" ›"))
             {
                 return s;
             }
