@@ -256,7 +256,7 @@ async fn show(
             }
             key = next_key(&mut keys) => {
                 match asking.take() {
-                    Some(question) => asking = answer_by_key(session, question, key),
+                    Some(question) => asking = answer_by_key(session, renderer, question, key),
                     None => typing(session, renderer, typed, key),
                 }
                 continue;
@@ -265,9 +265,10 @@ async fn show(
         let event = event?;
         match &event {
             Event::ApprovalRequested { id, scope, .. } => {
-                renderer.pause();
+                renderer.asking(&event);
                 if keys.is_some() {
                     eprintln!("{}", super::transcript::approval_question(&event, true));
+                    renderer.waiting(Some(WAITING));
                     asking = Some(Asking {
                         id: *id,
                         scope: scope.clone(),
@@ -303,15 +304,28 @@ async fn next_key(keys: &mut Option<&mut Keys>) -> Key {
     }
 }
 
-/// A key while an approval waits: y, a, n (or Esc), or t and then what to do instead.
-/// Returns the question while it is still open.
-fn answer_by_key(session: &SessionHandle, mut question: Asking, key: Key) -> Option<Asking> {
+/// The status line while an approval question waits for a key.
+const WAITING: &str = "⏸ waiting for your answer · esc stops the run";
+
+/// A key while an approval waits: y, a, n, t and then what to do instead, or Esc, which stops
+/// the run (nop then waits for the next prompt). Returns the question while it is still open.
+fn answer_by_key(
+    session: &SessionHandle,
+    renderer: &mut Renderer,
+    mut question: Asking,
+    key: Key,
+) -> Option<Asking> {
     let answer = match (&mut question.instead, key) {
         (None, Key::Char('y' | 'Y')) => ApprovalAnswer::Once,
         (None, Key::Char('a' | 'A')) => ApprovalAnswer::Always,
-        (None, Key::Char('n' | 'N') | Key::Esc) => ApprovalAnswer::No,
+        (None, Key::Char('n' | 'N')) => ApprovalAnswer::No,
+        (None, Key::Esc) => {
+            renderer.answered("  ■ no; stopping the run");
+            session.submit(Op::Interrupt);
+            return None;
+        }
         (None, Key::Char('t' | 'T')) => {
-            eprint!("  instead: ");
+            renderer.waiting(Some(&instead_line("")));
             question.instead = Some(String::new());
             return Some(question);
         }
@@ -319,24 +333,20 @@ fn answer_by_key(session: &SessionHandle, mut question: Asking, key: Key) -> Opt
         (Some(text), Key::Enter) if !text.trim().is_empty() => {
             ApprovalAnswer::Instead(text.trim().to_string())
         }
+        // Back to the question's answers.
         (Some(_), Key::Esc) => {
-            eprintln!();
-            eprintln!(
-                "{}",
-                super::transcript::approval_answers(&question.scope, true)
-            );
+            renderer.waiting(Some(WAITING));
             question.instead = None;
             return Some(question);
         }
         (Some(text), Key::Backspace) => {
-            if text.pop().is_some() {
-                eprint!("\u{8} \u{8}");
-            }
+            text.pop();
+            renderer.waiting(Some(&instead_line(text)));
             return Some(question);
         }
         (Some(text), Key::Char(c)) => {
             text.push(c);
-            eprint!("{c}");
+            renderer.waiting(Some(&instead_line(text)));
             return Some(question);
         }
         (Some(_), _) => return Some(question),
@@ -348,14 +358,24 @@ fn answer_by_key(session: &SessionHandle, mut question: Asking, key: Key) -> Opt
             super::term::style::one_line(&question.scope)
         ),
         ApprovalAnswer::No => "  ✗ no".to_string(),
-        ApprovalAnswer::Instead(_) => String::new(),
+        ApprovalAnswer::Instead(text) => {
+            format!("  ✗ no; instead: {}", super::term::style::one_line(text))
+        }
     };
-    eprintln!("{said}");
+    renderer.answered(&said);
     session.submit(Op::Approval {
         id: question.id,
         answer,
     });
     None
+}
+
+/// The status line while the text of "no, do this instead" is typed: the text so far.
+fn instead_line(text: &str) -> String {
+    format!(
+        "  instead (enter sends it, esc goes back): {}",
+        super::term::style::one_line(text)
+    )
 }
 
 /// A key while the agent works: Esc interrupts, Enter queues the line typed, Ctrl-O flips

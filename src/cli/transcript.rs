@@ -80,7 +80,8 @@ impl Renderer {
 
     /// Whether the status line wants [`Renderer::tick`] calls (work is under way).
     pub fn wants_tick(&self) -> bool {
-        self.live_ref().is_some_and(|l| l.status.is_some())
+        self.live_ref()
+            .is_some_and(|l| l.status.is_some() || l.waiting.is_some())
     }
 
     /// Redraws the status line (spinner, elapsed time).
@@ -157,6 +158,43 @@ impl Renderer {
         if let Some(live) = self.live() {
             live.flush_text();
             live.clear_status();
+        }
+    }
+
+    /// An approval question is about to be shown: its diff, if any, is not shown again with the
+    /// call's result.
+    pub fn asking(&mut self, event: &Event) {
+        self.pause();
+        if let (Some(live), Event::ApprovalRequested { preview, .. }) = (self.live(), event)
+            && let Some(change) = preview
+        {
+            live.previewed.push(change.clone());
+        }
+    }
+
+    /// While a question waits for a key, the status line says so (`line`: what it shows, such
+    /// as the text typed for "tell it instead"); `None` when there is no question.
+    pub fn waiting(&mut self, line: Option<&str>) {
+        if let Some(live) = self.live() {
+            live.waiting = line.map(str::to_string);
+            if line.is_some() {
+                live.draw_status();
+            }
+        }
+    }
+
+    /// The question was answered: the status line goes, the answer `said` takes its place (no
+    /// spinner line is left behind), and the status line starts again from now.
+    pub fn answered(&mut self, said: &str) {
+        if let Some(live) = self.live() {
+            live.waiting = None;
+            live.clear_status();
+            if let Some((_, since)) = &mut live.status {
+                *since = Instant::now();
+            }
+        }
+        if !said.is_empty() {
+            eprintln!("{said}");
         }
     }
 
@@ -297,6 +335,10 @@ struct Live {
     input: String,
     /// Keys are read while the agent works (the interactive session): Esc interrupts.
     keys: bool,
+    /// An approval question waits for a key: the status line shows this instead of the work.
+    waiting: Option<String>,
+    /// Changes whose diff an approval question showed: not shown again with the result.
+    previewed: Vec<nop::protocol::events::FileChange>,
 }
 
 impl Live {
@@ -315,6 +357,8 @@ impl Live {
             started: Instant::now(),
             input: String::new(),
             keys: false,
+            waiting: None,
+            previewed: Vec::new(),
         }
     }
 
@@ -441,7 +485,12 @@ impl Live {
                     };
                     eprintln!("{mark}{line}");
                 }
-                if let Some(change) = change {
+                let previewed = change
+                    .as_ref()
+                    .and_then(|c| self.previewed.iter().position(|p| p == c));
+                if let Some(i) = previewed {
+                    self.previewed.remove(i);
+                } else if let Some(change) = change {
                     let before = change.before.as_deref().unwrap_or_default();
                     let lines = diff::unified(&change.path, before, &change.after, 3, err);
                     let shown = if verbose { lines.len() } else { DIFF_LINES };
@@ -585,6 +634,13 @@ impl Live {
     }
 
     fn draw_status(&mut self) {
+        if let Some(line) = &self.waiting {
+            let line = super::term::style::truncate(line, Live::width().saturating_sub(1));
+            eprint!("\r\x1b[2K{line}");
+            let _ = std::io::stderr().flush();
+            self.drawn = true;
+            return;
+        }
         let Some((what, since)) = &self.status else {
             return;
         };

@@ -269,27 +269,29 @@ fn typing_while_the_agent_answers_leaves_the_answer_intact_and_esc_interrupts() 
 }
 
 #[test]
-fn an_approval_is_one_key_and_t_tells_the_agent_what_to_do_instead() {
+fn an_approval_is_one_key_t_tells_the_agent_what_to_do_instead_and_esc_stops_the_run() {
     let repo = Repo::new();
     std::fs::write(
         repo.path().join(".nop/.permissions/agent-coder.yml"),
         "agent: coder\ntools:\n  allowed: [\"*\"]\nfile-access:\n  - pattern: \"notes/**\"\n    access: ask\n  - pattern: \"**\"\n    access: read\n",
     )
     .expect("permissions");
-    let write = || {
+    let write = |content: &str| {
         openai::reply_tool_calls(&[(
             "w",
             "write-file",
-            json!({"path": "notes/today.md", "content": "x"}),
+            json!({"path": "notes/today.md", "content": content}),
         )])
     };
     let server = MockServer::start(vec![
-        write(),
+        write("x"),
         openai::reply_text("did not write"),
-        write(),
+        write("x"),
         openai::reply_text("fine, elsewhere"),
-        write(),
+        write("x"),
         openai::reply_text("written"),
+        write("y"),
+        openai::reply_text("went on after esc"),
     ]);
     let t = Terminal::start(
         &repo,
@@ -300,7 +302,9 @@ fn an_approval_is_one_key_and_t_tells_the_agent_what_to_do_instead() {
         "/help for commands",
     );
     t.type_line("note it");
-    let screen = t.wait_for("allow?");
+    // While the question waits, the status line says so, not what the agent was doing.
+    let screen = t.wait_for("waiting for your answer");
+    assert!(!screen.contains("esc to interrupt"), "{screen}");
     // The question shows the diff of the write and what "always" would cover.
     assert!(screen.contains("notes/today.md (new file, +1)"), "{screen}");
     assert!(screen.contains("+ x"), "{screen}");
@@ -309,14 +313,25 @@ fn an_approval_is_one_key_and_t_tells_the_agent_what_to_do_instead() {
         "{screen}"
     );
     t.press(&["n"]);
-    t.wait_for_prompt_after("did not write");
+    let screen = t.wait_for_prompt_after("did not write");
+    // The answer takes the status line's place: no frozen spinner line is left behind.
+    assert!(screen.contains("\n  ✗ no\n"), "{screen}");
+    assert!(!screen.contains("esc to interrupt"), "{screen}");
+    assert!(!screen.contains("waiting for your answer"), "{screen}");
     assert!(!repo.path().join("notes/today.md").exists());
     t.type_line("again");
     t.wait_for_after("› again", "allow?");
     t.press(&["t"]);
-    t.wait_for("instead:");
-    t.type_line("write it to scratch.md");
-    t.wait_for_prompt_after("fine, elsewhere");
+    t.wait_for("instead (enter sends it, esc goes back):");
+    // What is typed is echoed as it is typed.
+    t.press(&["write it to scratch.m", "d", "x", "BSpace"]);
+    t.wait_for("goes back): write it to scratch.md");
+    t.press(&["Enter"]);
+    let screen = t.wait_for_prompt_after("fine, elsewhere");
+    assert!(
+        screen.contains("✗ no; instead: write it to scratch.md"),
+        "{screen}"
+    );
     let requests = server.requests();
     let results = requests.last().expect("request").tool_results();
     assert!(
@@ -330,8 +345,26 @@ fn an_approval_is_one_key_and_t_tells_the_agent_what_to_do_instead() {
     t.type_line("third");
     t.wait_for_after("› third", "allow?");
     t.press(&["y"]);
-    t.wait_for_prompt_after("written");
+    let screen = t.wait_for_prompt_after("written");
     assert!(repo.path().join("notes/today.md").exists());
+    // The diff was shown in the question, and not again with the result.
+    let third = screen.rsplit("› third").next().unwrap_or_default();
+    assert_eq!(
+        third.matches("notes/today.md (new file, +1)").count(),
+        1,
+        "{screen}"
+    );
+    assert!(!screen.contains("esc to interrupt"), "{screen}");
+    // Esc stops the run: nothing is written, the agent does not go on, nop waits for a prompt.
+    t.type_line("fourth");
+    t.wait_for_after("› fourth", "allow?");
+    t.press(&["Escape"]);
+    let screen = t.wait_for_prompt_after("interrupted");
+    assert!(!screen.contains("went on after esc"), "{screen}");
+    assert_eq!(
+        std::fs::read_to_string(repo.path().join("notes/today.md")).expect("written"),
+        "x"
+    );
     t.type_line("/exit");
 }
 
