@@ -226,9 +226,14 @@ pub fn turn_entries(
                 (None, Some(_)) => "did not end; files unknown".to_string(),
                 (_, None) => String::new(),
             };
+            let files = if files.is_empty() {
+                files
+            } else {
+                format!("  · {}", super::term::style::visible(&files))
+            };
             let prompt: String = turn.prompt.chars().take(60).collect();
             let line = format!(
-                "{:>3}  {}  {}{}  · {}",
+                "{:>3}  {}  {}{}{}",
                 i + 1,
                 turn.started_at
                     .with_timezone(&chrono::Local)
@@ -239,7 +244,7 @@ pub fn turn_entries(
                 } else {
                     ""
                 },
-                super::term::style::visible(&files),
+                files,
             );
             (i + 1, line)
         })
