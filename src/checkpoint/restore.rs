@@ -610,3 +610,82 @@ pub fn rewind_turn(
         messages,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{CompressionRecord, TurnCheckpoint};
+
+    fn turn(messages_before: usize, started_at: DateTime<Utc>) -> TurnCheckpoint {
+        TurnCheckpoint {
+            before: "t0".into(),
+            after: Some("t1".into()),
+            started_at,
+            ended_at: Some(started_at),
+            messages_before,
+            prompt: "second".into(),
+            undone_at: None,
+        }
+    }
+
+    #[test]
+    fn a_turn_rewind_cuts_the_conversation_back_and_refuses_a_missing_run_or_a_compaction_since() {
+        let dir = tempfile::tempdir().expect("temp");
+        let store = Store::new(
+            dir.path().join("sessions"),
+            std::time::Duration::from_secs(5),
+        );
+        let now = Utc::now();
+        let id = store.create("coder", now).expect("create").session_id;
+        store
+            .update(&id, now, |state| {
+                for text in ["first", "first done", "second", "second done"] {
+                    let role = if text.ends_with("done") {
+                        Role::Assistant
+                    } else {
+                        Role::User
+                    };
+                    state.session.messages.push(Message::new(role, text, now));
+                }
+                state.session.checkpoints.push(turn(2, now));
+                Ok(())
+            })
+            .expect("update");
+        let conversation = RewindMode::Conversation;
+        let missing = rewind_turn(&store, None, &id, 2, conversation, false, now);
+        assert!(
+            missing.is_err_and(|e| e.to_string().contains("runs 1 to 1")),
+            "run 2 does not exist"
+        );
+        let files = rewind_turn(&store, None, &id, 1, RewindMode::Both, false, now);
+        assert!(files.is_err_and(|e| e.to_string().contains("checkpoints are off")));
+
+        let later = now + chrono::Duration::seconds(1);
+        let done = rewind_turn(&store, None, &id, 1, conversation, false, later).expect("rewind");
+        assert_eq!(done.messages, Some((4, 2)));
+        let session = store.read_session(&id).expect("read");
+        let texts: Vec<&str> = session
+            .messages
+            .iter()
+            .map(|m| m.content.as_str())
+            .collect();
+        assert_eq!(texts, ["first", "first done"]);
+        assert!(store.read_snapshot(&id, &done.saved_as).is_ok());
+
+        store
+            .update(&id, later, |state| {
+                state.session.compressions.push(CompressionRecord {
+                    snapshot_id: done.saved_as.clone(),
+                    timestamp: later,
+                    messages_before: None,
+                    messages_after: None,
+                    reason: None,
+                    extra: Default::default(),
+                });
+                Ok(())
+            })
+            .expect("update");
+        let compacted = rewind_turn(&store, None, &id, 1, conversation, false, later);
+        assert!(compacted.is_err_and(|e| e.to_string().contains("compacted")));
+    }
+}
