@@ -24,7 +24,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-pub use restore::{Restored, Rewind, RewindMode, Skipped, Undo, rewind, undo_turn};
+pub use restore::{
+    Restored, Rewind, RewindMode, Skipped, TurnRewind, Undo, rewind, rewind_turn, undo_turn,
+};
 pub use worktree::{WorktreeFork, fork_worktree};
 
 /// Failures of the checkpoint store.

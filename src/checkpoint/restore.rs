@@ -388,43 +388,15 @@ pub fn rewind(
                 Some(current) => current,
                 None => checkpoints.record()?,
             };
-            let all: BTreeSet<String> = checkpoints.changes(&tree, &current)?.into_iter().collect();
-            // What nop itself did since the snapshot: its runs, and the undo, after the
-            // snapshot, of a run from before it (rewinding forward over it is a redo). The last
-            // of them left the files as `latest` says; a path that differs from it was changed
-            // by someone else.
-            let mut ours = BTreeSet::new();
-            let mut latest: Option<(DateTime<Utc>, String)> = None;
-            let mut last = |at: DateTime<Utc>, tree: &String| {
-                if latest.as_ref().is_none_or(|(t, _)| at >= *t) {
-                    latest = Some((at, tree.clone()));
-                }
-            };
-            for (i, turn) in session.checkpoints.iter().enumerate() {
-                let Some(after) = &turn.after else { continue };
-                if since.contains(&i) {
-                    ours.extend(checkpoints.changes(&turn.before, after)?);
-                    last(turn.ended_at.unwrap_or(turn.started_at), after);
-                }
-                if let Some(undone) = turn
-                    .undone_at
-                    .filter(|u| *u >= snap.created_at && !since.contains(&i))
-                {
-                    ours.extend(checkpoints.changes(&turn.before, after)?);
-                    last(undone, &turn.before);
-                }
-            }
-            let changed_since: BTreeSet<String> = match &latest {
-                Some((_, tree)) => checkpoints.changes(tree, &current)?.into_iter().collect(),
-                None => all.clone(),
-            };
-            let (todo, kept): (BTreeSet<String>, BTreeSet<String>) = all
-                .into_iter()
-                .partition(|p| force || (ours.contains(p) && !changed_since.contains(p)));
-            let policy = agent_policy(checkpoints, &session.agent)?;
-            let mut files = checkpoints.restore(&tree, &todo, &policy)?;
-            files.kept = kept.into_iter().collect();
-            Some(files)
+            Some(files_back(
+                checkpoints,
+                &session,
+                &since,
+                snap.created_at,
+                &tree,
+                &current,
+                force,
+            )?)
         }
         None => None,
     };
@@ -467,4 +439,253 @@ pub fn rewind(
         files,
         messages,
     })
+}
+
+/// Puts back to `tree` the files nop's runs changed since `from` (the turns `since`, and the
+/// undo, after `from`, of a turn from before it: rewinding forward over it is a redo); a path
+/// someone else changed since nop last touched the files is kept unless `force`. `current`: the
+/// files now.
+fn files_back(
+    checkpoints: &Checkpoints,
+    session: &crate::protocol::SessionFile,
+    since: &[usize],
+    from: DateTime<Utc>,
+    tree: &str,
+    current: &str,
+    force: bool,
+) -> Result<Restored> {
+    let all: BTreeSet<String> = checkpoints.changes(tree, current)?.into_iter().collect();
+    // What nop itself did since `from`: its runs, and the undo, after `from`, of a run from
+    // before it. The last of them left the files as `latest` says; a path that differs from
+    // it was changed by someone else.
+    let mut ours = BTreeSet::new();
+    let mut latest: Option<(DateTime<Utc>, String)> = None;
+    let mut last = |at: DateTime<Utc>, tree: &String| {
+        if latest.as_ref().is_none_or(|(t, _)| at >= *t) {
+            latest = Some((at, tree.clone()));
+        }
+    };
+    for (i, turn) in session.checkpoints.iter().enumerate() {
+        let Some(after) = &turn.after else { continue };
+        if since.contains(&i) {
+            ours.extend(checkpoints.changes(&turn.before, after)?);
+            last(turn.ended_at.unwrap_or(turn.started_at), after);
+        }
+        if let Some(undone) = turn.undone_at.filter(|u| *u >= from && !since.contains(&i)) {
+            ours.extend(checkpoints.changes(&turn.before, after)?);
+            last(undone, &turn.before);
+        }
+    }
+    let changed_since: BTreeSet<String> = match &latest {
+        Some((_, tree)) => checkpoints.changes(tree, current)?.into_iter().collect(),
+        None => all.clone(),
+    };
+    let (todo, kept): (BTreeSet<String>, BTreeSet<String>) = all
+        .into_iter()
+        .partition(|p| force || (ours.contains(p) && !changed_since.contains(p)));
+    let policy = agent_policy(checkpoints, &session.agent)?;
+    let mut files = checkpoints.restore(tree, &todo, &policy)?;
+    files.kept = kept.into_iter().collect();
+    Ok(files)
+}
+
+/// What a rewind to a turn did (`nop rewind --turn N`, `/rewind`'s picker).
+#[derive(Debug, Clone, Serialize)]
+pub struct TurnRewind {
+    pub session_id: String,
+    /// 1-based, among the session's runs.
+    pub turn: usize,
+    pub prompt: String,
+    /// The session as it was before the rewind (so a rewind can itself be rewound).
+    pub saved_as: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub files: Option<Restored>,
+    /// Messages before and after, when the conversation was rewound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub messages: Option<(usize, usize)>,
+}
+
+/// Takes session `id` back to the start of its run `turn` (1-based): the files as they were
+/// before it (what nop's runs changed since; a path someone else changed is kept unless
+/// `force`), the conversation as it was when it began, or both. The session as it was is
+/// snapshotted first, so `nop rewind --to` that snapshot undoes this.
+pub fn rewind_turn(
+    store: &Store,
+    checkpoints: Option<&Checkpoints>,
+    id: &str,
+    turn: usize,
+    mode: RewindMode,
+    force: bool,
+    now: DateTime<Utc>,
+) -> Result<TurnRewind> {
+    let _guard = idle(store, id)?;
+    let session = store.read_session(id)?;
+    let count = session.checkpoints.len();
+    let Some(index) = turn.checked_sub(1).filter(|i| *i < count) else {
+        return Err(CheckpointError::Refused(if count == 0 {
+            format!(
+                "session {id} has no recorded runs (they were before nop recorded them, or checkpoints.enabled is off)"
+            )
+        } else {
+            format!("session {id} has runs 1 to {count}; there is no run {turn}")
+        }));
+    };
+    let chosen = session.checkpoints[index].clone();
+    let checkpoints = match (mode.files(), checkpoints) {
+        (true, None) => {
+            return Err(CheckpointError::Refused(
+                "file checkpoints are off (checkpoints.enabled); `--conversation` rewinds the conversation alone".to_string(),
+            ));
+        }
+        (true, Some(c)) => Some(c),
+        (false, _) => None,
+    };
+    // A compaction since the run began rewrote the messages it counted.
+    if mode.conversation()
+        && session
+            .compressions
+            .iter()
+            .any(|c| c.timestamp >= chosen.started_at)
+    {
+        return Err(CheckpointError::Refused(format!(
+            "the conversation of session {id} was compacted after run {turn} began, so it cannot be cut back to that run; `--files` takes the files back alone, or rewind to the snapshot the compaction saved (`nop sessions show {id}`)"
+        )));
+    }
+    let saved_as = store.snapshot(id, now)?;
+    let since: Vec<usize> = (index..count).collect();
+    let files = match checkpoints {
+        Some(checkpoints) => {
+            let current = match store.read_snapshot(id, &saved_as)?.checkpoint {
+                Some(current) => current,
+                None => checkpoints.record()?,
+            };
+            Some(files_back(
+                checkpoints,
+                &session,
+                &since,
+                chosen.started_at,
+                &chosen.before,
+                &current,
+                force,
+            )?)
+        }
+        None => None,
+    };
+    let note = files.as_ref().filter(|_| !mode.conversation()).map(|f| {
+        format!(
+            "The user rewound the files to before run {turn} (\"{}\"); {}.",
+            chosen.prompt,
+            f.summary()
+        )
+    });
+    let messages = store.update(id, now, |state| {
+        let before = state.session.messages.len();
+        if mode.files() {
+            for i in &since {
+                if let Some(t) = state.session.checkpoints.get_mut(*i) {
+                    t.undone_at.get_or_insert(now);
+                }
+            }
+        }
+        if let Some(note) = note {
+            state
+                .session
+                .messages
+                .push(Message::new(Role::System, note, now));
+        }
+        if !mode.conversation() {
+            return Ok(None);
+        }
+        state.session.messages.truncate(chosen.messages_before);
+        state.session.status = SessionStatus::Idle;
+        Ok(Some((before, state.session.messages.len())))
+    })?;
+    tracing::info!(session = %id, op = "rewind", result = "ok", turn, saved_as = %saved_as, "rewound to a turn");
+    Ok(TurnRewind {
+        session_id: id.to_string(),
+        turn,
+        prompt: chosen.prompt,
+        saved_as,
+        files,
+        messages,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{CompressionRecord, TurnCheckpoint};
+
+    fn turn(messages_before: usize, started_at: DateTime<Utc>) -> TurnCheckpoint {
+        TurnCheckpoint {
+            before: "t0".into(),
+            after: Some("t1".into()),
+            started_at,
+            ended_at: Some(started_at),
+            messages_before,
+            prompt: "second".into(),
+            undone_at: None,
+        }
+    }
+
+    #[test]
+    fn a_turn_rewind_cuts_the_conversation_back_and_refuses_a_missing_run_or_a_compaction_since() {
+        let dir = tempfile::tempdir().expect("temp");
+        let store = Store::new(
+            dir.path().join("sessions"),
+            std::time::Duration::from_secs(5),
+        );
+        let now = Utc::now();
+        let id = store.create("coder", now).expect("create").session_id;
+        store
+            .update(&id, now, |state| {
+                for text in ["first", "first done", "second", "second done"] {
+                    let role = if text.ends_with("done") {
+                        Role::Assistant
+                    } else {
+                        Role::User
+                    };
+                    state.session.messages.push(Message::new(role, text, now));
+                }
+                state.session.checkpoints.push(turn(2, now));
+                Ok(())
+            })
+            .expect("update");
+        let conversation = RewindMode::Conversation;
+        let missing = rewind_turn(&store, None, &id, 2, conversation, false, now);
+        assert!(
+            missing.is_err_and(|e| e.to_string().contains("runs 1 to 1")),
+            "run 2 does not exist"
+        );
+        let files = rewind_turn(&store, None, &id, 1, RewindMode::Both, false, now);
+        assert!(files.is_err_and(|e| e.to_string().contains("checkpoints are off")));
+
+        let later = now + chrono::Duration::seconds(1);
+        let done = rewind_turn(&store, None, &id, 1, conversation, false, later).expect("rewind");
+        assert_eq!(done.messages, Some((4, 2)));
+        let session = store.read_session(&id).expect("read");
+        let texts: Vec<&str> = session
+            .messages
+            .iter()
+            .map(|m| m.content.as_str())
+            .collect();
+        assert_eq!(texts, ["first", "first done"]);
+        assert!(store.read_snapshot(&id, &done.saved_as).is_ok());
+
+        store
+            .update(&id, later, |state| {
+                state.session.compressions.push(CompressionRecord {
+                    snapshot_id: done.saved_as.clone(),
+                    timestamp: later,
+                    messages_before: None,
+                    messages_after: None,
+                    reason: None,
+                    extra: Default::default(),
+                });
+                Ok(())
+            })
+            .expect("update");
+        let compacted = rewind_turn(&store, None, &id, 1, conversation, false, later);
+        assert!(compacted.is_err_and(|e| e.to_string().contains("compacted")));
+    }
 }

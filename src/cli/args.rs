@@ -146,13 +146,17 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Take a session back to a snapshot: its files, its conversation, or both (default).
+    /// Take a session back to a snapshot or to the start of one of its runs: its files, its
+    /// conversation, or both (default).
     Rewind {
         #[arg(long, short = 's', value_name = "ID")]
         session: String,
         /// The snapshot (an id or a unique prefix; `nop sessions show ID` lists them).
-        #[arg(long, value_name = "SNAPSHOT")]
-        to: String,
+        #[arg(long, value_name = "SNAPSHOT", required_unless_present = "turn")]
+        to: Option<String>,
+        /// The run to go back to the start of (1-based, as `nop undo` counts them).
+        #[arg(long, value_name = "N", conflicts_with = "to")]
+        turn: Option<usize>,
         /// Only the files.
         #[arg(long, conflicts_with_all = ["conversation", "both"])]
         files: bool,

@@ -85,11 +85,18 @@ pub fn undo(
     Ok(ExitCode::SUCCESS)
 }
 
+/// Where `nop rewind` goes.
+pub enum RewindTo {
+    Snapshot(String),
+    /// 1-based.
+    Turn(usize),
+}
+
 /// `nop rewind`.
 pub fn rewind(
     ctx: &Context,
     session: &str,
-    to: &str,
+    to: RewindTo,
     (files, conversation): (bool, bool),
     force: bool,
     json: bool,
@@ -104,15 +111,31 @@ pub fn rewind(
         _ => RewindMode::Both,
     };
     let checkpoints = ctx.ws.checkpoints(ctx.config());
-    let rewind = nop::checkpoint::rewind(
-        store,
-        checkpoints.as_ref(),
-        &id,
-        to,
-        mode,
-        force,
-        Utc::now(),
-    )?;
-    render::rewind(out, &rewind, json)?;
+    match to {
+        RewindTo::Snapshot(to) => {
+            let rewind = nop::checkpoint::rewind(
+                store,
+                checkpoints.as_ref(),
+                &id,
+                &to,
+                mode,
+                force,
+                Utc::now(),
+            )?;
+            render::rewind(out, &rewind, json)?;
+        }
+        RewindTo::Turn(turn) => {
+            let rewind = nop::checkpoint::rewind_turn(
+                store,
+                checkpoints.as_ref(),
+                &id,
+                turn,
+                mode,
+                force,
+                Utc::now(),
+            )?;
+            render::rewind_turn(out, &rewind, json)?;
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -155,12 +155,20 @@ fn dispatch(command: Command, ctx: &Context, out: &mut impl Write) -> Result<Exi
         Command::Rewind {
             session,
             to,
+            turn,
             files,
             conversation,
             both: _,
             force,
             json,
-        } => checkpoints::rewind(ctx, &session, &to, (files, conversation), force, json, out),
+        } => {
+            let to = match (to, turn) {
+                (_, Some(turn)) => checkpoints::RewindTo::Turn(turn),
+                (Some(snapshot), None) => checkpoints::RewindTo::Snapshot(snapshot),
+                (None, None) => return Err(anyhow::anyhow!("--to SNAPSHOT or --turn N")),
+            };
+            checkpoints::rewind(ctx, &session, to, (files, conversation), force, json, out)
+        }
         Command::Permissions(command) => permissions::permissions(ctx, command, out),
         Command::Plugins(PluginsCommand::List { json }) => agents::plugins(ctx, json, out),
         Command::Agents(AgentsCommand::List { json }) => agents::agents(ctx, json, out),

@@ -449,7 +449,33 @@ pub fn undo(out: Out<'_>, undo: &nop::checkpoint::Undo, json: bool) -> std::io::
     restored_lines(out, &undo.files)
 }
 
-/// `nop rewind` / `/rewind`.
+/// `nop rewind --turn N` / `/rewind`'s picker.
+pub fn rewind_turn(
+    out: Out<'_>,
+    rewind: &nop::checkpoint::TurnRewind,
+    json: bool,
+) -> std::io::Result<()> {
+    if json {
+        return print_json(out, &json!(rewind));
+    }
+    writeln!(
+        out,
+        "rewound session {} to before run {} (\"{}\"; as it was before: snapshot {})",
+        rewind.session_id,
+        rewind.turn,
+        one_line(&rewind.prompt),
+        rewind.saved_as
+    )?;
+    if let Some((before, after)) = rewind.messages {
+        writeln!(out, "messages  {before} → {after}")?;
+    }
+    if let Some(files) = &rewind.files {
+        restored_lines(out, files)?;
+    }
+    Ok(())
+}
+
+/// `nop rewind` / `/rewind SNAP`.
 pub fn rewind(out: Out<'_>, rewind: &nop::checkpoint::Rewind, json: bool) -> std::io::Result<()> {
     if json {
         return print_json(out, &json!(rewind));

@@ -692,10 +692,7 @@ impl Interactive {
                 let ws = self.runtime.workspace().clone();
                 let checkpoints = ws.checkpoints(self.runtime.config());
                 if name == "/rewind" && argument.is_empty() {
-                    for line in super::slash::rewind_points(&store, &id) {
-                        eprintln!("{line}");
-                    }
-                    return Command::Done;
+                    return self.rewind_to_a_turn(rt, &store, &id, checkpoints.as_ref());
                 }
                 // The session's run lock is free only with the handle closed.
                 self.close(rt);
@@ -768,6 +765,68 @@ impl Interactive {
                 None => eprintln!("unknown command {other}; /help lists them"),
             },
         }
+        Command::Done
+    }
+
+    /// `/rewind` alone: the session's runs in a picker, newest first; the one picked has its files
+    /// and conversation taken back to where it began.
+    fn rewind_to_a_turn(
+        &mut self,
+        rt: &tokio::runtime::Runtime,
+        store: &nop::session::Store,
+        id: &str,
+        checkpoints: Option<&nop::checkpoint::Checkpoints>,
+    ) -> Command {
+        let file = match store.read_session(id) {
+            Ok(file) => file,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Command::Done;
+            }
+        };
+        let turns = super::slash::turn_entries(&file, checkpoints);
+        if turns.is_empty() {
+            eprintln!("no runs to go back to yet; /rewind SNAP goes back to a snapshot:");
+            for line in super::slash::rewind_points(store, id) {
+                eprintln!("{line}");
+            }
+            return Command::Done;
+        }
+        let lines: Vec<String> = turns.iter().map(|(_, line)| line.clone()).collect();
+        let turn = match super::picker::pick("rewind to before which run", &lines) {
+            Ok(Some(i)) => match turns.get(i) {
+                Some((turn, _)) => *turn,
+                None => return Command::Done,
+            },
+            Ok(None) => return Command::Done,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Command::Done;
+            }
+        };
+        // The session's run lock is free only with the handle closed.
+        self.close(rt);
+        let rewound = nop::checkpoint::rewind_turn(
+            store,
+            checkpoints,
+            id,
+            turn,
+            if checkpoints.is_some() {
+                nop::checkpoint::RewindMode::Both
+            } else {
+                nop::checkpoint::RewindMode::Conversation
+            },
+            false,
+            chrono::Utc::now(),
+        )
+        .map_err(|e| e.to_string())
+        .and_then(|r| {
+            super::render::rewind_turn(&mut std::io::stderr(), &r, false).map_err(|e| e.to_string())
+        });
+        if let Err(e) = rewound {
+            eprintln!("error: {e}");
+        }
+        self.reopen(rt, Some(id.to_string()));
         Command::Done
     }
 

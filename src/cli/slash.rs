@@ -44,7 +44,7 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ),
     (
         "/rewind",
-        "the snapshots; /rewind SNAP [--files|--conversation|--both] [--force] goes back",
+        "pick a run to go back to (files and conversation); /rewind SNAP [--files|--conversation|--both] [--force] goes back to a snapshot",
     ),
     ("/verbose", "whole tool results and diffs (again: cut)"),
     (
@@ -190,6 +190,63 @@ pub fn rewind_points(store: &Store, id: &str) -> Vec<String> {
                 },
                 super::term::style::visible(&prompt.replace('\n', " "))
             )
+        })
+        .collect()
+}
+
+/// `/rewind`'s picker: the session's runs, newest first, each as its 1-based number and a line
+/// (number, time, prompt, the files it changed).
+pub fn turn_entries(
+    file: &SessionFile,
+    checkpoints: Option<&nop::checkpoint::Checkpoints>,
+) -> Vec<(usize, String)> {
+    const FILES: usize = 4;
+    file.checkpoints
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(i, turn)| {
+            let files = match (&turn.after, checkpoints) {
+                (Some(after), Some(c)) => match c.changes(&turn.before, after) {
+                    Ok(changed) if changed.is_empty() => "no files changed".to_string(),
+                    Ok(changed) => {
+                        let mut shown = changed
+                            .iter()
+                            .take(FILES)
+                            .cloned()
+                            .collect::<Vec<_>>()
+                            .join(", ");
+                        if changed.len() > FILES {
+                            shown.push_str(&format!(" +{}", changed.len() - FILES));
+                        }
+                        shown
+                    }
+                    Err(_) => "files unknown".to_string(),
+                },
+                (None, Some(_)) => "did not end; files unknown".to_string(),
+                (_, None) => String::new(),
+            };
+            let files = if files.is_empty() {
+                files
+            } else {
+                format!("  · {}", super::term::style::visible(&files))
+            };
+            let prompt: String = turn.prompt.chars().take(60).collect();
+            let line = format!(
+                "{:>3}  {}  {}{}{}",
+                i + 1,
+                turn.started_at
+                    .with_timezone(&chrono::Local)
+                    .format("%m-%d %H:%M"),
+                super::term::style::visible(&prompt.replace('\n', " ")),
+                if turn.undone_at.is_some() {
+                    " (undone)"
+                } else {
+                    ""
+                },
+                files,
+            );
+            (i + 1, line)
         })
         .collect()
 }

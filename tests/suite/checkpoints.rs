@@ -313,6 +313,87 @@ fn rewind_takes_files_and_conversation_back_to_a_snapshot_and_can_be_rewound_its
     assert!(bad.contains("nosuchsnap"), "{bad}");
 }
 
+#[test]
+fn rewind_to_a_turn_takes_files_and_conversation_back_to_where_it_began_and_keeps_a_later_user_edit()
+ {
+    let repo = git_repo(&[("base.txt", "base\n")]);
+    let server = MockServer::start(vec![
+        call(
+            "c1",
+            "write-file",
+            json!({"path": "a.txt", "content": "v1\n"}),
+        ),
+        openai::reply_text("first done"),
+        call(
+            "c2",
+            "edit-file",
+            json!({"path": "a.txt", "old_string": "v1", "new_string": "v2"}),
+        ),
+        call(
+            "c3",
+            "write-file",
+            json!({"path": "c.txt", "content": "c1\n"}),
+        ),
+        openai::reply_text("second done"),
+        shell("c4", "rm base.txt"),
+        openai::reply_text("third done"),
+    ]);
+    let id = run(&repo, &server, &["first"]);
+    run(&repo, &server, &["--session", &id, "second"]);
+    run(&repo, &server, &["--session", &id, "third"]);
+    let root = repo.path();
+    assert!(!root.join("base.txt").exists());
+    // The user edits a file the second run wrote.
+    write(&repo, "c.txt", "mine\n");
+    let session = repo.session_json(&id);
+    let messages_before = session["checkpoints"][1]["messagesBefore"].clone();
+    assert_eq!(session["checkpoints"][1]["prompt"], "second");
+
+    let (code, rewound, stderr) = nop_json(
+        &repo,
+        None,
+        &["rewind", "--session", &id, "--turn", "2", "--json"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(rewound["turn"], 2, "{rewound}");
+    assert_eq!(
+        strings(&rewound["files"]["restored"]),
+        ["a.txt", "base.txt"]
+    );
+    assert_eq!(strings(&rewound["files"]["kept"]), ["c.txt"]);
+    assert_eq!(read(root, "a.txt").as_deref(), Some("v1\n"));
+    assert_eq!(read(root, "base.txt").as_deref(), Some("base\n"));
+    assert_eq!(read(root, "c.txt").as_deref(), Some("mine\n"));
+    let session = repo.session_json(&id);
+    let messages = session["messages"].as_array().expect("messages");
+    assert_eq!(json!(messages.len()), messages_before);
+    assert_eq!(rewound["messages"][1], messages_before);
+    assert!(
+        messages.iter().all(|m| m["content"] != "second done"),
+        "{messages:?}"
+    );
+    assert!(messages.iter().any(|m| m["content"] == "first done"));
+    assert_eq!(session["status"], "idle");
+
+    // The session as it was is a snapshot: rewinding to it brings the runs' files back (with
+    // `--force`, as after a rewind to a snapshot).
+    let saved = rewound["saved_as"].as_str().expect("saved_as");
+    repo.run(&[
+        "rewind",
+        "--session",
+        &id,
+        "--to",
+        saved,
+        "--files",
+        "--force",
+    ]);
+    assert_eq!(read(root, "a.txt").as_deref(), Some("v2\n"));
+
+    // A run that is not there is named.
+    let bad = repo.fail(&["rewind", "--session", &id, "--turn", "9"]);
+    assert!(bad.contains("run 9") && bad.contains("1 to 3"), "{bad}");
+}
+
 /// Answers each request with the next of `script`, after both forks' first requests arrived:
 /// the two runs are under way at the same time.
 fn rendezvous(arrived: Arc<(Mutex<u32>, Condvar)>, script: Vec<MockResponse>) -> MockServer {

@@ -469,8 +469,11 @@ fn undo_and_rewind_in_the_interactive_session_put_the_files_back() {
     t.type_line("/undo");
     t.wait_for_prompt_after("restored  notes.txt");
     assert_eq!(notes(), "one\n");
+    // `/rewind` alone picks a run; Esc leaves everything as it is.
     t.type_line("/rewind");
-    t.wait_for(", files");
+    t.wait_for("rewind to before which run");
+    t.wait_for("shout the notes (undone)  · notes.txt");
+    t.press(&["Escape"]);
     t.type_line("/rewind nosuchsnapshot --files");
     t.wait_for_prompt_after("error:");
     t.type_line("/exit");
@@ -480,6 +483,84 @@ fn undo_and_rewind_in_the_interactive_session_put_the_files_back() {
         session["checkpoints"][0]["undoneAt"].is_string(),
         "{session}"
     );
+}
+
+/// `/rewind` alone: a picker of the session's runs, newest first, with each one's prompt and
+/// files; the one picked (typed to filter) has its files and conversation taken back to where
+/// it began.
+#[test]
+fn rewind_picks_a_run_and_takes_files_and_conversation_back_to_where_it_began() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "w1",
+            "write-file",
+            json!({"path": "a.txt", "content": "v1\n"}),
+        )]),
+        openai::reply_text("first done"),
+        openai::reply_tool_calls(&[
+            (
+                "e2",
+                "edit-file",
+                json!({"path": "a.txt", "old_string": "v1", "new_string": "v2"}),
+            ),
+            (
+                "w2",
+                "write-file",
+                json!({"path": "b.txt", "content": "b\n"}),
+            ),
+        ]),
+        openai::reply_text("second done"),
+        openai::reply_text("third done"),
+    ]);
+    let t = Terminal::start(
+        &repo,
+        &server,
+        "rewindpick",
+        "run",
+        &[],
+        "/help for commands",
+    );
+    t.type_line("write the first file");
+    t.wait_for_prompt_after("first done");
+    t.type_line("change it and add another");
+    t.wait_for_prompt_after("second done");
+    let read = |path: &str| std::fs::read_to_string(repo.path().join(path)).ok();
+    assert_eq!(read("a.txt").as_deref(), Some("v2\n"));
+    t.type_line("/rewind");
+    t.wait_for("rewind to before which run");
+    let screen = t.wait_for("write the first file  · a.txt");
+    let picker = screen
+        .split("rewind to before which run")
+        .nth(1)
+        .expect("the picker");
+    let newest = picker.find("change it and add another  · a.txt, b.txt");
+    let oldest = picker.find("write the first file  · a.txt");
+    assert!(
+        newest.is_some_and(|n| oldest.is_some_and(|o| n < o)),
+        "newest first: {screen}"
+    );
+    // Typing filters; Enter takes the run that matches.
+    t.press(&["c", "h", "a", "n", "g", "e", "Enter"]);
+    let screen = t.wait_for_prompt_after("removed   b.txt");
+    assert!(screen.contains("to before run 2"), "{screen}");
+    assert!(screen.contains("restored  a.txt"), "{screen}");
+    assert_eq!(read("a.txt").as_deref(), Some("v1\n"));
+    assert_eq!(read("b.txt"), None);
+    let session = repo.first_session();
+    let contents: Vec<&str> = session["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert!(contents.contains(&"first done"), "{contents:?}");
+    assert!(!contents.contains(&"second done"), "{contents:?}");
+    // The next prompt goes on from there.
+    t.type_line("go on");
+    t.wait_for_prompt_after("third done");
+    t.type_line("/exit");
+    t.wait_for("saved; continue with");
 }
 
 /// The approval mode is on the first screen and `/mode` switches it; in plan mode nothing is
