@@ -155,6 +155,42 @@ impl Completer for PromptHelper {
 
 impl Hinter for PromptHelper {
     type Hint = String;
+
+    /// Typing `/` opens the menu: the commands that match what is typed so far, each with its
+    /// help, under the line (Tab completes; one match is shown inline).
+    fn hint(&self, line: &str, pos: usize, _: &rustyline::Context<'_>) -> Option<String> {
+        slash_menu(line, pos)
+    }
+}
+
+/// The slash commands matching `line` (a `/word` being typed at its end), as a hint.
+pub fn slash_menu(line: &str, pos: usize) -> Option<String> {
+    if pos != line.len() || !line.starts_with('/') || line.contains(char::is_whitespace) {
+        return None;
+    }
+    let matching: Vec<&(&str, &str)> = super::slash::COMMANDS
+        .iter()
+        .filter(|(name, _)| name.starts_with(line))
+        .collect();
+    match matching.as_slice() {
+        [] => None,
+        [(name, help)] => Some(format!("{}  {help}", &name[line.len()..])),
+        many => {
+            const SHOWN: usize = 8;
+            let mut menu: String = many
+                .iter()
+                .take(SHOWN)
+                .map(|(name, help)| format!("\n  {name:<11} {help}"))
+                .collect();
+            if many.len() > SHOWN {
+                menu.push_str(&format!(
+                    "\n  … {} more (Tab lists them all)",
+                    many.len() - SHOWN
+                ));
+            }
+            Some(menu)
+        }
+    }
 }
 
 impl Highlighter for PromptHelper {}
@@ -403,5 +439,25 @@ mod tests {
         let (start, found) = complete(root, "explain @prs", 12);
         assert_eq!(start, 8);
         assert_eq!(replacements(&found), vec!["@src/deep/parser.rs "]);
+    }
+
+    #[test]
+    fn typing_a_slash_opens_a_menu_of_the_matching_commands() {
+        let all = slash_menu("/", 1).unwrap_or_default();
+        assert!(all.contains("/help"), "{all}");
+        assert!(all.contains("more (Tab lists them all)"), "{all}");
+        let some = slash_menu("/re", 3).unwrap_or_default();
+        assert!(
+            some.contains("/resume") && some.contains("/rewind"),
+            "{some}"
+        );
+        assert!(!some.contains("/help"), "{some}");
+        assert_eq!(
+            slash_menu("/sta", 4).as_deref(),
+            Some("tus  model, session, tokens and context (also /cost)")
+        );
+        assert_eq!(slash_menu("/status now", 11), None);
+        assert_eq!(slash_menu("hello", 5), None);
+        assert_eq!(slash_menu("/zz", 3), None);
     }
 }

@@ -730,3 +730,29 @@ fn shift_tab_cycles_the_approval_mode_and_keeps_what_is_typed() {
     t.type_line("/exit");
     t.wait_for("saved; continue with");
 }
+
+/// Typing `/` shows the matching commands with their help, narrowed as more is typed.
+#[test]
+fn typing_a_slash_shows_the_menu_of_commands() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![openai::reply_text("hi")]);
+    let t = Terminal::start(
+        &repo,
+        &server,
+        "slashmenu",
+        "run",
+        &[],
+        "/help for commands",
+    );
+    t.press(&["/", "r", "e"]);
+    let screen = t.wait_for("/rewind");
+    assert!(screen.contains("/resume"), "{screen}");
+    assert!(screen.contains("pick a recent session"), "{screen}");
+    assert!(!screen.contains("/verbose"), "{screen}");
+    // Enter with the menu open sends the line as typed.
+    t.press(&["C-u"]);
+    t.type_line("hello");
+    t.wait_for_prompt_after("hi");
+    t.type_line("/exit");
+    t.wait_for("saved; continue with");
+}
