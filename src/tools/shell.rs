@@ -137,15 +137,26 @@ pub(crate) async fn run_confined(
             ToolErrorKind::Timeout,
             format!("`{command_line}` did not finish within {:.1} s and was killed", timeout.as_secs_f64()),
         )),
-        () = ctx.cancel.cancelled() => Err(ToolError::Aborted),
+        () = ctx.cancel.cancelled() => Err(ToolError::aborted()),
     };
     let status = match stopped {
         Ok(r) => r,
         Err(e) => {
             _guard.stop(&mut child).await;
             // What it printed until then stays in the log, if it had one.
-            let _ = capture.finish(&format!("(stopped: {e})")).await;
-            return Err(e);
+            let log = capture
+                .finish(&format!("(stopped: {e})"))
+                .await
+                .ok()
+                .flatten();
+            return Err(match e {
+                // The model and the user see what it printed until then.
+                ToolError::Aborted { .. } => ToolError::Aborted {
+                    output: Some(streams(&capture, log.as_deref(), 0, ctx.output_max_bytes))
+                        .filter(|o| !o.is_empty()),
+                },
+                e => e,
+            });
         }
     };
     let status = match status {
@@ -172,6 +183,35 @@ pub(crate) async fn run_confined(
         note,
         view,
     })
+}
+
+/// Both streams as the model reads them (`stdout:` and `stderr:` sections, an empty one left
+/// out), head and tail within `max` bytes with `fixed` of them taken already when a stream was
+/// cut (`log` names the whole).
+fn streams(capture: &Capture, log: Option<&str>, fixed: usize, max: usize) -> String {
+    let (out, err) = (&capture.stdout, &capture.stderr);
+    let (out_budget, err_budget) = match log {
+        // Short enough to keep whole; the orchestrator cuts it if the whole is too long.
+        None => (usize::MAX, usize::MAX),
+        Some(name) => {
+            let fixed = fixed + 2 * (MARKER_ROOM + name.len() + "stdout:\n\n".len());
+            share(max.saturating_sub(fixed), out.total(), err.total())
+        }
+    };
+    let mut content = String::new();
+    for (label, stream, budget) in [("stdout", out, out_budget), ("stderr", err, err_budget)] {
+        if stream.is_empty() {
+            continue;
+        }
+        let text = stream.render(budget, label, log);
+        content.push_str(label);
+        content.push_str(":\n");
+        content.push_str(&text);
+        if !text.ends_with('\n') {
+            content.push('\n');
+        }
+    }
+    content
 }
 
 /// Reads both pipes until they close, each piece into `capture` as it arrives.
@@ -291,29 +331,13 @@ impl TypedTool for Shell {
             content.push_str(note);
             content.push('\n');
         }
-        let (out_budget, err_budget) = match &ran.log {
-            // Short enough to keep whole; the orchestrator cuts it if the whole is too long.
-            None => (usize::MAX, usize::MAX),
-            Some(name) => {
-                let fixed = content.len()
-                    + refusals.iter().map(|n| n.len() + 1).sum::<usize>()
-                    + 2 * (MARKER_ROOM + name.len() + "stdout:\n\n".len());
-                let budget = ctx.output_max_bytes.saturating_sub(fixed);
-                share(budget, out.total(), err.total())
-            }
-        };
-        for (label, stream, budget) in [("stdout", out, out_budget), ("stderr", err, err_budget)] {
-            if stream.is_empty() {
-                continue;
-            }
-            let text = stream.render(budget, label, ran.log.as_deref());
-            content.push_str(label);
-            content.push_str(":\n");
-            content.push_str(&text);
-            if !text.ends_with('\n') {
-                content.push('\n');
-            }
-        }
+        let fixed = content.len() + refusals.iter().map(|n| n.len() + 1).sum::<usize>();
+        content.push_str(&streams(
+            &ran.output,
+            ran.log.as_deref(),
+            fixed,
+            ctx.output_max_bytes,
+        ));
         for note in refusals {
             content.push_str(&note);
             content.push('\n');

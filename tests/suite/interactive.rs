@@ -616,3 +616,36 @@ fn shift_tab_cycles_the_approval_mode_and_keeps_what_is_typed() {
     t.type_line("/exit");
     t.wait_for("saved; continue with");
 }
+
+#[test]
+fn esc_during_a_command_shows_and_hands_the_model_what_it_printed_so_far() {
+    let repo = Repo::new();
+    let gate = repo.path().join("gate");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "shell",
+            json!({"command": format!("echo first partial line; echo second partial line >&2; while [ ! -e {} ]; do sleep 0.02; done", gate.display())}),
+        )]),
+        openai::reply_text("noted"),
+    ]);
+    let t = Terminal::start(&repo, &server, "partial", "run", &[], "/help for commands");
+    t.type_line("run it");
+    t.wait_for("esc to interrupt");
+    // The command has printed (its output is in the session's view of it) before Esc.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    t.press(&["Escape"]);
+    let screen = t.wait_for_prompt_after("interrupted");
+    assert!(screen.contains("first partial line"), "{screen}");
+    t.type_line("go on");
+    t.wait_for_prompt_after("noted");
+    let requests = server.requests();
+    let results = requests[1].tool_results();
+    assert!(
+        results.iter().any(|r| r.contains("aborted by user")
+            && r.contains("first partial line")
+            && r.contains("second partial line")),
+        "{results:?}"
+    );
+    t.type_line("/exit");
+}
