@@ -22,6 +22,8 @@ pub struct Renderer {
     /// A person drives the session here (the interactive session): no hints about how to go on
     /// with `nop run`.
     interactive: bool,
+    /// The last tool result's tool and text, for Ctrl-O.
+    last_result: Option<(String, String)>,
 }
 
 /// The renderer of each output format; text on a terminal is the transcript ([`Live`]).
@@ -45,6 +47,7 @@ impl Renderer {
             format,
             verbose: false,
             interactive: false,
+            last_result: None,
         }
     }
 
@@ -76,6 +79,26 @@ impl Renderer {
     pub fn toggle_verbose(&mut self) -> bool {
         self.verbose = !self.verbose;
         self.verbose
+    }
+
+    /// The last tool result as the model read it (Ctrl-O), whole up to what a `tool_result`
+    /// event carries (8,000 characters; a longer one is its head and tail).
+    pub fn show_last_result(&mut self) {
+        let text = match &self.last_result {
+            Some((name, output)) => {
+                let output = super::term::style::sanitize(output);
+                format!("── last result ({name}) ──\n{}\n──", output.trim_end())
+            }
+            None => "no tool result yet".to_string(),
+        };
+        match self.live() {
+            Some(live) => {
+                live.clear_status();
+                eprintln!("{text}");
+                live.draw_status();
+            }
+            None => eprintln!("{text}"),
+        }
     }
 
     /// Whether the status line wants [`Renderer::tick`] calls (work is under way).
@@ -161,6 +184,9 @@ impl Renderer {
     }
 
     pub fn event(&mut self, event: &Event) {
+        if let Event::ToolResult { name, output, .. } = event {
+            self.last_result = Some((name.clone(), output.clone()));
+        }
         match &mut self.format {
             Format::StreamJson(r) => r.event(event),
             Format::Json(r) => r.event(event),

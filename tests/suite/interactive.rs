@@ -649,3 +649,28 @@ fn esc_during_a_command_shows_and_hands_the_model_what_it_printed_so_far() {
     );
     t.type_line("/exit");
 }
+
+#[test]
+fn ctrl_o_shows_the_last_result_in_full_and_keeps_what_is_typed() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("c1", "shell", json!({"command": "seq -f 'row%02g' 1 12"}))]),
+        openai::reply_text("listed"),
+    ]);
+    let t = Terminal::start(&repo, &server, "ctrlo", "run", &[], "/help for commands");
+    t.type_line("count");
+    let screen = t.wait_for_prompt_after("listed");
+    // The result is cut to its last lines.
+    assert!(
+        screen.contains("row12") && !screen.contains("row01"),
+        "{screen}"
+    );
+    t.press(&["a", "b", "C-o"]);
+    // Printed in one piece: the whole result is there once its heading is.
+    let screen = t.wait_for("last result (shell)");
+    assert!(screen.contains("row01"), "{screen}");
+    // What was typed is still there.
+    t.wait_for("› ab");
+    t.press(&["C-u"]);
+    t.type_line("/exit");
+}
