@@ -323,6 +323,10 @@ struct Live {
     input: String,
     /// Keys are read while the agent works (the interactive session): Esc interrupts.
     keys: bool,
+    /// The last lines of the command under way, shown under the status line.
+    tail: Vec<String>,
+    /// Lines drawn under the status line (its tail).
+    drawn_below: usize,
 }
 
 impl Live {
@@ -341,6 +345,8 @@ impl Live {
             started: Instant::now(),
             input: String::new(),
             keys: false,
+            tail: Vec::new(),
+            drawn_below: 0,
         }
     }
 
@@ -385,10 +391,17 @@ impl Live {
                 self.set_status("writing");
                 return;
             }
+            // A command's last lines, under the status line while it runs.
+            Event::ToolOutput { tail } => {
+                self.tail = tail.clone();
+                self.draw_status();
+                return;
+            }
             _ => {}
         }
         self.flush_text();
         self.clear_status();
+        self.tail.clear();
         match event {
             Event::SessionStarted { .. } => {
                 self.started = Instant::now();
@@ -493,7 +506,10 @@ impl Live {
                 }
                 self.set_status("thinking");
             }
-            Event::ApprovalRequested { .. } | Event::Idle { .. } | Event::Usage { .. } => {}
+            Event::ApprovalRequested { .. }
+            | Event::Idle { .. }
+            | Event::Usage { .. }
+            | Event::ToolOutput { .. } => {}
             Event::Text { .. } => {}
             Event::Warning { message } => {
                 eprintln!("{}", err.yellow(&format!("warning: {}", visible(message))))
@@ -621,6 +637,7 @@ impl Live {
                 one_line(&self.input)
             );
             let line = super::term::style::truncate(&line, Live::width().saturating_sub(1));
+            self.clear_status();
             eprint!("\r\x1b[2K{line}");
             let _ = std::io::stderr().flush();
             self.drawn = true;
@@ -642,17 +659,31 @@ impl Live {
         } else {
             " · ctrl-c to interrupt"
         });
-        let line = super::term::style::truncate(&line, Live::width().saturating_sub(1));
-        eprint!("\r\x1b[2K{}", self.err.dim(&line));
+        let width = Live::width().saturating_sub(1);
+        let line = super::term::style::truncate(&line, width);
+        let mut below = String::new();
+        for l in &self.tail {
+            let l = super::term::style::truncate(&format!("  │ {}", one_line(l)), width);
+            below.push_str(&format!("\n\x1b[2K{}", self.err.dim(&l)));
+        }
+        self.clear_status();
+        eprint!("\r\x1b[2K{}{below}", self.err.dim(&line));
         let _ = std::io::stderr().flush();
         self.drawn = true;
+        self.drawn_below = self.tail.len();
     }
 
+    /// Takes the status line and the tail under it away; the cursor is left where the status
+    /// line was.
     fn clear_status(&mut self) {
         if self.drawn {
             eprint!("\r\x1b[2K");
+            for _ in 0..self.drawn_below {
+                eprint!("\x1b[1A\x1b[2K");
+            }
             let _ = std::io::stderr().flush();
             self.drawn = false;
+            self.drawn_below = 0;
         }
     }
 }

@@ -68,6 +68,9 @@ pub struct ToolContext {
     /// How much of a result the model reads (`tools.output_max_bytes`); a command's output
     /// beyond it is cut as it arrives, the whole kept in an `out-<ts>.log`.
     pub output_max_bytes: usize,
+    /// Where a command's live tail goes (`Event::ToolOutput`), the run's event sink; `None`
+    /// where nobody watches.
+    pub events: Option<tokio::sync::mpsc::UnboundedSender<crate::protocol::events::Event>>,
 }
 
 /// A gate tool calls wait at ([`ToolContext::ready`]); open unless made with [`Ready::new`].

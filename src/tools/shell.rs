@@ -128,7 +128,7 @@ pub(crate) async fn run_confined(
         ctx.output_max_bytes,
     );
     let collect = async {
-        read_both(&mut stdout, &mut stderr, &mut capture).await;
+        read_both(&mut stdout, &mut stderr, &mut capture, ctx.events.as_ref()).await;
         child.wait().await
     };
     let stopped = tokio::select! {
@@ -214,24 +214,80 @@ fn streams(capture: &Capture, log: Option<&str>, fixed: usize, max: usize) -> St
     content
 }
 
-/// Reads both pipes until they close, each piece into `capture` as it arrives.
+/// How often at most a command's live tail is sent.
+const TAIL_EVERY: Duration = Duration::from_millis(250);
+
+/// Lines in a command's live tail.
+const TAIL_LINES: usize = 3;
+
+/// The last bytes a command printed (both streams as they came), for its live tail.
+#[derive(Default)]
+struct Recent {
+    bytes: Vec<u8>,
+    /// Something came since the tail was last sent.
+    fresh: bool,
+}
+
+impl Recent {
+    const KEEP: usize = 4096;
+
+    fn push(&mut self, bytes: &[u8]) {
+        self.bytes.extend_from_slice(bytes);
+        if self.bytes.len() > Self::KEEP {
+            self.bytes.drain(..self.bytes.len() - Self::KEEP);
+        }
+        self.fresh = true;
+    }
+
+    /// The last non-blank lines (a carriage return starts a line over, as a progress bar does).
+    fn tail(&self) -> Vec<String> {
+        let text = String::from_utf8_lossy(&self.bytes);
+        let mut lines: Vec<String> = text
+            .lines()
+            .map(|l| l.rsplit('\r').next().unwrap_or(l).trim_end().to_string())
+            .filter(|l| !l.trim().is_empty())
+            .collect();
+        lines.drain(..lines.len().saturating_sub(TAIL_LINES));
+        lines
+    }
+}
+
+/// Reads both pipes until they close, each piece into `capture` as it arrives; the last lines
+/// go to `events` as `ToolOutput` at most every [`TAIL_EVERY`].
 async fn read_both(
     stdout: &mut Option<impl AsyncRead + Unpin>,
     stderr: &mut Option<impl AsyncRead + Unpin>,
     capture: &mut Capture,
+    events: Option<&tokio::sync::mpsc::UnboundedSender<crate::protocol::events::Event>>,
 ) {
     let mut out_buf = vec![0; CHUNK];
     let mut err_buf = vec![0; CHUNK];
+    let mut recent = Recent::default();
+    let mut every = tokio::time::interval(TAIL_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         // `read` is cancel-safe: the pipe that loses the race keeps its bytes for the next turn.
         let (stream, read) = tokio::select! {
             r = read_some(stdout, &mut out_buf), if stdout.is_some() => (Stream::Stdout, r),
             r = read_some(stderr, &mut err_buf), if stderr.is_some() => (Stream::Stderr, r),
+            _ = every.tick(), if events.is_some() && (stdout.is_some() || stderr.is_some()) => {
+                if let Some(events) = events.filter(|_| recent.fresh) {
+                    recent.fresh = false;
+                    let _ = events.send(crate::protocol::events::Event::ToolOutput { tail: recent.tail() });
+                }
+                continue;
+            }
             else => return,
         };
         match (stream, read) {
-            (Stream::Stdout, Ok(n)) if n > 0 => capture.push(stream, &out_buf[..n]).await,
-            (Stream::Stderr, Ok(n)) if n > 0 => capture.push(stream, &err_buf[..n]).await,
+            (Stream::Stdout, Ok(n)) if n > 0 => {
+                recent.push(&out_buf[..n]);
+                capture.push(stream, &out_buf[..n]).await;
+            }
+            (Stream::Stderr, Ok(n)) if n > 0 => {
+                recent.push(&err_buf[..n]);
+                capture.push(stream, &err_buf[..n]).await;
+            }
             (Stream::Stdout, _) => *stdout = None,
             (Stream::Stderr, _) => *stderr = None,
         }
@@ -350,5 +406,19 @@ impl TypedTool for Shell {
                 ..super::ToolOutcome::command(ran.status, elapsed)
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Recent;
+
+    #[test]
+    fn the_live_tail_is_the_last_lines_with_a_progress_bar_at_its_latest() {
+        let mut recent = Recent::default();
+        recent.push(b"one\ntwo\n\nthree\n10%\r50%\r");
+        recent.push(b"90%\nfour");
+        assert!(recent.fresh);
+        assert_eq!(recent.tail(), ["three", "90%", "four"]);
     }
 }

@@ -674,3 +674,30 @@ fn ctrl_o_shows_the_last_result_in_full_and_keeps_what_is_typed() {
     t.press(&["C-u"]);
     t.type_line("/exit");
 }
+
+#[test]
+fn a_running_command_shows_its_last_lines_under_the_status_line() {
+    let repo = Repo::new();
+    let gate = repo.path().join("gate");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "shell",
+            json!({"command": format!("for i in 1 2 3 4 5; do echo tick$i; done; while [ ! -e {} ]; do sleep 0.02; done", gate.display())}),
+        )]),
+        openai::reply_text("all ticked"),
+    ]);
+    let t = Terminal::start(&repo, &server, "tail", "run", &[], "/help for commands");
+    t.type_line("tick");
+    let screen = t.wait_for("│ tick5");
+    assert!(
+        screen.contains("│ tick3") && !screen.contains("│ tick2"),
+        "{screen}"
+    );
+    assert!(screen.contains("esc to interrupt"), "{screen}");
+    std::fs::write(&gate, "").expect("open the gate");
+    let screen = t.wait_for_prompt_after("all ticked");
+    // The live tail is gone with the status line.
+    assert!(!screen.contains("│ tick"), "{screen}");
+    t.type_line("/exit");
+}
