@@ -418,6 +418,7 @@ mod tests {
             hooks: Default::default(),
             ready: Default::default(),
             output_max_bytes: 30_000,
+            events: None,
         };
         Ok((ctx, FakeHost::new(store, answer)))
     }

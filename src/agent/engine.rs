@@ -177,6 +177,7 @@ impl Engine {
             hooks: inner.config.hooks.clone(),
             ready: Default::default(),
             output_max_bytes: inner.config.tools.output_max_bytes,
+            events: Some(inner.events.clone()),
         })
     }
 

@@ -270,7 +270,7 @@ impl ModelAgent {
                 .instrument(span)
                 .await;
             let (mut executed, abort) = self.retry(call, executed, ctx).await?;
-            let was_aborted = matches!(executed.result, Err(ToolError::Aborted));
+            let was_aborted = matches!(executed.result, Err(ToolError::Aborted { .. }));
             // What the front end shows is taken out, not copied (a file's text twice); a
             // question stays, since recording the call looks at it.
             let (mut change, mut plan_changed) = (None, None);
@@ -358,7 +358,7 @@ enum CallsOutcome {
 fn worth_asking(error: &ToolError, transient: impl Fn(ToolErrorKind) -> bool) -> bool {
     match error {
         ToolError::Model { kind, .. } => transient(*kind),
-        ToolError::Aborted | ToolError::Fatal { .. } | ToolError::FatalMessage(_) => false,
+        ToolError::Aborted { .. } | ToolError::Fatal { .. } | ToolError::FatalMessage(_) => false,
     }
 }
 
@@ -552,7 +552,7 @@ mod tests {
                 "{kind:?}"
             );
         }
-        assert!(!worth_asking(&ToolError::Aborted, transient));
+        assert!(!worth_asking(&ToolError::aborted(), transient));
         assert!(!worth_asking(
             &ToolError::FatalMessage("disk full".into()),
             transient

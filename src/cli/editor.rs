@@ -48,7 +48,11 @@ pub fn editor(cwd: &Path) -> rustyline::Result<(PromptEditor, ModeSwitch)> {
     let switch = ModeSwitch::default();
     editor.bind_sequence(
         KeyEvent(KeyCode::BackTab, Modifiers::NONE),
-        EventHandler::Conditional(Box::new(ShiftTab(switch.clone()))),
+        EventHandler::Conditional(Box::new(ShiftTab(switch.clone(), Ended::ModeSwitch))),
+    );
+    editor.bind_sequence(
+        KeyEvent::ctrl('O'),
+        EventHandler::Conditional(Box::new(ShiftTab(switch.clone(), Ended::ShowResult))),
     );
     Ok((editor, switch))
 }
@@ -90,22 +94,39 @@ pub fn prompt(mode: ApprovalMode) -> String {
     }
 }
 
-/// What Shift+Tab left: the line as typed, split at the cursor. The key ends the line as
-/// Ctrl-C does (rustyline cannot change the prompt of a line being edited); this tells the two
-/// apart, and the session prompts again with the line as it was.
+/// Which key ended a line without sending it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ended {
+    /// Shift+Tab: the next approval mode.
+    ModeSwitch,
+    /// Ctrl-O: the last tool result in full.
+    ShowResult,
+}
+
+/// What Shift+Tab or Ctrl-O left: the line as typed, split at the cursor. The key ends the line
+/// as Ctrl-C does (rustyline cannot change the prompt of a line being edited, nor print above
+/// it); this tells them apart, and the session prompts again with the line as it was.
 #[derive(Clone, Default)]
-pub struct ModeSwitch(Arc<Mutex<Option<(String, String)>>>);
+pub struct ModeSwitch(Arc<Mutex<Option<(Ended, String, String)>>>);
 
 impl ModeSwitch {
-    /// The line Shift+Tab ended (before and after the cursor), once; `None` after a Ctrl-C.
-    fn take(&self) -> Option<(String, String)> {
-        self.0.lock().ok().and_then(|mut saved| saved.take())
+    /// The line `key` ended (before and after the cursor), once; `None` after a Ctrl-C or
+    /// another key.
+    fn take(&self, key: Ended) -> Option<(String, String)> {
+        let mut saved = self.0.lock().ok()?;
+        match saved.take() {
+            Some((ended, before, after)) if ended == key => Some((before, after)),
+            other => {
+                *saved = other;
+                None
+            }
+        }
     }
 
-    /// After Shift+Tab ended the line (`false`: it was a Ctrl-C): switches to the next
+    /// After Shift+Tab ended the line (`false`: it was something else): switches to the next
     /// approval mode, says so in a line, and leaves the line as it was typed to prompt with.
     pub fn cycle(&self, approver: &Approver, typed: &mut String, after: &mut String) -> bool {
-        let Some((before, rest)) = self.take() else {
+        let Some((before, rest)) = self.take(Ended::ModeSwitch) else {
             return false;
         };
         let mode = approver.mode().next();
@@ -119,9 +140,20 @@ impl ModeSwitch {
         *after = rest;
         true
     }
+
+    /// Whether Ctrl-O ended the line (the caller shows the last result); leaves the line as it
+    /// was typed to prompt with.
+    pub fn show_result(&self, typed: &mut String, after: &mut String) -> bool {
+        let Some((before, rest)) = self.take(Ended::ShowResult) else {
+            return false;
+        };
+        *typed = before;
+        *after = rest;
+        true
+    }
 }
 
-struct ShiftTab(ModeSwitch);
+struct ShiftTab(ModeSwitch, Ended);
 
 impl ConditionalEventHandler for ShiftTab {
     fn handle(&self, _: &Event, _: RepeatCount, _: bool, ctx: &EventContext) -> Option<Cmd> {
@@ -129,7 +161,7 @@ impl ConditionalEventHandler for ShiftTab {
         let pos = ctx.pos().min(line.len());
         let (before, after) = line.split_at(pos);
         if let Ok(mut saved) = (self.0).0.lock() {
-            *saved = Some((before.to_string(), after.to_string()));
+            *saved = Some((self.1, before.to_string(), after.to_string()));
         }
         Some(Cmd::Interrupt)
     }

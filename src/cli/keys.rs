@@ -19,7 +19,7 @@ pub enum Key {
     Enter,
     Backspace,
     Esc,
-    /// Ctrl-O: whole results on or off.
+    /// Ctrl-O: the last tool result in full.
     Verbose,
 }
 

@@ -378,8 +378,8 @@ fn instead_line(text: &str) -> String {
     )
 }
 
-/// A key while the agent works: Esc interrupts, Enter queues the line typed, Ctrl-O flips
-/// whole results.
+/// A key while the agent works: Esc interrupts, Enter queues the line typed, Ctrl-O shows the
+/// last tool result in full.
 fn typing(session: &SessionHandle, renderer: &mut Renderer, typed: &mut String, key: Key) {
     match key {
         Key::Esc => session.submit(Op::Interrupt),
@@ -396,9 +396,7 @@ fn typing(session: &SessionHandle, renderer: &mut Renderer, typed: &mut String, 
             typed.pop();
         }
         Key::Char(c) => typed.push(c),
-        Key::Verbose => {
-            renderer.toggle_verbose();
-        }
+        Key::Verbose => renderer.show_last_result(),
     }
     renderer.set_input(typed);
 }
@@ -455,6 +453,13 @@ pub fn interactive(
             Ok(line) => {
                 interrupted = false;
                 line
+            }
+            Err(rustyline::error::ReadlineError::Interrupted)
+                if switch.show_result(&mut typed, &mut after) =>
+            {
+                interrupted = false;
+                here.renderer.show_last_result();
+                continue;
             }
             Err(rustyline::error::ReadlineError::Interrupted)
                 if switch.cycle(here.runtime.approver(), &mut typed, &mut after) =>

@@ -22,6 +22,8 @@ pub struct Renderer {
     /// A person drives the session here (the interactive session): no hints about how to go on
     /// with `nop run`.
     interactive: bool,
+    /// The last tool result's tool and text, for Ctrl-O.
+    last_result: Option<(String, String)>,
 }
 
 /// The renderer of each output format; text on a terminal is the transcript ([`Live`]).
@@ -45,6 +47,7 @@ impl Renderer {
             format,
             verbose: false,
             interactive: false,
+            last_result: None,
         }
     }
 
@@ -76,6 +79,26 @@ impl Renderer {
     pub fn toggle_verbose(&mut self) -> bool {
         self.verbose = !self.verbose;
         self.verbose
+    }
+
+    /// The last tool result as the model read it (Ctrl-O), whole up to what a `tool_result`
+    /// event carries (8,000 characters; a longer one is its head and tail).
+    pub fn show_last_result(&mut self) {
+        let text = match &self.last_result {
+            Some((name, output)) => {
+                let output = super::term::style::sanitize(output);
+                format!("── last result ({name}) ──\n{}\n──", output.trim_end())
+            }
+            None => "no tool result yet".to_string(),
+        };
+        match self.live() {
+            Some(live) => {
+                live.clear_status();
+                eprintln!("{text}");
+                live.draw_status();
+            }
+            None => eprintln!("{text}"),
+        }
     }
 
     /// Whether the status line wants [`Renderer::tick`] calls (work is under way).
@@ -199,6 +222,9 @@ impl Renderer {
     }
 
     pub fn event(&mut self, event: &Event) {
+        if let Event::ToolResult { name, output, .. } = event {
+            self.last_result = Some((name.clone(), output.clone()));
+        }
         match &mut self.format {
             Format::StreamJson(r) => r.event(event),
             Format::Json(r) => r.event(event),
@@ -339,6 +365,10 @@ struct Live {
     waiting: Option<String>,
     /// Changes whose diff an approval question showed: not shown again with the result.
     previewed: Vec<nop::protocol::events::FileChange>,
+    /// The last lines of the command under way, shown under the status line.
+    tail: Vec<String>,
+    /// Lines drawn under the status line (its tail).
+    drawn_below: usize,
 }
 
 impl Live {
@@ -359,6 +389,8 @@ impl Live {
             keys: false,
             waiting: None,
             previewed: Vec::new(),
+            tail: Vec::new(),
+            drawn_below: 0,
         }
     }
 
@@ -403,10 +435,17 @@ impl Live {
                 self.set_status("writing");
                 return;
             }
+            // A command's last lines, under the status line while it runs.
+            Event::ToolOutput { tail } => {
+                self.tail = tail.clone();
+                self.draw_status();
+                return;
+            }
             _ => {}
         }
         self.flush_text();
         self.clear_status();
+        self.tail.clear();
         match event {
             Event::SessionStarted { .. } => {
                 self.started = Instant::now();
@@ -516,7 +555,10 @@ impl Live {
                 }
                 self.set_status("thinking");
             }
-            Event::ApprovalRequested { .. } | Event::Idle { .. } | Event::Usage { .. } => {}
+            Event::ApprovalRequested { .. }
+            | Event::Idle { .. }
+            | Event::Usage { .. }
+            | Event::ToolOutput { .. } => {}
             Event::Text { .. } => {}
             Event::Warning { message } => {
                 eprintln!("{}", err.yellow(&format!("warning: {}", visible(message))))
@@ -651,6 +693,7 @@ impl Live {
                 one_line(&self.input)
             );
             let line = super::term::style::truncate(&line, Live::width().saturating_sub(1));
+            self.clear_status();
             eprint!("\r\x1b[2K{line}");
             let _ = std::io::stderr().flush();
             self.drawn = true;
@@ -672,17 +715,31 @@ impl Live {
         } else {
             " · ctrl-c to interrupt"
         });
-        let line = super::term::style::truncate(&line, Live::width().saturating_sub(1));
-        eprint!("\r\x1b[2K{}", self.err.dim(&line));
+        let width = Live::width().saturating_sub(1);
+        let line = super::term::style::truncate(&line, width);
+        let mut below = String::new();
+        for l in &self.tail {
+            let l = super::term::style::truncate(&format!("  │ {}", one_line(l)), width);
+            below.push_str(&format!("\n\x1b[2K{}", self.err.dim(&l)));
+        }
+        self.clear_status();
+        eprint!("\r\x1b[2K{}{below}", self.err.dim(&line));
         let _ = std::io::stderr().flush();
         self.drawn = true;
+        self.drawn_below = self.tail.len();
     }
 
+    /// Takes the status line and the tail under it away; the cursor is left where the status
+    /// line was.
     fn clear_status(&mut self) {
         if self.drawn {
             eprint!("\r\x1b[2K");
+            for _ in 0..self.drawn_below {
+                eprint!("\x1b[1A\x1b[2K");
+            }
             let _ = std::io::stderr().flush();
             self.drawn = false;
+            self.drawn_below = 0;
         }
     }
 }

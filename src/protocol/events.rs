@@ -54,6 +54,10 @@ pub enum Event {
         #[serde(skip_serializing_if = "Option::is_none")]
         outcome: Option<ToolOutcome>,
     },
+    /// A command under way printed something: its last lines (at most 3, standard output and
+    /// error as they came), a few times a second, for a terminal's live view. Not printed in
+    /// stream-json (`tool_result` carries the output).
+    ToolOutput { tail: Vec<String> },
     /// A model request was answered: its tokens, and the run's so far. `input_tokens` is how
     /// much context the request used.
     /// `cache_read_tokens` and `cache_write_tokens` are parts of `input_tokens`; a cost is null

@@ -68,6 +68,9 @@ pub struct ToolContext {
     /// How much of a result the model reads (`tools.output_max_bytes`); a command's output
     /// beyond it is cut as it arrives, the whole kept in an `out-<ts>.log`.
     pub output_max_bytes: usize,
+    /// Where a command's live tail goes (`Event::ToolOutput`), the run's event sink; `None`
+    /// where nobody watches.
+    pub events: Option<tokio::sync::mpsc::UnboundedSender<crate::protocol::events::Event>>,
 }
 
 /// A gate tool calls wait at ([`ToolContext::ready`]); open unless made with [`Ready::new`].
@@ -194,9 +197,10 @@ pub enum ToolError {
         kind: ToolErrorKind,
         message: String,
     },
-    /// The user stopped the run while the call was going.
+    /// The user stopped the run while the call was going; `output` is what it had produced
+    /// until then (a command's output so far, head and tail), for the model and the user.
     #[error("aborted by user")]
-    Aborted,
+    Aborted { output: Option<String> },
     /// The run cannot go on because something under it failed (the session's lock or files
     /// are lost, the disk is full, a blocking task died). Shown as `context: error`, or as the
     /// error alone when there is no context.
@@ -249,6 +253,11 @@ impl ToolError {
         }
     }
 
+    /// The user stopped the call, with nothing to show of it.
+    pub fn aborted() -> ToolError {
+        ToolError::Aborted { output: None }
+    }
+
     /// Whether the run must end (either fatal variant).
     pub fn is_fatal(&self) -> bool {
         matches!(self, ToolError::Fatal { .. } | ToolError::FatalMessage(_))
@@ -258,7 +267,7 @@ impl ToolError {
     pub fn kind(&self) -> &'static str {
         match self {
             ToolError::Model { kind, .. } => kind.as_str(),
-            ToolError::Aborted => "Aborted",
+            ToolError::Aborted { .. } => "Aborted",
             ToolError::Fatal { .. } | ToolError::FatalMessage(_) => "Fatal",
         }
     }

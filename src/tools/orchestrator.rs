@@ -29,6 +29,10 @@ use crate::tools::ToolErrorKind;
 /// tool that enforces its limit itself (shell kills its process group) reports first.
 const GRACE: Duration = Duration::from_secs(5);
 
+/// How long a cancelled call may take to stop and say what it had done (a command is given 2 s
+/// to end after SIGTERM).
+const ABORT_GRACE: Duration = Duration::from_secs(3);
+
 /// The outcome of one call.
 #[derive(Debug)]
 pub struct Executed {
@@ -137,13 +141,20 @@ async fn run(
         .and_then(Value::as_f64)
         .filter(|s| s.is_finite() && *s > 0.0)
         .map_or(ctx.timeout, |s| Duration::from_secs_f64(s.min(86_400.0)));
+    let running = tool.call(call.arguments.clone(), ctx);
+    tokio::pin!(running);
     tokio::select! {
-        r = tool.call(call.arguments.clone(), ctx) => r,
+        r = &mut running => r,
         () = tokio::time::sleep(limit + GRACE) => Err(ToolError::model(
             ToolErrorKind::Timeout,
             format!("`{}` did not finish within {:.1} s", call.name, limit.as_secs_f64()),
         )),
-        () = ctx.cancel.cancelled() => Err(ToolError::Aborted),
+        // A tool that stops itself on cancellation (a command) says what it had done so far;
+        // one that does not is dropped after a moment.
+        () = ctx.cancel.cancelled() => match tokio::time::timeout(ABORT_GRACE, &mut running).await {
+            Ok(Err(aborted @ ToolError::Aborted { .. })) => Err(aborted),
+            _ => Err(ToolError::aborted()),
+        },
     }
 }
 
@@ -178,7 +189,7 @@ async fn approve(
             ctx.approver.record_denial(&call.name, &reason);
             ToolError::model(ToolErrorKind::PermissionDenied, reason)
         }),
-        () = ctx.cancel.cancelled() => Err(ToolError::Aborted),
+        () = ctx.cancel.cancelled() => Err(ToolError::aborted()),
     }
 }
 
@@ -276,7 +287,14 @@ pub fn log_failure(
     duration: Duration,
 ) -> Result<(String, String), ToolError> {
     let message = match error {
-        ToolError::Aborted => format!("aborted by user after {:.1} s", duration.as_secs_f64()),
+        ToolError::Aborted { output } => {
+            let mut message = format!("aborted by user after {:.1} s", duration.as_secs_f64());
+            if let Some(output) = output.as_deref().filter(|o| !o.is_empty()) {
+                message.push_str("; its output until then:\n");
+                message.push_str(output.trim_end());
+            }
+            message
+        }
         other => other.to_string(),
     };
     let log = ctx.store.write_error_log(
@@ -423,6 +441,7 @@ mod tests {
             hooks: Default::default(),
             ready: Default::default(),
             output_max_bytes: 30_000,
+            events: None,
         })
     }
 

@@ -93,7 +93,7 @@ async fn decide(
             // Ctrl-C ends the wait for an answer at once.
             let answer = tokio::select! {
                 answer = ctx.approver.approve(ask, preview) => answer,
-                () = ctx.cancel.cancelled() => return Err(ToolError::Aborted),
+                () = ctx.cancel.cancelled() => return Err(ToolError::aborted()),
             };
             match answer {
                 Ok(()) => Ok(resolved),

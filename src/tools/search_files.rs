@@ -82,7 +82,7 @@ impl TypedTool for SearchFiles {
         .await
         .map_err(ToolError::fatal_from)?;
         if ctx.cancel.is_cancelled() {
-            return Err(ToolError::Aborted);
+            return Err(ToolError::aborted());
         }
         if hits.is_empty() {
             return Ok(ToolOutput::text("no matches"));

@@ -128,7 +128,7 @@ pub(crate) async fn run_confined(
         ctx.output_max_bytes,
     );
     let collect = async {
-        read_both(&mut stdout, &mut stderr, &mut capture).await;
+        read_both(&mut stdout, &mut stderr, &mut capture, ctx.events.as_ref()).await;
         child.wait().await
     };
     let stopped = tokio::select! {
@@ -137,15 +137,26 @@ pub(crate) async fn run_confined(
             ToolErrorKind::Timeout,
             format!("`{command_line}` did not finish within {:.1} s and was killed", timeout.as_secs_f64()),
         )),
-        () = ctx.cancel.cancelled() => Err(ToolError::Aborted),
+        () = ctx.cancel.cancelled() => Err(ToolError::aborted()),
     };
     let status = match stopped {
         Ok(r) => r,
         Err(e) => {
             _guard.stop(&mut child).await;
             // What it printed until then stays in the log, if it had one.
-            let _ = capture.finish(&format!("(stopped: {e})")).await;
-            return Err(e);
+            let log = capture
+                .finish(&format!("(stopped: {e})"))
+                .await
+                .ok()
+                .flatten();
+            return Err(match e {
+                // The model and the user see what it printed until then.
+                ToolError::Aborted { .. } => ToolError::Aborted {
+                    output: Some(streams(&capture, log.as_deref(), 0, ctx.output_max_bytes))
+                        .filter(|o| !o.is_empty()),
+                },
+                e => e,
+            });
         }
     };
     let status = match status {
@@ -174,24 +185,109 @@ pub(crate) async fn run_confined(
     })
 }
 
-/// Reads both pipes until they close, each piece into `capture` as it arrives.
+/// Both streams as the model reads them (`stdout:` and `stderr:` sections, an empty one left
+/// out), head and tail within `max` bytes with `fixed` of them taken already when a stream was
+/// cut (`log` names the whole).
+fn streams(capture: &Capture, log: Option<&str>, fixed: usize, max: usize) -> String {
+    let (out, err) = (&capture.stdout, &capture.stderr);
+    let (out_budget, err_budget) = match log {
+        // Short enough to keep whole; the orchestrator cuts it if the whole is too long.
+        None => (usize::MAX, usize::MAX),
+        Some(name) => {
+            let fixed = fixed + 2 * (MARKER_ROOM + name.len() + "stdout:\n\n".len());
+            share(max.saturating_sub(fixed), out.total(), err.total())
+        }
+    };
+    let mut content = String::new();
+    for (label, stream, budget) in [("stdout", out, out_budget), ("stderr", err, err_budget)] {
+        if stream.is_empty() {
+            continue;
+        }
+        let text = stream.render(budget, label, log);
+        content.push_str(label);
+        content.push_str(":\n");
+        content.push_str(&text);
+        if !text.ends_with('\n') {
+            content.push('\n');
+        }
+    }
+    content
+}
+
+/// How often at most a command's live tail is sent.
+const TAIL_EVERY: Duration = Duration::from_millis(250);
+
+/// Lines in a command's live tail.
+const TAIL_LINES: usize = 3;
+
+/// The last bytes a command printed (both streams as they came), for its live tail.
+#[derive(Default)]
+struct Recent {
+    bytes: Vec<u8>,
+    /// Something came since the tail was last sent.
+    fresh: bool,
+}
+
+impl Recent {
+    const KEEP: usize = 4096;
+
+    fn push(&mut self, bytes: &[u8]) {
+        self.bytes.extend_from_slice(bytes);
+        if self.bytes.len() > Self::KEEP {
+            self.bytes.drain(..self.bytes.len() - Self::KEEP);
+        }
+        self.fresh = true;
+    }
+
+    /// The last non-blank lines (a carriage return starts a line over, as a progress bar does).
+    fn tail(&self) -> Vec<String> {
+        let text = String::from_utf8_lossy(&self.bytes);
+        let mut lines: Vec<String> = text
+            .lines()
+            .map(|l| l.rsplit('\r').next().unwrap_or(l).trim_end().to_string())
+            .filter(|l| !l.trim().is_empty())
+            .collect();
+        lines.drain(..lines.len().saturating_sub(TAIL_LINES));
+        lines
+    }
+}
+
+/// Reads both pipes until they close, each piece into `capture` as it arrives; the last lines
+/// go to `events` as `ToolOutput` at most every [`TAIL_EVERY`].
 async fn read_both(
     stdout: &mut Option<impl AsyncRead + Unpin>,
     stderr: &mut Option<impl AsyncRead + Unpin>,
     capture: &mut Capture,
+    events: Option<&tokio::sync::mpsc::UnboundedSender<crate::protocol::events::Event>>,
 ) {
     let mut out_buf = vec![0; CHUNK];
     let mut err_buf = vec![0; CHUNK];
+    let mut recent = Recent::default();
+    let mut every = tokio::time::interval(TAIL_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         // `read` is cancel-safe: the pipe that loses the race keeps its bytes for the next turn.
         let (stream, read) = tokio::select! {
             r = read_some(stdout, &mut out_buf), if stdout.is_some() => (Stream::Stdout, r),
             r = read_some(stderr, &mut err_buf), if stderr.is_some() => (Stream::Stderr, r),
+            _ = every.tick(), if events.is_some() && (stdout.is_some() || stderr.is_some()) => {
+                if let Some(events) = events.filter(|_| recent.fresh) {
+                    recent.fresh = false;
+                    let _ = events.send(crate::protocol::events::Event::ToolOutput { tail: recent.tail() });
+                }
+                continue;
+            }
             else => return,
         };
         match (stream, read) {
-            (Stream::Stdout, Ok(n)) if n > 0 => capture.push(stream, &out_buf[..n]).await,
-            (Stream::Stderr, Ok(n)) if n > 0 => capture.push(stream, &err_buf[..n]).await,
+            (Stream::Stdout, Ok(n)) if n > 0 => {
+                recent.push(&out_buf[..n]);
+                capture.push(stream, &out_buf[..n]).await;
+            }
+            (Stream::Stderr, Ok(n)) if n > 0 => {
+                recent.push(&err_buf[..n]);
+                capture.push(stream, &err_buf[..n]).await;
+            }
             (Stream::Stdout, _) => *stdout = None,
             (Stream::Stderr, _) => *stderr = None,
         }
@@ -291,29 +387,13 @@ impl TypedTool for Shell {
             content.push_str(note);
             content.push('\n');
         }
-        let (out_budget, err_budget) = match &ran.log {
-            // Short enough to keep whole; the orchestrator cuts it if the whole is too long.
-            None => (usize::MAX, usize::MAX),
-            Some(name) => {
-                let fixed = content.len()
-                    + refusals.iter().map(|n| n.len() + 1).sum::<usize>()
-                    + 2 * (MARKER_ROOM + name.len() + "stdout:\n\n".len());
-                let budget = ctx.output_max_bytes.saturating_sub(fixed);
-                share(budget, out.total(), err.total())
-            }
-        };
-        for (label, stream, budget) in [("stdout", out, out_budget), ("stderr", err, err_budget)] {
-            if stream.is_empty() {
-                continue;
-            }
-            let text = stream.render(budget, label, ran.log.as_deref());
-            content.push_str(label);
-            content.push_str(":\n");
-            content.push_str(&text);
-            if !text.ends_with('\n') {
-                content.push('\n');
-            }
-        }
+        let fixed = content.len() + refusals.iter().map(|n| n.len() + 1).sum::<usize>();
+        content.push_str(&streams(
+            &ran.output,
+            ran.log.as_deref(),
+            fixed,
+            ctx.output_max_bytes,
+        ));
         for note in refusals {
             content.push_str(&note);
             content.push('\n');
@@ -326,5 +406,19 @@ impl TypedTool for Shell {
                 ..super::ToolOutcome::command(ran.status, elapsed)
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Recent;
+
+    #[test]
+    fn the_live_tail_is_the_last_lines_with_a_progress_bar_at_its_latest() {
+        let mut recent = Recent::default();
+        recent.push(b"one\ntwo\n\nthree\n10%\r50%\r");
+        recent.push(b"90%\nfour");
+        assert!(recent.fresh);
+        assert_eq!(recent.tail(), ["three", "90%", "four"]);
     }
 }

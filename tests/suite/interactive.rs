@@ -756,3 +756,88 @@ fn typing_a_slash_shows_the_menu_of_commands() {
     t.type_line("/exit");
     t.wait_for("saved; continue with");
 }
+
+#[test]
+fn esc_during_a_command_shows_and_hands_the_model_what_it_printed_so_far() {
+    let repo = Repo::new();
+    let gate = repo.path().join("gate");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "shell",
+            json!({"command": format!("echo first partial line; echo second partial line >&2; while [ ! -e {} ]; do sleep 0.02; done", gate.display())}),
+        )]),
+        openai::reply_text("noted"),
+    ]);
+    let t = Terminal::start(&repo, &server, "partial", "run", &[], "/help for commands");
+    t.type_line("run it");
+    t.wait_for("esc to interrupt");
+    // The command has printed (its output is in the session's view of it) before Esc.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    t.press(&["Escape"]);
+    let screen = t.wait_for_prompt_after("interrupted");
+    assert!(screen.contains("first partial line"), "{screen}");
+    t.type_line("go on");
+    t.wait_for_prompt_after("noted");
+    let requests = server.requests();
+    let results = requests[1].tool_results();
+    assert!(
+        results.iter().any(|r| r.contains("aborted by user")
+            && r.contains("first partial line")
+            && r.contains("second partial line")),
+        "{results:?}"
+    );
+    t.type_line("/exit");
+}
+
+#[test]
+fn ctrl_o_shows_the_last_result_in_full_and_keeps_what_is_typed() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("c1", "shell", json!({"command": "seq -f 'row%02g' 1 12"}))]),
+        openai::reply_text("listed"),
+    ]);
+    let t = Terminal::start(&repo, &server, "ctrlo", "run", &[], "/help for commands");
+    t.type_line("count");
+    let screen = t.wait_for_prompt_after("listed");
+    // The result is cut to its last lines.
+    assert!(
+        screen.contains("row12") && !screen.contains("row01"),
+        "{screen}"
+    );
+    t.press(&["a", "b", "C-o"]);
+    // Printed in one piece: the whole result is there once its heading is.
+    let screen = t.wait_for("last result (shell)");
+    assert!(screen.contains("row01"), "{screen}");
+    // What was typed is still there.
+    t.wait_for("› ab");
+    t.press(&["C-u"]);
+    t.type_line("/exit");
+}
+
+#[test]
+fn a_running_command_shows_its_last_lines_under_the_status_line() {
+    let repo = Repo::new();
+    let gate = repo.path().join("gate");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "shell",
+            json!({"command": format!("for i in 1 2 3 4 5; do echo tick$i; done; while [ ! -e {} ]; do sleep 0.02; done", gate.display())}),
+        )]),
+        openai::reply_text("all ticked"),
+    ]);
+    let t = Terminal::start(&repo, &server, "tail", "run", &[], "/help for commands");
+    t.type_line("tick");
+    let screen = t.wait_for("│ tick5");
+    assert!(
+        screen.contains("│ tick3") && !screen.contains("│ tick2"),
+        "{screen}"
+    );
+    assert!(screen.contains("esc to interrupt"), "{screen}");
+    std::fs::write(&gate, "").expect("open the gate");
+    let screen = t.wait_for_prompt_after("all ticked");
+    // The live tail is gone with the status line.
+    assert!(!screen.contains("│ tick"), "{screen}");
+    t.type_line("/exit");
+}

@@ -10,6 +10,10 @@ pub struct StreamJson;
 
 impl StreamJson {
     pub fn event(&mut self, event: &Event) {
+        // A command's live tail would swamp the stream; its result carries the output.
+        if matches!(event, Event::ToolOutput { .. }) {
+            return;
+        }
         if let Ok(line) = serde_json::to_string(event).map(json_safe) {
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{line}");

@@ -31,7 +31,7 @@ impl Text {
                     eprintln!("{line}");
                 }
             }
-            Event::TurnStarted { .. } => {}
+            Event::TurnStarted { .. } | Event::ToolOutput { .. } => {}
             Event::Text { delta } => {
                 let _ = out.write_all(visible(delta).as_bytes());
                 let _ = out.flush();
