@@ -234,7 +234,8 @@ pub enum SessionsCommand {
     List {
         #[arg(long)]
         json: bool,
-        /// Also the sessions agents called (subagents, advisors).
+        /// Also the sessions agents called (subagents, advisors) and runs that failed before the
+        /// model answered.
         #[arg(long)]
         all: bool,
         /// At most this many.

@@ -36,7 +36,10 @@ fn list(
     out: &mut impl Write,
 ) -> Result<ExitCode> {
     let (mut summaries, failed) = store.summaries()?;
-    summaries.retain(|s| all || !s.called);
+    // A run that failed before the model said anything is noise in the list (`--all` shows it).
+    summaries.retain(|s| {
+        all || !(s.called || (s.status == nop::protocol::SessionStatus::Error && !s.answered))
+    });
     summaries.sort_by_key(|s| std::cmp::Reverse(s.updated_at));
     summaries.truncate(limit.unwrap_or(usize::MAX));
     render::session_list(out, &summaries, json)?;

@@ -329,3 +329,32 @@ fn without_a_model_a_headless_run_says_the_config_set_command_at_once() {
     let list = json_of(&repo.run(&["sessions", "list", "--json", "--all"]));
     assert_eq!(list, json!([]));
 }
+
+/// A run that failed before the model said anything leaves no noise in `nop sessions list`
+/// (`--all` still shows it).
+#[test]
+fn a_run_that_failed_at_once_is_not_in_the_session_list() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        MockResponse::status(400, r#"{"error": {"message": "bad request"}}"#),
+        openai::reply_text("answered"),
+    ]);
+    let failed = repo
+        .nop_model(&server, "openai")
+        .args(["run", "oops"])
+        .output()
+        .expect("run");
+    assert_ne!(failed.status.code(), Some(0));
+    let ok = repo
+        .nop_model(&server, "openai")
+        .args(["run", "fine"])
+        .output()
+        .expect("run");
+    assert_eq!(ok.status.code(), Some(0));
+    let listed: serde_json::Value =
+        serde_json::from_str(&repo.run(&["sessions", "list", "--json"])).expect("json");
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+    let all: serde_json::Value =
+        serde_json::from_str(&repo.run(&["sessions", "list", "--all", "--json"])).expect("json");
+    assert_eq!(all.as_array().map(Vec::len), Some(2), "{all}");
+}
