@@ -244,8 +244,9 @@ impl Provider {
             .map(|v| ApiKey(v.trim().to_string()));
         if key.is_none() && !is_local(&base) {
             return Err(ProviderError::Config(format!(
-                "no API key for {base}: set {} (or point provider.base_url / NOP_BASE_URL at a local server)",
-                key_vars.join(" or ")
+                "no API key for {base}: set {} (`export {}=…`), or name the variable that holds it with `nop config set provider.api_key_env NAME --user` (or point provider.base_url / NOP_BASE_URL at a local server)",
+                key_vars.join(" or "),
+                key_vars.last().map(String::as_str).unwrap_or("NOP_API_KEY")
             )));
         }
         let base = base.trim_end_matches('/');

@@ -358,3 +358,22 @@ fn a_run_that_failed_at_once_is_not_in_the_session_list() {
         serde_json::from_str(&repo.run(&["sessions", "list", "--all", "--json"])).expect("json");
     assert_eq!(all.as_array().map(Vec::len), Some(2), "{all}");
 }
+
+/// A model without a key, headless: the message says the exact commands that fix it.
+#[test]
+fn without_a_key_a_headless_run_says_what_to_export_or_set() {
+    let repo = Repo::new();
+    let out = repo
+        .nop()
+        .env("NOP_MODEL", "gpt-4.1")
+        .args(["run", "hi"])
+        .output()
+        .expect("run");
+    assert_ne!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("export OPENAI_API_KEY=…"), "{stderr}");
+    assert!(
+        stderr.contains("nop config set provider.api_key_env NAME --user"),
+        "{stderr}"
+    );
+}
