@@ -89,13 +89,15 @@ pub(super) fn request_body(
         .iter()
         .map(|t| json!({"name": super::wire_name(&t.name), "description": t.description, "input_schema": t.parameters}))
         .collect();
-    if !system.is_empty() {
+    if !system.is_empty() && cache {
+        // Tools come before the system prompt in the cached prefix: this one mark holds both.
         let mut block = json!({"type": "text", "text": system.join("\n\n")});
-        if cache {
-            // Tools come before the system prompt in the cached prefix: this one mark holds both.
-            block["cache_control"] = cache_mark();
-        }
+        block["cache_control"] = cache_mark();
         body["system"] = json!([block]);
+    } else if !system.is_empty() {
+        // A plain string when nothing is cached: LiteLLM's translation to a chat-completions
+        // server refuses the block array (HTTP 500).
+        body["system"] = Value::String(system.join("\n\n"));
     } else if cache && let Some(last) = tools.last_mut() {
         last["cache_control"] = cache_mark();
     }
@@ -349,7 +351,8 @@ mod tests {
             },
             false,
         );
-        assert_eq!(body["system"][0]["text"], "be brief");
+        // Nothing cached: a plain string, as every server takes it.
+        assert_eq!(body["system"], "be brief");
         let roles: Vec<&str> = body["messages"]
             .as_array()
             .into_iter()

@@ -29,7 +29,9 @@ pub(super) fn request_body(
             }
             Role::Assistant => json!({
                 "role": "assistant",
-                "content": if m.content.is_empty() { Value::Null } else { Value::String(m.content.clone()) },
+                // Never `null`: llama-cpp-python refuses it with HTTP 500 and LiteLLM turns the
+                // request into an empty answer; every server takes "".
+                "content": m.content,
                 "tool_calls": m.tool_calls.iter().map(wire_call).collect::<Vec<_>>(),
             }),
             Role::Tool => json!({

@@ -263,6 +263,14 @@ fn serve(stream: TcpStream, shared: &Shared) {
     };
     let response = {
         let mut state = shared.lock();
+        // What real servers refuse, refused here too, before the script is consulted.
+        if let Some(refusal) = refused_by_real_servers(&request) {
+            state.requests.push(request);
+            shared.arrived.notify_all();
+            drop(state);
+            let _ = respond(stream, reader, refusal);
+            return;
+        }
         let response = match state.script.pop_front() {
             Some(response) => Some(response),
             None => state.responder.as_mut().map(|answer| answer(&request)),
@@ -284,6 +292,27 @@ fn serve(stream: TcpStream, shared: &Shared) {
     let response = response.unwrap_or_else(|| MockResponse::status(500, NO_RESPONSE_LEFT));
     // The client may hang up at any point; that is its business, not a test failure here.
     let _ = respond(stream, reader, response);
+}
+
+/// Request shapes real OpenAI-compatible servers were seen to refuse (MISSION R3): an assistant
+/// message with `"content": null` beside its tool calls gets HTTP 500 from llama-cpp-python
+/// 0.3.36 (pydantic), and becomes an empty answer through LiteLLM 1.108.7.
+fn refused_by_real_servers(request: &RecordedRequest) -> Option<MockResponse> {
+    if !request.path.contains("/chat/completions") {
+        return None;
+    }
+    let null_content = request.body["messages"]
+        .as_array()?
+        .iter()
+        .any(|m| m["role"] == "assistant" && m.get("content").is_some_and(Value::is_null));
+    null_content.then(|| {
+        MockResponse::status(
+            500,
+            r#"{"error":{"message":"1 validation error for ChatCompletionRequestAssistantMessage
+content
+  Input should be a valid string","type":"internal_server_error"}}"#,
+        )
+    })
 }
 
 /// Parses an HTTP/1.1 request: request line, headers, then a body framed by Content-Length or
