@@ -13,6 +13,7 @@ pub mod agent;
 pub mod chat;
 pub mod checkpoint;
 pub mod config;
+pub mod gitdir;
 pub mod head_tail;
 pub mod hooks;
 pub mod logging;

@@ -370,7 +370,10 @@ impl Checkpoints {
         write("info/attributes", STORE_ATTRIBUTES)?;
         // The repository's own .gitignore never sees this directory (it may predate it).
         write(".gitignore", "*\n")?;
-        if let Some(objects) = repository_gitdir(&self.root).and_then(|g| common_objects(&g.dir)) {
+        if let Some(objects) = crate::gitdir::find(&self.root)
+            .map(|g| g.common.join("objects"))
+            .filter(|objects| objects.is_dir())
+        {
             write(
                 "objects/info/alternates",
                 &format!("{}\n", objects.display()),
@@ -384,7 +387,7 @@ impl Checkpoints {
     /// repository). The repository's index is read by the store's own git, so nothing of the
     /// repository's configuration applies.
     fn seed(&self, index: &Path, rules: &Rules) -> Result<()> {
-        let Some(repo) = repository_gitdir(&self.root) else {
+        let Some(repo) = crate::gitdir::find(&self.root) else {
             return Ok(()); // not a git repository: nothing is tracked
         };
         let out = Command::new("git")
@@ -394,7 +397,7 @@ impl Checkpoints {
             .envs(base_env())
             .env("GIT_DIR", &self.dir)
             .env("GIT_WORK_TREE", &repo.top)
-            .env("GIT_INDEX_FILE", repo.dir.join("index"))
+            .env("GIT_INDEX_FILE", repo.gitdir.join("index"))
             .stderr(Stdio::null())
             .output()
             .map_err(CheckpointError::NoGit)?;
@@ -627,7 +630,7 @@ fn base_env() -> Vec<(String, String)> {
 /// `root`: a deny rule cannot hide what git history holds (`nop sandbox check` names them).
 /// The repository's index is read by a git with no configuration of the repository's.
 pub fn tracked_but_denied(root: &Path, policy: &crate::permissions::Policy) -> Vec<String> {
-    let Some(repo) = repository_gitdir(root) else {
+    let Some(repo) = crate::gitdir::find(root) else {
         return Vec::new();
     };
     let Ok(scratch) = tempfile::tempdir() else {
@@ -649,7 +652,7 @@ pub fn tracked_but_denied(root: &Path, policy: &crate::permissions::Policy) -> V
         .envs(base_env())
         .env("GIT_DIR", scratch.path())
         .env("GIT_WORK_TREE", &repo.top)
-        .env("GIT_INDEX_FILE", repo.dir.join("index"))
+        .env("GIT_INDEX_FILE", repo.gitdir.join("index"))
         .stderr(Stdio::null())
         .output()
     else {
@@ -719,44 +722,6 @@ impl Rules {
         let first = rel.split('/').next().unwrap_or(rel);
         first == ".nop" || first == ".git" || self.policy.denied_to_some_agent(&self.root.join(rel))
     }
-}
-
-/// The git directory of the repository `root` is in: `top` holds `.git`, `dir` is what it is or
-/// names. Found by reading files, not by running git in the repository.
-struct RepoDir {
-    top: PathBuf,
-    dir: PathBuf,
-}
-
-fn repository_gitdir(root: &Path) -> Option<RepoDir> {
-    for top in root.ancestors() {
-        let dot_git = top.join(".git");
-        let Ok(meta) = dot_git.symlink_metadata() else {
-            continue;
-        };
-        let dir = if meta.is_dir() {
-            dot_git
-        } else {
-            let text = std::fs::read_to_string(&dot_git).ok()?;
-            let named = text.trim().strip_prefix("gitdir:")?.trim().to_string();
-            std::fs::canonicalize(top.join(named)).ok()?
-        };
-        return Some(RepoDir {
-            top: top.to_path_buf(),
-            dir,
-        });
-    }
-    None
-}
-
-/// The object directory of git directory `gitdir` (its common directory's, for a worktree).
-fn common_objects(gitdir: &Path) -> Option<PathBuf> {
-    let common = match std::fs::read_to_string(gitdir.join("commondir")) {
-        Ok(text) => std::fs::canonicalize(gitdir.join(text.trim())).ok()?,
-        Err(_) => gitdir.to_path_buf(),
-    };
-    let objects = common.join("objects");
-    objects.is_dir().then_some(objects)
 }
 
 fn nul_list(paths: &BTreeSet<String>) -> Vec<u8> {

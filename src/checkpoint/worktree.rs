@@ -119,7 +119,7 @@ pub fn fork_worktree(
         // changes against it; written by the store's git (no configuration of the repository),
         // in the format every git reads.
         let commit = String::from_utf8_lossy(&head.stdout).trim().to_string();
-        let gitdir = super::repository_gitdir(&path).ok_or_else(|| {
+        let gitdir = crate::gitdir::at(&path).ok_or_else(|| {
             CheckpointError::Refused(format!(
                 "{} has no .git after `git worktree add`",
                 path.display()
@@ -134,7 +134,7 @@ pub fn fork_worktree(
                 "read-tree",
                 &commit,
             ],
-            &gitdir.dir.join("index"),
+            &gitdir.gitdir.join("index"),
             &path,
             None,
         )?;

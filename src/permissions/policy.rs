@@ -367,30 +367,10 @@ pub(super) fn floor() -> &'static [FileRule] {
 /// submodule checkout (`.git` is a file), and the common directory it or `.git/commondir` points
 /// at; canonical. Read-only to the agent like `.git` itself.
 pub fn external_git_dirs(root: &Path) -> Vec<PathBuf> {
-    let dot_git = root.join(".git");
-    let mut dirs = Vec::new();
-    let gitdir = match std::fs::symlink_metadata(&dot_git) {
-        Ok(m) if m.is_file() => {
-            let Ok(text) = std::fs::read_to_string(&dot_git) else {
-                return dirs;
-            };
-            let Some(dir) = text.trim().strip_prefix("gitdir:").map(str::trim) else {
-                return dirs;
-            };
-            let Ok(gitdir) = std::fs::canonicalize(root.join(dir)) else {
-                return dirs;
-            };
-            dirs.push(gitdir.clone());
-            gitdir
-        }
-        Ok(m) if m.is_dir() => dot_git,
-        _ => return dirs,
+    let Some(repo) = crate::gitdir::at(root) else {
+        return Vec::new();
     };
-    if let Ok(common) = std::fs::read_to_string(gitdir.join("commondir"))
-        && let Ok(common) = std::fs::canonicalize(gitdir.join(common.trim()))
-    {
-        dirs.push(common);
-    }
+    let mut dirs = vec![repo.gitdir, repo.common];
     dirs.retain(|d| !d.starts_with(root.join(".git")));
     dirs.sort();
     dirs.dedup();
@@ -403,24 +383,11 @@ pub fn external_git_dirs(root: &Path) -> Vec<PathBuf> {
 /// uninitialised submodule: a `.git` made there would be followed). Canonical, existing paths.
 fn git_protected(root: &Path) -> Vec<PathBuf> {
     let mut paths = external_git_dirs(root);
-    let mut top = None;
-    for dir in root.ancestors() {
-        if dir.join(".git").symlink_metadata().is_ok() {
-            top = Some(dir.to_path_buf());
-            break;
-        }
-    }
-    let Some(top) = top else {
+    let Some(repo) = crate::gitdir::find(root) else {
         return paths;
     };
-    let gitdir = match std::fs::symlink_metadata(top.join(".git")) {
-        Ok(m) if m.is_dir() => top.join(".git"),
-        _ => match external_git_dirs(&top).into_iter().next() {
-            Some(dir) => dir,
-            None => return paths,
-        },
-    };
-    for link in super::gitlinks::gitlinks(&gitdir.join("index")) {
+    let top = repo.top;
+    for link in super::gitlinks::gitlinks(&repo.gitdir.join("index")) {
         let dir = top.join(&link);
         let dot_git = dir.join(".git");
         let target = if dot_git.symlink_metadata().is_ok() {

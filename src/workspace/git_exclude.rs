@@ -11,27 +11,16 @@ const LOCAL_STATE: &[&str] = &["sessions/", "logs/", "state/", "checkpoints/", "
 
 const MARKER: &str = "# nop: what nop writes on its own";
 
-/// The exclude file of the git repository `root` is in, and `root`'s path relative to the
-/// repository's top (empty at the top); found by reading files, not by running git.
+/// The exclude file of the git repository `root` is in (a worktree's is its common
+/// directory's), and `root`'s path relative to the repository's top (empty at the top).
 fn exclude_file(root: &Path) -> Option<(PathBuf, String)> {
-    let top = root
-        .ancestors()
-        .find(|dir| dir.join(".git").symlink_metadata().is_ok())?;
-    let dot_git = top.join(".git");
-    let gitdir = if dot_git.is_dir() {
-        dot_git
-    } else {
-        let text = std::fs::read_to_string(&dot_git).ok()?;
-        let named = text.trim().strip_prefix("gitdir:")?.trim().to_string();
-        std::fs::canonicalize(top.join(named)).ok()?
-    };
-    // A worktree reads `info/exclude` from the common directory.
-    let common = match std::fs::read_to_string(gitdir.join("commondir")) {
-        Ok(text) => std::fs::canonicalize(gitdir.join(text.trim())).ok()?,
-        Err(_) => gitdir,
-    };
-    let prefix = root.strip_prefix(top).ok()?.to_string_lossy().into_owned();
-    Some((common.join("info/exclude"), prefix))
+    let repo = crate::gitdir::find(root)?;
+    let prefix = root
+        .strip_prefix(&repo.top)
+        .ok()?
+        .to_string_lossy()
+        .into_owned();
+    Some((repo.common.join("info/exclude"), prefix))
 }
 
 /// Adds nop's block for `root` to the repository's `info/exclude`, once; returns whether the
