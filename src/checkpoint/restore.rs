@@ -384,10 +384,7 @@ pub fn rewind(
         .collect();
     let files = match target {
         Some((tree, checkpoints)) => {
-            let current = match store.read_snapshot(id, &saved_as)?.checkpoint {
-                Some(current) => current,
-                None => checkpoints.record()?,
-            };
+            let current = current_tree(store, checkpoints, id, &saved_as)?;
             Some(files_back(
                 checkpoints,
                 &session,
@@ -407,10 +404,51 @@ pub fn rewind(
             f.summary()
         )
     });
-    let messages = store.update(id, now, |state| {
+    let messages = record_rewind(store, id, now, mode, &since, note, |state| {
+        state.session.messages = snap.session.messages.clone();
+        state.session.compressions = snap.session.compressions.clone();
+        state.plan = snap.plan.clone();
+    })?;
+    tracing::info!(session = %id, op = "rewind", result = "ok", snapshot = %snap.snapshot_id, saved_as = %saved_as, "rewound");
+    Ok(Rewind {
+        session_id: id.to_string(),
+        snapshot_id: snap.snapshot_id,
+        saved_as,
+        files,
+        messages,
+    })
+}
+
+/// The files as they are now: the checkpoint the rewind's own snapshot `saved_as` took, or a
+/// new one.
+fn current_tree(
+    store: &Store,
+    checkpoints: &Checkpoints,
+    id: &str,
+    saved_as: &str,
+) -> Result<String> {
+    match store.read_snapshot(id, saved_as)?.checkpoint {
+        Some(current) => Ok(current),
+        None => checkpoints.record(),
+    }
+}
+
+/// Records a rewind in the session: the runs `since` marked undone when files went back, the
+/// `note` (files only), and, when the conversation goes back too, `conversation` applied and the
+/// session idle. Returns the message counts before and after, for a conversation rewind.
+fn record_rewind(
+    store: &Store,
+    id: &str,
+    now: DateTime<Utc>,
+    mode: RewindMode,
+    since: &[usize],
+    note: Option<String>,
+    conversation: impl FnOnce(&mut crate::session::SessionState),
+) -> Result<Option<(usize, usize)>> {
+    Ok(store.update(id, now, |state| {
         let before = state.session.messages.len();
         if mode.files() {
-            for i in &since {
+            for i in since {
                 if let Some(t) = state.session.checkpoints.get_mut(*i) {
                     t.undone_at.get_or_insert(now);
                 }
@@ -425,20 +463,10 @@ pub fn rewind(
         if !mode.conversation() {
             return Ok(None);
         }
-        state.session.messages = snap.session.messages.clone();
-        state.session.compressions = snap.session.compressions.clone();
-        state.plan = snap.plan.clone();
+        conversation(state);
         state.session.status = SessionStatus::Idle;
         Ok(Some((before, state.session.messages.len())))
-    })?;
-    tracing::info!(session = %id, op = "rewind", result = "ok", snapshot = %snap.snapshot_id, saved_as = %saved_as, "rewound");
-    Ok(Rewind {
-        session_id: id.to_string(),
-        snapshot_id: snap.snapshot_id,
-        saved_as,
-        files,
-        messages,
-    })
+    })?)
 }
 
 /// Puts back to `tree` the files nop's runs changed since `from` (the turns `since`, and the
@@ -555,10 +583,7 @@ pub fn rewind_turn(
     let since: Vec<usize> = (index..count).collect();
     let files = match checkpoints {
         Some(checkpoints) => {
-            let current = match store.read_snapshot(id, &saved_as)?.checkpoint {
-                Some(current) => current,
-                None => checkpoints.record()?,
-            };
+            let current = current_tree(store, checkpoints, id, &saved_as)?;
             Some(files_back(
                 checkpoints,
                 &session,
@@ -578,27 +603,8 @@ pub fn rewind_turn(
             f.summary()
         )
     });
-    let messages = store.update(id, now, |state| {
-        let before = state.session.messages.len();
-        if mode.files() {
-            for i in &since {
-                if let Some(t) = state.session.checkpoints.get_mut(*i) {
-                    t.undone_at.get_or_insert(now);
-                }
-            }
-        }
-        if let Some(note) = note {
-            state
-                .session
-                .messages
-                .push(Message::new(Role::System, note, now));
-        }
-        if !mode.conversation() {
-            return Ok(None);
-        }
+    let messages = record_rewind(store, id, now, mode, &since, note, |state| {
         state.session.messages.truncate(chosen.messages_before);
-        state.session.status = SessionStatus::Idle;
-        Ok(Some((before, state.session.messages.len())))
     })?;
     tracing::info!(session = %id, op = "rewind", result = "ok", turn, saved_as = %saved_as, "rewound to a turn");
     Ok(TurnRewind {
