@@ -80,10 +80,31 @@ impl Setup {
     }
 
     fn command(&self) -> assert_cmd::Command {
-        let mut cmd = self.repo.nop();
+        self.command_in(self.root())
+    }
+
+    /// nop started in `dir` (a worktree, say), with the user's HOME and PATH.
+    fn command_in(&self, dir: &Path) -> assert_cmd::Command {
+        let mut cmd = self.repo.nop_in(dir);
         cmd.env("HOME", self.home.path())
             .env("PATH", "/usr/local/bin:/usr/bin:/bin");
         cmd
+    }
+
+    /// A worktree the user made beside the repository (on branch `side`): its directory, kept
+    /// while the guard lives.
+    fn worktree(&self) -> (tempfile::TempDir, PathBuf) {
+        let guard = repo_dir();
+        let path = guard.path().join("wt");
+        self.git(&[
+            "worktree",
+            "add",
+            "-q",
+            "-b",
+            "side",
+            &path.to_string_lossy(),
+        ]);
+        (guard, path)
     }
 
     fn nop(&self, args: &[&str]) -> String {
@@ -173,16 +194,7 @@ fn hostile_git_metadata_attacks_fail_under_landlock_alone_too() {
 fn git_metadata_attacks(env: &[(&str, &str)]) {
     let s = Setup::new();
     // A worktree the user made earlier, and a submodule-like module directory git would read.
-    let wt = repo_dir();
-    let wt_path = wt.path().join("wt");
-    s.git(&[
-        "worktree",
-        "add",
-        "-q",
-        "-b",
-        "side",
-        &wt_path.to_string_lossy(),
-    ]);
+    let (_wt, wt_path) = s.worktree();
     let c = |n: &str| s.canary(n);
     let attacks = vec![
         // a new module configuration for a gitlink the model adds to the index.
@@ -256,16 +268,7 @@ fn git_metadata_attacks(env: &[(&str, &str)]) {
 #[test]
 fn hostile_a_worktree_pointer_file_and_the_gitdir_it_names_are_read_only() {
     let s = Setup::new();
-    let wt = repo_dir();
-    let wt_path = wt.path().join("wt");
-    s.git(&[
-        "worktree",
-        "add",
-        "-q",
-        "-b",
-        "side",
-        &wt_path.to_string_lossy(),
-    ]);
+    let (_wt, wt_path) = s.worktree();
     let pointer_before = fs::read_to_string(wt_path.join(".git")).unwrap();
     let admin = s.root().join(".git/worktrees/wt");
     let attacks = vec![
@@ -288,10 +291,7 @@ fn hostile_a_worktree_pointer_file_and_the_gitdir_it_names_are_read_only() {
     script.push(openai::reply_text("done"));
     let server = MockServer::start(script);
     let out = s
-        .repo
-        .nop_in(&wt_path)
-        .env("HOME", s.home.path())
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .command_in(&wt_path)
         .envs(crate::support::model_env(&server, "openai"))
         .args(["run", "--output-format", "json", "go"])
         .output()
@@ -354,10 +354,7 @@ fn nops_own_git_runs_no_hook_or_fsmonitor_of_the_repository() {
         openai::reply_text("done"),
     ]);
     let out = s
-        .repo
-        .nop_in(&path)
-        .env("HOME", s.home.path())
-        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .command_in(&path)
         .envs(crate::support::model_env(&server, "openai"))
         .args([
             "run",
@@ -372,13 +369,7 @@ fn nops_own_git_runs_no_hook_or_fsmonitor_of_the_repository() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let undo = s
-        .repo
-        .nop_in(&path)
-        .env("HOME", s.home.path())
-        .args(["undo"])
-        .output()
-        .unwrap();
+    let undo = s.command_in(&path).args(["undo"]).output().unwrap();
     assert!(
         undo.status.success(),
         "{}",
