@@ -39,13 +39,35 @@ pub fn replaceable(messages: &[Message], keep_last: usize) -> Option<(usize, usi
 
 /// The messages `[from, to)` as text for the CompactAgent.
 pub fn render(messages: &[Message]) -> String {
+    render_within(messages, usize::MAX)
+}
+
+/// The messages as text for the CompactAgent in at most about `max_bytes`: when they are longer
+/// (a model server with a small context), each message keeps the start of its text, an equal
+/// share of the room each.
+pub fn render_within(messages: &[Message], max_bytes: usize) -> String {
+    let total: usize = messages.iter().map(|m| m.content.len()).sum();
+    let share = if total > max_bytes {
+        (max_bytes / messages.len().max(1)).max(200)
+    } else {
+        usize::MAX
+    };
     let mut out = String::new();
     for m in messages {
         out.push_str(&format!("[{}] ", m.role.as_str()));
         if let Some(call) = &m.tool_call {
             out.push_str(&format!("(result of {} {}) ", call.name, call.arguments));
         }
-        out.push_str(&m.content);
+        if m.content.len() > share {
+            let mut end = share;
+            while !m.content.is_char_boundary(end) {
+                end -= 1;
+            }
+            out.push_str(&m.content[..end]);
+            out.push_str(&format!(" … [{} more bytes]", m.content.len() - end));
+        } else {
+            out.push_str(&m.content);
+        }
         for call in &m.tool_calls {
             out.push_str(&format!("\n  → calls {} {}", call.name, call.arguments));
         }

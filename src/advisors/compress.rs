@@ -23,7 +23,12 @@ pub async fn maybe_compact(
     ctx: &ToolContext,
     messages: &[Message],
 ) -> Result<Option<String>, ToolError> {
-    if !ctx.advisors || !compaction::needs_check(messages, &host.config().compaction) {
+    // A server that said it has a smaller context than the configuration gives is believed.
+    let mut config = host.config().compaction.clone();
+    if let Some(window) = host.provider().learned_context_window() {
+        config.context_window = config.context_window.min(window);
+    }
+    if !ctx.advisors || !compaction::needs_check(messages, &config) {
         return Ok(None);
     }
     let state = host.store().read_async(&ctx.session_id).await?;
@@ -71,12 +76,20 @@ pub async fn compact(
     })
     .await;
     let snapshot = store.snapshot_async(&ctx.session_id, Utc::now()).await?;
-    // The stateless CompactAgent: one model call, no tools, no session of its own.
+    // The stateless CompactAgent: one model call, no tools, no session of its own. Its request
+    // fits in half the server's context (four bytes a token).
+    let window = host
+        .provider()
+        .learned_context_window()
+        .map_or(host.config().compaction.context_window, |w| {
+            w.min(host.config().compaction.context_window)
+        });
+    let room = usize::try_from(window.saturating_mul(2)).unwrap_or(usize::MAX);
     let request = [
         Message::new(Role::System, compaction::COMPACT_PROMPT, Utc::now()),
         Message::new(
             Role::User,
-            compaction::render(&messages[range.0..range.1]),
+            compaction::render_within(&messages[range.0..range.1], room),
             Utc::now(),
         ),
     ];

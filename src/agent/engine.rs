@@ -227,6 +227,14 @@ impl RunServices for Engine {
         Box::pin(advisors::maybe_compact(self, ctx, messages))
     }
 
+    fn compact_now<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        reason: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, ToolError>> {
+        Box::pin(advisors::compact(self, ctx, reason))
+    }
+
     fn advise_retry<'a>(
         &'a self,
         ctx: &'a ToolContext,

@@ -111,7 +111,7 @@ impl Runtime {
     /// file stops it here), the session (created, or the one to continue), seed 000's priority
     /// (pausing or refusing), and the session's run lock.
     pub(super) async fn admit(&self, request: &mut RunRequest) -> Result<Admitted, RunError> {
-        let provider = Provider::from_config(&self.config.provider, &self.env)?;
+        let provider = self.provider()?;
         // A budget nop cannot count against stops the run before anything happens.
         super::meter::Meter::new(&self.config, provider.model())
             .check_priced()

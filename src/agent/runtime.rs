@@ -125,7 +125,8 @@ impl Runtime {
 
     /// The model client of the configuration.
     pub(super) fn provider(&self) -> Result<Provider, ProviderError> {
-        Provider::from_config(&self.config.provider, &self.env)
+        Ok(Provider::from_config(&self.config.provider, &self.env)?
+            .with_context_window(self.config.compaction.context_window))
     }
 
     /// Runs the request to its end, sending events as it goes. A cancelled token stops it at
@@ -215,7 +216,7 @@ impl Runtime {
         cancel: CancellationToken,
     ) -> Result<Option<String>, RunError> {
         let session = self.blocking_read(id).await?;
-        let provider = Provider::from_config(&self.config.provider, &self.env)?;
+        let provider = self.provider()?;
         let engine = Engine::new(
             self.ws.clone(),
             self.cwd.clone(),

@@ -60,6 +60,13 @@ pub trait RunServices: Send + Sync {
         ctx: &'a ToolContext,
         messages: &'a [Message],
     ) -> BoxFuture<'a, Result<Option<String>, ToolError>>;
+    /// Compacts the conversation now, without asking compression-advisor: the model server
+    /// refused the prompt as too long. The snapshot id, `None` when nothing could be compacted.
+    fn compact_now<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        reason: &'a str,
+    ) -> BoxFuture<'a, Result<Option<String>, ToolError>>;
     /// retry-advisor's decision on a failed call (its safe default when it cannot be asked).
     fn advise_retry<'a>(
         &'a self,
@@ -104,6 +111,9 @@ impl ModelAgent {
             })
             .collect();
         let mut previous: Option<super::meter::Previous> = None;
+        // Whether the last request overflowed the server's context and a compaction followed:
+        // a second overflow in a row is the end.
+        let mut compacted_for_overflow = false;
         for turn in 1..=self.max_turns {
             if let Checkpoint::Stop(_) = self.run.checkpoint(ctx).await? {
                 return Ok(Err(Interrupted));
@@ -154,6 +164,37 @@ impl ModelAgent {
             {
                 Ok(reply) => reply,
                 Err(ProviderError::Cancelled) => return Ok(Err(Interrupted)),
+                Err(e @ ProviderError::ContextOverflow { .. }) if !compacted_for_overflow => {
+                    tracing::warn!(session = %ctx.session_id, op = "model", result = "context_overflow", "{e}");
+                    let compacted = self
+                        .run
+                        .compact_now(ctx, "the model server's context overflowed")
+                        .await;
+                    match compacted {
+                        Ok(Some(_)) => {
+                            compacted_for_overflow = true;
+                            previous = None;
+                            let _ = events.send(Event::Warning {
+                                message: format!("{e}; the conversation was compacted and the request is sent again"),
+                            });
+                            continue;
+                        }
+                        Ok(None) => {
+                            return Ok(Ok(AgentResponse {
+                                status: AgentStatus::Error,
+                                message: format!(
+                                    "{e}; the conversation is too short to compact: shorten the prompt, or use a model with a larger context"
+                                ),
+                            }));
+                        }
+                        Err(why) => {
+                            return Ok(Ok(AgentResponse {
+                                status: AgentStatus::Error,
+                                message: format!("{e}; compacting the conversation failed: {why}"),
+                            }));
+                        }
+                    }
+                }
                 Err(e) => {
                     tracing::error!(op = "model", result = "error", "{e}");
                     return Ok(Ok(AgentResponse {
@@ -162,6 +203,13 @@ impl ModelAgent {
                     }));
                 }
             };
+            compacted_for_overflow = false;
+            let mut reply = reply;
+            if reply.usage.input_tokens == 0 && reply.usage.output_tokens == 0 {
+                // A server that reports no usage (some local ones): counted at nop's estimate,
+                // marked as one, so the budget and the compaction still see the tokens.
+                reply.usage = estimated_usage(&messages, &specs, &reply);
+            }
             let cost = self.run.charge(&reply.usage);
             stats.spent.record(&reply.usage, cost);
             previous = Some(super::meter::Previous {
@@ -173,6 +221,7 @@ impl ModelAgent {
                 output_tokens: reply.usage.output_tokens,
                 cache_read_tokens: reply.usage.cache_read_tokens,
                 cache_write_tokens: reply.usage.cache_write_tokens,
+                estimated: reply.usage.estimated,
                 cost_usd: cost,
                 run_input_tokens: stats.spent.input_tokens,
                 run_output_tokens: stats.spent.output_tokens,
@@ -499,6 +548,28 @@ fn shown_output(content: &str) -> String {
     )
 }
 
+/// The tokens of a request whose server reported none: the prompt and the answer at four
+/// characters a token, nothing cached.
+fn estimated_usage(
+    messages: &[Message],
+    specs: &[ToolSpec],
+    reply: &crate::providers::ModelResponse,
+) -> TokenUsage {
+    let prompt = super::meter::estimate_next(None, messages, specs);
+    let calls: usize = reply
+        .tool_calls
+        .iter()
+        .map(|c| c.name.len() + c.arguments.to_string().len())
+        .sum();
+    TokenUsage {
+        input_tokens: prompt.input_tokens,
+        output_tokens: ((reply.text.len() + calls) / 4).max(1) as u64,
+        cache_read_tokens: 0,
+        cache_write_tokens: 0,
+        estimated: true,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -603,3 +674,4 @@ mod tests {
         }
     }
 }
+

@@ -356,8 +356,12 @@ fn spent_line(spent: &nop::protocol::Spent) -> String {
     } else {
         String::new()
     };
+    let estimated = match spent.estimated_requests {
+        0 => String::new(),
+        n => format!(" ({n} without usage from the server: estimated)"),
+    };
     format!(
-        "{} input{cache}, {} output tokens in {} requests · cost {}",
+        "{} input{cache}, {} output tokens in {} requests{estimated} · cost {}",
         spent.input_tokens,
         spent.output_tokens,
         spent.requests,

@@ -354,6 +354,8 @@ struct Live {
     frame: usize,
     /// Tokens: the last request's input (the context it used), and the run's totals.
     context: u64,
+    /// Whether `context` is nop's estimate (the server reported no usage): shown as `~N`.
+    context_estimated: bool,
     run_in: u64,
     run_out: u64,
     started: Instant,
@@ -382,6 +384,7 @@ impl Live {
             drawn: false,
             frame: 0,
             context: 0,
+            context_estimated: false,
             run_in: 0,
             run_out: 0,
             started: Instant::now(),
@@ -416,11 +419,13 @@ impl Live {
             }
             Event::Usage {
                 input_tokens,
+                estimated,
                 run_input_tokens,
                 run_output_tokens,
                 ..
             } => {
                 self.context = *input_tokens;
+                self.context_estimated = *estimated;
                 self.run_in = *run_input_tokens;
                 self.run_out = *run_output_tokens;
                 return;
@@ -620,7 +625,7 @@ impl Live {
                         cached_share(&outcome.usage.own),
                         tokens(self.run_out),
                         cost(outcome.total_cost_usd),
-                        tokens(self.context)
+                        self.context_text()
                     )
                 } else {
                     String::new()
@@ -666,6 +671,12 @@ impl Live {
         self.pending.clear();
     }
 
+    /// The context's size, `~` before an estimate.
+    fn context_text(&self) -> String {
+        let mark = if self.context_estimated { "~" } else { "" };
+        format!("{mark}{}", tokens(self.context))
+    }
+
     fn set_status(&mut self, doing: &str) {
         match &mut self.status {
             Some((what, _)) if what == doing => {}
@@ -708,7 +719,7 @@ impl Live {
             since.elapsed().as_secs()
         );
         if self.run_in > 0 {
-            line.push_str(&format!(" · context {}", tokens(self.context)));
+            line.push_str(&format!(" · context {}", self.context_text()));
         }
         line.push_str(if self.keys {
             " · esc to interrupt"

@@ -67,6 +67,9 @@ pub enum Event {
         output_tokens: u64,
         cache_read_tokens: u64,
         cache_write_tokens: u64,
+        /// The server reported no usage: the tokens are nop's estimate.
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        estimated: bool,
         cost_usd: Option<f64>,
         run_input_tokens: u64,
         run_output_tokens: u64,
@@ -229,7 +232,14 @@ pub struct RunSpent {
     pub cache_read_tokens: u64,
     pub cache_write_tokens: u64,
     pub requests: u64,
+    /// How many of the requests reported no usage (their tokens are nop's estimate).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub estimated_requests: u64,
     pub cost_usd: Option<f64>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl From<crate::protocol::Spent> for RunSpent {
@@ -240,6 +250,7 @@ impl From<crate::protocol::Spent> for RunSpent {
             cache_read_tokens: s.cache_read_tokens,
             cache_write_tokens: s.cache_write_tokens,
             requests: s.requests,
+            estimated_requests: s.estimated_requests,
             cost_usd: if s.requests == 0 {
                 Some(0.0)
             } else {

@@ -16,6 +16,9 @@ pub struct TokenUsage {
     pub output_tokens: u64,
     pub cache_read_tokens: u64,
     pub cache_write_tokens: u64,
+    /// The server reported no usage: the figures are nop's estimate (four characters a token).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub estimated: bool,
 }
 
 impl TokenUsage {
@@ -36,6 +39,9 @@ pub struct Spent {
     pub cache_read_tokens: u64,
     pub cache_write_tokens: u64,
     pub requests: u64,
+    /// How many of the requests reported no usage, so that their tokens are nop's estimate.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub estimated_requests: u64,
     /// US dollars; absent when unknown (no price for the model of one of the requests, or a
     /// session written before nop counted costs).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -51,6 +57,7 @@ impl Spent {
             cache_read_tokens: tokens.cache_read_tokens,
             cache_write_tokens: tokens.cache_write_tokens,
             requests: 1,
+            estimated_requests: u64::from(tokens.estimated),
             cost_usd: cost,
         });
     }
@@ -70,6 +77,7 @@ impl Spent {
         self.cache_read_tokens += other.cache_read_tokens;
         self.cache_write_tokens += other.cache_write_tokens;
         self.requests += other.requests;
+        self.estimated_requests += other.estimated_requests;
     }
 
     pub fn is_empty(&self) -> bool {
@@ -80,6 +88,10 @@ impl Spent {
     pub fn cost_text(&self) -> String {
         cost_text(self.cost_usd)
     }
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A cost for a person: `$0.0123` (four decimals below a dollar), `$12.34`, or `unknown`.

@@ -141,6 +141,7 @@ pub fn estimate_next(
                 output_tokens: p.tokens.output_tokens,
                 cache_read_tokens: p.tokens.input_tokens,
                 cache_write_tokens: p.tokens.output_tokens + added,
+                estimated: true,
             }
         }
         // The first request, or one after a compaction rewrote the conversation.
@@ -155,6 +156,7 @@ pub fn estimate_next(
                 output_tokens: previous.map_or(0, |p| p.tokens.output_tokens),
                 cache_read_tokens: 0,
                 cache_write_tokens: input,
+                estimated: true,
             }
         }
     }

@@ -96,7 +96,9 @@ pub enum ProviderError {
     Connect { url: String, cause: String },
     #[error("the model API did not answer in time: {0}")]
     Timeout(String),
-    #[error("the model API sent an empty stream (no text, no tool calls, no end marker)")]
+    #[error(
+        "the model API sent an empty stream (no text, no tool calls, no end marker); some servers (llama-cpp-python) answer so when the prompt is over their context size: if so, set compaction.context_window to it"
+    )]
     EmptyStream,
     #[error("the model API stream ended before its end marker: {0}")]
     Truncated(String),
@@ -104,6 +106,19 @@ pub enum ProviderError {
     Stream(String),
     #[error("could not read the model API's reply: {0}")]
     Decode(String),
+    /// The prompt is over what the server can take: it said so (an error naming the context
+    /// length), or it answered with an empty or cut stream to a prompt near its known or probed
+    /// context size. Another try of the same prompt cannot succeed: the conversation must be
+    /// compacted first.
+    #[error(
+        "the prompt (about {prompt_tokens} tokens) is over the model server's context{}: {detail}",
+        window.map(|w| format!(" of {w} tokens")).unwrap_or_default()
+    )]
+    ContextOverflow {
+        prompt_tokens: u64,
+        window: Option<u64>,
+        detail: String,
+    },
     #[error("cancelled")]
     Cancelled,
 }
@@ -122,6 +137,7 @@ impl ProviderError {
             ProviderError::Config(_)
             | ProviderError::Quota { .. }
             | ProviderError::Decode(_)
+            | ProviderError::ContextOverflow { .. }
             | ProviderError::Cancelled => false,
         }
     }
@@ -165,6 +181,25 @@ pub struct Provider {
     prompt_cache: bool,
     /// Set once a compatible server refused `prompt_cache_key`: it is not sent again.
     cache_key_refused: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Set once a gateway failed on Anthropic's cache marks (LiteLLM's `/v1/messages` in front
+    /// of a Chat Completions upstream fails on a `system` block array): requests go unmarked.
+    cache_marks_refused: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The context size the configuration gives (`compaction.context_window`).
+    configured_window: Option<u64>,
+    /// What was learned of the server's context size, shared by every clone.
+    window: std::sync::Arc<std::sync::Mutex<Window>>,
+}
+
+/// What a provider knows of its server's context size.
+#[derive(Debug, Default)]
+struct Window {
+    /// What the server says of itself (`/props`, `/v1/models`, `/api/ps`), asked once after
+    /// the first empty stream: `Some(None)` when it said nothing.
+    probed: Option<Option<u64>>,
+    /// From an error that named it, or the size of a prompt found too long.
+    learned: Option<u64>,
+    /// The largest prompt (estimated tokens) the server answered.
+    largest_answered: u64,
 }
 
 /// Builds the one HTTP client, installing rustls' ring provider first (reqwest panics without one).
@@ -267,7 +302,24 @@ impl Provider {
             max_tokens: config.max_tokens,
             prompt_cache: config.prompt_cache,
             cache_key_refused: Default::default(),
+            cache_marks_refused: Default::default(),
+            configured_window: None,
+            window: Default::default(),
         })
+    }
+
+    /// The same provider, told the context size the configuration gives
+    /// (`compaction.context_window`): an empty stream to a prompt near it is a context overflow.
+    pub fn with_context_window(mut self, tokens: u64) -> Provider {
+        self.configured_window = (tokens > 0).then_some(tokens);
+        self
+    }
+
+    /// The server's context size as nop found it out (probed, or named by an error), smaller
+    /// than the configured one only when the server said so; `None` when nothing was found.
+    pub fn learned_context_window(&self) -> Option<u64> {
+        let w = self.window.lock().ok()?;
+        [w.probed.flatten(), w.learned].into_iter().flatten().min()
     }
 
     pub fn model(&self) -> &str {
@@ -282,11 +334,22 @@ impl Provider {
         cancel: &CancellationToken,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<ModelResponse, ProviderError> {
+        let prompt = estimate_prompt(request);
         let mut attempt = 1;
+        let mut empty = 0;
         loop {
             let result = tokio::select! {
                 () = cancel.cancelled() => Err(ProviderError::Cancelled),
                 r = self.attempt(request, on_event) => r,
+            };
+            let result = match result {
+                Ok(reply) => {
+                    if let Ok(mut w) = self.window.lock() {
+                        w.largest_answered = w.largest_answered.max(prompt);
+                    }
+                    Ok(reply)
+                }
+                Err(e) => Err(self.classify(e, prompt, &mut empty).await),
             };
             match result {
                 Err(e) if e.is_retryable() && attempt < self.max_attempts => {
@@ -312,6 +375,123 @@ impl Provider {
                 other => return other,
             }
         }
+    }
+
+    /// Whether a failure means the prompt is too long for the server: an error that says so, or
+    /// an empty or cut stream (llama-cpp-python answers a prompt over its context with HTTP
+    /// 200 and nothing) to a prompt near the server's context size, or a second one to a
+    /// prompt longer than any the server answered.
+    async fn classify(&self, e: ProviderError, prompt: u64, empty: &mut u32) -> ProviderError {
+        match &e {
+            ProviderError::Http {
+                status: 400 | 413 | 422 | 500,
+                message,
+                ..
+            } if overflow_message(message) => {
+                let named = window_in(message);
+                if let (Some(n), Ok(mut w)) = (named, self.window.lock()) {
+                    w.learned = Some(n);
+                }
+                ProviderError::ContextOverflow {
+                    prompt_tokens: prompt,
+                    window: named.or(self.learned_context_window()),
+                    detail: message.clone(),
+                }
+            }
+            ProviderError::EmptyStream | ProviderError::Truncated(_) => {
+                *empty += 1;
+                let window = self.context_window().await;
+                // Four characters a token is rough: a prompt at three quarters of the window
+                // may well be over it in the server's own tokens.
+                let near = window.is_some_and(|w| prompt.saturating_mul(4) >= w.saturating_mul(3));
+                let largest = self.window.lock().map(|w| w.largest_answered).unwrap_or(0);
+                let grown = *empty >= 2 && largest > 0 && prompt > largest;
+                if !near && !grown {
+                    return e;
+                }
+                if !near && let Ok(mut w) = self.window.lock() {
+                    w.learned = Some(w.learned.map_or(prompt, |l| l.min(prompt)));
+                }
+                ProviderError::ContextOverflow {
+                    prompt_tokens: prompt,
+                    window: window.or(self.learned_context_window()),
+                    detail: format!(
+                        "{e}{}",
+                        if near {
+                            ""
+                        } else {
+                            " twice, to a prompt longer than any it answered"
+                        }
+                    ),
+                }
+            }
+            _ => e,
+        }
+    }
+
+    /// The smallest context size known: configured, probed (once) or learned.
+    async fn context_window(&self) -> Option<u64> {
+        let probed = self.window.lock().ok().and_then(|w| w.probed);
+        let probed = match probed {
+            Some(p) => p,
+            None => {
+                let p = self.probe_window().await;
+                if let Ok(mut w) = self.window.lock() {
+                    w.probed = Some(p);
+                }
+                if let Some(n) = p {
+                    tracing::info!(op = "model", context = n, "the server's context size");
+                }
+                p
+            }
+        };
+        let learned = self.window.lock().ok().and_then(|w| w.learned);
+        [self.configured_window, probed, learned]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// Asks an OpenAI-compatible server its context size where servers say it: llama.cpp's
+    /// `/props` (`n_ctx`), vLLM's `/v1/models` (`max_model_len`), Ollama's `/api/ps`
+    /// (`context_length` of the loaded model). Each for at most two seconds.
+    async fn probe_window(&self) -> Option<u64> {
+        if self.kind != ProviderKind::Openai {
+            return None;
+        }
+        let base = self.url.trim_end_matches("/chat/completions");
+        let origin = match base.find("://") {
+            Some(i) => match base[i + 3..].find('/') {
+                Some(j) => &base[..i + 3 + j],
+                None => base,
+            },
+            None => base,
+        };
+        for url in [
+            format!("{origin}/props"),
+            format!("{base}/models"),
+            format!("{origin}/api/ps"),
+        ] {
+            let mut get = self.client.get(&url).timeout(Duration::from_secs(2));
+            if let Some(key) = &self.key {
+                get = get.bearer_auth(&key.0);
+            }
+            let Ok(response) = get.send().await else {
+                continue;
+            };
+            if !response.status().is_success() {
+                continue;
+            }
+            let Ok(Ok(body)) =
+                tokio::time::timeout(Duration::from_secs(2), response.json::<Value>()).await
+            else {
+                continue;
+            };
+            if let Some(n) = window_of(&body, &self.model) {
+                return Some(n);
+            }
+        }
+        None
     }
 
     fn backoff(&self, attempt: u32, error: &ProviderError) -> Duration {
@@ -341,7 +521,7 @@ impl Provider {
                 openai::request_body(&self.model, request, self.cache_key(request))
             }
             ProviderKind::Anthropic => {
-                anthropic::request_body(&self.model, self.max_tokens, request, self.prompt_cache)
+                anthropic::request_body(&self.model, self.max_tokens, request, self.cache_marks())
             }
         };
         let mut builder = self
@@ -369,7 +549,7 @@ impl Provider {
         let status = response.status();
         if !status.is_success() {
             let error = self.http_error(response).await;
-            if self.refused_cache_key(request, &error) {
+            if self.refused_cache_key(request, &error) || self.refused_cache_marks(&error) {
                 // A compatible server that takes no unknown fields: ask again without it.
                 return Box::pin(self.attempt(request, on_event)).await;
             }
@@ -483,6 +663,43 @@ impl Provider {
         true
     }
 
+    /// Whether Anthropic requests carry cache marks (a `system` block array among them).
+    fn cache_marks(&self) -> bool {
+        self.prompt_cache
+            && !self
+                .cache_marks_refused
+                .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether `error` is a gateway failing on the cache marks just sent: an HTTP 400 or 500
+    /// from a server other than Anthropic's own, to a marked request. If so, requests go
+    /// unmarked from now on (a warning in the log says so once). Anthropic's own 500s are
+    /// overloads, retried as they are.
+    fn refused_cache_marks(&self, error: &ProviderError) -> bool {
+        use std::sync::atomic::Ordering;
+        let gateway = self.kind == ProviderKind::Anthropic
+            && !self.url.starts_with("https://api.anthropic.com/");
+        if !gateway
+            || !self.cache_marks()
+            || !matches!(
+                error,
+                ProviderError::Http {
+                    status: 400 | 500,
+                    ..
+                }
+            )
+        {
+            return false;
+        }
+        self.cache_marks_refused.store(true, Ordering::Relaxed);
+        tracing::warn!(
+            op = "model",
+            result = "retry",
+            "the server failed on a request with cache marks ({error}); sending requests without them (plain-string system)"
+        );
+        true
+    }
+
     fn scrub(&self, text: &str) -> String {
         match &self.key {
             Some(key) => key.scrub(text),
@@ -539,6 +756,88 @@ impl Provider {
             retry_after,
         }
     }
+}
+
+/// The tokens of a request's prompt, estimated as the budget's estimate does (four characters
+/// a token): the messages and the tools' schemas.
+fn estimate_prompt(request: ChatRequest<'_>) -> u64 {
+    let tools: usize = request
+        .tools
+        .iter()
+        .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
+        .sum();
+    meter::estimate_tokens(request.messages) + tools as u64 / 4
+}
+
+/// Whether a server's error message says the prompt is over the context: OpenAI and vLLM
+/// ("maximum context length is 8192 tokens"), Anthropic ("prompt is too long"), llama.cpp
+/// (`exceed_context_size_error`, "exceeds the available context size"), LiteLLM
+/// (`ContextWindowExceededError`), Ollama and others.
+fn overflow_message(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    [
+        "context length",
+        "context_length",
+        "context window",
+        "contextwindowexceeded",
+        "context size",
+        "exceed_context_size",
+        "prompt is too long",
+        "too many tokens",
+        "input is too long",
+        "maximum context",
+    ]
+    .iter()
+    .any(|p| m.contains(p))
+}
+
+/// The context size an overflow error names, when it names one: `"n_ctx": 4096` (llama.cpp),
+/// "maximum context length is 8192 tokens" (OpenAI, vLLM), "> 200000 maximum" (Anthropic).
+fn window_in(message: &str) -> Option<u64> {
+    static PATTERNS: std::sync::OnceLock<Vec<regex::Regex>> = std::sync::OnceLock::new();
+    let patterns = PATTERNS.get_or_init(|| {
+        [
+            r#""?n_ctx"?\s*[:=]\s*(\d+)"#,
+            r"(?i)maximum context length is (\d+)",
+            r"(?i)context (?:length|window|size) (?:is |of )?(\d+)",
+            r"(\d+) maximum",
+        ]
+        .iter()
+        .filter_map(|p| regex::Regex::new(p).ok())
+        .collect()
+    });
+    patterns.iter().find_map(|re| {
+        re.captures(message)
+            .and_then(|c| c.get(1))
+            .and_then(|n| n.as_str().parse().ok())
+            .filter(|n| *n > 0)
+    })
+}
+
+/// The context size in a server's description of itself: llama.cpp's `/props`, vLLM's
+/// `/v1/models` entry for `model`, Ollama's `/api/ps` entry for it.
+fn window_of(body: &Value, model: &str) -> Option<u64> {
+    let number = |v: Option<&Value>| v.and_then(Value::as_u64).filter(|n| *n > 0);
+    if let Some(n) = number(body.pointer("/default_generation_settings/n_ctx"))
+        .or_else(|| number(body.get("n_ctx")))
+    {
+        return Some(n);
+    }
+    let entries = body
+        .get("data")
+        .or_else(|| body.get("models"))
+        .and_then(Value::as_array)?;
+    let named = |e: &&Value| {
+        ["id", "name", "model"]
+            .iter()
+            .any(|k| e.get(k).and_then(Value::as_str) == Some(model))
+    };
+    let entry = entries.iter().find(named).or(if entries.len() == 1 {
+        entries.first()
+    } else {
+        None
+    })?;
+    number(entry.get("max_model_len")).or_else(|| number(entry.get("context_length")))
 }
 
 /// The error code of a reply that says the account has no quota or credit left (OpenAI sends
@@ -663,6 +962,47 @@ mod tests {
         };
         assert!(!error.is_retryable());
         assert!(error.to_string().contains("not a rate limit"));
+    }
+
+    #[test]
+    fn overflow_errors_are_recognised_with_the_size_they_name() {
+        let cases = [
+            (
+                "This model's maximum context length is 8192 tokens. However, you requested 9000 tokens",
+                Some(8192),
+            ),
+            (
+                "prompt is too long: 210000 tokens > 200000 maximum",
+                Some(200_000),
+            ),
+            (
+                r#"{"code":400,"message":"the request exceeds the available context size","type":"exceed_context_size_error","n_prompt_tokens":5000,"n_ctx":4096}"#,
+                Some(4096),
+            ),
+            ("litellm.ContextWindowExceededError: too long", None),
+        ];
+        for (message, window) in cases {
+            assert!(overflow_message(message), "{message}");
+            assert_eq!(window_in(message), window, "{message}");
+        }
+        assert!(!overflow_message("Internal Server Error"));
+        assert!(!overflow_message(
+            "1 validation error for ChatCompletionRequestAssistantMessage"
+        ));
+    }
+
+    #[test]
+    fn servers_describe_their_context_size_in_their_own_places() {
+        let llama_cpp = serde_json::json!({"default_generation_settings": {"n_ctx": 2048}});
+        assert_eq!(window_of(&llama_cpp, "m"), Some(2048));
+        let vllm = serde_json::json!({"object": "list", "data": [
+            {"id": "other", "max_model_len": 4096}, {"id": "m", "max_model_len": 32768}]});
+        assert_eq!(window_of(&vllm, "m"), Some(32768));
+        let ollama =
+            serde_json::json!({"models": [{"name": "qwen3:0.6b", "context_length": 4096}]});
+        assert_eq!(window_of(&ollama, "qwen3:0.6b"), Some(4096));
+        let llama_cpp_python = serde_json::json!({"object": "list", "data": [{"id": "a", "object": "model"}, {"id": "b"}]});
+        assert_eq!(window_of(&llama_cpp_python, "m"), None);
     }
 
     #[test]

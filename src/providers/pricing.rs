@@ -155,6 +155,7 @@ mod tests {
             output_tokens: 100_000,
             cache_read_tokens: 800_000,
             cache_write_tokens: 100_000,
+            estimated: false,
         };
         // 100k uncached at 3, 100k written at 3.75, 800k read at 0.30, 100k out at 15.
         let expected = 0.3 + 0.375 + 0.24 + 1.5;

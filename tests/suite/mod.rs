@@ -23,6 +23,7 @@ mod planted;
 mod plugins;
 mod queue;
 mod queue_load;
+mod real_servers;
 mod reliability;
 mod run;
 mod sandbox;

@@ -138,6 +138,26 @@ struct State {
     /// When set, the usage of every streamed answer is what the providers' prompt caches would
     /// report for the request (see [`cache::PromptCache`]).
     cache: Option<cache::PromptCache>,
+    /// How the real server this mock stands for behaves beyond the wire protocol.
+    quirks: Quirks,
+    /// GET requests (servers asked about themselves), apart from the model requests.
+    probes: Vec<RecordedRequest>,
+}
+
+/// Behaviours of real servers (MISSION R3, issue 29), switched on per test.
+#[derive(Default)]
+struct Quirks {
+    /// llama-cpp-python 0.3: a prompt over its context (`n_ctx`, the request's bytes / 4) gets
+    /// HTTP 200 and an empty stream.
+    empty_stream_over: Option<u64>,
+    /// llama.cpp's server: `GET /props` says `default_generation_settings.n_ctx`.
+    props_n_ctx: Option<u64>,
+    /// Servers that send no usage in their streams (llama-cpp-python without
+    /// `stream_options`, some gateways).
+    no_usage: bool,
+    /// LiteLLM's `/v1/messages` in front of a Chat Completions upstream: a `system` given as a
+    /// block array fails in its translation with HTTP 500.
+    system_blocks_refused: bool,
 }
 
 impl Shared {
@@ -165,6 +185,8 @@ impl MockServer {
                 requests: Vec::new(),
                 responder: None,
                 cache: None,
+                quirks: Quirks::default(),
+                probes: Vec::new(),
             }),
             arrived: Condvar::new(),
         });
@@ -204,6 +226,33 @@ impl MockServer {
     /// cached (see [`cache::PromptCache`]), replacing the scripted usage.
     pub fn simulate_prompt_cache(&self) {
         self.shared.lock().cache = Some(cache::PromptCache::default());
+    }
+
+    /// Behaves as llama-cpp-python does with a context of `n_ctx` tokens: a request over it
+    /// (its bytes / 4) gets HTTP 200 and an empty stream, without consuming the script.
+    pub fn empty_stream_over(&self, n_ctx: u64) {
+        self.shared.lock().quirks.empty_stream_over = Some(n_ctx);
+    }
+
+    /// Answers `GET /props` as llama.cpp's server does, with a context of `n_ctx` tokens.
+    pub fn serve_props(&self, n_ctx: u64) {
+        self.shared.lock().quirks.props_n_ctx = Some(n_ctx);
+    }
+
+    /// From now on, streams carry no usage (the scripted usage chunks are dropped).
+    pub fn omit_usage(&self) {
+        self.shared.lock().quirks.no_usage = true;
+    }
+
+    /// Refuses an Anthropic request whose `system` is a block array with HTTP 500, as LiteLLM's
+    /// `/v1/messages` does in front of a Chat Completions upstream.
+    pub fn refuse_system_blocks(&self) {
+        self.shared.lock().quirks.system_blocks_refused = true;
+    }
+
+    /// The GET requests received (a client asking the server about itself), in order.
+    pub fn probes(&self) -> Vec<RecordedRequest> {
+        self.shared.lock().probes.clone()
     }
 
     /// Appends a response to the script.
@@ -263,8 +312,25 @@ fn serve(stream: TcpStream, shared: &Shared) {
     };
     let response = {
         let mut state = shared.lock();
+        // A client asking the server about itself: never a scripted model answer.
+        if request.method == "GET" {
+            let answer = match state.quirks.props_n_ctx {
+                Some(n) if request.path.ends_with("/props") => MockResponse::status(
+                    200,
+                    json!({"default_generation_settings": {"n_ctx": n}, "total_slots": 1})
+                        .to_string(),
+                ),
+                _ => MockResponse::status(404, "File Not Found"),
+            };
+            state.probes.push(request);
+            drop(state);
+            let _ = respond(stream, reader, answer);
+            return;
+        }
         // What real servers refuse, refused here too, before the script is consulted.
-        if let Some(refusal) = refused_by_real_servers(&request) {
+        let refusal = refused_by_real_servers(&request)
+            .or_else(|| refused_for_quirks(&state.quirks, &request));
+        if let Some(refusal) = refusal {
             state.requests.push(request);
             shared.arrived.notify_all();
             drop(state);
@@ -284,6 +350,15 @@ fn serve(stream: TcpStream, shared: &Shared) {
                 })
             }
             (_, response) => response,
+        };
+        let response = match response {
+            Some(MockResponse::Sse { chunks, delay }) if state.quirks.no_usage => {
+                Some(MockResponse::Sse {
+                    chunks: chunks.iter().filter_map(|c| without_usage(c)).collect(),
+                    delay,
+                })
+            }
+            response => response,
         };
         state.requests.push(request);
         shared.arrived.notify_all();
@@ -313,6 +388,51 @@ content
   Input should be a valid string","type":"internal_server_error"}}"#,
         )
     })
+}
+
+/// What the switched-on quirks answer instead of the script: llama-cpp-python's empty stream
+/// to a prompt over its context, LiteLLM's 500 to a `system` block array.
+fn refused_for_quirks(quirks: &Quirks, request: &RecordedRequest) -> Option<MockResponse> {
+    if let Some(n_ctx) = quirks.empty_stream_over
+        && request.raw_body.len() as u64 / 4 > n_ctx
+    {
+        return Some(MockResponse::sse(Vec::new()));
+    }
+    if quirks.system_blocks_refused
+        && request.path.ends_with("/v1/messages")
+        && request.body["system"].is_array()
+    {
+        return Some(MockResponse::status(
+            500,
+            r#"{"error":{"message":"litellm.APIConnectionError: 'list' object has no attribute 'strip'","type":null,"param":null,"code":"500"}}"#,
+        ));
+    }
+    None
+}
+
+/// An SSE chunk without its usage: an OpenAI usage-only chunk is dropped, a `usage` key
+/// removed; an Anthropic event's usage is zeroed (its shape requires the field).
+fn without_usage(chunk: &str) -> Option<String> {
+    let Some(data) = chunk
+        .lines()
+        .find_map(|l| l.strip_prefix("data: "))
+        .filter(|d| d.starts_with('{'))
+    else {
+        return Some(chunk.to_string());
+    };
+    let Ok(mut value) = serde_json::from_str::<Value>(data) else {
+        return Some(chunk.to_string());
+    };
+    if value.get("usage").is_some() && value["choices"].as_array().is_some_and(|c| c.is_empty()) {
+        return None;
+    }
+    if let Some(map) = value.as_object_mut() {
+        map.remove("usage");
+    }
+    if let Some(message) = value.get_mut("message").and_then(Value::as_object_mut) {
+        message.remove("usage");
+    }
+    Some(chunk.replacen(data, &value.to_string(), 1))
 }
 
 /// Parses an HTTP/1.1 request: request line, headers, then a body framed by Content-Length or

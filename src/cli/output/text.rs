@@ -1,6 +1,7 @@
-//! `--output-format text` where stdout is not a terminal: the answer as it streams on stdout,
-//! one line per tool call and result, retries, warnings and notes on stderr. (On a terminal,
-//! text is the transcript of `transcript.rs`.)
+//! `--output-format text` where stdout is not a terminal: the answer on stdout, each model
+//! reply once it is whole (an attempt that fails mid-stream and is retried never reaches the
+//! output); one line per tool call and result, retries, warnings and notes on stderr. (On a
+//! terminal, text is the transcript of `transcript.rs`.)
 
 use std::io::Write;
 
@@ -16,11 +17,27 @@ const SHOWN_LINES: usize = 8;
 pub struct Text {
     /// Whether stdout is at the start of a line.
     line_start: bool,
+    /// The text of the model request streaming now, written when the request is whole.
+    pending: String,
 }
 
 impl Text {
     pub fn new() -> Text {
-        Text { line_start: true }
+        Text {
+            line_start: true,
+            pending: String::new(),
+        }
+    }
+
+    /// Writes the reply the model finished.
+    fn flush_reply(&mut self, out: &mut impl Write) {
+        if self.pending.is_empty() {
+            return;
+        }
+        let _ = out.write_all(visible(&self.pending).as_bytes());
+        let _ = out.flush();
+        self.line_start = self.pending.ends_with('\n');
+        self.pending.clear();
     }
 
     pub fn event(&mut self, event: &Event) {
@@ -32,16 +49,14 @@ impl Text {
                 }
             }
             Event::TurnStarted { .. } | Event::ToolOutput { .. } => {}
-            Event::Text { delta } => {
-                let _ = out.write_all(visible(delta).as_bytes());
-                let _ = out.flush();
-                self.line_start = delta.ends_with('\n');
-            }
+            Event::Text { delta } => self.pending.push_str(delta),
             Event::Retrying {
                 attempt,
                 delay_ms,
                 error,
             } => {
+                // What the failed attempt streamed is void: the retry answers again.
+                self.pending.clear();
                 self.end_line(&mut out);
                 eprintln!(
                     "  ↻ attempt {attempt} failed ({}); retrying in {:.1} s",
@@ -52,6 +67,7 @@ impl Text {
             Event::ToolCall {
                 name, arguments, ..
             } => {
+                self.flush_reply(&mut out);
                 self.end_line(&mut out);
                 eprintln!("⏺ {} {}", one_line(name), brief_arguments(name, arguments));
             }
@@ -111,11 +127,15 @@ impl Text {
             }
             // Shown by whoever drives an open handle: it is the prompt's turn.
             Event::Idle { .. } => {}
-            // Shown by the terminal renderer (issue 16, in progress).
-            Event::Usage { .. } | Event::PlanUpdated { .. } => {}
+            // The request is whole.
+            Event::Usage { .. } => self.flush_reply(&mut out),
+            Event::PlanUpdated { .. } => {}
             // A chat's events (`nop chat` renders them); a run has none.
             Event::BatchWaiting { .. } | Event::BatchAnswered { .. } | Event::Reply { .. } => {}
             Event::Result(outcome) => {
+                // A reply is written when its request is whole; what is left is an attempt
+                // that failed or was cut short.
+                self.pending.clear();
                 self.end_line(&mut out);
                 let id = &outcome.session_id;
                 match outcome.status {
