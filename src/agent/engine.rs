@@ -195,6 +195,7 @@ impl Engine {
                 provider: self.0.provider.clone(),
                 registry: self.registry(),
                 max_turns: max_turns.max(1),
+                max_parallel: self.0.config.agent.max_parallel.max(1) as usize,
                 output_max_bytes: self.0.config.tools.output_max_bytes,
                 run: std::sync::Arc::new(self.clone()),
             };

@@ -3,6 +3,7 @@
 //! (COMPLETED), asks the user (WAITING_INPUT), fails (ERROR) or runs out of turns.
 
 use chrono::Utc;
+use futures_util::StreamExt;
 use futures_util::future::BoxFuture;
 use serde_json::Value;
 use tracing::Instrument;
@@ -30,6 +31,8 @@ pub struct ModelAgent {
     pub provider: Provider,
     pub registry: Registry,
     pub max_turns: u32,
+    /// How many calls of one turn may run at once (`agent.max_parallel`).
+    pub max_parallel: usize,
     pub output_max_bytes: usize,
     /// The run around the loop: checkpoints, compaction, retry advice.
     pub run: std::sync::Arc<dyn RunServices>,
@@ -279,7 +282,8 @@ impl ModelAgent {
         // The run's first file checkpoint, recorded while the model answered, comes first.
         ctx.ready.wait().await;
         let mut question = None;
-        for (i, call) in calls.iter().enumerate() {
+        let mut i = 0;
+        while i < calls.len() {
             if ctx.cancel.is_cancelled() {
                 conversation
                     .push(
@@ -292,7 +296,7 @@ impl ModelAgent {
             if question.is_some() {
                 let skipped = record(
                     ctx,
-                    call,
+                    &calls[i],
                     Executed {
                         result: Err(ToolError::model(
                             ToolErrorKind::Skipped,
@@ -306,60 +310,76 @@ impl ModelAgent {
                 conversation
                     .push(skipped.into_iter().map(|r| r.message).collect(), None)
                     .await?;
+                i += 1;
                 continue;
             }
-            let _ = events.send(Event::ToolCall {
-                id: call.id.clone(),
-                name: call.name.clone(),
-                arguments: call.arguments.clone(),
-            });
-            stats.tool_calls += 1;
-            let span = tracing::info_span!("tool", session = %ctx.session_id, tool = %call.name, call = %call.id);
-            let executed = orchestrator::execute(&self.registry, call, ctx)
-                .instrument(span)
-                .await;
-            let (mut executed, abort) = self.retry(call, executed, ctx).await?;
-            let was_aborted = matches!(executed.result, Err(ToolError::Aborted { .. }));
-            // What the front end shows is taken out, not copied (a file's text twice); a
-            // question stays, since recording the call looks at it.
-            let (mut change, mut plan_changed) = (None, None);
-            if let Ok(output) = &mut executed.result {
-                match std::mem::replace(&mut output.effect, ToolEffect::None) {
-                    ToolEffect::AskUser(q) => {
-                        question = Some(q.clone());
-                        output.effect = ToolEffect::AskUser(q);
-                    }
-                    ToolEffect::FileChanged(c) => change = Some(c),
-                    ToolEffect::PlanChanged(plan) => plan_changed = Some(plan),
-                    ToolEffect::None => {}
-                }
-            }
-            let ok = executed.result.is_ok();
-            let duration_ms = executed.duration.as_millis() as u64;
-            tracing::info!(session = %ctx.session_id, op = "tool", tool = %call.name, result = if ok { "ok" } else { "error" }, duration_ms, "tool call");
-            let recorded = record(ctx, call, executed, self.output_max_bytes).await?;
-            if let Some(orchestrator::Recorded { message, outcome }) = recorded {
-                // Recorded first, shown after: what the user saw is in session.json even if nop
-                // is killed right then.
-                let output = shown_output(&message.content);
-                conversation.push(vec![message], None).await?;
-                let _ = events.send(Event::ToolResult {
+            // Calls that may run at once (reads, searches, call-agent) run together, at most
+            // `agent.max_parallel` at a time; their results are recorded in the order of the
+            // calls. Any other call runs alone.
+            let end = self.batch_end(calls, i);
+            let batch = &calls[i..end];
+            for call in batch {
+                let _ = events.send(Event::ToolCall {
                     id: call.id.clone(),
                     name: call.name.clone(),
-                    ok,
-                    duration_ms,
-                    output,
-                    change,
-                    outcome,
+                    arguments: call.arguments.clone(),
                 });
-                if let Some(plan) = plan_changed {
-                    let _ = events.send(Event::PlanUpdated { plan });
+                stats.tool_calls += 1;
+            }
+            let pending: Vec<BoxFuture<'_, Ran>> = batch
+                .iter()
+                .map(|call| Box::pin(self.execute(call, ctx)) as BoxFuture<'_, _>)
+                .collect();
+            let mut runs = futures_util::stream::iter(pending).buffered(self.max_parallel.max(1));
+            let (mut interrupted, mut stop) = (false, None);
+            for call in batch {
+                let Some(ran) = runs.next().await else { break };
+                let (mut executed, abort) = ran?;
+                interrupted |= matches!(executed.result, Err(ToolError::Aborted { .. }));
+                stop = stop.or(abort);
+                // What the front end shows is taken out, not copied (a file's text twice); a
+                // question stays, since recording the call looks at it.
+                let (mut change, mut plan_changed) = (None, None);
+                if let Ok(output) = &mut executed.result {
+                    match std::mem::replace(&mut output.effect, ToolEffect::None) {
+                        ToolEffect::AskUser(q) => {
+                            question = Some(q.clone());
+                            output.effect = ToolEffect::AskUser(q);
+                        }
+                        ToolEffect::FileChanged(c) => change = Some(c),
+                        ToolEffect::PlanChanged(plan) => plan_changed = Some(plan),
+                        ToolEffect::None => {}
+                    }
+                }
+                let ok = executed.result.is_ok();
+                let duration_ms = executed.duration.as_millis() as u64;
+                tracing::info!(session = %ctx.session_id, op = "tool", tool = %call.name, result = if ok { "ok" } else { "error" }, duration_ms, "tool call");
+                let recorded = record(ctx, call, executed, self.output_max_bytes).await?;
+                if let Some(orchestrator::Recorded { message, outcome }) = recorded {
+                    // Recorded first, shown after: what the user saw is in session.json even if
+                    // nop is killed right then.
+                    let output = shown_output(&message.content);
+                    conversation.push(vec![message], None).await?;
+                    let _ = events.send(Event::ToolResult {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                        ok,
+                        duration_ms,
+                        output,
+                        change,
+                        outcome,
+                    });
+                    if let Some(plan) = plan_changed {
+                        let _ = events.send(Event::PlanUpdated { plan });
+                    }
                 }
             }
-            if was_aborted {
+            drop(runs);
+            i = end;
+            if interrupted {
                 conversation
                     .push(
-                        aborted(&calls[i + 1..], "aborted by user before it started"),
+                        aborted(&calls[i..], "aborted by user before it started"),
                         None,
                     )
                     .await?;
@@ -368,17 +388,17 @@ impl ModelAgent {
             // A checkpoint between tool calls: a stop word, a high-priority message or a pause
             // ends this batch; the calls not yet run are closed so the transcript stays whole, and
             // the next turn's checkpoint acts on it.
-            if i + 1 < calls.len() && self.run.wants_checkpoint(ctx).await {
+            if i < calls.len() && self.run.wants_checkpoint(ctx).await {
                 let rest = aborted(
-                    &calls[i + 1..],
+                    &calls[i..],
                     "not run: interrupted by a user message; call it again if still needed",
                 );
                 conversation.push(rest, None).await?;
                 return Ok(CallsOutcome::Continue);
             }
-            if let Some(reason) = abort {
+            if let Some(reason) = stop {
                 let rest = aborted(
-                    &calls[i + 1..],
+                    &calls[i..],
                     "not run: the task was stopped on the advice of retry-advisor",
                 );
                 conversation.push(rest, None).await?;
@@ -390,7 +410,33 @@ impl ModelAgent {
             None => CallsOutcome::Continue,
         })
     }
+
+    /// The end of the batch of calls that starts at `from`: the calls after it that may run at
+    /// once with it, or itself alone.
+    fn batch_end(&self, calls: &[ToolCall], from: usize) -> usize {
+        let parallel = |call: &ToolCall| {
+            self.registry
+                .get(&call.name)
+                .is_some_and(|tool| tool.runs_in_parallel())
+        };
+        if !parallel(&calls[from]) {
+            return from + 1;
+        }
+        from + calls[from..].iter().take_while(|c| parallel(c)).count()
+    }
+
+    /// Runs one call through the orchestrator, then retry-advisor's retries.
+    async fn execute(&self, call: &ToolCall, ctx: &ToolContext) -> Ran {
+        let span = tracing::info_span!("tool", session = %ctx.session_id, tool = %call.name, call = %call.id);
+        let executed = orchestrator::execute(&self.registry, call, ctx)
+            .instrument(span)
+            .await;
+        self.retry(call, executed, ctx).await
+    }
 }
+
+/// A call as it ran, with retry-advisor's retries, and the reason of an advised abort.
+type Ran = Result<(Executed, Option<String>), ToolError>;
 
 enum CallsOutcome {
     Continue,
@@ -674,4 +720,3 @@ mod tests {
         }
     }
 }
-

@@ -369,6 +369,9 @@ struct Live {
     previewed: Vec<nop::protocol::events::FileChange>,
     /// The last lines of the command under way, shown under the status line.
     tail: Vec<String>,
+    /// The subagents running now, each with a status line of its own under the run's:
+    /// `(session, agent, since)`.
+    subagents: Vec<(String, String, Instant)>,
     /// Lines drawn under the status line (its tail).
     drawn_below: usize,
 }
@@ -393,6 +396,7 @@ impl Live {
             waiting: None,
             previewed: Vec::new(),
             tail: Vec::new(),
+            subagents: Vec::new(),
             drawn_below: 0,
         }
     }
@@ -574,9 +578,26 @@ impl Live {
             Event::Refused { reason, .. } => {
                 eprintln!("{}", err.red(&format!("refused: {}", visible(reason))))
             }
+            Event::SubagentStarted { .. } | Event::SubagentFinished { .. } => {
+                match event {
+                    Event::SubagentStarted {
+                        session_id, agent, ..
+                    } => self
+                        .subagents
+                        .push((session_id.clone(), agent.clone(), Instant::now())),
+                    Event::SubagentFinished { session_id, .. } => {
+                        self.subagents.retain(|(id, _, _)| id != session_id)
+                    }
+                    _ => {}
+                }
+                if let Some((line, doing)) = note(event) {
+                    eprintln!("{line}");
+                    if let Some(doing) = doing {
+                        self.set_status(&doing);
+                    }
+                }
+            }
             Event::Queued { .. }
-            | Event::SubagentStarted { .. }
-            | Event::SubagentFinished { .. }
             | Event::Paused { .. }
             | Event::Resumed { .. }
             | Event::MessagesInjected { .. }
@@ -729,6 +750,22 @@ impl Live {
         let width = Live::width().saturating_sub(1);
         let line = super::term::style::truncate(&line, width);
         let mut below = String::new();
+        // Subagents side by side: one line each while more than one runs.
+        let side_by_side = if self.subagents.len() > 1 {
+            self.subagents.len()
+        } else {
+            0
+        };
+        for (id, agent, since) in &self.subagents[..side_by_side] {
+            let l = format!(
+                "  ↳ {} {} working… {}s",
+                one_line(agent),
+                short_id(id),
+                since.elapsed().as_secs()
+            );
+            let l = super::term::style::truncate(&l, width);
+            below.push_str(&format!("\n\x1b[2K{}", self.err.dim(&l)));
+        }
         for l in &self.tail {
             let l = super::term::style::truncate(&format!("  │ {}", one_line(l)), width);
             below.push_str(&format!("\n\x1b[2K{}", self.err.dim(&l)));
@@ -737,7 +774,7 @@ impl Live {
         eprint!("\r\x1b[2K{}{below}", self.err.dim(&line));
         let _ = std::io::stderr().flush();
         self.drawn = true;
-        self.drawn_below = self.tail.len();
+        self.drawn_below = self.tail.len() + side_by_side;
     }
 
     /// Takes the status line and the tail under it away; the cursor is left where the status
@@ -877,6 +914,12 @@ fn short(text: &str, max: usize) -> String {
     } else {
         text.to_string()
     }
+}
+
+/// The last part of a session id, enough to tell sessions apart on a status line.
+fn short_id(id: &str) -> &str {
+    let start = id.len().saturating_sub(4);
+    id.get(start..).unwrap_or(id)
 }
 
 #[cfg(test)]

@@ -57,6 +57,13 @@ const LIMITS: &[(&str, Limit)] = &[
     ),
     ("agent.max_turns", Limit::Whole { min: 1, max: U32 }),
     (
+        "agent.max_parallel",
+        Limit::Whole {
+            min: 1,
+            max: Some(64),
+        },
+    ),
+    (
         "agent.max_budget_usd",
         Limit::Number {
             min: 0.0,

@@ -541,6 +541,9 @@ pub struct AgentConfig {
     pub default: String,
     /// Model requests per `nop run` before it stops with an error.
     pub max_turns: u32,
+    /// How many of the calls the model makes in one turn that may run at once (reads,
+    /// searches, `call-agent`) do; 1 runs every call in order.
+    pub max_parallel: u32,
     /// US dollars a run may spend (its subagents and advisors included); 0: no limit. The run
     /// stops before the request that would pass it (`--max-budget-usd`).
     pub max_budget_usd: f64,
@@ -551,6 +554,7 @@ impl Default for AgentConfig {
         AgentConfig {
             default: "coder".into(),
             max_turns: 100,
+            max_parallel: 4,
             max_budget_usd: 0.0,
         }
     }

@@ -29,6 +29,7 @@ impl TypedTool for CallAgent {
     type Args = CallAgentArgs;
     const NAME: &'static str = "call-agent";
     const MUTATING: bool = false;
+    const PARALLEL: bool = true;
     const DESCRIPTION: &'static str = "Delegate a task to another agent of this repository (see .nop/agents.yml). It works in its own session with at most your permissions and returns its answer, or an error for you to judge.";
 
     async fn run(&self, args: CallAgentArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

@@ -73,6 +73,7 @@ impl TypedTool for ListFiles {
     type Args = ListFilesArgs;
     const NAME: &'static str = "list-files";
     const MUTATING: bool = false;
+    const PARALLEL: bool = true;
     const DESCRIPTION: &'static str = "List the repository's files (recursively, .gitignore respected), optionally under a directory and matching a glob.";
 
     async fn run(&self, args: ListFilesArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

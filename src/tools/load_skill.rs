@@ -71,6 +71,7 @@ impl TypedTool for LoadSkill {
     type Args = LoadSkillArgs;
     const NAME: &'static str = "load-skill";
     const MUTATING: bool = false;
+    const PARALLEL: bool = true;
     const DESCRIPTION: &'static str =
         "Load a skill's full instructions by name (skills are listed in the system prompt).";
 

@@ -287,6 +287,11 @@ pub trait Tool: Send + Sync {
     /// Whether a call can change the user's files or run programs: such calls are asked about
     /// under `--approval always`.
     fn is_mutating(&self) -> bool;
+    /// Whether calls of this tool the model makes in one turn may run at the same time (reads,
+    /// searches, `call-agent`): they change no file and ask no one. Others run in order.
+    fn runs_in_parallel(&self) -> bool {
+        false
+    }
     fn call<'a>(
         &'a self,
         args: Value,
@@ -312,6 +317,8 @@ pub trait TypedTool: Send + Sync + 'static {
     const DESCRIPTION: &'static str;
     /// See [`Tool::is_mutating`].
     const MUTATING: bool;
+    /// See [`Tool::runs_in_parallel`].
+    const PARALLEL: bool = false;
 
     fn run(
         &self,
@@ -336,6 +343,10 @@ impl<T: TypedTool> Tool for T {
 
     fn is_mutating(&self) -> bool {
         T::MUTATING
+    }
+
+    fn runs_in_parallel(&self) -> bool {
+        T::PARALLEL
     }
 
     fn spec(&self) -> ToolSpec {

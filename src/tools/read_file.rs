@@ -29,6 +29,7 @@ impl TypedTool for ReadFile {
     type Args = ReadFileArgs;
     const NAME: &'static str = "read-file";
     const MUTATING: bool = false;
+    const PARALLEL: bool = true;
     const DESCRIPTION: &'static str = "Read a text file of the repository. Returns its contents exactly (no line numbers), or a range of lines with offset/limit; says how many lines were left out.";
 
     async fn run(&self, args: ReadFileArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

@@ -28,6 +28,7 @@ impl TypedTool for SearchFiles {
     type Args = SearchFilesArgs;
     const NAME: &'static str = "search-files";
     const MUTATING: bool = false;
+    const PARALLEL: bool = true;
     const DESCRIPTION: &'static str = "Search the repository's files for a regular expression; returns `path:line: text` for each matching line.";
 
     async fn run(&self, args: SearchFilesArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {

@@ -22,6 +22,7 @@ impl TypedTool for SearchMemory {
     type Args = SearchMemoryArgs;
     const NAME: &'static str = "search-memory";
     const MUTATING: bool = false;
+    const PARALLEL: bool = true;
     const DESCRIPTION: &'static str = "Search the summaries of earlier days' sessions of this repository (long-term memory) by keywords and dates (Chinese or English). Returns matching days with their summaries, best first.";
 
     async fn run(
