@@ -18,6 +18,10 @@ pub const FILES: &[(&str, &str)] = &[
         include_str!("../.nop/.permissions/agent-default.yml"),
     ),
     (
+        ".permissions/agent-goal-checker.yml",
+        include_str!("../.nop/.permissions/agent-goal-checker.yml"),
+    ),
+    (
         ".permissions/agent-retry-advisor.yml",
         include_str!("../.nop/.permissions/agent-retry-advisor.yml"),
     ),
@@ -40,6 +44,10 @@ pub const FILES: &[(&str, &str)] = &[
     (
         ".system/agents/consistency-checker.md",
         include_str!("../.nop/.system/agents/consistency-checker.md"),
+    ),
+    (
+        ".system/agents/goal-checker.md",
+        include_str!("../.nop/.system/agents/goal-checker.md"),
     ),
     (
         ".system/agents/retry-advisor.md",

@@ -121,13 +121,14 @@ pub fn consistency_note(decision: &super::ConsistencyDecision, repairs: &[String
 }
 
 /// The compacted conversation: first system message, first user prompt, summary with the plan's
-/// status (and the consistency check's note on it), then the kept tail.
+/// status (and the consistency check's note on it) and the session's goal, then the kept tail.
 pub fn compacted(
     messages: &[Message],
     range: (usize, usize),
     summary: &str,
     plan: &Plan,
     consistency: Option<&str>,
+    goal: Option<&crate::protocol::Goal>,
 ) -> Vec<Message> {
     let (from, to) = range;
     let mut out = Vec::new();
@@ -140,17 +141,39 @@ pub fn compacted(
     let mut note = Message::new(
         Role::User,
         format!(
-            "[Summary of {} earlier messages, compacted by nop; the full history is in the session's snapshots]\n{}\n\n{}{}",
+            "[Summary of {} earlier messages, compacted by nop; the full history is in the session's snapshots]\n{}\n\n{}{}{}",
             to - from,
             summary.trim(),
             plan_summary(plan),
-            consistency.map(|c| format!("\n{c}")).unwrap_or_default()
+            consistency.map(|c| format!("\n{c}")).unwrap_or_default(),
+            goal.filter(|g| g.status == crate::protocol::GoalStatus::Active
+                || g.status == crate::protocol::GoalStatus::NotMet)
+                .map(|g| format!("\n\n{}", goal_note(g)))
+                .unwrap_or_default()
         ),
         Utc::now(),
     );
     note.compaction_summary = Some(true);
     out.push(note);
     out.extend(messages[to..].iter().cloned());
+    out
+}
+
+/// The goal as a compaction keeps it: the objective, how it is checked, and the last check.
+fn goal_note(goal: &crate::protocol::Goal) -> String {
+    let mut out = format!("Goal (kept by every compaction): {}", goal.objective);
+    if let Some(cmd) = &goal.until {
+        out.push_str(&format!(
+            "\nIt is met when `{cmd}` exits 0 and goal-checker agrees."
+        ));
+    }
+    if let Some(last) = goal.checks.last() {
+        out.push_str(&format!(
+            "\nLast check ({} so far): {}",
+            goal.checks.len(),
+            last.reason
+        ));
+    }
     out
 }
 
@@ -186,7 +209,7 @@ mod tests {
         let range = replaceable(&messages, 2).expect("range");
         assert_eq!(messages[range.1].content, "calling");
         let plan = Plan::default();
-        let out = compacted(&messages, range, "S", &plan, None);
+        let out = compacted(&messages, range, "S", &plan, None, None);
         let texts: Vec<&str> = out.iter().map(|m| m.content.as_str()).collect();
         assert_eq!(texts[0], "sys");
         assert_eq!(texts[1], "task");

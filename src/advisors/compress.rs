@@ -120,8 +120,14 @@ pub async fn compact(
             )
         })?;
     let before = messages.len();
-    let new_messages =
-        compaction::compacted(&messages, range, &reply.text, &plan, consistency.as_deref());
+    let new_messages = compaction::compacted(
+        &messages,
+        range,
+        &reply.text,
+        &plan,
+        consistency.as_deref(),
+        state.session.goal.as_ref(),
+    );
     let after = new_messages.len();
     let record = CompressionRecord {
         snapshot_id: snapshot.clone(),

@@ -21,6 +21,7 @@ use crate::tools::{ToolContext, ToolError};
 pub const CONSISTENCY_CHECKER: &str = "consistency-checker";
 pub const RETRY_ADVISOR: &str = "retry-advisor";
 pub const COMPRESSION_ADVISOR: &str = "compression-advisor";
+pub const GOAL_CHECKER: &str = "goal-checker";
 
 /// What the advisors and the compaction need from the run they serve (the engine implements
 /// it): its configuration, store and model, where its events go, its answer cache, and a way to

@@ -14,8 +14,8 @@ mod consult;
 
 pub use compress::{compact, maybe_compact};
 pub use consult::{
-    AdvisorAnswer, COMPRESSION_ADVISOR, CONSISTENCY_CHECKER, Checked, Host, RETRY_ADVISOR,
-    advise_retry, check_consistency, consult,
+    AdvisorAnswer, COMPRESSION_ADVISOR, CONSISTENCY_CHECKER, Checked, GOAL_CHECKER, Host,
+    RETRY_ADVISOR, advise_retry, check_consistency, consult,
 };
 
 use serde::Deserialize;
@@ -194,6 +194,15 @@ pub enum RetryAction {
     ModifyParams,
     Skip,
     Abort,
+}
+
+/// goal-checker: whether a session's goal is met when the agent stops (issue 30).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GoalDecision {
+    pub met: bool,
+    #[serde(default)]
+    pub reason: String,
 }
 
 /// compression-advisor (§2.6).

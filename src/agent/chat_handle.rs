@@ -177,6 +177,11 @@ async fn serve(
                         message: "a chat has no run to stop or compact: /exit leaves".into(),
                     });
                 }
+                Some(Op::Goal { .. }) => {
+                    let _ = events.send(Event::Warning {
+                        message: "a chat has no goal: goals belong to `nop run` sessions".into(),
+                    });
+                }
             },
             result = until_answered(&mut answering) => {
                 answering = None;

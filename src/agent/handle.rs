@@ -21,6 +21,9 @@ pub enum Op {
     /// first one); while a run is going it is queued for its next checkpoint, as [`Op::Queue`]
     /// at high priority.
     UserInput { text: String },
+    /// Set the session's goal and work toward it (`/goal TEXT`): run like an input (a new
+    /// session for the first one); refused with a warning while a run is going.
+    Goal { spec: super::goal::GoalSpec },
     /// Stop the run at once (Ctrl-C, Esc): tools are stopped, the session is kept.
     Interrupt,
     /// Stop the run at its next checkpoint, as a stop word or `nop stop` does.
@@ -178,6 +181,7 @@ pub fn deliver(
         max_turns,
         emergency,
         guard: Some(guard),
+        goal: None,
     };
     let stop = crate::queue::is_stop_word(&text, runtime.stop_words());
     if let Some(guard) = crate::queue::RunGuard::try_acquire(&dir).map_err(locked)? {
@@ -317,12 +321,32 @@ async fn serve(
                             max_turns: open.max_turns,
                             emergency: false,
                             guard: None,
+                            goal: None,
                         };
                         work = Some(run(&runtime, request, &inner, &cancel));
                     }
                     _ => {
                         let high = crate::protocol::QueuePriority::High;
                         let _ = events.send(queue(&runtime, session.as_deref(), &text, high));
+                    }
+                },
+                Op::Goal { spec } => match (&work, &open) {
+                    (None, Some(open)) => {
+                        let request = RunRequest {
+                            session: session.clone(),
+                            agent: open.agent.clone(),
+                            input: None,
+                            max_turns: open.max_turns,
+                            emergency: false,
+                            guard: None,
+                            goal: Some(spec),
+                        };
+                        work = Some(run(&runtime, request, &inner, &cancel));
+                    }
+                    _ => {
+                        let _ = events.send(Event::Warning {
+                            message: "a goal is set when the agent is idle: /goal again once it stops".into(),
+                        });
                     }
                 },
                 Op::Interrupt => {

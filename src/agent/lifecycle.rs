@@ -99,6 +99,7 @@ impl Runtime {
                 max_turns: None,
                 emergency: false,
                 guard: Some(guard),
+                goal: None,
             };
             outcome = runtime
                 .run_once(again, events.clone(), cancel.clone())
@@ -303,6 +304,13 @@ impl Runtime {
             }
             None => None,
         };
+        // A goal set now is told to the agent with the input (or as the input).
+        let goal = request.goal.clone().map(|spec| spec.into_goal(now));
+        let input = match (&goal, input) {
+            (Some(goal), Some(text)) => Some(format!("{text}\n\n{}", super::goal::announce(goal))),
+            (Some(goal), None) => Some(super::goal::announce(goal)),
+            (None, input) => input,
+        };
         // The plan and the conversation are as the last checked run left them.
         let mut unchanged = false;
         if resumed {
@@ -341,6 +349,22 @@ impl Runtime {
             self.update_status(&session_id, SessionStatus::Running, first)
                 .await?;
         }
+        // The session's goal: the one set now, or the one it had, taken up again by this run.
+        self.store
+            .update_async(&session_id, now, move |state| {
+                match goal {
+                    Some(goal) => state.session.goal = Some(goal),
+                    None => {
+                        if let Some(g) = state.session.goal.as_mut()
+                            && g.status == crate::protocol::GoalStatus::NotMet
+                        {
+                            g.status = crate::protocol::GoalStatus::Active;
+                        }
+                    }
+                }
+                Ok(())
+            })
+            .await?;
         tracing::info!(session = %session_id, agent = %agent_name, op = "run", result = "started", resumed, model = engine.provider().model(), "run started");
         let _ = events.send(Event::SessionStarted {
             session_id: session_id.clone(),
@@ -392,19 +416,86 @@ impl Runtime {
     ) -> Answer {
         let Opened { engine, ctx, .. } = opened;
         let max_turns = max_turns.unwrap_or(self.config.agent.max_turns);
+        let deadline = std::time::Instant::now()
+            + std::time::Duration::from_secs_f64(self.config.agent.goal_timeout_s);
         let mut answer = engine.drive(ctx, max_turns, events, stats).await;
-        // Seed 004: what is still queued when the task ends is processed, one message at a time.
-        while matches!(&answer, Ok(Ok(r)) if r.status == AgentStatus::Completed) {
-            match engine.take_next(ctx).await {
-                Ok(Some(())) => answer = engine.drive(ctx, max_turns, events, stats).await,
-                Ok(None) => break,
-                Err(e) => {
-                    answer = Err(e);
-                    break;
+        loop {
+            // Seed 004: what is still queued when the task ends is processed, one message at a
+            // time.
+            while matches!(&answer, Ok(Ok(r)) if r.status == AgentStatus::Completed) {
+                match engine.take_next(ctx).await {
+                    Ok(Some(())) => answer = engine.drive(ctx, max_turns, events, stats).await,
+                    Ok(None) => break,
+                    Err(e) => {
+                        answer = Err(e);
+                        break;
+                    }
                 }
             }
+            // The agent stopped: the session's goal, if it has one, decides whether it goes on.
+            let last = match &answer {
+                Ok(Ok(r)) if r.status == AgentStatus::Completed => r.message.clone(),
+                _ => return answer,
+            };
+            let verdict = match super::goal::check(engine, ctx, &last, events).await {
+                Ok(Some(verdict)) => verdict,
+                Ok(None) => return answer,
+                Err(e) => return Err(e),
+            };
+            let reason = match verdict {
+                super::goal::Verdict::Met(_) => return answer,
+                super::goal::Verdict::NotMet(reason) => reason,
+                super::goal::Verdict::Unchecked(why) => {
+                    return self
+                        .goal_not_met(engine, ctx, format!("{why}; the run stops here"))
+                        .await;
+                }
+            };
+            let left = max_turns.saturating_sub(stats.turns);
+            if left == 0 || std::time::Instant::now() >= deadline || ctx.cancel.is_cancelled() {
+                let limit = if left == 0 {
+                    format!("its {max_turns} model requests (--max-turns) are used up")
+                } else {
+                    "agent.goal_timeout_s has passed".to_string()
+                };
+                return self
+                    .goal_not_met(engine, ctx, format!("the goal is not met ({reason}) and {limit}; continue with `nop run --session {}`", ctx.session_id))
+                    .await;
+            }
+            let objective = self
+                .store
+                .read_async(&ctx.session_id)
+                .await
+                .ok()
+                .and_then(|s| s.session.goal.map(|g| g.objective))
+                .unwrap_or_default();
+            let next = Message::new(
+                Role::User,
+                super::goal::next_input(&objective, &reason),
+                Utc::now(),
+            );
+            let pushed = self
+                .store
+                .update_async(&ctx.session_id, Utc::now(), move |state| {
+                    state.session.messages.push(next);
+                    Ok(())
+                })
+                .await;
+            if let Err(e) = pushed {
+                return Err(e.into());
+            }
+            answer = engine.drive(ctx, left, events, stats).await;
         }
-        answer
+    }
+
+    /// Ends a run whose goal is not met: the goal is marked so (the next run takes it up) and
+    /// the answer says why.
+    async fn goal_not_met(&self, engine: &Engine, ctx: &ToolContext, message: String) -> Answer {
+        super::goal::give_up(engine, &ctx.session_id).await?;
+        Ok(Ok(AgentResponse {
+            status: AgentStatus::GoalNotMet,
+            message,
+        }))
     }
 
     /// Finishes a run: its status from the agent's answer, the closing file checkpoint, the
@@ -447,6 +538,12 @@ impl Runtime {
                 AgentStatus::Error => (
                     RunStatus::Error,
                     SessionStatus::Error,
+                    response.message,
+                    None,
+                ),
+                AgentStatus::GoalNotMet => (
+                    RunStatus::GoalNotMet,
+                    SessionStatus::Idle,
                     response.message,
                     None,
                 ),

@@ -12,6 +12,7 @@ mod conversation;
 pub mod engine;
 mod error;
 mod file_checkpoint;
+pub mod goal;
 pub mod handle;
 pub mod instructions;
 mod interrupts;
@@ -44,6 +45,9 @@ pub enum AgentStatus {
     Error,
     /// The run stopped before a request that would have passed its budget.
     OverBudget,
+    /// The session's goal was checked and is not met, and the run may not go on (its turns or
+    /// time ran out, or the goal could not be checked).
+    GoalNotMet,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

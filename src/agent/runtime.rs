@@ -32,6 +32,8 @@ pub struct RunRequest {
     pub emergency: bool,
     /// The session's run lock, when the caller already holds it.
     pub guard: Option<crate::queue::RunGuard>,
+    /// A goal to set on the session (`--goal`, `--until`), replacing any it had.
+    pub goal: Option<super::goal::GoalSpec>,
 }
 
 #[derive(Clone)]

@@ -148,7 +148,7 @@ impl Engine {
             Ok(Ok(Ok(response))) => match response.status {
                 AgentStatus::Completed => (SessionStatus::Completed, response.message),
                 AgentStatus::WaitingInput => (SessionStatus::WaitingInput, response.message),
-                AgentStatus::Error | AgentStatus::OverBudget => {
+                AgentStatus::Error | AgentStatus::OverBudget | AgentStatus::GoalNotMet => {
                     (SessionStatus::Error, response.message)
                 }
             },

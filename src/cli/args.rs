@@ -321,6 +321,15 @@ pub struct RunArgs {
     /// answers with several replies and their delays, returned at once without waiting them out.
     #[arg(long = "message", value_name = "TEXT", conflicts_with = "prompt")]
     pub messages: Vec<String>,
+    /// An objective that outlives this prompt: whenever the agent stops, goal-checker decides
+    /// whether it is met, and if not the run goes on with its reason (within --max-turns,
+    /// --max-budget-usd and agent.goal_timeout_s). Exit code 6 when it ends not met.
+    #[arg(long, value_name = "TEXT")]
+    pub goal: Option<String>,
+    /// With --goal: a command run in the agent's sandbox at each check; the goal is not met
+    /// while it exits non-zero (e.g. `--until "cargo test"`).
+    #[arg(long, value_name = "CMD", requires = "goal")]
+    pub until: Option<String>,
     /// The task, or the answer to the agent's question; `-` reads it from standard input.
     pub prompt: Option<String>,
 }

@@ -57,6 +57,9 @@ pub mod exit {
     /// Stopped before a model request that would pass `--max-budget-usd`; the session can be
     /// continued.
     pub const BUDGET_EXCEEDED: u8 = 5;
+    /// `--goal`: the run ended with the session's goal not met (its turns or time ran out, or it
+    /// could not be checked); the session can be continued.
+    pub const GOAL_NOT_MET: u8 = 6;
     /// Stopped by Ctrl-C / SIGTERM.
     pub const CANCELLED: u8 = 130;
 }

@@ -110,6 +110,31 @@ pub fn session_show(
     if !s.compressions.is_empty() {
         writeln!(out, "compacted {} times", s.compressions.len())?;
     }
+    if let Some(goal) = &s.goal {
+        writeln!(
+            out,
+            "goal      {} ({})",
+            one_line(&goal.objective),
+            goal.status.as_str()
+        )?;
+        if let Some(cmd) = &goal.until {
+            writeln!(out, "  until   {}", one_line(cmd))?;
+        }
+        for (i, check) in goal.checks.iter().enumerate() {
+            let code = check
+                .exit_code
+                .map(|c| format!(", exit {c}"))
+                .unwrap_or_default();
+            writeln!(
+                out,
+                "  check {} {} {}{code}: {}",
+                i + 1,
+                time(check.at),
+                if check.met { "met" } else { "not met" },
+                one_line(&check.reason)
+            )?;
+        }
+    }
     writeln!(
         out,
         "snapshots {}",

@@ -42,6 +42,7 @@ pub fn exit_code(status: RunStatus) -> ExitCode {
         RunStatus::WaitingInput => exit::WAITING_INPUT,
         RunStatus::Cancelled => exit::CANCELLED,
         RunStatus::BudgetExceeded => exit::BUDGET_EXCEEDED,
+        RunStatus::GoalNotMet => exit::GOAL_NOT_MET,
     })
 }
 
@@ -609,6 +610,7 @@ impl Interactive {
             "/exit" | "/quit" => return Command::Leave,
             "/help" => eprintln!("{}", super::slash::help()),
             "/compact" => return Command::Run(Op::Compact),
+            "/goal" => return self.goal(argument),
             "/verbose" => {
                 let on = self.renderer.toggle_verbose();
                 eprintln!(
@@ -850,6 +852,53 @@ impl Interactive {
             self.prompts.clone(),
             open,
         ));
+    }
+
+    /// `/goal`: the session's goal and its checks; `/goal clear`; `/goal TEXT` sets one and
+    /// starts working toward it.
+    fn goal(&mut self, argument: &str) -> Command {
+        let store = self.runtime.store().clone();
+        let goal = self
+            .session
+            .as_ref()
+            .and_then(|id| store.read_session(id).ok())
+            .and_then(|s| s.goal);
+        match argument {
+            "" => match goal {
+                None => eprintln!("no goal: /goal TEXT sets one"),
+                Some(goal) => {
+                    eprintln!(
+                        "goal: {} ({}, {} checks)",
+                        super::term::style::visible(&goal.objective),
+                        goal.status.as_str(),
+                        goal.checks.len()
+                    );
+                    if let Some(last) = goal.checks.last() {
+                        eprintln!(
+                            "  last check: {}",
+                            super::term::style::visible(&last.reason)
+                        );
+                    }
+                }
+            },
+            "clear" => match &self.session {
+                Some(id) => match nop::agent::goal::clear(&store, id) {
+                    Ok(true) => eprintln!("goal cleared"),
+                    Ok(false) => eprintln!("no goal to clear"),
+                    Err(e) => eprintln!("error: {e}"),
+                },
+                None => eprintln!("no goal to clear"),
+            },
+            objective => {
+                return Command::Run(Op::Goal {
+                    spec: nop::agent::goal::GoalSpec {
+                        objective: objective.to_string(),
+                        until: None,
+                    },
+                });
+            }
+        }
+        Command::Done
     }
 
     fn model(&self) -> String {

@@ -19,6 +19,10 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ),
     ("/plan", "the session's tasks"),
     (
+        "/goal",
+        "TEXT: an objective checked whenever the agent stops; alone: the goal and its checks; clear",
+    ),
+    (
         "/mode",
         "the approval mode; /mode never|on-request|always|plan switches it (also /approvals)",
     ),
@@ -121,6 +125,14 @@ pub fn status(model: &str, session: Option<&SessionFile>, context: Option<u64>) 
     });
     if let Some(context) = context {
         lines.push(format!("context  {context} tokens in the last request"));
+    }
+    if let Some(goal) = &session.goal {
+        lines.push(format!(
+            "goal     {} · {} · {} checks",
+            super::term::style::one_line(&goal.objective),
+            goal.status.as_str(),
+            goal.checks.len()
+        ));
     }
     lines
 }

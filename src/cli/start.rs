@@ -66,6 +66,8 @@ pub fn resume(
         print: false,
         emergency: false,
         messages: Vec::new(),
+        goal: None,
+        until: None,
         prompt,
     };
     run_command(ctx, args)
@@ -187,6 +189,30 @@ fn start_run(
     session: Option<String>,
     priority: nop::queue::QueuePriority,
 ) -> Result<ExitCode> {
+    let goal = args
+        .goal
+        .clone()
+        .map(|objective| nop::agent::goal::GoalSpec {
+            objective,
+            until: args.until.clone(),
+        });
+    // A goal alone is a task too.
+    let prompt = match (&goal, prompt) {
+        (Some(_), None) => Some("Work toward the goal below.".to_string()),
+        (_, prompt) => prompt,
+    };
+    // On an existing session the goal is set now and told with the input; a new session gets
+    // it when it is made.
+    let (prompt, goal) = match (goal, &session, prompt) {
+        (Some(spec), Some(id), Some(input)) => {
+            let set = nop::agent::goal::set(&ctx.store, id, spec)?;
+            (
+                Some(format!("{input}\n\n{}", nop::agent::goal::announce(&set))),
+                None,
+            )
+        }
+        (goal, _, prompt) => (prompt, goal),
+    };
     match (prompt, session) {
         (Some(input), Some(id)) => run::deliver(
             runtime,
@@ -206,6 +232,7 @@ fn start_run(
                 max_turns: args.max_turns,
                 emergency: args.emergency,
                 guard: None,
+                goal,
             };
             run::headless(runtime, prompts, request, args.output_format)
         }

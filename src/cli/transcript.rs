@@ -598,6 +598,7 @@ impl Live {
                 }
             }
             Event::Queued { .. }
+            | Event::GoalChecked { .. }
             | Event::Paused { .. }
             | Event::Resumed { .. }
             | Event::MessagesInjected { .. }
@@ -638,6 +639,13 @@ impl Live {
                     RunStatus::Cancelled => {
                         eprintln!("cancelled; continue with: nop run --session {id} \"…\"")
                     }
+                    RunStatus::GoalNotMet => eprintln!(
+                        "{}",
+                        err.yellow(&format!(
+                            "goal not met: {}",
+                            visible(&outcome.final_message)
+                        ))
+                    ),
                 }
                 let used = if self.run_in + self.run_out > 0 {
                     format!(
@@ -852,6 +860,18 @@ fn note_text(event: &Event) -> Option<(String, Option<String>)> {
                 *duration_ms as f64 / 1000.0
             ),
             thinking,
+        ),
+        Event::GoalChecked {
+            met,
+            reason,
+            checks,
+        } => (
+            if *met {
+                format!("  ◎ goal met (check {checks}): {reason}")
+            } else {
+                format!("  ◎ goal not met yet (check {checks}): {reason}")
+            },
+            thinking.clone(),
         ),
         Event::Paused { .. } => (
             "  ⏸ paused: a higher-priority session is running; waiting for it to end".into(),

@@ -63,6 +63,7 @@ const LIMITS: &[(&str, Limit)] = &[
             max: Some(64),
         },
     ),
+    ("agent.goal_timeout_s", seconds(false, 604_800.0)),
     (
         "agent.max_budget_usd",
         Limit::Number {

@@ -541,6 +541,8 @@ pub struct AgentConfig {
     pub default: String,
     /// Model requests per `nop run` before it stops with an error.
     pub max_turns: u32,
+    /// Seconds a run may keep going after the agent stopped with its goal not met (`--goal`).
+    pub goal_timeout_s: f64,
     /// How many of the calls the model makes in one turn that may run at once (reads,
     /// searches, `call-agent`) do; 1 runs every call in order.
     pub max_parallel: u32,
@@ -555,6 +557,7 @@ impl Default for AgentConfig {
             default: "coder".into(),
             max_turns: 100,
             max_parallel: 4,
+            goal_timeout_s: 3600.0,
             max_budget_usd: 0.0,
         }
     }

@@ -379,6 +379,7 @@ mod tests {
             "retry-advisor",
             "consistency-checker",
             "compression-advisor",
+            "goal-checker",
             "summarizer",
             "splitter",
             "someone-else",

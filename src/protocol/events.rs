@@ -96,6 +96,12 @@ pub enum Event {
     },
     /// Something the user should know that does not stop the run.
     Warning { message: String },
+    /// The agent stopped and goal-checker judged the session's goal: `checks` so far.
+    GoalChecked {
+        met: bool,
+        reason: String,
+        checks: u32,
+    },
     /// A subagent (or an advisor) started in its own session.
     SubagentStarted {
         session_id: String,
@@ -211,6 +217,9 @@ pub enum RunStatus {
     Cancelled,
     /// Stopped before a request that would have passed `--max-budget-usd`; resumable.
     BudgetExceeded,
+    /// The session's goal is not met and the run could not go on (its turns or
+    /// `agent.goal_timeout_s` ran out, or the goal could not be checked); resumable.
+    GoalNotMet,
 }
 
 /// What a run used: its own model requests at the top level, and what the agents and advisors

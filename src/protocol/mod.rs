@@ -13,8 +13,8 @@ pub use ids::{new_id, timestamp_for_file};
 pub use plan::{Plan, PlanParseError, Task, TaskStatus};
 pub use queue::QueuePriority;
 pub use session::{
-    CallMetrics, Caller, CompressionRecord, Message, ParentSession, Role, SESSION_VERSION,
-    SessionFile, SessionStatus, ToolCall, TurnCheckpoint, Usage,
+    CallMetrics, Caller, CompressionRecord, Goal, GoalCheck, GoalStatus, Message, ParentSession,
+    Role, SESSION_VERSION, SessionFile, SessionStatus, ToolCall, TurnCheckpoint, Usage,
 };
 pub use snapshot::{SNAPSHOT_VERSION, Snapshot};
 pub use tool_error::ToolErrorKind;

@@ -65,6 +65,10 @@ pub struct SessionFile {
     /// that followed it: a load that finds the same plan and conversation skips the check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consistency_checked: Option<ConsistencyChecked>,
+    /// The objective that outlives one prompt (`nop run --goal`, `/goal`): checked whenever the
+    /// agent stops, kept by every compaction and by a resume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goal: Option<Goal>,
     /// Fields this version does not know, kept so that a rewrite never drops them.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -95,9 +99,64 @@ impl SessionFile {
             stop_reason: None,
             consistency_repairs: Vec::new(),
             consistency_checked: None,
+            goal: None,
             extra: Map::new(),
         }
     }
+}
+
+/// A session's goal: what should be true, how to check it, and each check so far.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Goal {
+    pub objective: String,
+    /// A command whose exit code and output tail the goal-checker reads (`--until`); run in the
+    /// agent's sandbox.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+    pub set_at: DateTime<Utc>,
+    #[serde(default)]
+    pub status: GoalStatus,
+    #[serde(default)]
+    pub checks: Vec<GoalCheck>,
+}
+
+/// Whether a goal is still pursued.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GoalStatus {
+    /// Checked whenever the agent stops; the run goes on while it is not met.
+    #[default]
+    Active,
+    Met,
+    /// A run ended without meeting it (its turns, budget or time ran out): the next run goes
+    /// on with it.
+    NotMet,
+    /// Cleared by the user (`/goal clear`).
+    Cleared,
+}
+
+impl GoalStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GoalStatus::Active => "active",
+            GoalStatus::Met => "met",
+            GoalStatus::NotMet => "not-met",
+            GoalStatus::Cleared => "cleared",
+        }
+    }
+}
+
+/// One check of a goal, when the agent stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GoalCheck {
+    pub at: DateTime<Utc>,
+    pub met: bool,
+    pub reason: String,
+    /// The `until` command's exit code, when there is one (`None`: it could not run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
 }
 
 /// Where a subagent's permission rules come from: its own files, and each caller's that

@@ -53,6 +53,7 @@ fn prompt(text: &str) -> RunRequest {
         max_turns: None,
         emergency: false,
         guard: None,
+        goal: None,
     }
 }
 

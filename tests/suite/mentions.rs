@@ -296,6 +296,7 @@ fn prompt(text: &str) -> RunRequest {
         max_turns: None,
         emergency: false,
         guard: None,
+        goal: None,
     }
 }
 

@@ -7,6 +7,7 @@ mod concurrency;
 mod costs;
 mod crash;
 mod first_contact;
+mod goal;
 mod handle;
 mod hooks;
 mod instructions;

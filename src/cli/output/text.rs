@@ -115,6 +115,7 @@ impl Text {
             | Event::Paused { .. }
             | Event::Resumed { .. }
             | Event::MessagesInjected { .. }
+            | Event::GoalChecked { .. }
             | Event::Compacted { .. } => {
                 self.end_line(&mut out);
                 if let Some((line, _)) = note(event) {
@@ -152,6 +153,9 @@ impl Text {
                     ),
                     RunStatus::Cancelled => {
                         eprintln!("cancelled; continue with: nop run --session {id} \"…\"")
+                    }
+                    RunStatus::GoalNotMet => {
+                        eprintln!("goal not met: {}", visible(&outcome.final_message))
                     }
                 }
             }
