@@ -29,7 +29,7 @@ mod transcript;
 
 pub use args::{
     AccessArg, AgentsCommand, Cli, Command, ConfigCommand, MemoryCommand, PermissionsCommand,
-    PluginsCommand, RunArgs, SessionsCommand,
+    PluginsCommand, RunArgs, SessionsCommand, SkillsCommand,
 };
 pub use run::OutputFormat;
 pub use short_forms::implicit_run;
@@ -172,6 +172,7 @@ fn dispatch(command: Command, ctx: &Context, out: &mut impl Write) -> Result<Exi
         Command::Permissions(command) => permissions::permissions(ctx, command, out),
         Command::Plugins(PluginsCommand::List { json }) => agents::plugins(ctx, json, out),
         Command::Agents(AgentsCommand::List { json }) => agents::agents(ctx, json, out),
+        Command::Skills(SkillsCommand::List { json }) => agents::skills(ctx, json, out),
         // Run by `run` before a context is opened.
         Command::Init { .. }
         | Command::Config(ConfigCommand::Set { .. })
