@@ -27,6 +27,7 @@ pub mod queue;
 pub mod sandbox;
 pub mod session;
 pub mod skills;
+pub mod slash_commands;
 pub mod templates;
 pub mod tools;
 pub mod workspace;

@@ -210,6 +210,9 @@ pub enum Command {
     /// The skills the agent can load (the repository's, yours, other agents' folders).
     #[command(subcommand)]
     Skills(SkillsCommand),
+    /// Your custom slash commands (.nop/commands/, .claude/commands/, ~/.claude/commands/).
+    #[command(subcommand)]
+    Commands(CommandsCommand),
     /// Long-term memory: each agent's summaries of earlier days, and search over them.
     #[command(subcommand)]
     Memory(MemoryCommand),
@@ -429,6 +432,15 @@ pub enum PluginsCommand {
 pub enum SkillsCommand {
     /// Each skill: name, where it was found, the first line of its description; then the ones
     /// shadowed by an earlier skill of the same name, and the files left out.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CommandsCommand {
+    /// Each custom slash command: name, arguments, description and file; then the shadowed ones.
     List {
         #[arg(long)]
         json: bool,
