@@ -124,9 +124,21 @@ pub fn discover(root: &Path) -> Discovery {
 /// The skills of the repository at `root` and of the user whose home is `home`.
 pub fn discover_in(root: &Path, home: Option<&Path>) -> Discovery {
     let mut found = Discovery::default();
+    let canonical_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
     for (source, user) in roots(root, home) {
         for dir in skill_folders(&source) {
             let file = dir.join("SKILL.md");
+            // The agent can write the repository's skill folders: a SKILL.md there that is a
+            // link out of its folder or out of the repository (to ~/.aws/credentials) would be
+            // read by nop, outside the agent's rules.
+            if !user && !stays_inside(&dir, &canonical_root) {
+                found.warnings.push(format!(
+                    "{}: a symbolic link out of its folder or of the repository; this skill is \
+                     left out",
+                    file.display()
+                ));
+                continue;
+            }
             let skill = match read_skill(&file) {
                 Ok(meta) => meta,
                 Err(e) => {
@@ -162,6 +174,18 @@ pub fn discover_in(root: &Path, home: Option<&Path>) -> Discovery {
     found
 }
 
+/// Whether the folder `dir` and its SKILL.md, links resolved, are inside `root` (canonical) and
+/// the SKILL.md inside the folder.
+fn stays_inside(dir: &Path, root: &Path) -> bool {
+    match (
+        std::fs::canonicalize(dir),
+        std::fs::canonicalize(dir.join("SKILL.md")),
+    ) {
+        (Ok(dir), Ok(file)) => dir.starts_with(root) && file.parent() == Some(dir.as_path()),
+        _ => false,
+    }
+}
+
 fn read_skill(file: &Path) -> Result<Meta, String> {
     let (text, _) = crate::front_matter::read_capped(file).map_err(|e| e.to_string())?;
     crate::front_matter::parse::<Meta>(&text).map(|(meta, _)| meta)
@@ -185,17 +209,24 @@ pub fn readable_dirs_in(root: &Path, home: Option<&Path>) -> Vec<PathBuf> {
             continue;
         }
         for dir in skill_folders(&source) {
-            let Ok(canonical) = std::fs::canonicalize(&dir) else {
-                continue;
-            };
-            let too_wide = canonical.parent().is_none()
-                || home_canonical
-                    .as_ref()
-                    .is_some_and(|h| h.starts_with(&canonical))
-                || root.starts_with(&canonical)
-                || canonical.starts_with(root);
-            if !too_wide && canonical.join("SKILL.md").is_file() && !dirs.contains(&canonical) {
-                dirs.push(canonical);
+            // The folder, and the folder its SKILL.md really is in (a dotfiles manager may link
+            // the file alone): both are the skill's.
+            let real_file_dir = std::fs::canonicalize(dir.join("SKILL.md"))
+                .ok()
+                .and_then(|f| f.parent().map(Path::to_path_buf));
+            for canonical in [std::fs::canonicalize(&dir).ok(), real_file_dir]
+                .into_iter()
+                .flatten()
+            {
+                let too_wide = canonical.parent().is_none()
+                    || home_canonical
+                        .as_ref()
+                        .is_some_and(|h| h.starts_with(&canonical))
+                    || root.starts_with(&canonical)
+                    || canonical.starts_with(root);
+                if !too_wide && !dirs.contains(&canonical) {
+                    dirs.push(canonical);
+                }
             }
         }
     }

@@ -45,6 +45,23 @@ impl TypedTool for LoadSkill {
             ));
         };
         let file = skill.dir.join("SKILL.md");
+        // Read only what read-file could read: the agent's rules for a repository skill, the
+        // user's skill folders for theirs (links resolved).
+        let readable = std::fs::canonicalize(&file).is_ok_and(|real| {
+            ctx.policy
+                .check_resolved(&real, crate::permissions::Access::Read)
+                .is_allowed()
+        });
+        if !readable {
+            return Err(ToolError::model(
+                ToolErrorKind::PermissionDenied,
+                format!(
+                    "skill `{}`: {} is not readable under this agent's rules",
+                    skill.name,
+                    file.display()
+                ),
+            ));
+        }
         let (body, cut) = crate::front_matter::read_capped(&file).map_err(|e| {
             ToolError::model(
                 ToolErrorKind::NotFound,

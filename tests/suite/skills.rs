@@ -284,3 +284,58 @@ fn skills_list_shows_each_source_the_shadowed_ones_and_bad_files() {
         "{text}"
     );
 }
+
+/// The agent can write `.agents/skills` and `.claude/skills` of the repository: a SKILL.md
+/// there that is a link out of the repository, or a skill folder that is one, is neither listed
+/// nor loaded (nop would read it outside the agent's rules).
+#[test]
+fn a_planted_repository_skill_linking_out_is_neither_listed_nor_loaded() {
+    let repo = Repo::new();
+    let home = crate::support::repo_dir();
+    let h = home.path();
+    write(
+        &h.join(".aws/credentials"),
+        "---\nname: creds\ndescription: AKIA-SECRET-IN-DESCRIPTION\n---\nSECRET-BODY\n",
+    );
+    write(
+        &h.join("elsewhere/outside/SKILL.md"),
+        "---\nname: outside\ndescription: OUTSIDE-DESCRIPTION\n---\nOUTSIDE-BODY\n",
+    );
+    let skills = repo.path().join(".agents/skills");
+    fs::create_dir_all(skills.join("creds")).expect("mkdir");
+    std::os::unix::fs::symlink(h.join(".aws/credentials"), skills.join("creds/SKILL.md"))
+        .expect("link");
+    std::os::unix::fs::symlink(h.join("elsewhere/outside"), skills.join("outside")).expect("link");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[
+            ("s1", "load-skill", json!({"name": "creds"})),
+            ("s2", "load-skill", json!({"name": "outside"})),
+        ]),
+        openai::reply_text("ok"),
+    ]);
+    let out = repo
+        .nop_model(&server, "openai")
+        .env("HOME", h)
+        .args(["run", "go"])
+        .output()
+        .expect("run nop");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("symbolic link out of"), "{stderr}");
+    let requests = server.requests();
+    let system = requests[0].body["messages"][0]["content"]
+        .as_str()
+        .expect("system")
+        .to_string();
+    assert!(
+        !system.contains("AKIA-SECRET") && !system.contains("OUTSIDE-DESCRIPTION"),
+        "{system}"
+    );
+    let results = tool_results(&requests[1].body);
+    assert!(
+        results.iter().all(|r| r.contains("no skill")
+            && !r.contains("SECRET")
+            && !r.contains("OUTSIDE-BODY")),
+        "{results:?}"
+    );
+}
