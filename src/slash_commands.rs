@@ -86,6 +86,7 @@ pub fn discover(root: &Path, user_dirs: &[PathBuf]) -> Discovery {
     let mut found = Discovery::default();
     let mut seen: Vec<PathBuf> = Vec::new();
     let mut budget = MAX_ENTRIES;
+    let canonical_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
     let sources = REPOSITORY_DIRS
         .iter()
         .map(|d| (root.join(d), false))
@@ -100,6 +101,17 @@ pub fn discover(root: &Path, user_dirs: &[PathBuf]) -> Discovery {
         walk(&source, &source, 0, &mut budget, &mut files);
         files.sort();
         for (name, path) in files {
+            // The agent can write the repository's command folders: a command file there that
+            // is a link out of the repository (to ~/.aws/credentials) would become a prompt.
+            if !user
+                && !std::fs::canonicalize(&path).is_ok_and(|real| real.starts_with(&canonical_root))
+            {
+                found.warnings.push(format!(
+                    "{}: a symbolic link out of the repository; this command is left out",
+                    path.display()
+                ));
+                continue;
+            }
             match read(&path) {
                 Ok((meta, body)) => {
                     let description = meta
@@ -161,7 +173,8 @@ fn walk(
         if name.starts_with('.') {
             continue;
         }
-        if path.is_dir() {
+        // A linked subfolder is not followed (a link to `/` would be walked otherwise).
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
             if depth < MAX_DEPTH {
                 walk(top, &path, depth + 1, budget, out);
             }
@@ -362,6 +375,15 @@ mod tests {
         write(user.join("review.md"), "user's\n");
         write(user.join("bad.md"), "---\ndescription: x\n");
         write(user.join("has space.md"), "x");
+        write(
+            tmp.path().join("secret.md"),
+            "---\ndescription: SECRET\n---\nSECRET\n",
+        );
+        std::os::unix::fs::symlink(
+            tmp.path().join("secret.md"),
+            root.join(".claude/commands/leak.md"),
+        )
+        .unwrap();
         let found = discover(&root, std::slice::from_ref(&user));
         let names: Vec<&str> = found.commands.iter().map(|c| c.name.as_str()).collect();
         assert_eq!(names, ["review", "frontend:test"]);
@@ -374,7 +396,12 @@ mod tests {
         assert_eq!(found.commands[1].body, "Run $1");
         assert_eq!(found.shadowed.len(), 1);
         assert!(found.shadowed[0].user);
-        assert_eq!(found.warnings.len(), 1);
-        assert!(found.warnings[0].contains("bad.md"), "{:?}", found.warnings);
+        assert_eq!(found.warnings.len(), 2, "{:?}", found.warnings);
+        assert!(
+            found.warnings[0].contains("leak.md"),
+            "{:?}",
+            found.warnings
+        );
+        assert!(found.warnings[1].contains("bad.md"), "{:?}", found.warnings);
     }
 }
