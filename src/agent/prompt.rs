@@ -1,7 +1,7 @@
 //! The system prompt of a new session: the agent's prompt file, the environment, the project
 //! instructions (AGENTS.md / CLAUDE.md from the root down to the working directory, see
-//! [`super::instructions`]), and the list of skills (names and one-line descriptions only,
-//! bounded).
+//! [`super::instructions`]), and the list of skills (names and whole descriptions, within the
+//! budget of [`crate::skills::prompt_section`]).
 
 use std::path::Path;
 
@@ -12,7 +12,6 @@ use crate::workspace::Workspace;
 
 /// The coder prompt this build ships, used when agents.yml does not define `coder`.
 pub const BUILTIN_CODER: &str = include_str!("../../.nop/.system/agents/coder.md");
-const MAX_SKILLS: usize = 50;
 
 /// An agent's prompt file cannot be read. The I/O error is in the text and not also the
 /// `source()`, which a chain printer (`{:#}`, how `main` prints a failed run) would repeat.
@@ -105,16 +104,14 @@ pub fn system_prompt_noting(
         prompt.push_str(&section);
     }
     warnings.extend(instructions.warnings);
-    let skills = crate::tools::list_skills(&ws.root);
-    if !skills.is_empty() {
-        prompt.push_str("\n# Skills\nLoad one with the load-skill tool when it fits the task:\n");
-        for (name, description) in skills.iter().take(MAX_SKILLS) {
-            let description: String = description.chars().take(200).collect();
-            prompt.push_str(&format!("- {name}: {description}\n"));
-        }
-        if skills.len() > MAX_SKILLS {
-            prompt.push_str(&format!("- … and {} more\n", skills.len() - MAX_SKILLS));
-        }
+    let skills = crate::skills::discover(&ws.root);
+    for warning in &skills.warnings {
+        tracing::warn!(op = "skills", result = "left out", "{warning}");
     }
+    warnings.extend(skills.warnings.iter().cloned());
+    prompt.push_str(&crate::skills::prompt_section(
+        &skills.skills,
+        crate::skills::PROMPT_BUDGET,
+    ));
     Ok((prompt, warnings))
 }

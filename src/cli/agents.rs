@@ -1,13 +1,16 @@
-//! `nop agents list` and `nop plugins list`.
+//! `nop agents list`, `nop plugins list` and `nop skills list`.
 
 use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Result;
 
 use super::context::Context;
 
+use super::term::style::{json_safe, one_line};
 use super::{exit_code, render};
+use serde_json::json;
 
 /// `nop agents list`: each agent with its priority as it stands now for `user`.
 pub fn agents(ctx: &Context, json: bool, out: &mut impl Write) -> Result<ExitCode> {
@@ -46,4 +49,105 @@ pub fn plugins(ctx: &Context, json: bool, out: &mut impl Write) -> Result<ExitCo
         }
     }
     Ok(exit_code(statuses.iter().all(|s| s.state == "loaded")))
+}
+
+/// How a skill's or a command's folder is shown: relative to the repository, `~/…` in the home
+/// directory, else whole.
+pub fn shown_path(path: &Path, root: &Path, home: Option<&Path>) -> String {
+    if let Ok(relative) = path.strip_prefix(root) {
+        return relative.display().to_string();
+    }
+    if let Some(relative) = home.and_then(|h| path.strip_prefix(h).ok()) {
+        return format!("~/{}", relative.display());
+    }
+    path.display().to_string()
+}
+
+/// `nop skills list`: the skills the agent can load, where each was found, and the ones
+/// shadowed by an earlier skill of the same name; files left out are warnings on stderr.
+pub fn skills(ctx: &Context, json: bool, out: &mut impl Write) -> Result<ExitCode> {
+    let home = ctx
+        .env
+        .get("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute());
+    let found = nop::skills::discover_in(&ctx.ws.root, home.as_deref());
+    let shown = |p: &Path| shown_path(p, &ctx.ws.root, home.as_deref());
+    let first_line = |d: &str| one_line(d.lines().next().unwrap_or(""));
+    let row = |s: &nop::skills::Skill| {
+        json!({
+            "name": s.name,
+            "description": s.description,
+            "dir": s.dir,
+            "source": shown(&s.source),
+            "user": s.user,
+        })
+    };
+    if json {
+        let value = json!({
+            "skills": found.skills.iter().map(row).collect::<Vec<_>>(),
+            "shadowed": found.shadowed.iter().map(|s| {
+                let mut r = row(s);
+                r["shadowedBy"] = json!(found.get(&s.name).map(|w| w.dir.clone()));
+                r
+            }).collect::<Vec<_>>(),
+            "warnings": found.warnings,
+        });
+        writeln!(out, "{}", json_safe(serde_json::to_string_pretty(&value)?))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    for w in &found.warnings {
+        eprintln!("warning: {}", one_line(w));
+    }
+    if found.skills.is_empty() {
+        writeln!(
+            out,
+            "no skills (add one as .agents/skills/<name>/SKILL.md or ~/.claude/skills/<name>/SKILL.md)"
+        )?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let width = found
+        .skills
+        .iter()
+        .chain(&found.shadowed)
+        .map(|s| s.name.chars().count())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let source_width = found
+        .skills
+        .iter()
+        .chain(&found.shadowed)
+        .map(|s| shown(&s.source).chars().count())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    writeln!(
+        out,
+        "{:<width$}  {:<source_width$}  DESCRIPTION",
+        "NAME", "SOURCE"
+    )?;
+    for s in &found.skills {
+        writeln!(
+            out,
+            "{:<width$}  {:<source_width$}  {}",
+            one_line(&s.name),
+            shown(&s.source),
+            first_line(&s.description)
+        )?;
+    }
+    if !found.shadowed.is_empty() {
+        writeln!(out, "\nshadowed (an earlier skill has the name):")?;
+        for s in &found.shadowed {
+            let by = found.get(&s.name).map_or(String::new(), |w| shown(&w.dir));
+            writeln!(
+                out,
+                "{:<width$}  {:<source_width$}  by {}",
+                one_line(&s.name),
+                shown(&s.source),
+                by
+            )?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }

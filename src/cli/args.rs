@@ -207,6 +207,12 @@ pub enum Command {
     /// The plugins under .nop/plugins/: their state and their tools.
     #[command(subcommand)]
     Plugins(PluginsCommand),
+    /// The skills the agent can load (the repository's, yours, other agents' folders).
+    #[command(subcommand)]
+    Skills(SkillsCommand),
+    /// Your custom slash commands (.nop/commands/, .claude/commands/, ~/.claude/commands/).
+    #[command(subcommand)]
+    Commands(CommandsCommand),
     /// Long-term memory: each agent's summaries of earlier days, and search over them.
     #[command(subcommand)]
     Memory(MemoryCommand),
@@ -425,6 +431,25 @@ pub enum MemoryCommand {
 #[derive(Debug, Subcommand)]
 pub enum PluginsCommand {
     /// Each plugin, whether it loaded (or why not), and its tools. Starts and stops MCP servers.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum SkillsCommand {
+    /// Each skill: name, where it was found, the first line of its description; then the ones
+    /// shadowed by an earlier skill of the same name, and the files left out.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CommandsCommand {
+    /// Each custom slash command: name, arguments, description and file; then the shadowed ones.
     List {
         #[arg(long)]
         json: bool,

@@ -37,6 +37,7 @@ pub fn editor(cwd: &Path) -> rustyline::Result<(PromptEditor, ModeSwitch)> {
     let mut editor: PromptEditor = Editor::with_config(config)?;
     editor.set_helper(Some(PromptHelper {
         cwd: cwd.to_path_buf(),
+        custom: Vec::new(),
     }));
     for key in [
         KeyEvent(KeyCode::Enter, Modifiers::ALT),
@@ -170,6 +171,8 @@ impl ConditionalEventHandler for ShiftTab {
 /// Completion for the prompt, relative to the session's working directory.
 pub struct PromptHelper {
     cwd: PathBuf,
+    /// The custom slash commands (`/name`, help), after the built-in ones.
+    pub custom: Vec<(String, String)>,
 }
 
 impl Completer for PromptHelper {
@@ -181,7 +184,7 @@ impl Completer for PromptHelper {
         pos: usize,
         _: &rustyline::Context<'_>,
     ) -> rustyline::Result<(usize, Vec<Pair>)> {
-        Ok(complete(&self.cwd, line, pos))
+        Ok(complete(&self.cwd, &self.custom, line, pos))
     }
 }
 
@@ -191,17 +194,25 @@ impl Hinter for PromptHelper {
     /// Typing `/` opens the menu: the commands that match what is typed so far, each with its
     /// help, under the line (Tab completes; one match is shown inline).
     fn hint(&self, line: &str, pos: usize, _: &rustyline::Context<'_>) -> Option<String> {
-        slash_menu(line, pos)
+        slash_menu(&self.custom, line, pos)
     }
 }
 
+/// Every slash command: the built-in ones, then the custom ones (a custom one named like a
+/// built-in one is not among them).
+fn all_commands(custom: &[(String, String)]) -> impl Iterator<Item = (&str, &str)> {
+    super::slash::COMMANDS
+        .iter()
+        .copied()
+        .chain(custom.iter().map(|(n, h)| (n.as_str(), h.as_str())))
+}
+
 /// The slash commands matching `line` (a `/word` being typed at its end), as a hint.
-pub fn slash_menu(line: &str, pos: usize) -> Option<String> {
+pub fn slash_menu(custom: &[(String, String)], line: &str, pos: usize) -> Option<String> {
     if pos != line.len() || !line.starts_with('/') || line.contains(char::is_whitespace) {
         return None;
     }
-    let matching: Vec<&(&str, &str)> = super::slash::COMMANDS
-        .iter()
+    let matching: Vec<(&str, &str)> = all_commands(custom)
         .filter(|(name, _)| name.starts_with(line))
         .collect();
     match matching.as_slice() {
@@ -233,7 +244,12 @@ impl Helper for PromptHelper {}
 
 /// Where the replaced word starts and what may replace it: a slash command at the start of the
 /// line, `@` and a fuzzy part of a file's name, else a path.
-pub fn complete(cwd: &Path, line: &str, pos: usize) -> (usize, Vec<Pair>) {
+pub fn complete(
+    cwd: &Path,
+    custom: &[(String, String)],
+    line: &str,
+    pos: usize,
+) -> (usize, Vec<Pair>) {
     let before = line.get(..pos).unwrap_or(line);
     let start = before
         .char_indices()
@@ -242,7 +258,7 @@ pub fn complete(cwd: &Path, line: &str, pos: usize) -> (usize, Vec<Pair>) {
         .map_or(0, |(i, c)| i + c.len_utf8());
     let word = &before[start..];
     if start == 0 && word.starts_with('/') {
-        let found = commands(word);
+        let found = commands(custom, word);
         if !found.is_empty() {
             return (0, found);
         }
@@ -254,9 +270,8 @@ pub fn complete(cwd: &Path, line: &str, pos: usize) -> (usize, Vec<Pair>) {
 }
 
 /// The slash commands that begin with `word`, each shown with its one-line help.
-fn commands(word: &str) -> Vec<Pair> {
-    super::slash::COMMANDS
-        .iter()
+fn commands(custom: &[(String, String)], word: &str) -> Vec<Pair> {
+    all_commands(custom)
         .filter(|(name, _)| name.starts_with(word))
         .map(|(name, what)| Pair {
             display: format!("{name:<11} {what}"),
@@ -397,7 +412,7 @@ mod tests {
     #[test]
     fn a_slash_at_the_start_completes_commands_with_their_help() {
         let cwd = Path::new("/nonexistent");
-        let (start, found) = complete(cwd, "/re", 3);
+        let (start, found) = complete(cwd, &[], "/re", 3);
         assert_eq!(start, 0);
         assert_eq!(replacements(&found), vec!["/resume ", "/rewind "]);
         assert!(
@@ -405,10 +420,10 @@ mod tests {
             "{}",
             found[0].display
         );
-        let (_, found) = complete(cwd, "/", 1);
+        let (_, found) = complete(cwd, &[], "/", 1);
         assert_eq!(found.len(), super::super::slash::COMMANDS.len());
         // Not at the start: a path.
-        let (start, found) = complete(cwd, "see /re", 7);
+        let (start, found) = complete(cwd, &[], "see /re", 7);
         assert_eq!(start, 4);
         assert!(found.is_empty());
     }
@@ -463,33 +478,43 @@ mod tests {
         std::fs::write(root.join("src/deep/parser.rs"), "").expect("write");
         std::fs::write(root.join("target/parser.rs"), "").expect("write");
         std::fs::write(root.join("setup.py"), "").expect("write");
-        let (start, found) = complete(root, "look at s", 9);
+        let (start, found) = complete(root, &[], "look at s", 9);
         assert_eq!(start, 8);
         assert_eq!(replacements(&found), vec!["setup.py", "src/"]);
-        let (_, found) = complete(root, "src/de", 6);
+        let (_, found) = complete(root, &[], "src/de", 6);
         assert_eq!(replacements(&found), vec!["src/deep/"]);
-        let (start, found) = complete(root, "explain @prs", 12);
+        let (start, found) = complete(root, &[], "explain @prs", 12);
         assert_eq!(start, 8);
         assert_eq!(replacements(&found), vec!["@src/deep/parser.rs "]);
     }
 
     #[test]
     fn typing_a_slash_opens_a_menu_of_the_matching_commands() {
-        let all = slash_menu("/", 1).unwrap_or_default();
+        let all = slash_menu(&[], "/", 1).unwrap_or_default();
         assert!(all.contains("/help"), "{all}");
         assert!(all.contains("more (Tab lists them all)"), "{all}");
-        let some = slash_menu("/re", 3).unwrap_or_default();
+        let some = slash_menu(&[], "/re", 3).unwrap_or_default();
         assert!(
             some.contains("/resume") && some.contains("/rewind"),
             "{some}"
         );
         assert!(!some.contains("/help"), "{some}");
         assert_eq!(
-            slash_menu("/sta", 4).as_deref(),
+            slash_menu(&[], "/sta", 4).as_deref(),
             Some("tus  model, session, tokens and context (also /cost)")
         );
-        assert_eq!(slash_menu("/status now", 11), None);
-        assert_eq!(slash_menu("hello", 5), None);
-        assert_eq!(slash_menu("/zz", 3), None);
+        assert_eq!(slash_menu(&[], "/status now", 11), None);
+        assert_eq!(slash_menu(&[], "hello", 5), None);
+        assert_eq!(slash_menu(&[], "/zz", 3), None);
+        let custom = vec![("/review".to_string(), "[file] · Review a file".to_string())];
+        assert_eq!(
+            slash_menu(&custom, "/rev", 4).as_deref(),
+            Some("iew  [file] · Review a file")
+        );
+        let (_, found) = complete(Path::new("/nonexistent"), &custom, "/re", 3);
+        assert_eq!(
+            replacements(&found),
+            vec!["/resume ", "/rewind ", "/review "]
+        );
     }
 }

@@ -7,6 +7,7 @@ mod agents;
 mod args;
 mod chat;
 mod checkpoints;
+mod commands;
 mod config;
 mod context;
 mod editor;
@@ -28,8 +29,8 @@ mod term;
 mod transcript;
 
 pub use args::{
-    AccessArg, AgentsCommand, Cli, Command, ConfigCommand, MemoryCommand, PermissionsCommand,
-    PluginsCommand, RunArgs, SessionsCommand,
+    AccessArg, AgentsCommand, Cli, Command, CommandsCommand, ConfigCommand, MemoryCommand,
+    PermissionsCommand, PluginsCommand, RunArgs, SessionsCommand, SkillsCommand,
 };
 pub use run::OutputFormat;
 pub use short_forms::implicit_run;
@@ -175,6 +176,8 @@ fn dispatch(command: Command, ctx: &Context, out: &mut impl Write) -> Result<Exi
         Command::Permissions(command) => permissions::permissions(ctx, command, out),
         Command::Plugins(PluginsCommand::List { json }) => agents::plugins(ctx, json, out),
         Command::Agents(AgentsCommand::List { json }) => agents::agents(ctx, json, out),
+        Command::Skills(SkillsCommand::List { json }) => agents::skills(ctx, json, out),
+        Command::Commands(CommandsCommand::List { json }) => commands::list(ctx, json, out),
         // Run by `run` before a context is opened.
         Command::Init { .. }
         | Command::Config(ConfigCommand::Set { .. })

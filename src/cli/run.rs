@@ -411,6 +411,7 @@ pub fn interactive(
     session: Option<String>,
     agent: Option<String>,
     max_turns: Option<u32>,
+    command_dirs: Vec<std::path::PathBuf>,
 ) -> Result<ExitCode> {
     if !std::io::stdin().is_terminal() {
         bail!(
@@ -440,6 +441,8 @@ pub fn interactive(
         max_turns,
         session: None,
         renderer: Renderer::new(OutputFormat::Text).interactive(),
+        root: ws.root.clone(),
+        command_dirs,
     };
     here.switch(&rt, session);
     let mut interrupted = false;
@@ -448,6 +451,10 @@ pub fn interactive(
     // After the cursor, when Shift+Tab ended the line.
     let mut after = String::new();
     loop {
+        // Custom commands read afresh for each prompt: one added meanwhile is in the menu.
+        if let Some(helper) = editor.helper_mut() {
+            helper.custom = here.custom_commands().menu();
+        }
         let prompt = super::editor::prompt(here.runtime.approver().mode());
         let initial = (std::mem::take(&mut typed), std::mem::take(&mut after));
         let line = match editor.readline_with_initial(&prompt, (&initial.0, &initial.1)) {
@@ -540,6 +547,10 @@ struct Interactive {
     max_turns: Option<u32>,
     session: Option<String>,
     renderer: Renderer,
+    /// The repository root, where custom slash commands are looked for first.
+    root: std::path::PathBuf,
+    /// The user's folders of custom slash commands (after the repository's).
+    command_dirs: Vec<std::path::PathBuf>,
 }
 
 /// What a slash command leaves to do.
@@ -550,6 +561,11 @@ enum Command {
 }
 
 impl Interactive {
+    /// The custom slash commands as they are now.
+    fn custom_commands(&self) -> super::commands::Custom {
+        super::commands::load(&self.root, &self.command_dirs)
+    }
+
     /// Closes the open handle, if any, and opens one on `session` (`None`: a new one with the
     /// next prompt); a session that has history shows its last exchanges.
     fn switch(&mut self, rt: &tokio::runtime::Runtime, session: Option<String>) {
@@ -608,7 +624,16 @@ impl Interactive {
         let store = self.runtime.store().clone();
         match name {
             "/exit" | "/quit" => return Command::Leave,
-            "/help" => eprintln!("{}", super::slash::help()),
+            "/help" => {
+                eprintln!("{}", super::slash::help());
+                let custom = self.custom_commands().menu();
+                if !custom.is_empty() {
+                    eprintln!("\ncustom commands (nop commands list shows their files):");
+                    for (name, help) in custom {
+                        eprintln!("{name:<10} {help}");
+                    }
+                }
+            }
             "/compact" => return Command::Run(Op::Compact),
             "/goal" => return self.goal(argument),
             "/verbose" => {
@@ -767,10 +792,19 @@ impl Interactive {
                     }
                 }
             }
-            other => match super::slash::nearest(other) {
-                Some(near) => eprintln!("unknown command {other}; did you mean {near}?"),
-                None => eprintln!("unknown command {other}; /help lists them"),
-            },
+            other => {
+                let custom = self.custom_commands();
+                for w in &custom.found.warnings {
+                    eprintln!("warning: {}", super::term::style::one_line(w));
+                }
+                if let Some(text) = custom.expand(input) {
+                    return Command::Run(Op::UserInput { text });
+                }
+                match super::slash::nearest(other) {
+                    Some(near) => eprintln!("unknown command {other}; did you mean {near}?"),
+                    None => eprintln!("unknown command {other}; /help lists them"),
+                }
+            }
         }
         Command::Done
     }

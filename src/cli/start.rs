@@ -21,7 +21,15 @@ pub fn interactive(ctx: &Context) -> Result<ExitCode> {
     let runtime = ctx
         .runtime(ctx.config().clone(), approver)
         .with_cwd(&ctx.cwd);
-    run::interactive(runtime, prompts, &ctx.ws, None, None, None)
+    run::interactive(
+        runtime,
+        prompts,
+        &ctx.ws,
+        None,
+        None,
+        None,
+        super::commands::user_dirs(&ctx.env),
+    )
 }
 
 /// `nop resume`: a run of the session picked here: ID, a picker on a terminal, else the latest
@@ -155,7 +163,8 @@ pub fn run_command(ctx: &Context, mut args: RunArgs) -> Result<ExitCode> {
         }
     }
     let prompt = match run::read_prompt(args.prompt.take()) {
-        Ok(p) => p,
+        // `/review src/x.rs`: a custom slash command's text is the prompt.
+        Ok(p) => p.map(|p| super::commands::expand_headless(ctx, p)),
         Err(e) => {
             eprintln!("error: {e:#}");
             return Ok(ExitCode::from(exit::USAGE));
@@ -246,6 +255,7 @@ fn start_run(
                 session,
                 args.agent,
                 args.max_turns,
+                super::commands::user_dirs(&ctx.env),
             )
         }
         (None, _) => {

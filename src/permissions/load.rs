@@ -270,10 +270,7 @@ fn parse_err(path: &Path, at: &Spanned<String>, message: String) -> PermissionEr
 
 /// The policy of `agent` in the repository at `root` (canonical).
 pub fn load_policy(root: &Path, agent: &str) -> Result<Policy, PermissionError> {
-    Ok(Policy::new(
-        root.to_path_buf(),
-        vec![load_ruleset(root, agent)?],
-    ))
+    Ok(Policy::new(root.to_path_buf(), vec![load_ruleset(root, agent)?]).with_user_skills())
 }
 
 /// The agents that have permission files (the built-in ones where the repository has no
@@ -340,7 +337,7 @@ pub fn load_chain(
     for ancestor in ancestors {
         sets.push(load_ruleset(root, ancestor)?);
     }
-    Ok(Policy::new(root.to_path_buf(), sets))
+    Ok(Policy::new(root.to_path_buf(), sets).with_user_skills())
 }
 
 #[cfg(test)]
@@ -354,7 +351,7 @@ mod tests {
     fn said(set: &RuleSet) -> Said {
         let line = |s: &Source| match s {
             Source::File { line, .. } | Source::BuiltIn { line, .. } => *line,
-            Source::Floor => 0,
+            Source::Floor | Source::Skill => 0,
         };
         (
             set.tools_allowed.iter().map(|p| p.text.clone()).collect(),

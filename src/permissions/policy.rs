@@ -21,6 +21,8 @@ pub enum Source {
         path: PathBuf,
         line: usize,
     },
+    /// A folder of the user's skills (`~/.claude/skills/pdf`…): readable, never writable.
+    Skill,
 }
 
 impl std::fmt::Display for Source {
@@ -33,6 +35,7 @@ impl std::fmt::Display for Source {
             Source::BuiltIn { path, line } => {
                 write!(f, "built-in default {}:{line}", path.display())
             }
+            Source::Skill => f.write_str("one of your skill folders, read-only"),
         }
     }
 }
@@ -416,6 +419,11 @@ pub struct Policy {
     sets: Vec<RuleSet>,
     /// [`git_protected`] of the root: read-only whatever the rules say.
     git_dirs: Vec<PathBuf>,
+    /// Whether the user's skill folders outside the root are readable where no rule names them
+    /// (`crate::skills::readable_dirs`, found the first time a path outside the root is read).
+    /// Never written through this.
+    user_skills: bool,
+    skill_dirs: std::sync::OnceLock<Vec<PathBuf>>,
 }
 
 impl Policy {
@@ -425,7 +433,26 @@ impl Policy {
             root,
             sets,
             git_dirs,
+            user_skills: false,
+            skill_dirs: std::sync::OnceLock::new(),
         }
+    }
+
+    /// This policy with the user's skill folders readable (canonical paths outside the root,
+    /// [`crate::skills::readable_dirs`]): a path beneath one that no rule of a set names may be
+    /// read, not written. A symbolic link inside such a folder is judged where it leads.
+    pub fn with_user_skills(mut self) -> Policy {
+        self.user_skills = true;
+        self
+    }
+
+    /// The user's skill folders this policy lets the file tools read.
+    pub fn skill_dirs(&self) -> &[PathBuf] {
+        if !self.user_skills {
+            return &[];
+        }
+        self.skill_dirs
+            .get_or_init(|| crate::skills::readable_dirs(&self.root))
     }
 
     /// What git follows from the root into other git directories (read-only): the git
@@ -523,8 +550,18 @@ impl Policy {
             .ok()
             .map(|r| r.to_string_lossy().into_owned());
         let absolute = resolved.to_string_lossy();
-        let decision =
-            self.strictest(|set| set.check_path(relative.as_deref(), &absolute, access, only));
+        let skill = relative.is_none()
+            && access == Access::Read
+            && self.skill_dirs().iter().any(|d| resolved.starts_with(d));
+        let decision = self.strictest(|set| {
+            match set.check_path(relative.as_deref(), &absolute, access, only) {
+                // No rule names it: a user skill's own files are readable like a repository's.
+                Decision::Deny { source: None, .. } if skill => Decision::Allow {
+                    source: Source::Skill,
+                },
+                decision => decision,
+            }
+        });
         match self.git_dirs.iter().find(|d| resolved.starts_with(d)) {
             Some(dir) if access == Access::Write && decision.is_allowed() => Decision::Deny {
                 reason: format!(

@@ -8,7 +8,6 @@ pub mod confine;
 mod edit_file;
 mod list_files;
 mod load_skill;
-pub use load_skill::list_skills;
 pub mod orchestrator;
 pub mod output;
 pub mod paths;

@@ -32,5 +32,6 @@ mod sandbox;
 mod seeds_cli;
 mod shell_sandbox;
 mod skills;
+mod slash_commands;
 mod terminal_safety;
 mod user_config;
