@@ -357,3 +357,20 @@ fn a_plugin_cannot_name_the_provider_key_or_an_unset_variable() {
         }
     }
 }
+
+#[test]
+fn a_tool_name_with_dots_round_trips_through_the_model() {
+    let repo = repo_with_demo_plugin();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("p1", "demo__files__count", json!({}))]),
+        openai::reply_text("done"),
+    ]);
+    repo.model_ok(&server, &["run", "count the files"]);
+    let offered = server.requests()[0].body["tools"].to_string();
+    assert!(offered.contains("\"demo__files__count\""), "{offered}");
+    assert_eq!(server.requests()[1].tool_results()[0], "3 files");
+    assert_eq!(
+        repo.first_session()["messages"][3]["toolCall"]["name"],
+        "demo.files.count"
+    );
+}
