@@ -410,7 +410,7 @@ impl Tool for PluginTool {
                 Backend::Mcp { tool, session } => match session.call(tool, args).await {
                     Ok((text, false)) => Ok(ToolOutput::text(text)),
                     Ok((text, true)) => {
-                        Err(ToolError::model(ToolErrorKind::PluginToolFailed, text))
+                        Err(ToolError::model(ToolErrorKind::ToolReportedError, text))
                     }
                     Err(why) => Err(ToolError::model(
                         ToolErrorKind::PluginError,

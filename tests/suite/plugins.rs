@@ -374,3 +374,34 @@ fn a_tool_name_with_dots_round_trips_through_the_model() {
         "demo.files.count"
     );
 }
+
+#[test]
+fn an_mcp_is_error_result_goes_to_the_model_and_not_to_the_retry_advisor() {
+    let repo = repo_with_demo_plugin();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("p1", "demo__fail", json!({}))]),
+        openai::reply_text("the issue does not exist"),
+    ]);
+    let out = repo
+        .nop_model(&server, "openai")
+        .env("NOP_ADVISORS_ENABLED", "true")
+        .env("NOP_ADVISORS_RETRY_DELAY_S", "0")
+        .args(["run", "--output-format", "json", "look at issue 7"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "an advisor was asked");
+    let r = requests[1].tool_results();
+    assert!(
+        r[0].starts_with("error (ToolReportedError)")
+            && r[0].contains("the tool failed: no such issue #7"),
+        "{r:?}"
+    );
+    assert_eq!(repo.first_session()["messages"][3]["isError"], true);
+}
