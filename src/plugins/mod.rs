@@ -41,7 +41,7 @@ use serde_json::Value;
 
 use crate::providers::ToolSpec;
 use crate::tools::ToolErrorKind;
-use crate::tools::{SandboxSettings, Tool, ToolContext, ToolError, ToolOutput};
+use crate::tools::{SandboxSettings, TimeLimit, Tool, ToolContext, ToolError, ToolOutput};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -65,6 +65,9 @@ pub struct McpConfig {
     pub env: BTreeMap<String, String>,
     #[serde(default = "default_startup")]
     pub startup_timeout_s: f64,
+    /// Each call's time limit; `tools.timeout_s` when not set.
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
 }
 
 fn default_startup() -> f64 {
@@ -214,6 +217,10 @@ async fn load_mcp(
             )
         })??;
     let session: Arc<dyn McpSession> = Arc::new(session);
+    let limit = config
+        .timeout_s
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(|s| Duration::from_secs_f64(s.min(86_400.0)));
     Ok(infos
         .into_iter()
         .map(|info| {
@@ -224,6 +231,7 @@ async fn load_mcp(
                 Backend::Mcp {
                     tool: info.name,
                     session: Arc::clone(&session),
+                    limit,
                 },
             )) as Arc<dyn Tool>
         })
@@ -312,6 +320,8 @@ enum Backend {
     Mcp {
         tool: String,
         session: Arc<dyn McpSession>,
+        /// The plugin's `timeout_s`.
+        limit: Option<Duration>,
     },
 }
 
@@ -395,6 +405,15 @@ impl Tool for PluginTool {
         true
     }
 
+    /// A command is killed at the configured limit by the sandbox (like `shell`); an MCP call is
+    /// cut at its plugin's `timeout_s`, else the configured limit.
+    fn time_limit(&self, _args: &Value, configured: Duration) -> TimeLimit {
+        match &self.backend {
+            Backend::Command { .. } => TimeLimit::Own(configured),
+            Backend::Mcp { limit, .. } => TimeLimit::Cut(limit.unwrap_or(configured)),
+        }
+    }
+
     fn call<'a>(
         &'a self,
         args: Value,
@@ -407,7 +426,7 @@ impl Tool for PluginTool {
                     command,
                     plugin_dir,
                 } => self.run_command(command, plugin_dir, args, ctx).await,
-                Backend::Mcp { tool, session } => match session.call(tool, args).await {
+                Backend::Mcp { tool, session, .. } => match session.call(tool, args).await {
                     Ok((text, false)) => Ok(ToolOutput::text(text)),
                     Ok((text, true)) => {
                         Err(ToolError::model(ToolErrorKind::ToolReportedError, text))

@@ -233,6 +233,7 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             startup_timeout_s: 1.0,
+            timeout_s: None,
         }
     }
 

@@ -405,3 +405,44 @@ fn an_mcp_is_error_result_goes_to_the_model_and_not_to_the_retry_advisor() {
     );
     assert_eq!(repo.first_session()["messages"][3]["isError"], true);
 }
+
+/// The test MCP server as plugin `name` of `repo`, with `extra` lines under `mcp:` and
+/// `args` after the server's path.
+fn add_mcp_plugin(repo: &Repo, name: &str, args: &[&str], extra: &str) {
+    let dir = repo.path().join(".nop/plugins").join(name);
+    fs::create_dir_all(&dir).expect("mkdir");
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp_server.py");
+    let mut all = vec![server.display().to_string()];
+    all.extend(args.iter().map(|a| a.to_string()));
+    fs::write(
+        dir.join("config.yml"),
+        format!(
+            "mcp:\n  command: python3\n  args: {}\n{extra}",
+            serde_json::to_string(&all).expect("json")
+        ),
+    )
+    .expect("write");
+}
+
+#[test]
+fn an_mcp_call_is_cut_at_its_plugin_limit_and_a_timeout_argument_changes_nothing() {
+    let repo = Repo::new();
+    add_mcp_plugin(&repo, "slow", &[], "  timeout_s: 1\n");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("p1", "slow__sleep", json!({"seconds": 30, "timeout_s": 60}))]),
+        openai::reply_text("too slow"),
+    ]);
+    let started = std::time::Instant::now();
+    repo.model_ok(&server, &["run", "sleep"]);
+    let r = server.requests()[1].tool_results();
+    assert!(
+        r[0].starts_with("error (Timeout)") && r[0].contains("within 1.0 s"),
+        "{r:?}"
+    );
+    // Cut at the limit, not seconds after it.
+    let ms = repo.first_session()["messages"][3]["durationMs"]
+        .as_u64()
+        .expect("durationMs");
+    assert!((1000..1900).contains(&ms), "{ms} ms");
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+}
