@@ -26,6 +26,7 @@
 //! commands get (never the provider's key) plus what its `env` names, and starts in a fresh
 //! directory of nop's own outside the repository ([`server`], `docs/sandbox-environment.md`).
 
+mod content;
 #[cfg(feature = "mcp")]
 mod mcp;
 pub mod server;
@@ -106,6 +107,18 @@ pub trait McpSession: Send + Sync {
         tool: &'a str,
         arguments: Value,
     ) -> BoxFuture<'a, Result<(String, bool), String>>;
+    /// Reads the resource at `uri` (`resources/read`), as text for the model.
+    fn read_resource<'a>(&'a self, uri: &'a str) -> BoxFuture<'a, Result<String, String>>;
+}
+
+/// The tool nop adds for a server that offers resources: `<plugin>.read_resource`.
+pub const READ_RESOURCE: &str = "read_resource";
+
+/// What a server offers: its tools, and its resources when it has the capability (each
+/// `{uri, name, description?, mimeType?}` as JSON).
+pub struct McpServerInfo {
+    pub tools: Vec<McpToolInfo>,
+    pub resources: Option<Vec<Value>>,
 }
 
 /// A tool an MCP server offers.
@@ -132,8 +145,17 @@ pub async fn load_all(
     names.sort();
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     let mut statuses = Vec::new();
-    for name in names {
-        match load_one(root, settings, &dir.join(&name), &name).await {
+    // All at once, each under its own start-up limit; reported in name order.
+    let dirs: Vec<PathBuf> = names.iter().map(|name| dir.join(name)).collect();
+    let loaded = futures_util::future::join_all(
+        names
+            .iter()
+            .zip(&dirs)
+            .map(|(name, dir)| load_one(root, settings, dir, name)),
+    )
+    .await;
+    for (name, result) in names.into_iter().zip(loaded) {
+        match result {
             Ok(loaded) => {
                 statuses.push(PluginStatus {
                     name: name.clone(),
@@ -208,20 +230,45 @@ async fn load_mcp(
     config: &McpConfig,
 ) -> Result<Vec<Arc<dyn Tool>>, String> {
     let timeout = Duration::from_secs_f64(config.startup_timeout_s.clamp(0.1, 600.0));
-    let (session, infos) = tokio::time::timeout(timeout, mcp::connect(root, settings, config))
-        .await
-        .map_err(|_| {
-            format!(
-                "the MCP server did not start within {:.1} s",
-                timeout.as_secs_f64()
-            )
-        })??;
+    let tail = mcp::StderrTail::default();
+    let started = tokio::time::timeout(
+        timeout,
+        mcp::connect(name, root, settings, config, Arc::clone(&tail)),
+    )
+    .await
+    .map_err(|_| {
+        format!(
+            "the MCP server did not start within {:.1} s",
+            timeout.as_secs_f64()
+        )
+    })
+    .and_then(|r| r);
+    let (session, info) = match started {
+        Ok(started) => started,
+        Err(why) => {
+            let tail = tail.lock().map(|t| t.clone()).unwrap_or_default();
+            return Err(with_stderr(why, &tail));
+        }
+    };
     let session: Arc<dyn McpSession> = Arc::new(session);
     let limit = config
         .timeout_s
         .filter(|s| s.is_finite() && *s > 0.0)
         .map(|s| Duration::from_secs_f64(s.min(86_400.0)));
-    Ok(infos
+    Ok(mcp_tools(name, info, &session, limit))
+}
+
+/// The tools of a started server, and `read_resource` when it offers resources and has no tool
+/// of that name itself.
+fn mcp_tools(
+    name: &str,
+    info: McpServerInfo,
+    session: &Arc<dyn McpSession>,
+    limit: Option<Duration>,
+) -> Vec<Arc<dyn Tool>> {
+    let has_own = info.tools.iter().any(|t| t.name == READ_RESOURCE);
+    let mut tools: Vec<Arc<dyn Tool>> = info
+        .tools
         .into_iter()
         .map(|info| {
             Arc::new(PluginTool::new(
@@ -230,12 +277,46 @@ async fn load_mcp(
                 &info.schema,
                 Backend::Mcp {
                     tool: info.name,
-                    session: Arc::clone(&session),
+                    session: Arc::clone(session),
                     limit,
                 },
             )) as Arc<dyn Tool>
         })
-        .collect())
+        .collect();
+    if let (Some(resources), false) = (info.resources, has_own) {
+        tools.push(Arc::new(PluginTool::new(
+            format!("{name}.{READ_RESOURCE}"),
+            content::read_resource_description(&resources),
+            &serde_json::json!({
+                "type": "object",
+                "properties": {"uri": {"type": "string", "description": "The resource's URI"}},
+                "required": ["uri"],
+            }),
+            Backend::McpResource {
+                session: Arc::clone(session),
+                limit,
+            },
+        )));
+    }
+    tools
+}
+
+/// `why` a server did not start, with the last lines it wrote to stderr.
+fn with_stderr(why: String, tail: &str) -> String {
+    let lines: Vec<&str> = tail.trim_end().lines().collect();
+    if lines.is_empty() {
+        return why;
+    }
+    let last = lines[lines.len().saturating_sub(5)..].join("\n");
+    let last: String = last
+        .chars()
+        .rev()
+        .take(1000)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    format!("{why}; its stderr ends with:\n{last}")
 }
 
 #[cfg(not(feature = "mcp"))]
@@ -321,6 +402,11 @@ enum Backend {
         tool: String,
         session: Arc<dyn McpSession>,
         /// The plugin's `timeout_s`.
+        limit: Option<Duration>,
+    },
+    /// `read_resource` of an MCP server that offers resources.
+    McpResource {
+        session: Arc<dyn McpSession>,
         limit: Option<Duration>,
     },
 }
@@ -410,7 +496,9 @@ impl Tool for PluginTool {
     fn time_limit(&self, _args: &Value, configured: Duration) -> TimeLimit {
         match &self.backend {
             Backend::Command { .. } => TimeLimit::Own(configured),
-            Backend::Mcp { limit, .. } => TimeLimit::Cut(limit.unwrap_or(configured)),
+            Backend::Mcp { limit, .. } | Backend::McpResource { limit, .. } => {
+                TimeLimit::Cut(limit.unwrap_or(configured))
+            }
         }
     }
 
@@ -436,6 +524,19 @@ impl Tool for PluginTool {
                         format!("the MCP server of `{}` failed: {why}", self.spec.name),
                     )),
                 },
+                Backend::McpResource { session, .. } => {
+                    let uri = args.get("uri").and_then(Value::as_str).unwrap_or_default();
+                    session
+                        .read_resource(uri)
+                        .await
+                        .map(ToolOutput::text)
+                        .map_err(|why| {
+                            ToolError::model(
+                                ToolErrorKind::ToolReportedError,
+                                format!("reading `{uri}` failed: {why}"),
+                            )
+                        })
+                }
             }
         })
     }

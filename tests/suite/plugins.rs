@@ -446,3 +446,115 @@ fn an_mcp_call_is_cut_at_its_plugin_limit_and_a_timeout_argument_changes_nothing
     assert!((1000..1900).contains(&ms), "{ms} ms");
     assert!(started.elapsed() < std::time::Duration::from_secs(20));
 }
+
+#[test]
+fn every_mcp_content_type_reaches_the_model_and_resources_can_be_read() {
+    let repo = repo_with_demo_plugin();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[
+            ("p1", "demo__media", json!({})),
+            (
+                "p2",
+                "demo__read_resource",
+                json!({"uri": "test://notes/readme"}),
+            ),
+            (
+                "p3",
+                "demo__read_resource",
+                json!({"uri": "test://nothing"}),
+            ),
+        ]),
+        openai::reply_text("done"),
+    ]);
+    repo.model_ok(&server, &["run", "show me"]);
+    let tools = server.requests()[0].body["tools"].clone();
+    let read = tools
+        .as_array()
+        .expect("tools")
+        .iter()
+        .find(|t| t["function"]["name"] == "demo__read_resource")
+        .unwrap_or_else(|| panic!("no read_resource in {tools}"));
+    assert!(
+        read["function"]["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("test://notes/readme (readme)")),
+        "{read}"
+    );
+    let r = server.requests()[1].tool_results();
+    assert_eq!(
+        r[0],
+        "here is everything\n[image: image/png, 8 bytes]\n\
+         [resource: test://notes/a.txt, text/plain]\nembedded text\n\
+         [resource: test://bin/b.bin, application/octet-stream, 10 bytes]\n\
+         [link: readme test://notes/readme, text/plain]"
+    );
+    assert_eq!(
+        r[1],
+        "[resource: test://notes/readme, text/plain]\nthe readme says hello"
+    );
+    assert!(
+        r[2].starts_with("error (ToolReportedError)") && r[2].contains("resource not found"),
+        "{r:?}"
+    );
+}
+
+#[test]
+fn a_servers_stderr_goes_to_the_log_and_its_tail_into_the_start_up_warning() {
+    let repo = Repo::new();
+    add_mcp_plugin(&repo, "broken", &["--fail-at-start"], "");
+    add_mcp_plugin(&repo, "chatty", &[], "");
+    let server = MockServer::start(vec![openai::reply_text("fine")]);
+    let out = repo
+        .nop_model(&server, "openai")
+        .args(["run", "--output-format", "stream-json", "hi"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let warnings: Vec<String> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "warning")
+        .filter_map(|e| e["message"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("plugin broken")
+            && warnings[0].contains("cannot open config.json: no such file"),
+        "{warnings:?}"
+    );
+    // Never on the terminal (quoted only in the warning); in the log.
+    assert!(!stderr.contains("nop-test-server"), "{stderr}");
+    assert_eq!(stdout.matches("a banner on stderr").count(), 1, "{stdout}");
+    let log = fs::read_to_string(repo.path().join(".nop/logs/system.log")).expect("system.log");
+    assert!(
+        log.contains("chatty") && log.contains("nop-test-server: starting (a banner on stderr)"),
+        "{log}"
+    );
+}
+
+#[test]
+fn servers_start_concurrently() {
+    // Each of the two servers answers only once the other has started.
+    let repo = Repo::new();
+    let meeting = crate::support::repo_dir();
+    let place = meeting.path().display().to_string();
+    add_mcp_plugin(
+        &repo,
+        "one",
+        &[&format!("--rendezvous={place}:one:two")],
+        "  startup_timeout_s: 20\n",
+    );
+    add_mcp_plugin(
+        &repo,
+        "two",
+        &[&format!("--rendezvous={place}:two:one")],
+        "  startup_timeout_s: 20\n",
+    );
+    let out = repo.run(&["plugins", "list"]);
+    assert!(
+        out.contains("one.echo") && out.contains("two.echo") && !out.contains("failed"),
+        "{out}"
+    );
+}
