@@ -128,6 +128,37 @@ pub struct McpToolInfo {
     pub schema: Value,
 }
 
+/// Every plugin's tools, and what happened to each plugin.
+type Plugins = (Vec<Arc<dyn Tool>>, Vec<PluginStatus>);
+
+/// The plugins of one nop process: loaded (their servers started) by the first run that needs
+/// them and kept, servers running, for the runs that follow, until the process ends (the
+/// interactive session's prompts share them).
+#[derive(Default)]
+pub struct Loaded {
+    cell: tokio::sync::OnceCell<Plugins>,
+}
+
+impl Loaded {
+    /// The plugins' tools and statuses, loading them on the first call; `true` with them when
+    /// this call loaded them (so failures are reported once).
+    pub async fn get(
+        &self,
+        root: &Path,
+        settings: &SandboxSettings,
+    ) -> (Vec<Arc<dyn Tool>>, Vec<PluginStatus>, bool) {
+        let mut fresh = false;
+        let (tools, statuses) = self
+            .cell
+            .get_or_init(|| {
+                fresh = true;
+                load_all(root, settings)
+            })
+            .await;
+        (tools.clone(), statuses.clone(), fresh)
+    }
+}
+
 /// Every plugin's tools, and what happened to each plugin. MCP servers get the environment of
 /// shell commands under `settings` (see [`server`]).
 pub async fn load_all(
