@@ -90,17 +90,29 @@ impl Engine {
 
     /// Takes the plugins of the repository, started by the first run of the process; each one
     /// that failed is reported once (a warning event and the log) and the run goes on without it.
-    pub async fn load_plugins(&self, plugins: &crate::plugins::Loaded) {
+    pub async fn load_plugins(
+        &self,
+        plugins: &crate::plugins::Loaded,
+        env: &std::collections::BTreeMap<String, String>,
+    ) {
         let (tools, statuses, fresh) = plugins
             .get(
                 &self.0.ws.root,
                 &SandboxSettings::from_config(&self.0.config),
+                env,
             )
             .await;
-        for status in statuses.iter().filter(|s| fresh && s.state != "loaded") {
-            self.emit(Event::Warning {
-                message: format!("plugin {} {}", status.name, status.state),
-            });
+        for status in statuses.iter().filter(|_| fresh) {
+            if status.failed() {
+                self.emit(Event::Warning {
+                    message: format!("plugin {} {}", status.name, status.state),
+                });
+            }
+            for note in &status.notes {
+                self.emit(Event::Warning {
+                    message: format!("plugin {}: {note}", status.name),
+                });
+            }
         }
         if let Ok(mut t) = self.0.plugin_tools.lock() {
             *t = tools;

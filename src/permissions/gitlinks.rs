@@ -47,6 +47,29 @@ const GITLINK: u32 = 0o160000;
 const STAT_AND_NAME: usize = 40 + 20;
 
 fn parse(bytes: &[u8]) -> Option<Vec<String>> {
+    Some(
+        entries(bytes)?
+            .into_iter()
+            .filter(|(mode, _)| mode & 0o170000 == GITLINK)
+            .map(|(_, name)| name)
+            .collect(),
+    )
+}
+
+/// Whether the index at `index` has an entry for `path` (relative to its work tree): a file the
+/// user added to git, which the agent cannot have done (`.git` is read-only to it).
+pub fn tracked(index: &Path, path: &str) -> bool {
+    // An index is read whole; a huge one is not what this is for.
+    const MAX: u64 = 256 << 20;
+    std::fs::metadata(index).is_ok_and(|m| m.len() <= MAX)
+        && std::fs::read(index)
+            .ok()
+            .and_then(|bytes| entries(&bytes))
+            .is_some_and(|entries| entries.iter().any(|(_, name)| name == path))
+}
+
+/// Every entry of an index: its mode and path.
+fn entries(bytes: &[u8]) -> Option<Vec<(u32, String)>> {
     let u32_at = |at: usize| -> Option<u32> {
         Some(u32::from_be_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
     };
@@ -90,9 +113,7 @@ fn parse(bytes: &[u8]) -> Option<Vec<String>> {
             at = start + ((end - start + 8) & !7);
             name
         };
-        if mode & 0o170000 == GITLINK {
-            links.push(String::from_utf8_lossy(&name).into_owned());
-        }
+        links.push((mode, String::from_utf8_lossy(&name).into_owned()));
         previous = name;
     }
     Some(links)

@@ -85,15 +85,19 @@ pub async fn connect(
     settings: &SandboxSettings,
     config: &McpConfig,
     tail: StderrTail,
-) -> Result<(RmcpSession, McpServerInfo), String> {
+) -> Result<(RmcpSession, McpServerInfo, server::Launch), String> {
     let env: Vec<_> = std::env::vars_os().collect();
-    let launch = server::launch(settings, config, &env)?;
-    let dir = server::work_dir(root, &env);
+    let launch = server::launch(settings, config, &env, root)?;
+    // A configured `cwd` is the user's choice; otherwise nothing of the repository.
+    let dir = match &launch.cwd {
+        Some(cwd) => WorkDir::given(cwd),
+        None => server::work_dir(root, &env),
+    };
     let mut command = tokio::process::Command::new(&launch.command);
     command
         .args(&launch.args)
         .env_clear()
-        .envs(launch.env)
+        .envs(launch.env.clone())
         .current_dir(dir.path());
     // `TokioChildProcess::new` would make stderr inherited whatever the command says.
     let (transport, stderr) = TokioChildProcess::builder(command)
@@ -154,6 +158,7 @@ pub async fn connect(
     Ok((
         RmcpSession { client, _dir: dir },
         McpServerInfo { tools, resources },
+        launch,
     ))
 }
 

@@ -26,10 +26,12 @@
 //! commands get (never the provider's key) plus what its `env` names, and starts in a fresh
 //! directory of nop's own outside the repository ([`server`], `docs/sandbox-environment.md`).
 
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
 mod content;
 #[cfg(feature = "mcp")]
 mod mcp;
 pub mod server;
+mod sources;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -69,6 +71,10 @@ pub struct McpConfig {
     /// Each call's time limit; `tools.timeout_s` when not set.
     #[serde(default)]
     pub timeout_s: Option<f64>,
+    /// The working directory (relative to the repository root); a private empty directory
+    /// outside the repository when not set.
+    #[serde(default)]
+    pub cwd: Option<String>,
 }
 
 fn default_startup() -> f64 {
@@ -94,9 +100,23 @@ fn object_schema() -> Value {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PluginStatus {
     pub name: String,
-    /// `loaded`, or `failed: why`.
+    /// `loaded`, `failed: why`, or `shadowed by FILE` (a plugin of that name declared in a
+    /// place that comes first).
     pub state: String,
+    /// The file that declares it.
+    pub source: String,
     pub tools: Vec<String>,
+    /// What the start-up warning says of a loaded plugin (a server that starts inside the
+    /// repository).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl PluginStatus {
+    /// Whether the plugin failed (not loaded, and not set aside for another of its name).
+    pub fn failed(&self) -> bool {
+        self.state.starts_with("failed")
+    }
 }
 
 /// A connected MCP server, behind our own trait so the `rmcp` crate stays at arm's length.
@@ -146,84 +166,103 @@ impl Loaded {
         &self,
         root: &Path,
         settings: &SandboxSettings,
+        env: &BTreeMap<String, String>,
     ) -> (Vec<Arc<dyn Tool>>, Vec<PluginStatus>, bool) {
         let mut fresh = false;
         let (tools, statuses) = self
             .cell
             .get_or_init(|| {
                 fresh = true;
-                load_all(root, settings)
+                load_all(root, settings, env)
             })
             .await;
         (tools.clone(), statuses.clone(), fresh)
     }
 }
 
-/// Every plugin's tools, and what happened to each plugin. MCP servers get the environment of
-/// shell commands under `settings` (see [`server`]).
+/// Every plugin's tools, and what happened to each plugin, from every place plugins are
+/// declared ([`sources`]; `env` is nop's environment, which finds the user's files). MCP servers
+/// get the environment of shell commands under `settings` (see [`server`]).
 pub async fn load_all(
     root: &Path,
     settings: &SandboxSettings,
+    env: &BTreeMap<String, String>,
 ) -> (Vec<Arc<dyn Tool>>, Vec<PluginStatus>) {
-    let dir = root.join(".nop/plugins");
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.path().join("config.yml").is_file())
-        .filter_map(|e| e.file_name().into_string().ok())
-        .collect();
-    names.sort();
+    let (found, shadowed) = sources::discover(root, env);
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     let mut statuses = Vec::new();
-    // All at once, each under its own start-up limit; reported in name order.
-    let dirs: Vec<PathBuf> = names.iter().map(|name| dir.join(name)).collect();
-    let loaded = futures_util::future::join_all(
-        names
-            .iter()
-            .zip(&dirs)
-            .map(|(name, dir)| load_one(root, settings, dir, name)),
-    )
-    .await;
-    for (name, result) in names.into_iter().zip(loaded) {
+    // All at once, each under its own start-up limit; reported in order.
+    let loaded =
+        futures_util::future::join_all(found.iter().map(|f| load_one(root, settings, f))).await;
+    for (found, result) in found.into_iter().zip(loaded) {
+        let source = found.source.display().to_string();
         match result {
-            Ok(loaded) => {
+            Ok((loaded, notes)) => {
+                for note in &notes {
+                    tracing::warn!(op = "plugin", plugin = %found.name, "{note}");
+                }
                 statuses.push(PluginStatus {
-                    name: name.clone(),
+                    name: found.name,
                     state: "loaded".into(),
+                    source,
                     tools: loaded.iter().map(|t| t.name().to_string()).collect(),
+                    notes,
                 });
                 tools.extend(loaded);
             }
             Err(why) => {
-                tracing::warn!(op = "plugin", plugin = %name, result = "failed", "{why}");
+                tracing::warn!(op = "plugin", plugin = %found.name, result = "failed", "{why}");
                 statuses.push(PluginStatus {
-                    name,
+                    name: found.name,
                     state: format!("failed: {why}"),
+                    source,
                     tools: Vec::new(),
+                    notes: Vec::new(),
                 });
             }
         }
     }
+    for (found, by) in shadowed {
+        tracing::info!(op = "plugin", plugin = %found.name, "{} shadowed by {}", found.source.display(), by.display());
+        statuses.push(PluginStatus {
+            name: found.name,
+            state: format!("shadowed by {}", by.display()),
+            source: found.source.display().to_string(),
+            tools: Vec::new(),
+            notes: Vec::new(),
+        });
+    }
     (tools, statuses)
 }
+
+/// A plugin's tools and the notes of its start-up warning.
+type Started = (Vec<Arc<dyn Tool>>, Vec<String>);
 
 async fn load_one(
     root: &Path,
     settings: &SandboxSettings,
-    dir: &Path,
-    name: &str,
-) -> Result<Vec<Arc<dyn Tool>>, String> {
+    found: &sources::Found,
+) -> Result<Started, String> {
+    let name = found.name.as_str();
+    if let Err(why) = &found.spec {
+        return Err(why.clone());
+    }
     if !name
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
     {
         return Err(format!(
-            "plugin name `{name}` may only use letters, digits, - and _"
+            "plugin name `{name}` may only use letters, digits, - and _ ({})",
+            found.source.display()
         ));
     }
+    let dir = match &found.spec {
+        Err(why) => return Err(why.clone()),
+        Ok(sources::Spec::Mcp(config)) => return load_mcp(root, settings, name, config).await,
+        Ok(sources::Spec::Dir(dir)) => dir,
+    };
     let path = dir.join("config.yml");
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = read_capped(&path)?;
     let file: PluginFile = serde_saphyr::from_str(&text).map_err(|e| {
         let pos = e
             .location()
@@ -247,10 +286,28 @@ async fn load_one(
             },
         )));
     }
+    let mut notes = Vec::new();
     if let Some(mcp) = file.mcp {
-        tools.extend(load_mcp(root, settings, name, &mcp).await?);
+        let (more, more_notes) = load_mcp(root, settings, name, &mcp).await?;
+        tools.extend(more);
+        notes = more_notes;
     }
-    Ok(tools)
+    Ok((tools, notes))
+}
+
+/// The text of a plugin's `config.yml`, at most 1 MB.
+fn read_capped(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    const MAX: u64 = 1 << 20;
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut bytes = Vec::new();
+    file.take(MAX + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if bytes.len() as u64 > MAX {
+        return Err(format!("{}: larger than 1 MB, not read", path.display()));
+    }
+    String::from_utf8(bytes).map_err(|e| format!("{}: not UTF-8: {e}", path.display()))
 }
 
 #[cfg(feature = "mcp")]
@@ -259,7 +316,7 @@ async fn load_mcp(
     settings: &SandboxSettings,
     name: &str,
     config: &McpConfig,
-) -> Result<Vec<Arc<dyn Tool>>, String> {
+) -> Result<Started, String> {
     let timeout = Duration::from_secs_f64(config.startup_timeout_s.clamp(0.1, 600.0));
     let tail = mcp::StderrTail::default();
     let started = tokio::time::timeout(
@@ -274,23 +331,25 @@ async fn load_mcp(
         )
     })
     .and_then(|r| r);
-    let (session, info) = match started {
+    let (session, info, launch) = match started {
         Ok(started) => started,
         Err(why) => {
             let tail = tail.lock().map(|t| t.clone()).unwrap_or_default();
             return Err(with_stderr(why, &tail));
         }
     };
+    let notes = server::inside_repository(&launch, root);
     let session: Arc<dyn McpSession> = Arc::new(session);
     let limit = config
         .timeout_s
         .filter(|s| s.is_finite() && *s > 0.0)
         .map(|s| Duration::from_secs_f64(s.min(86_400.0)));
-    Ok(mcp_tools(name, info, &session, limit))
+    Ok((mcp_tools(name, info, &session, limit), notes))
 }
 
 /// The tools of a started server, and `read_resource` when it offers resources and has no tool
 /// of that name itself.
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
 fn mcp_tools(
     name: &str,
     info: McpServerInfo,
@@ -333,6 +392,7 @@ fn mcp_tools(
 }
 
 /// `why` a server did not start, with the last lines it wrote to stderr.
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
 fn with_stderr(why: String, tail: &str) -> String {
     let lines: Vec<&str> = tail.trim_end().lines().collect();
     if lines.is_empty() {
@@ -356,7 +416,7 @@ async fn load_mcp(
     _settings: &SandboxSettings,
     _name: &str,
     _config: &McpConfig,
-) -> Result<Vec<Arc<dyn Tool>>, String> {
+) -> Result<Started, String> {
     Err("this nop was built without the `mcp` feature, so MCP servers cannot be used".into())
 }
 
@@ -422,6 +482,7 @@ struct PluginTool {
     backend: Backend,
 }
 
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
 enum Backend {
     /// A plain command: arguments as JSON on stdin, the result on stdout.
     Command {

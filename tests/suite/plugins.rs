@@ -558,3 +558,288 @@ fn servers_start_concurrently() {
         "{out}"
     );
 }
+
+/// A JSON `mcpServers` entry starting the test server with `args` after its path.
+fn server_entry(args: &[&str]) -> Value {
+    let server = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp_server.py");
+    let mut all = vec![server.display().to_string()];
+    all.extend(args.iter().map(|a| a.to_string()));
+    json!({"command": "python3", "args": all})
+}
+
+fn git(repo: &Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .current_dir(repo)
+        .args(args)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn servers_come_from_every_place_users_keep_them_in_order_of_precedence() {
+    let repo = Repo::new();
+    let home = crate::support::repo_dir();
+    let root = repo.path().canonicalize().expect("root");
+    // 1. The repository's own plugin.
+    add_mcp_plugin(&repo, "dup", &["--label=nop-plugin"], "");
+    // 2. .mcp.json, tracked by git.
+    fs::write(
+        repo.path().join(".mcp.json"),
+        json!({"mcpServers": {"dup": server_entry(&["--label=mcp-json"]), "proj": server_entry(&[])}})
+            .to_string(),
+    )
+    .expect("write");
+    git(repo.path(), &["init", "-q"]);
+    git(repo.path(), &["add", ".mcp.json"]);
+    // 3. and 5. ~/.claude.json: local scope for this repository, and user scope.
+    fs::write(
+        home.path().join(".claude.json"),
+        json!({
+            "numStartups": 3,
+            "projects": {root.display().to_string(): {"mcpServers": {"local": server_entry(&[]), "proj": server_entry(&["--label=claude-local"])}}},
+            "mcpServers": {"user": server_entry(&[]), "local": server_entry(&[])},
+        })
+        .to_string(),
+    )
+    .expect("write");
+    // 4. ~/.config/nop/plugins.
+    let user_plugin = home.path().join(".config/nop/plugins/mine");
+    fs::create_dir_all(&user_plugin).expect("mkdir");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp_server.py");
+    fs::write(
+        user_plugin.join("config.yml"),
+        format!(
+            "mcp:\n  command: python3\n  args: [\"{}\"]\n",
+            fixture.display()
+        ),
+    )
+    .expect("write");
+    let list = repo
+        .nop()
+        .env("HOME", home.path())
+        .args(["plugins", "list", "--json"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        list.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&list.stdout)
+    );
+    let statuses: Value = serde_json::from_slice(&list.stdout).expect("json");
+    let row = |name: &str, source_ends: &str| -> String {
+        statuses
+            .as_array()
+            .expect("list")
+            .iter()
+            .find(|s| {
+                s["name"] == name
+                    && s["source"]
+                        .as_str()
+                        .is_some_and(|s| s.ends_with(source_ends))
+            })
+            .unwrap_or_else(|| panic!("{name} from {source_ends}: {statuses:#}"))["state"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert_eq!(row("dup", ".nop/plugins/dup/config.yml"), "loaded");
+    assert!(
+        row("dup", ".mcp.json").starts_with("shadowed by "),
+        "{statuses:#}"
+    );
+    assert_eq!(row("proj", ".mcp.json"), "loaded");
+    assert!(row("proj", ".claude.json").starts_with("shadowed by "));
+    assert_eq!(row("mine", "nop/plugins/mine/config.yml"), "loaded");
+    // The local scope comes before the user scope.
+    let locals: Vec<&Value> = statuses
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter(|s| s["name"] == "local")
+        .collect();
+    assert_eq!(locals.len(), 2, "{statuses:#}");
+    assert_eq!(locals[0]["state"], "loaded");
+    assert_eq!(row("user", ".claude.json"), "loaded");
+    // And a run uses them.
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[
+            ("p1", "dup__whoami", json!({})),
+            ("p2", "user__echo", json!({"text": "from the user scope"})),
+            ("p3", "mine__echo", json!({"text": "from ~/.config/nop"})),
+        ]),
+        openai::reply_text("done"),
+    ]);
+    let out = repo
+        .nop_model(&server, "openai")
+        .env("HOME", home.path())
+        .args(["run", "go"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = server.requests()[1].tool_results();
+    assert_eq!(whoami(&r[0])["argv"][0], "--label=nop-plugin");
+    assert_eq!(r[1], "from the user scope");
+    assert_eq!(r[2], "from ~/.config/nop");
+}
+
+#[test]
+fn a_bad_claude_json_is_one_warning_naming_it_and_the_run_goes_on() {
+    let repo = Repo::new();
+    let home = crate::support::repo_dir();
+    fs::write(home.path().join(".claude.json"), "{\"mcpServers\": {").expect("write");
+    let server = MockServer::start(vec![openai::reply_text("fine")]);
+    let out = repo
+        .nop_model(&server, "openai")
+        .env("HOME", home.path())
+        .args(["run", "--output-format", "stream-json", "hi"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let warnings: Vec<String> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "warning")
+        .filter_map(|e| e["message"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains(".claude.json:1:"), "{warnings:?}");
+}
+
+#[test]
+fn the_agent_cannot_plant_an_mcp_server_for_later() {
+    let repo = Repo::new();
+    git(repo.path(), &["init", "-q"]);
+    let starts = repo.path().join("starts.txt");
+    let planted =
+        json!({"mcpServers": {"evil": server_entry(&[&format!("--starts={}", starts.display())])}})
+            .to_string();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[
+            (
+                "p1",
+                "write-file",
+                json!({"path": ".mcp.json", "content": planted}),
+            ),
+            (
+                "p2",
+                "write-file",
+                json!({"path": ".codex/config.toml", "content": "[mcp_servers.evil]\ncommand = \"sh\"\n"}),
+            ),
+            (
+                "p3",
+                "write-file",
+                json!({"path": ".claude/settings.json", "content": "{}"}),
+            ),
+            (
+                "p4",
+                "shell",
+                json!({"command": format!("printf '%s' '{planted}' > .mcp.json && echo planted")}),
+            ),
+        ]),
+        openai::reply_text("done"),
+        openai::reply_text("second run"),
+    ]);
+    repo.model_ok(&server, &["run", "plant a server"]);
+    let r = server.requests()[1].tool_results();
+    for (i, wanted) in [
+        (0, ".mcp.json"),
+        (1, ".codex/config.toml"),
+        (2, ".claude/settings.json"),
+    ] {
+        assert!(
+            r[i].contains("PermissionDenied") && r[i].contains(wanted),
+            "{r:?}"
+        );
+    }
+    // A shell command may create the file where none was (a name that does not exist cannot be
+    // protected): nop then sets it aside, as git does not track it.
+    let out = repo
+        .nop_model(&server, "openai")
+        .args(["run", "--output-format", "stream-json", "hello again"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0));
+    assert!(!starts.exists(), "the planted server was started");
+    if repo.path().join(".mcp.json").exists() {
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("git does not track it"), "{stdout}");
+    }
+    // Once the user tracks a .mcp.json, the agent cannot change it.
+    fs::write(repo.path().join(".mcp.json"), "{\"mcpServers\": {}}").expect("write");
+    git(repo.path(), &["add", ".mcp.json"]);
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "p1",
+            "shell",
+            json!({"command": format!("printf '%s' '{planted}' > .mcp.json")}),
+        )]),
+        openai::reply_text("done"),
+    ]);
+    repo.model_ok(&server, &["run", "plant again"]);
+    assert_eq!(
+        fs::read_to_string(repo.path().join(".mcp.json")).expect("read"),
+        "{\"mcpServers\": {}}"
+    );
+}
+
+#[test]
+fn a_configured_cwd_and_the_project_variable_name_the_repository_and_the_warning_says_so() {
+    let repo = Repo::new();
+    fs::create_dir_all(repo.path().join("tools")).expect("mkdir");
+    add_mcp_plugin(
+        &repo,
+        "here",
+        &["--label=${NOP_PROJECT_DIR}"],
+        "  cwd: tools\n",
+    );
+    add_mcp_plugin(&repo, "away", &[], "");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[
+            ("p1", "here__whoami", json!({})),
+            ("p2", "away__roots", json!({})),
+        ]),
+        openai::reply_text("done"),
+    ]);
+    let out = repo
+        .nop_model(&server, "openai")
+        .args(["run", "--output-format", "stream-json", "where are you"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0));
+    let root = repo.path().canonicalize().expect("root");
+    let r = server.requests()[1].tool_results();
+    let seen = whoami(&r[0]);
+    assert_eq!(seen["cwd"], root.join("tools").display().to_string());
+    assert_eq!(seen["argv"][0], format!("--label={}", root.display()));
+    assert_eq!(seen["env"]["NOP_PROJECT_DIR"], root.display().to_string());
+    // The client's roots: the repository, as a file:// URI.
+    let roots: Value = serde_json::from_str(&r[1]).expect("roots");
+    assert_eq!(
+        roots["roots"][0]["uri"],
+        format!("file://{}", root.display())
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let warnings: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("\"warning\""))
+        .collect();
+    assert_eq!(warnings.len(), 1, "{stdout}");
+    assert!(
+        warnings[0].contains("plugin here") && warnings[0].contains("inside the repository"),
+        "{warnings:?}"
+    );
+}

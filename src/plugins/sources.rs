@@ -1,0 +1,296 @@
+//! Where plugins are declared, in order of precedence (the first to name a plugin wins):
+//!
+//! 1. `.nop/plugins/<name>/config.yml` in the repository;
+//! 2. the repository's `.mcp.json` (Claude Code's project servers), only when git tracks it;
+//! 3. the user's `~/.claude.json`, `projects["<repository root>"].mcpServers` (Claude Code's
+//!    local scope);
+//! 4. the user's `~/.config/nop/plugins/<name>/config.yml` (`$XDG_CONFIG_HOME/nop/plugins`);
+//! 5. the user's `~/.claude.json`, top-level `mcpServers` (Claude Code's user scope).
+//!
+//! Every file here is untrusted input: one that cannot be read or parsed is reported once,
+//! naming it, and set aside; a file larger than [`MAX_FILE`] is not read.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::McpConfig;
+
+/// The largest file read here (`~/.claude.json` also holds Claude Code's history).
+pub const MAX_FILE: u64 = 32 << 20;
+
+/// What declares a plugin.
+#[derive(Debug, Clone)]
+pub enum Spec {
+    /// A folder with `config.yml` (nop's own layout).
+    Dir(PathBuf),
+    /// A server of another agent's configuration.
+    Mcp(McpConfig),
+}
+
+/// A plugin found in `source` (a file), or why its declaration cannot be used.
+#[derive(Debug, Clone)]
+pub struct Found {
+    pub name: String,
+    pub source: PathBuf,
+    pub spec: Result<Spec, String>,
+}
+
+/// Every plugin declared for the repository at `root` given nop's environment `env`, first
+/// declaration of each name first; and the declarations a name clash set aside, with the source
+/// that won.
+pub fn discover(
+    root: &Path,
+    env: &BTreeMap<String, String>,
+) -> (Vec<Found>, Vec<(Found, PathBuf)>) {
+    let home = env
+        .get("HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute());
+    let claude = home.as_ref().map(|h| h.join(".claude.json"));
+    let claude_json = claude.as_ref().and_then(|p| read_json(p));
+    let mut all = Vec::new();
+    all.extend(dirs(&root.join(".nop/plugins")));
+    all.extend(project_mcp_json(root));
+    if let (Some(path), Some(json)) = (&claude, &claude_json) {
+        match json {
+            Ok(json) => all.extend(claude_local(path, json, root)),
+            Err(why) => all.push(unreadable(path, why)),
+        }
+    }
+    if let Some(dir) =
+        crate::config::user_config_path(env).and_then(|p| p.parent().map(Path::to_path_buf))
+    {
+        all.extend(dirs(&dir.join("plugins")));
+    }
+    if let (Some(path), Some(Ok(json))) = (&claude, &claude_json) {
+        all.extend(servers(path, json.get("mcpServers")));
+    }
+    let mut kept: Vec<Found> = Vec::new();
+    let mut shadowed = Vec::new();
+    for found in all {
+        match kept.iter().find(|k| k.name == found.name) {
+            Some(winner) => {
+                let by = winner.source.clone();
+                shadowed.push((found, by));
+            }
+            None => kept.push(found),
+        }
+    }
+    (kept, shadowed)
+}
+
+/// A file that could not be used, as a plugin entry named after it.
+fn unreadable(path: &Path, why: &str) -> Found {
+    Found {
+        name: path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        source: path.to_path_buf(),
+        spec: Err(why.to_string()),
+    }
+}
+
+/// The plugin folders of `dir`, in name order.
+fn dirs(dir: &Path) -> Vec<Found> {
+    let mut found: Vec<Found> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().join("config.yml").is_file())
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            Some(Found {
+                name,
+                source: e.path().join("config.yml"),
+                spec: Ok(Spec::Dir(e.path())),
+            })
+        })
+        .collect();
+    found.sort_by(|a, b| a.name.cmp(&b.name));
+    found
+}
+
+/// The text of `path` as JSON: `None` when there is no such file.
+fn read_json(path: &Path) -> Option<Result<Value, String>> {
+    let file = match std::fs::File::open(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => return Some(Err(format!("{}: {e}", path.display()))),
+        Ok(file) => file,
+    };
+    let mut bytes = Vec::new();
+    if let Err(e) = file.take(MAX_FILE + 1).read_to_end(&mut bytes) {
+        return Some(Err(format!("{}: {e}", path.display())));
+    }
+    if bytes.len() as u64 > MAX_FILE {
+        return Some(Err(format!(
+            "{}: larger than {} MB, not read",
+            path.display(),
+            MAX_FILE >> 20
+        )));
+    }
+    Some(
+        serde_json::from_slice(&bytes)
+            .map_err(|e| format!("{}:{}:{}: {e}", path.display(), e.line(), e.column())),
+    )
+}
+
+/// The servers of the repository's `.mcp.json`. The agent may write in the repository, and a
+/// server runs unconfined later, so the file counts only when git tracks it: a file the user
+/// added, not one the model wrote (`.mcp.json` itself is read-only to the agent, but a name that
+/// does not exist yet cannot be protected from a shell command).
+fn project_mcp_json(root: &Path) -> Vec<Found> {
+    let path = root.join(".mcp.json");
+    let Some(json) = read_json(&path) else {
+        return Vec::new();
+    };
+    let tracked = crate::gitdir::find(root).is_some_and(|repo| {
+        let top = repo.top.canonicalize().unwrap_or(repo.top);
+        let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+        root.join(".mcp.json")
+            .strip_prefix(&top)
+            .ok()
+            .and_then(Path::to_str)
+            .is_some_and(|rel| crate::permissions::tracked(&repo.gitdir.join("index"), rel))
+    });
+    if !tracked {
+        return vec![unreadable(
+            &path,
+            &format!(
+                "{}: set aside: git does not track it, and a file nobody added may have been \
+                 written by the agent (`git add .mcp.json` to use it)",
+                path.display()
+            ),
+        )];
+    }
+    match json {
+        Ok(json) => servers(&path, json.get("mcpServers")),
+        Err(why) => vec![unreadable(&path, &why)],
+    }
+}
+
+/// Claude Code's local scope: the servers `~/.claude.json` keeps for this repository.
+fn claude_local(path: &Path, json: &Value, root: &Path) -> Vec<Found> {
+    let projects = json.get("projects");
+    let canonical = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let entry = [root, canonical.as_path()]
+        .iter()
+        .find_map(|r| projects.and_then(|p| p.get(r.to_string_lossy().as_ref())));
+    servers(path, entry.and_then(|e| e.get("mcpServers")))
+}
+
+/// The entries of an `mcpServers` object, in name order.
+fn servers(path: &Path, servers: Option<&Value>) -> Vec<Found> {
+    let Some(servers) = servers else {
+        return Vec::new();
+    };
+    let Some(map) = servers.as_object() else {
+        return vec![unreadable(
+            path,
+            &format!("{}: `mcpServers` is not an object", path.display()),
+        )];
+    };
+    let mut found: Vec<Found> = map
+        .iter()
+        .map(|(name, entry)| Found {
+            name: name.clone(),
+            source: path.to_path_buf(),
+            spec: mcp_entry(entry)
+                .map(Spec::Mcp)
+                .map_err(|e| format!("{}: mcpServers.{name}: {e}", path.display())),
+        })
+        .collect();
+    found.sort_by(|a, b| a.name.cmp(&b.name));
+    found
+}
+
+/// One server as Claude Code writes it: `{command, args, env, cwd}` (stdio) or
+/// `{type: "http"|"sse", url, headers}`. Keys nop does not use are ignored.
+fn mcp_entry(entry: &Value) -> Result<McpConfig, String> {
+    let text = |key: &str| -> Result<Option<String>, String> {
+        match entry.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(format!("`{key}` must be a string, not {other}")),
+        }
+    };
+    let kind = text("type")?.unwrap_or_else(|| "stdio".into());
+    if kind != "stdio" || entry.get("url").is_some() {
+        return Err(format!(
+            "a remote server (type `{kind}`, url) is not supported by this nop; only stdio servers"
+        ));
+    }
+    let command = text("command")?.ok_or("no `command`")?;
+    let args = match entry.get("args") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                a.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| format!("`args[{i}]` must be a string, not {a}"))
+            })
+            .collect::<Result<_, _>>()?,
+        Some(other) => return Err(format!("`args` must be a list, not {other}")),
+    };
+    let env = match entry.get("env") {
+        None | Some(Value::Null) => BTreeMap::new(),
+        Some(Value::Object(map)) => map
+            .iter()
+            .map(|(k, v)| {
+                v.as_str()
+                    .map(|v| (k.clone(), v.to_string()))
+                    .ok_or_else(|| format!("`env.{k}` must be a string, not {v}"))
+            })
+            .collect::<Result<_, _>>()?,
+        Some(other) => return Err(format!("`env` must be an object, not {other}")),
+    };
+    Ok(McpConfig {
+        command,
+        args,
+        env,
+        startup_timeout_s: super::default_startup(),
+        timeout_s: None,
+        cwd: text("cwd")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn claude_entries_become_servers_and_bad_ones_say_why() {
+        let config = mcp_entry(&json!({"command": "npx", "args": ["-y", "x"], "env": {"A": "${B}"}, "cwd": "tools", "alwaysAllow": []}))
+            .expect("stdio");
+        assert_eq!(
+            (
+                config.command.as_str(),
+                config.args.len(),
+                config.cwd.as_deref()
+            ),
+            ("npx", 2, Some("tools"))
+        );
+        for (entry, wanted) in [
+            (json!({"args": []}), "no `command`"),
+            (json!({"command": 3}), "`command` must be a string"),
+            (
+                json!({"command": "x", "args": "y"}),
+                "`args` must be a list",
+            ),
+            (
+                json!({"command": "x", "env": {"A": 1}}),
+                "`env.A` must be a string",
+            ),
+            (json!({"type": "http", "url": "https://x"}), "remote server"),
+        ] {
+            let error = mcp_entry(&entry).expect_err(wanted);
+            assert!(error.contains(wanted), "{entry}: {error}");
+        }
+    }
+}
