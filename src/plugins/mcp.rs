@@ -33,8 +33,8 @@ pub type StderrTail = Arc<Mutex<String>>;
 
 pub struct RmcpSession {
     client: RunningService<RoleClient, Client>,
-    /// The server's working directory, removed with the session.
-    _dir: WorkDir,
+    /// A stdio server's working directory, removed with the session.
+    _dir: Option<WorkDir>,
 }
 
 /// nop as an MCP client: it offers the repository root as its one root.
@@ -77,16 +77,28 @@ fn file_uri(path: &Path) -> String {
 }
 
 /// Starts plugin `name`'s server for the repository at `root` (unconfined, with the environment
-/// and in the directory `server` chooses), its stderr kept in `tail` and the log, and lists its
-/// tools and resources.
+/// and in the directory `server` chooses), its stderr kept in `tail` and the log, or connects to
+/// a remote one (`url`); lists its tools and resources. With the launch of a stdio server.
 pub async fn connect(
     name: &str,
     root: &Path,
     settings: &SandboxSettings,
     config: &McpConfig,
     tail: StderrTail,
-) -> Result<(RmcpSession, McpServerInfo, server::Launch), String> {
+) -> Result<(RmcpSession, McpServerInfo, Option<server::Launch>), String> {
     let env: Vec<_> = std::env::vars_os().collect();
+    let root_uri = file_uri(&root.canonicalize().unwrap_or_else(|_| root.to_path_buf()));
+    if config.url.is_some() {
+        if !config.command.is_empty() {
+            return Err("give either `command` (a local server) or `url` (a remote one)".into());
+        }
+        let remote = server::remote(settings, config, &env, root)?;
+        let (session, info) = connect_remote(name, &remote, root_uri).await?;
+        return Ok((session, info, None));
+    }
+    if config.command.is_empty() {
+        return Err("no `command` (a local server) or `url` (a remote one)".into());
+    }
     let launch = server::launch(settings, config, &env, root)?;
     // A configured `cwd` is the user's choice; otherwise nothing of the repository.
     let dir = match &launch.cwd {
@@ -105,47 +117,94 @@ pub async fn connect(
         .spawn()
         .map_err(|e| format!("cannot start `{}`: {e}", launch.command))?;
     let reader = stderr.map(|stderr| tokio::spawn(keep_stderr(name.to_string(), stderr, tail)));
-    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
     let handshake = async {
-        let client = Client {
-            root: file_uri(&root),
-        }
-        .serve(transport)
-        .await
-        .map_err(|e| format!("the MCP handshake failed: {e}"))?;
-        let tools = client
-            .list_all_tools()
+        let client = Client { root: root_uri }
+            .serve(transport)
             .await
-            .map_err(|e| format!("tools/list failed: {e}"))?;
-        let offers_resources = client
-            .peer_info()
-            .is_some_and(|info| info.capabilities.resources.is_some());
-        let resources = if offers_resources {
-            // A server that offers resources but cannot list them can still read them.
-            Some(match client.list_all_resources().await {
-                Ok(list) => list
-                    .iter()
-                    .filter_map(|r| serde_json::to_value(r).ok())
-                    .collect(),
-                Err(e) => {
-                    tracing::warn!(op = "plugin", plugin = %name, "resources/list failed: {e}");
-                    Vec::new()
-                }
-            })
-        } else {
-            None
-        };
-        Ok::<_, String>((client, tools, resources))
+            .map_err(|e| format!("the MCP handshake failed: {e}"))?;
+        let info = describe(name, &client).await?;
+        Ok::<_, String>((client, info))
     };
-    let (client, tools, resources) = match handshake.await {
-        Ok(done) => done,
+    match handshake.await {
+        Ok((client, info)) => Ok((
+            RmcpSession {
+                client,
+                _dir: Some(dir),
+            },
+            info,
+            Some(launch),
+        )),
         Err(why) => {
             // The server exited: let its last words reach the tail.
             if let Some(reader) = reader {
                 let _ = tokio::time::timeout(Duration::from_secs(1), reader).await;
             }
-            return Err(why);
+            Err(why)
         }
+    }
+}
+
+/// Connects to a remote server over streamable HTTP. Errors name the URL, never a header's
+/// value or the token.
+async fn connect_remote(
+    name: &str,
+    remote: &server::Remote,
+    root_uri: String,
+) -> Result<(RmcpSession, McpServerInfo), String> {
+    use reqwest::header::{HeaderName, HeaderValue};
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let mut headers = std::collections::HashMap::new();
+    for (key, value) in &remote.headers {
+        let key = HeaderName::from_bytes(key.as_bytes())
+            .map_err(|_| format!("headers: `{key}` is not a valid header name"))?;
+        let mut value = HeaderValue::from_str(value)
+            .map_err(|_| format!("headers.{key}: not a valid header value"))?;
+        value.set_sensitive(true);
+        headers.insert(key, value);
+    }
+    let mut config =
+        StreamableHttpClientTransportConfig::with_uri(remote.url.as_str()).custom_headers(headers);
+    if let Some(token) = &remote.bearer {
+        config = config.auth_header(token.clone());
+    }
+    let http = crate::providers::http_client(Duration::from_secs(10))
+        .map_err(|e| format!("{}: {e}", remote.url))?;
+    let transport = StreamableHttpClientTransport::with_client(http, config);
+    let client = Client { root: root_uri }
+        .serve(transport)
+        .await
+        .map_err(|e| format!("the MCP handshake with {} failed: {e}", remote.url))?;
+    let info = describe(name, &client).await?;
+    Ok((RmcpSession { client, _dir: None }, info))
+}
+
+/// A started server's tools, and its resources when it offers them.
+async fn describe(
+    name: &str,
+    client: &RunningService<RoleClient, Client>,
+) -> Result<McpServerInfo, String> {
+    let tools = client
+        .list_all_tools()
+        .await
+        .map_err(|e| format!("tools/list failed: {e}"))?;
+    let offers_resources = client
+        .peer_info()
+        .is_some_and(|info| info.capabilities.resources.is_some());
+    let resources = if offers_resources {
+        // A server that offers resources but cannot list them can still read them.
+        Some(match client.list_all_resources().await {
+            Ok(list) => list
+                .iter()
+                .filter_map(|r| serde_json::to_value(r).ok())
+                .collect(),
+            Err(e) => {
+                tracing::warn!(op = "plugin", plugin = %name, "resources/list failed: {e}");
+                Vec::new()
+            }
+        })
+    } else {
+        None
     };
     let tools = tools
         .into_iter()
@@ -155,11 +214,7 @@ pub async fn connect(
             schema: Value::Object((*t.input_schema).clone()),
         })
         .collect();
-    Ok((
-        RmcpSession { client, _dir: dir },
-        McpServerInfo { tools, resources },
-        launch,
-    ))
+    Ok(McpServerInfo { tools, resources })
 }
 
 /// Reads a server's stderr to its end: the first [`STDERR_LOGGED`] bytes to the log, line by

@@ -61,7 +61,18 @@ struct PluginFile {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpConfig {
+    /// The program of a stdio server (or `url` for a remote one).
+    #[serde(default)]
     pub command: String,
+    /// A remote server's endpoint (streamable HTTP).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// HTTP headers sent to a remote server, `${VAR}` expanded.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// The variable holding the bearer token sent to a remote server (`Authorization`).
+    #[serde(default)]
+    pub bearer_token_env_var: Option<String>,
     #[serde(default)]
     pub args: Vec<String>,
     #[serde(default)]
@@ -79,6 +90,22 @@ pub struct McpConfig {
 
 fn default_startup() -> f64 {
     20.0
+}
+
+impl Default for McpConfig {
+    fn default() -> McpConfig {
+        McpConfig {
+            command: String::new(),
+            url: None,
+            headers: BTreeMap::new(),
+            bearer_token_env_var: None,
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            startup_timeout_s: default_startup(),
+            timeout_s: None,
+            cwd: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -338,7 +365,9 @@ async fn load_mcp(
             return Err(with_stderr(why, &tail));
         }
     };
-    let notes = server::inside_repository(&launch, root);
+    let notes = launch
+        .map(|l| server::inside_repository(&l, root))
+        .unwrap_or_default();
     let session: Arc<dyn McpSession> = Arc::new(session);
     let limit = config
         .timeout_s

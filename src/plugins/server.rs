@@ -37,24 +37,7 @@ pub fn launch(
     root: &Path,
 ) -> Result<Launch, String> {
     let root_text = root.to_string_lossy().into_owned();
-    let lookup = |name: &str| -> Result<Option<String>, String> {
-        if PROJECT_VARS.contains(&name) {
-            return Ok(Some(root_text.clone()));
-        }
-        if settings.key_vars.iter().any(|k| k == name) {
-            return Err(format!(
-                "`${{{name}}}` names the provider's key variable, which plugins never get"
-            ));
-        }
-        env.iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| {
-                v.to_str()
-                    .map(str::to_string)
-                    .ok_or_else(|| format!("`${{{name}}}` is not valid UTF-8"))
-            })
-            .transpose()
-    };
+    let lookup = lookup_in(settings, env, &root_text);
     let (mut vars, _) = filtered_env(settings, env.iter().cloned());
     vars.retain(|(k, _)| !PROJECT_VARS.iter().any(|p| k == p));
     for name in PROJECT_VARS {
@@ -83,6 +66,92 @@ pub fn launch(
         env: vars,
         cwd,
     })
+}
+
+/// A remote server's endpoint, headers and bearer token, `${VAR}` expanded.
+#[derive(Clone, PartialEq)]
+pub struct Remote {
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub bearer: Option<String>,
+}
+
+impl std::fmt::Debug for Remote {
+    /// Never the headers' values or the token.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Remote")
+            .field("url", &self.url)
+            .field(
+                "headers",
+                &self.headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a remote server of `config` is sent, given nop's environment `env`: `${NAME}` in `url`
+/// and header values expanded as for [`launch`], and the token in `bearer_token_env_var`. The
+/// provider's key is never sent.
+pub fn remote(
+    settings: &SandboxSettings,
+    config: &McpConfig,
+    env: &[(OsString, OsString)],
+    root: &Path,
+) -> Result<Remote, String> {
+    let root_text = root.to_string_lossy().into_owned();
+    let lookup = lookup_in(settings, env, &root_text);
+    let url = config.url.as_deref().unwrap_or_default();
+    let url = expand(url, &lookup).map_err(|e| format!("url: {e}"))?;
+    if !(url.starts_with("https://") || url.starts_with("http://")) {
+        return Err(format!("url: `{url}` is not an http:// or https:// URL"));
+    }
+    let headers = config
+        .headers
+        .iter()
+        .map(|(k, v)| {
+            expand(v, &lookup)
+                .map(|v| (k.clone(), v))
+                .map_err(|e| format!("headers.{k}: {e}"))
+        })
+        .collect::<Result<_, _>>()?;
+    let bearer = match &config.bearer_token_env_var {
+        None => None,
+        Some(name) => Some(lookup(name)?.filter(|v| !v.is_empty()).ok_or_else(|| {
+            format!("bearer_token_env_var: `{name}` is not set in nop's environment")
+        })?),
+    };
+    Ok(Remote {
+        url,
+        headers,
+        bearer,
+    })
+}
+
+/// Looks a variable up in `env` for a server's configuration: the repository root for the
+/// project variables, an error for the provider's key.
+fn lookup_in<'a>(
+    settings: &'a SandboxSettings,
+    env: &'a [(OsString, OsString)],
+    root: &'a str,
+) -> impl Fn(&str) -> Result<Option<String>, String> + 'a {
+    move |name: &str| {
+        if PROJECT_VARS.contains(&name) {
+            return Ok(Some(root.to_string()));
+        }
+        if settings.key_vars.iter().any(|k| k == name) {
+            return Err(format!(
+                "`${{{name}}}` names the provider's key variable, which plugins never get"
+            ));
+        }
+        env.iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| {
+                v.to_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| format!("`${{{name}}}` is not valid UTF-8"))
+            })
+            .transpose()
+    }
 }
 
 /// What the start-up warning says of a server whose program or working directory lies inside
@@ -311,6 +380,9 @@ mod tests {
             startup_timeout_s: 1.0,
             timeout_s: None,
             cwd: None,
+            url: None,
+            headers: Default::default(),
+            bearer_token_env_var: None,
         }
     }
 

@@ -208,7 +208,7 @@ fn servers(path: &Path, servers: Option<&Value>) -> Vec<Found> {
 }
 
 /// One server as Claude Code writes it: `{command, args, env, cwd}` (stdio) or
-/// `{type: "http"|"sse", url, headers}`. Keys nop does not use are ignored.
+/// `{type: "http", url, headers}` (streamable HTTP). Keys nop does not use are ignored.
 fn mcp_entry(entry: &Value) -> Result<McpConfig, String> {
     let text = |key: &str| -> Result<Option<String>, String> {
         match entry.get(key) {
@@ -217,11 +217,44 @@ fn mcp_entry(entry: &Value) -> Result<McpConfig, String> {
             Some(other) => Err(format!("`{key}` must be a string, not {other}")),
         }
     };
-    let kind = text("type")?.unwrap_or_else(|| "stdio".into());
-    if kind != "stdio" || entry.get("url").is_some() {
-        return Err(format!(
-            "a remote server (type `{kind}`, url) is not supported by this nop; only stdio servers"
-        ));
+    let kind = text("type")?.unwrap_or_else(|| {
+        if entry.get("url").is_some() {
+            "http".into()
+        } else {
+            "stdio".into()
+        }
+    });
+    let strings = |key: &str| -> Result<BTreeMap<String, String>, String> {
+        match entry.get(key) {
+            None | Some(Value::Null) => Ok(BTreeMap::new()),
+            Some(Value::Object(map)) => map
+                .iter()
+                .map(|(k, v)| {
+                    v.as_str()
+                        .map(|v| (k.clone(), v.to_string()))
+                        .ok_or_else(|| format!("`{key}.{k}` must be a string, not {v}"))
+                })
+                .collect(),
+            Some(other) => Err(format!("`{key}` must be an object, not {other}")),
+        }
+    };
+    match kind.as_str() {
+        "stdio" => {}
+        "http" | "streamable-http" | "streamable_http" => {
+            return Ok(McpConfig {
+                url: Some(text("url")?.ok_or("no `url`")?),
+                headers: strings("headers")?,
+                ..McpConfig::default()
+            });
+        }
+        "sse" => {
+            return Err(
+                "the older HTTP+SSE transport (`type: sse`) is not supported; nop speaks \
+                 streamable HTTP (`type: http`)"
+                    .into(),
+            );
+        }
+        other => return Err(format!("unknown server type `{other}`")),
     }
     let command = text("command")?.ok_or("no `command`")?;
     let args = match entry.get("args") {
@@ -237,25 +270,12 @@ fn mcp_entry(entry: &Value) -> Result<McpConfig, String> {
             .collect::<Result<_, _>>()?,
         Some(other) => return Err(format!("`args` must be a list, not {other}")),
     };
-    let env = match entry.get("env") {
-        None | Some(Value::Null) => BTreeMap::new(),
-        Some(Value::Object(map)) => map
-            .iter()
-            .map(|(k, v)| {
-                v.as_str()
-                    .map(|v| (k.clone(), v.to_string()))
-                    .ok_or_else(|| format!("`env.{k}` must be a string, not {v}"))
-            })
-            .collect::<Result<_, _>>()?,
-        Some(other) => return Err(format!("`env` must be an object, not {other}")),
-    };
     Ok(McpConfig {
         command,
         args,
-        env,
-        startup_timeout_s: super::default_startup(),
-        timeout_s: None,
+        env: strings("env")?,
         cwd: text("cwd")?,
+        ..McpConfig::default()
     })
 }
 
@@ -287,7 +307,12 @@ mod tests {
                 json!({"command": "x", "env": {"A": 1}}),
                 "`env.A` must be a string",
             ),
-            (json!({"type": "http", "url": "https://x"}), "remote server"),
+            (
+                json!({"type": "sse", "url": "https://x/sse"}),
+                "`type: sse`) is not supported",
+            ),
+            (json!({"type": "http"}), "no `url`"),
+            (json!({"type": "ws"}), "unknown server type `ws`"),
         ] {
             let error = mcp_entry(&entry).expect_err(wanted);
             assert!(error.contains(wanted), "{entry}: {error}");

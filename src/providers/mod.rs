@@ -160,7 +160,7 @@ pub struct Provider {
 }
 
 /// Builds the one HTTP client, installing rustls' ring provider first (reqwest panics without one).
-fn http_client(connect_timeout: Duration) -> Result<reqwest::Client, ProviderError> {
+pub(crate) fn http_client(connect_timeout: Duration) -> Result<reqwest::Client, ProviderError> {
     static INSTALL: std::sync::Once = std::sync::Once::new();
     INSTALL.call_once(|| {
         let _ = rustls::crypto::ring::default_provider().install_default();

@@ -843,3 +843,75 @@ fn a_configured_cwd_and_the_project_variable_name_the_repository_and_the_warning
         "{warnings:?}"
     );
 }
+
+#[test]
+fn a_remote_server_over_streamable_http_gets_its_headers_and_the_token_is_never_recorded() {
+    let remote = crate::support::mcp_http::McpHttpServer::start();
+    let repo = Repo::new();
+    let dir = repo.path().join(".nop/plugins/remote");
+    fs::create_dir_all(&dir).expect("mkdir");
+    fs::write(
+        dir.join("config.yml"),
+        format!(
+            "mcp:\n  url: \"{}\"\n  headers: {{X-Team: \"${{TEAM}}\"}}\n  bearer_token_env_var: REMOTE_TOKEN\n",
+            remote.url()
+        ),
+    )
+    .expect("write");
+    const TOKEN: &str = "tok-remote-4444-SECRET";
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("p1", "remote__echo", json!({"text": "over http"}))]),
+        openai::reply_text("done"),
+    ]);
+    let out = repo
+        .nop_model(&server, "openai")
+        .env("TEAM", "blue")
+        .env("REMOTE_TOKEN", TOKEN)
+        .args([
+            "run",
+            "--output-format",
+            "stream-json",
+            "--log-level",
+            "debug",
+            "call it",
+        ])
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(server.requests()[1].tool_results()[0], "remote: over http");
+    let seen = remote.seen();
+    let posts: Vec<_> = seen.iter().filter(|s| s.method == "POST").collect();
+    assert!(posts.len() >= 3, "{seen:?}");
+    for post in &posts {
+        assert_eq!(
+            post.header("authorization"),
+            Some(format!("Bearer {TOKEN}").as_str())
+        );
+        assert_eq!(post.header("x-team"), Some("blue"));
+    }
+    // The token reaches the server only: not the output, the logs or the session.
+    assert!(!String::from_utf8_lossy(&out.stdout).contains(TOKEN));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains(TOKEN));
+    let mut files = vec![repo.path().join(".nop")];
+    while let Some(path) = files.pop() {
+        if path.is_dir() {
+            files.extend(
+                fs::read_dir(&path)
+                    .expect("dir")
+                    .flatten()
+                    .map(|e| e.path()),
+            );
+        } else if let Ok(bytes) = fs::read(&path) {
+            assert!(
+                !String::from_utf8_lossy(&bytes).contains(TOKEN),
+                "{} holds the token",
+                path.display()
+            );
+        }
+    }
+}
