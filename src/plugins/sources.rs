@@ -5,7 +5,9 @@
 //! 3. the user's `~/.claude.json`, `projects["<repository root>"].mcpServers` (Claude Code's
 //!    local scope);
 //! 4. the user's `~/.config/nop/plugins/<name>/config.yml` (`$XDG_CONFIG_HOME/nop/plugins`);
-//! 5. the user's `~/.claude.json`, top-level `mcpServers` (Claude Code's user scope).
+//! 5. the user's `~/.claude.json`, top-level `mcpServers` (Claude Code's user scope);
+//! 6. the user's Codex configuration, `[mcp_servers.<name>]` of `$CODEX_HOME/config.toml`
+//!    (`~/.codex/config.toml`).
 //!
 //! Every file here is untrusted input: one that cannot be read or parsed is reported once,
 //! naming it, and set aside; a file larger than [`MAX_FILE`] is not read.
@@ -68,6 +70,14 @@ pub fn discover(
     if let (Some(path), Some(Ok(json))) = (&claude, &claude_json) {
         all.extend(servers(path, json.get("mcpServers")));
     }
+    let codex_home = env
+        .get("CODEX_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| home.as_ref().map(|h| h.join(".codex")));
+    if let Some(dir) = codex_home {
+        all.extend(codex(&dir.join("config.toml")));
+    }
     let mut kept: Vec<Found> = Vec::new();
     let mut shadowed = Vec::new();
     for found in all {
@@ -116,26 +126,10 @@ fn dirs(dir: &Path) -> Vec<Found> {
 
 /// The text of `path` as JSON: `None` when there is no such file.
 fn read_json(path: &Path) -> Option<Result<Value, String>> {
-    let file = match std::fs::File::open(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
-        Err(e) => return Some(Err(format!("{}: {e}", path.display()))),
-        Ok(file) => file,
-    };
-    let mut bytes = Vec::new();
-    if let Err(e) = file.take(MAX_FILE + 1).read_to_end(&mut bytes) {
-        return Some(Err(format!("{}: {e}", path.display())));
-    }
-    if bytes.len() as u64 > MAX_FILE {
-        return Some(Err(format!(
-            "{}: larger than {} MB, not read",
-            path.display(),
-            MAX_FILE >> 20
-        )));
-    }
-    Some(
+    Some(read_capped(path)?.and_then(|bytes| {
         serde_json::from_slice(&bytes)
-            .map_err(|e| format!("{}:{}:{}: {e}", path.display(), e.line(), e.column())),
-    )
+            .map_err(|e| format!("{}:{}:{}: {e}", path.display(), e.line(), e.column()))
+    }))
 }
 
 /// The servers of the repository's `.mcp.json`. The agent may write in the repository, and a
@@ -170,6 +164,123 @@ fn project_mcp_json(root: &Path) -> Vec<Found> {
         Ok(json) => servers(&path, json.get("mcpServers")),
         Err(why) => vec![unreadable(&path, &why)],
     }
+}
+
+/// The bytes of `path`, at most [`MAX_FILE`]; `None` when there is no such file.
+fn read_capped(path: &Path) -> Option<Result<Vec<u8>, String>> {
+    let file = match std::fs::File::open(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => return Some(Err(format!("{}: {e}", path.display()))),
+        Ok(file) => file,
+    };
+    let mut bytes = Vec::new();
+    if let Err(e) = file.take(MAX_FILE + 1).read_to_end(&mut bytes) {
+        return Some(Err(format!("{}: {e}", path.display())));
+    }
+    if bytes.len() as u64 > MAX_FILE {
+        return Some(Err(format!(
+            "{}: larger than {} MB, not read",
+            path.display(),
+            MAX_FILE >> 20
+        )));
+    }
+    Some(Ok(bytes))
+}
+
+/// The servers of Codex's `config.toml`: `[mcp_servers.<name>]`, those not `enabled = false`.
+fn codex(path: &Path) -> Vec<Found> {
+    let parsed = match read_capped(path) {
+        None => return Vec::new(),
+        Some(Err(why)) => return vec![unreadable(path, &why)],
+        Some(Ok(bytes)) => String::from_utf8(bytes)
+            .map_err(|e| format!("{}: not UTF-8: {e}", path.display()))
+            .and_then(|text| {
+                toml::from_str::<toml::Table>(&text).map_err(|e| {
+                    format!(
+                        "{}: {}",
+                        path.display(),
+                        crate::config::first_line(e.message())
+                    )
+                })
+            })
+            .and_then(|table| {
+                serde_json::to_value(table).map_err(|e| format!("{}: {e}", path.display()))
+            }),
+    };
+    let json = match parsed {
+        Ok(json) => json,
+        Err(why) => return vec![unreadable(path, &why)],
+    };
+    let Some(servers) = json.get("mcp_servers") else {
+        return Vec::new();
+    };
+    let Some(map) = servers.as_object() else {
+        return vec![unreadable(
+            path,
+            &format!("{}: `mcp_servers` is not a table", path.display()),
+        )];
+    };
+    let mut found: Vec<Found> = map
+        .iter()
+        .filter(|(_, entry)| entry.get("enabled") != Some(&Value::Bool(false)))
+        .map(|(name, entry)| Found {
+            name: name.clone(),
+            source: path.to_path_buf(),
+            spec: codex_entry(entry)
+                .map(Spec::Mcp)
+                .map_err(|e| format!("{}: mcp_servers.{name}: {e}", path.display())),
+        })
+        .collect();
+    found.sort_by(|a, b| a.name.cmp(&b.name));
+    found
+}
+
+/// One server as Codex writes it: `command`, `args`, `env`, `cwd`, or `url`,
+/// `bearer_token_env_var`, `http_headers`, `env_http_headers` (header → variable); and
+/// `startup_timeout_sec`, `tool_timeout_sec`.
+fn codex_entry(entry: &Value) -> Result<McpConfig, String> {
+    let mut config = if entry.get("url").is_some() {
+        let mut config = mcp_entry(&serde_json::json!({
+            "type": "http",
+            "url": entry.get("url"),
+            "headers": entry.get("http_headers"),
+        }))?;
+        if let Some(map) = entry.get("env_http_headers").and_then(Value::as_object) {
+            for (header, var) in map {
+                let var = var
+                    .as_str()
+                    .ok_or_else(|| format!("`env_http_headers.{header}` must be a string"))?;
+                config.headers.insert(header.clone(), format!("${{{var}}}"));
+            }
+        }
+        config.bearer_token_env_var = match entry.get("bearer_token_env_var") {
+            None => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(other) => {
+                return Err(format!(
+                    "`bearer_token_env_var` must be a string, not {other}"
+                ));
+            }
+        };
+        config
+    } else {
+        mcp_entry(entry)?
+    };
+    let seconds = |key: &str| -> Result<Option<f64>, String> {
+        match entry.get(key) {
+            None => Ok(None),
+            Some(v) => v
+                .as_f64()
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .map(Some)
+                .ok_or_else(|| format!("`{key}` must be a positive number, not {v}")),
+        }
+    };
+    if let Some(s) = seconds("startup_timeout_sec")? {
+        config.startup_timeout_s = s;
+    }
+    config.timeout_s = seconds("tool_timeout_sec")?;
+    Ok(config)
 }
 
 /// Claude Code's local scope: the servers `~/.claude.json` keeps for this repository.
@@ -283,6 +394,46 @@ fn mcp_entry(entry: &Value) -> Result<McpConfig, String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn codex_tables_become_servers() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("config.toml");
+        std::fs::write(
+            &path,
+            "model = \"o3\"\n[mcp_servers.docs]\ncommand = \"npx\"\nargs = [\"-y\", \"docs\"]\nenv = { A = \"1\" }\nstartup_timeout_sec = 5\ntool_timeout_sec = 30\n\n[mcp_servers.off]\ncommand = \"x\"\nenabled = false\n\n[mcp_servers.web]\nurl = \"https://example.com/mcp\"\nbearer_token_env_var = \"WEB_TOKEN\"\nhttp_headers = { X-A = \"b\" }\nenv_http_headers = { X-Key = \"WEB_KEY\" }\n",
+        )
+        .expect("write");
+        let found = codex(&path);
+        assert_eq!(
+            found.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(),
+            ["docs", "web"]
+        );
+        let Ok(Spec::Mcp(docs)) = &found[0].spec else {
+            panic!("{:?}", found[0].spec)
+        };
+        assert_eq!(
+            (
+                docs.command.as_str(),
+                docs.args.len(),
+                docs.env["A"].as_str(),
+                docs.startup_timeout_s,
+                docs.timeout_s
+            ),
+            ("npx", 2, "1", 5.0, Some(30.0))
+        );
+        let Ok(Spec::Mcp(web)) = &found[1].spec else {
+            panic!("{:?}", found[1].spec)
+        };
+        assert_eq!(web.url.as_deref(), Some("https://example.com/mcp"));
+        assert_eq!(web.bearer_token_env_var.as_deref(), Some("WEB_TOKEN"));
+        assert_eq!(web.headers["X-A"], "b");
+        assert_eq!(web.headers["X-Key"], "${WEB_KEY}");
+        std::fs::write(&path, "[mcp_servers\n").expect("write");
+        let bad = codex(&path);
+        assert_eq!(bad.len(), 1);
+        assert!(matches!(&bad[0].spec, Err(e) if e.contains("config.toml")));
+    }
 
     #[test]
     fn claude_entries_become_servers_and_bad_ones_say_why() {

@@ -609,10 +609,20 @@ fn servers_come_from_every_place_users_keep_them_in_order_of_precedence() {
         .to_string(),
     )
     .expect("write");
+    // 6. ~/.codex/config.toml.
+    fs::create_dir_all(home.path().join(".codex")).expect("mkdir");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp_server.py");
+    fs::write(
+        home.path().join(".codex/config.toml"),
+        format!(
+            "[mcp_servers.user]\ncommand = \"python3\"\nargs = [\"{0}\"]\n\n[mcp_servers.codex]\ncommand = \"python3\"\nargs = [\"{0}\"]\n",
+            fixture.display()
+        ),
+    )
+    .expect("write");
     // 4. ~/.config/nop/plugins.
     let user_plugin = home.path().join(".config/nop/plugins/mine");
     fs::create_dir_all(&user_plugin).expect("mkdir");
-    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp_server.py");
     fs::write(
         user_plugin.join("config.yml"),
         format!(
@@ -668,6 +678,8 @@ fn servers_come_from_every_place_users_keep_them_in_order_of_precedence() {
     assert_eq!(locals.len(), 2, "{statuses:#}");
     assert_eq!(locals[0]["state"], "loaded");
     assert_eq!(row("user", ".claude.json"), "loaded");
+    assert!(row("user", ".codex/config.toml").starts_with("shadowed by "));
+    assert_eq!(row("codex", ".codex/config.toml"), "loaded");
     // And a run uses them.
     let server = MockServer::start(vec![
         openai::reply_tool_calls(&[
