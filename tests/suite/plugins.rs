@@ -927,3 +927,100 @@ fn a_remote_server_over_streamable_http_gets_its_headers_and_the_token_is_never_
         }
     }
 }
+
+/// Where the official servers are installed (`npm i @modelcontextprotocol/server-everything
+/// @modelcontextprotocol/server-filesystem` in a directory): `NOP_TEST_MCP_MODULES`, else
+/// `/var/tmp/mcp-real/node_modules`.
+fn official_servers() -> Option<std::path::PathBuf> {
+    let dir = std::env::var_os("NOP_TEST_MCP_MODULES")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| "/var/tmp/mcp-real/node_modules".into());
+    let found = dir
+        .join("@modelcontextprotocol/server-everything/dist/index.js")
+        .is_file()
+        && dir
+            .join("@modelcontextprotocol/server-filesystem/dist/index.js")
+            .is_file();
+    if !found {
+        eprintln!(
+            "SKIPPED: the official MCP servers are not installed in {} (set NOP_TEST_MCP_MODULES)",
+            dir.display()
+        );
+    }
+    found.then_some(dir)
+}
+
+#[test]
+fn the_official_servers_content_types_names_and_roots_when_installed() {
+    let Some(modules) = official_servers() else {
+        return;
+    };
+    let repo = Repo::new();
+    fs::write(repo.path().join("hello.txt"), "hello from the repository\n").expect("write");
+    for (name, args) in [
+        (
+            "everything",
+            "[\"@modelcontextprotocol/server-everything/dist/index.js\", \"stdio\"]",
+        ),
+        // No directory given: it serves the client's roots.
+        (
+            "fs",
+            "[\"@modelcontextprotocol/server-filesystem/dist/index.js\"]",
+        ),
+    ] {
+        let dir = repo.path().join(".nop/plugins").join(name);
+        fs::create_dir_all(&dir).expect("mkdir");
+        fs::write(
+            dir.join("config.yml"),
+            format!(
+                "mcp:\n  command: node\n  args: {}\n  cwd: \"{}\"\n",
+                args.replace("\"@", &format!("\"{}/@", modules.display())),
+                modules.display()
+            ),
+        )
+        .expect("write");
+    }
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[
+            ("p1", "everything__get-tiny-image", json!({})),
+            ("p2", "everything__get-resource-links", json!({"count": 2})),
+            (
+                "p3",
+                "everything__get-resource-reference",
+                json!({"resourceType": "Text", "resourceId": 1}),
+            ),
+            ("p4", "everything__get-roots-list", json!({})),
+            ("p5", "fs__list_allowed_directories", json!({})),
+            ("p6", "fs__read_text_file", json!({"path": "hello.txt"})),
+        ]),
+        openai::reply_text("done"),
+    ]);
+    let out = repo
+        .nop_model(&server, "openai")
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .args(["run", "--output-format", "json", "try the servers"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = server.requests()[1].tool_results();
+    for (i, result) in r.iter().enumerate() {
+        eprintln!("--- result {i}:\n{result}");
+    }
+    let root = repo
+        .path()
+        .canonicalize()
+        .expect("root")
+        .display()
+        .to_string();
+    assert!(r[0].contains("[image: image/png, "), "{}", r[0]);
+    assert!(r[1].contains("[link: "), "{}", r[1]);
+    assert!(r[2].contains("[resource: "), "{}", r[2]);
+    assert!(r[3].contains(&root), "{}", r[3]);
+    assert!(r[4].contains(&root), "{}", r[4]);
+    assert!(r[5].contains("hello from the repository"), "{}", r[5]);
+}
