@@ -1,7 +1,8 @@
 //! Plugins (seed 002 §12.2): `.nop/plugins/<name>/config.yml` adds tools, either the tools of an
-//! MCP server spoken to over stdio (the protocol Claude Code, Codex and goose speak; through the
-//! `rmcp` crate behind the `mcp` feature, kept behind [`McpSession`]) or plain command tools
-//! (arguments as JSON on standard input, the result on standard output).
+//! MCP server spoken to over stdio or streamable HTTP (the protocol Claude Code, Codex and goose
+//! speak; through the `rmcp` crate behind the `mcp` feature, kept behind [`McpSession`]) or plain
+//! command tools (arguments as JSON on standard input, the result on standard output). What the
+//! model reads of a result is in [`content`].
 //!
 //! ```yaml
 //! description: GitHub helpers
@@ -17,14 +18,18 @@
 //!     input_schema: {type: object, properties: {name: {type: string}}, required: [name]}
 //! ```
 //!
-//! Plugins are loaded in name order when a run starts; one that fails (bad YAML, missing
-//! command, crash at start, timeout) is reported once and start-up goes on without it. Their
-//! tools are named `<plugin>.<tool>` and go through the same orchestrator as built-ins:
-//! permissions (`tools.allowed`/`denied` may say `github.*`), time limit, error log, recording.
+//! Plugins are declared there, and in the places other agents keep MCP servers ([`sources`]:
+//! `.mcp.json`, `~/.claude.json`, `~/.config/nop/plugins`, Codex's `config.toml`, in that order
+//! of precedence). They start all at once when the first run of a process needs them and live as
+//! long as the process ([`Loaded`]); one that fails (bad YAML, missing command, crash at start,
+//! timeout) is reported once and start-up goes on without it. Their tools are named
+//! `<plugin>.<tool>` and go through the same orchestrator as built-ins: permissions
+//! (`tools.allowed`/`denied` may say `github.*`), time limit, error log, recording.
 //!
 //! An MCP server runs unconfined with the user's rights, but gets only the environment shell
 //! commands get (never the provider's key) plus what its `env` names, and starts in a fresh
-//! directory of nop's own outside the repository ([`server`], `docs/sandbox-environment.md`).
+//! directory of nop's own outside the repository unless its `cwd` says otherwise ([`server`],
+//! `docs/sandbox-environment.md`).
 
 #[cfg_attr(not(feature = "mcp"), allow(dead_code))]
 mod content;
