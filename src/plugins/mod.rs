@@ -2,7 +2,7 @@
 //! MCP server spoken to over stdio or streamable HTTP (the protocol Claude Code, Codex and goose
 //! speak; through the `rmcp` crate behind the `mcp` feature, kept behind [`McpSession`]) or plain
 //! command tools (arguments as JSON on standard input, the result on standard output). What the
-//! model reads of a result is in [`content`].
+//! model reads of a result is in `content.rs`.
 //!
 //! ```yaml
 //! description: GitHub helpers
@@ -18,7 +18,7 @@
 //!     input_schema: {type: object, properties: {name: {type: string}}, required: [name]}
 //! ```
 //!
-//! Plugins are declared there, and in the places other agents keep MCP servers ([`sources`]:
+//! Plugins are declared there, and in the places other agents keep MCP servers (`sources.rs`:
 //! `.mcp.json`, `~/.claude.json`, `~/.config/nop/plugins`, Codex's `config.toml`, in that order
 //! of precedence). They start all at once when the first run of a process needs them and live as
 //! long as the process ([`Loaded`]); one that fails (bad YAML, missing command, crash at start,
@@ -213,7 +213,7 @@ impl Loaded {
 }
 
 /// Every plugin's tools, and what happened to each plugin, from every place plugins are
-/// declared ([`sources`]; `env` is nop's environment, which finds the user's files). MCP servers
+/// declared (`sources.rs`; `env` is nop's environment, which finds the user's files). MCP servers
 /// get the environment of shell commands under `settings` (see [`server`]).
 pub async fn load_all(
     root: &Path,
