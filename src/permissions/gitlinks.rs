@@ -56,9 +56,24 @@ fn parse(bytes: &[u8]) -> Option<Vec<String>> {
     )
 }
 
-/// Whether the index at `index` has an entry for `path` (relative to its work tree): a file the
-/// user added to git, which the agent cannot have done (`.git` is read-only to it).
-pub fn tracked(index: &Path, path: &str) -> bool {
+/// Whether git tracks `name` (a path relative to the repository root `root`): the index of the
+/// repository around `root` has an entry for it, a file the user added, which the agent cannot
+/// have done (`.git` is read-only to it). `false` outside a git repository.
+pub fn git_tracks(root: &Path, name: &str) -> bool {
+    let Some(repo) = crate::gitdir::find(root) else {
+        return false;
+    };
+    let top = repo.top.canonicalize().unwrap_or(repo.top);
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    root.join(name)
+        .strip_prefix(&top)
+        .ok()
+        .and_then(Path::to_str)
+        .is_some_and(|rel| tracked(&repo.gitdir.join("index"), rel))
+}
+
+/// Whether the index at `index` has an entry for `path` (relative to its work tree).
+fn tracked(index: &Path, path: &str) -> bool {
     // An index is read whole; a huge one is not what this is for.
     const MAX: u64 = 256 << 20;
     std::fs::metadata(index).is_ok_and(|m| m.len() <= MAX)

@@ -141,15 +141,7 @@ fn project_mcp_json(root: &Path) -> Vec<Found> {
     let Some(json) = read_json(&path) else {
         return Vec::new();
     };
-    let tracked = crate::gitdir::find(root).is_some_and(|repo| {
-        let top = repo.top.canonicalize().unwrap_or(repo.top);
-        let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
-        root.join(".mcp.json")
-            .strip_prefix(&top)
-            .ok()
-            .and_then(Path::to_str)
-            .is_some_and(|rel| crate::permissions::tracked(&repo.gitdir.join("index"), rel))
-    });
+    let tracked = crate::permissions::git_tracks(root, ".mcp.json");
     if !tracked {
         return vec![unreadable(
             &path,
