@@ -39,7 +39,7 @@ pub(super) struct Inner {
     /// Advisor decisions by (session, advisor, arguments): identical questions are not paid twice.
     pub(super) cache: Mutex<HashMap<String, Value>>,
     pub(super) queue: QueueSettings,
-    /// The tools plugins added (loaded once per run).
+    /// The tools plugins added (loaded once per process, see `plugins::Loaded`).
     pub(super) plugin_tools: Mutex<Vec<Arc<dyn crate::tools::Tool>>>,
     /// Set when a stop word ended the task: the message that did it.
     pub(super) stopped_by: Mutex<Option<String>>,
@@ -88,18 +88,31 @@ impl Engine {
         }))
     }
 
-    /// Loads the plugins of the repository; each one that fails is reported once (a warning event
-    /// and the log) and the run goes on without it.
-    pub async fn load_plugins(&self) {
-        let (tools, statuses) = crate::plugins::load_all(
-            &self.0.ws.root,
-            &SandboxSettings::from_config(&self.0.config),
-        )
-        .await;
-        for status in statuses.iter().filter(|s| s.state != "loaded") {
-            self.emit(Event::Warning {
-                message: format!("plugin {} {}", status.name, status.state),
-            });
+    /// Takes the plugins of the repository, started by the first run of the process; each one
+    /// that failed is reported once (a warning event and the log) and the run goes on without it.
+    pub async fn load_plugins(
+        &self,
+        plugins: &crate::plugins::Loaded,
+        env: &std::collections::BTreeMap<String, String>,
+    ) {
+        let (tools, statuses, fresh) = plugins
+            .get(
+                &self.0.ws.root,
+                &SandboxSettings::from_config(&self.0.config),
+                env,
+            )
+            .await;
+        for status in statuses.iter().filter(|_| fresh) {
+            if status.failed() {
+                self.emit(Event::Warning {
+                    message: format!("plugin {} {}", status.name, status.state),
+                });
+            }
+            for note in &status.notes {
+                self.emit(Event::Warning {
+                    message: format!("plugin {}: {note}", status.name),
+                });
+            }
         }
         if let Ok(mut t) = self.0.plugin_tools.lock() {
             *t = tools;

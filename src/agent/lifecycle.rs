@@ -279,7 +279,7 @@ impl Runtime {
                 interrupt_enabled: def.is_none_or(|d| d.interrupt_enabled),
             },
         );
-        engine.load_plugins().await;
+        engine.load_plugins(&self.plugins, &self.env).await;
         if self.config.memory.auto_summarize {
             self.auto_summarize(&engine, &agent_name, cancel).await;
         }

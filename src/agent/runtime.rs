@@ -47,6 +47,8 @@ pub struct Runtime {
     /// The user's working directory (canonical): project instructions are read from the root
     /// down to it, and `@path` mentions are taken from it. The root unless [`Runtime::with_cwd`].
     pub(super) cwd: std::path::PathBuf,
+    /// The plugins, started once for every run of this runtime and its clones.
+    pub(super) plugins: std::sync::Arc<crate::plugins::Loaded>,
 }
 
 /// Who is running: the user of seed 000's per-user stack.
@@ -72,6 +74,7 @@ impl Runtime {
             store,
             approver,
             queue: RunnerIdentity { user },
+            plugins: Default::default(),
         }
     }
 

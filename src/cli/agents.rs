@@ -24,7 +24,8 @@ pub fn agents(ctx: &Context, json: bool, out: &mut impl Write) -> Result<ExitCod
     Ok(ExitCode::SUCCESS)
 }
 
-/// `nop plugins list`: each plugin's state and tools (MCP servers started and stopped).
+/// `nop plugins list`: each plugin's state, source file and tools (MCP servers started and
+/// stopped), in order of precedence.
 pub fn plugins(ctx: &Context, json: bool, out: &mut impl Write) -> Result<ExitCode> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -32,6 +33,7 @@ pub fn plugins(ctx: &Context, json: bool, out: &mut impl Write) -> Result<ExitCo
     let (_, statuses) = rt.block_on(nop::plugins::load_all(
         &ctx.ws.root,
         &nop::tools::SandboxSettings::from_config(ctx.config()),
+        &ctx.env,
     ));
     if json {
         writeln!(out, "{}", serde_json::to_string_pretty(&statuses)?)?;
@@ -42,13 +44,16 @@ pub fn plugins(ctx: &Context, json: bool, out: &mut impl Write) -> Result<ExitCo
         )?;
     } else {
         for s in &statuses {
-            writeln!(out, "{:<16} {}", s.name, s.state)?;
+            writeln!(out, "{:<16} {}  ({})", s.name, s.state, s.source)?;
+            for note in &s.notes {
+                writeln!(out, "  note: {note}")?;
+            }
             for t in &s.tools {
                 writeln!(out, "  {t}")?;
             }
         }
     }
-    Ok(exit_code(statuses.iter().all(|s| s.state == "loaded")))
+    Ok(exit_code(!statuses.iter().any(|s| s.failed())))
 }
 
 /// How a skill's or a command's folder is shown: relative to the repository, `~/…` in the home

@@ -47,6 +47,44 @@ const GITLINK: u32 = 0o160000;
 const STAT_AND_NAME: usize = 40 + 20;
 
 fn parse(bytes: &[u8]) -> Option<Vec<String>> {
+    Some(
+        entries(bytes)?
+            .into_iter()
+            .filter(|(mode, _)| mode & 0o170000 == GITLINK)
+            .map(|(_, name)| name)
+            .collect(),
+    )
+}
+
+/// Whether git tracks `name` (a path relative to the repository root `root`): the index of the
+/// repository around `root` has an entry for it, a file the user added, which the agent cannot
+/// have done (`.git` is read-only to it). `false` outside a git repository.
+pub fn git_tracks(root: &Path, name: &str) -> bool {
+    let Some(repo) = crate::gitdir::find(root) else {
+        return false;
+    };
+    let top = repo.top.canonicalize().unwrap_or(repo.top);
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    root.join(name)
+        .strip_prefix(&top)
+        .ok()
+        .and_then(Path::to_str)
+        .is_some_and(|rel| tracked(&repo.gitdir.join("index"), rel))
+}
+
+/// Whether the index at `index` has an entry for `path` (relative to its work tree).
+fn tracked(index: &Path, path: &str) -> bool {
+    // An index is read whole; a huge one is not what this is for.
+    const MAX: u64 = 256 << 20;
+    std::fs::metadata(index).is_ok_and(|m| m.len() <= MAX)
+        && std::fs::read(index)
+            .ok()
+            .and_then(|bytes| entries(&bytes))
+            .is_some_and(|entries| entries.iter().any(|(_, name)| name == path))
+}
+
+/// Every entry of an index: its mode and path.
+fn entries(bytes: &[u8]) -> Option<Vec<(u32, String)>> {
     let u32_at = |at: usize| -> Option<u32> {
         Some(u32::from_be_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
     };
@@ -90,9 +128,7 @@ fn parse(bytes: &[u8]) -> Option<Vec<String>> {
             at = start + ((end - start + 8) & !7);
             name
         };
-        if mode & 0o170000 == GITLINK {
-            links.push(String::from_utf8_lossy(&name).into_owned());
-        }
+        links.push((mode, String::from_utf8_lossy(&name).into_owned()));
         previous = name;
     }
     Some(links)

@@ -25,6 +25,7 @@ mod load;
 mod policy;
 mod scope;
 mod shell_view;
+pub use gitlinks::git_tracks;
 #[cfg(test)]
 pub(crate) use shell_view::test_support;
 pub use shell_view::{Effect, Protection, ShellOptions, ShellView, shell_view};

@@ -359,6 +359,13 @@ pub(super) fn floor() -> &'static [FileRule] {
             // `.git` (a directory, or the pointer file of a worktree or submodule) is read-only,
             // as Codex CLI makes it: the agent reads history but does not stage or commit.
             (".git/**", FileAccess::ReadOnly),
+            // Other agents' configuration, which nop or those agents read later and act on
+            // outside any sandbox: MCP servers they would start (`.mcp.json`, Codex's
+            // `config.toml`), permission rules and hooks (Claude Code's settings).
+            (".mcp.json", FileAccess::ReadOnly),
+            (".claude/settings.json", FileAccess::ReadOnly),
+            (".claude/settings.local.json", FileAccess::ReadOnly),
+            (".codex/**", FileAccess::ReadOnly),
         ]
         .into_iter()
         .filter_map(|(p, a)| FileRule::new(p, a, Source::Floor).ok())

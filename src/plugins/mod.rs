@@ -1,7 +1,8 @@
 //! Plugins (seed 002 §12.2): `.nop/plugins/<name>/config.yml` adds tools, either the tools of an
-//! MCP server spoken to over stdio (the protocol Claude Code, Codex and goose speak; through the
-//! `rmcp` crate behind the `mcp` feature, kept behind [`McpSession`]) or plain command tools
-//! (arguments as JSON on standard input, the result on standard output).
+//! MCP server spoken to over stdio or streamable HTTP (the protocol Claude Code, Codex and goose
+//! speak; through the `rmcp` crate behind the `mcp` feature, kept behind [`McpSession`]) or plain
+//! command tools (arguments as JSON on standard input, the result on standard output). What the
+//! model reads of a result is in `content.rs`.
 //!
 //! ```yaml
 //! description: GitHub helpers
@@ -17,18 +18,25 @@
 //!     input_schema: {type: object, properties: {name: {type: string}}, required: [name]}
 //! ```
 //!
-//! Plugins are loaded in name order when a run starts; one that fails (bad YAML, missing
-//! command, crash at start, timeout) is reported once and start-up goes on without it. Their
-//! tools are named `<plugin>.<tool>` and go through the same orchestrator as built-ins:
-//! permissions (`tools.allowed`/`denied` may say `github.*`), time limit, error log, recording.
+//! Plugins are declared there, and in the places other agents keep MCP servers (`sources.rs`:
+//! `.mcp.json`, `~/.claude.json`, `~/.config/nop/plugins`, Codex's `config.toml`, in that order
+//! of precedence). They start all at once when the first run of a process needs them and live as
+//! long as the process ([`Loaded`]); one that fails (bad YAML, missing command, crash at start,
+//! timeout) is reported once and start-up goes on without it. Their tools are named
+//! `<plugin>.<tool>` and go through the same orchestrator as built-ins: permissions
+//! (`tools.allowed`/`denied` may say `github.*`), time limit, error log, recording.
 //!
 //! An MCP server runs unconfined with the user's rights, but gets only the environment shell
 //! commands get (never the provider's key) plus what its `env` names, and starts in a fresh
-//! directory of nop's own outside the repository ([`server`], `docs/sandbox-environment.md`).
+//! directory of nop's own outside the repository unless its `cwd` says otherwise ([`server`],
+//! `docs/sandbox-environment.md`).
 
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+mod content;
 #[cfg(feature = "mcp")]
 mod mcp;
 pub mod server;
+mod sources;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -41,7 +49,7 @@ use serde_json::Value;
 
 use crate::providers::ToolSpec;
 use crate::tools::ToolErrorKind;
-use crate::tools::{SandboxSettings, Tool, ToolContext, ToolError, ToolOutput};
+use crate::tools::{SandboxSettings, TimeLimit, Tool, ToolContext, ToolError, ToolOutput};
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -58,17 +66,51 @@ struct PluginFile {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct McpConfig {
+    /// The program of a stdio server (or `url` for a remote one).
+    #[serde(default)]
     pub command: String,
+    /// A remote server's endpoint (streamable HTTP).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// HTTP headers sent to a remote server, `${VAR}` expanded.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// The variable holding the bearer token sent to a remote server (`Authorization`).
+    #[serde(default)]
+    pub bearer_token_env_var: Option<String>,
     #[serde(default)]
     pub args: Vec<String>,
     #[serde(default)]
     pub env: BTreeMap<String, String>,
     #[serde(default = "default_startup")]
     pub startup_timeout_s: f64,
+    /// Each call's time limit; `tools.timeout_s` when not set.
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
+    /// The working directory (relative to the repository root); a private empty directory
+    /// outside the repository when not set.
+    #[serde(default)]
+    pub cwd: Option<String>,
 }
 
 fn default_startup() -> f64 {
     20.0
+}
+
+impl Default for McpConfig {
+    fn default() -> McpConfig {
+        McpConfig {
+            command: String::new(),
+            url: None,
+            headers: BTreeMap::new(),
+            bearer_token_env_var: None,
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            startup_timeout_s: default_startup(),
+            timeout_s: None,
+            cwd: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -90,9 +132,23 @@ fn object_schema() -> Value {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct PluginStatus {
     pub name: String,
-    /// `loaded`, or `failed: why`.
+    /// `loaded`, `failed: why`, or `shadowed by FILE` (a plugin of that name declared in a
+    /// place that comes first).
     pub state: String,
+    /// The file that declares it.
+    pub source: String,
     pub tools: Vec<String>,
+    /// What the start-up warning says of a loaded plugin (a server that starts inside the
+    /// repository).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl PluginStatus {
+    /// Whether the plugin failed (not loaded, and not set aside for another of its name).
+    pub fn failed(&self) -> bool {
+        self.state.starts_with("failed")
+    }
 }
 
 /// A connected MCP server, behind our own trait so the `rmcp` crate stays at arm's length.
@@ -103,6 +159,18 @@ pub trait McpSession: Send + Sync {
         tool: &'a str,
         arguments: Value,
     ) -> BoxFuture<'a, Result<(String, bool), String>>;
+    /// Reads the resource at `uri` (`resources/read`), as text for the model.
+    fn read_resource<'a>(&'a self, uri: &'a str) -> BoxFuture<'a, Result<String, String>>;
+}
+
+/// The tool nop adds for a server that offers resources: `<plugin>.read_resource`.
+pub const READ_RESOURCE: &str = "read_resource";
+
+/// What a server offers: its tools, and its resources when it has the capability (each
+/// `{uri, name, description?, mimeType?}` as JSON).
+pub struct McpServerInfo {
+    pub tools: Vec<McpToolInfo>,
+    pub resources: Option<Vec<Value>>,
 }
 
 /// A tool an MCP server offers.
@@ -112,62 +180,121 @@ pub struct McpToolInfo {
     pub schema: Value,
 }
 
-/// Every plugin's tools, and what happened to each plugin. MCP servers get the environment of
-/// shell commands under `settings` (see [`server`]).
+/// Every plugin's tools, and what happened to each plugin.
+type Plugins = (Vec<Arc<dyn Tool>>, Vec<PluginStatus>);
+
+/// The plugins of one nop process: loaded (their servers started) by the first run that needs
+/// them and kept, servers running, for the runs that follow, until the process ends (the
+/// interactive session's prompts share them).
+#[derive(Default)]
+pub struct Loaded {
+    cell: tokio::sync::OnceCell<Plugins>,
+}
+
+impl Loaded {
+    /// The plugins' tools and statuses, loading them on the first call; `true` with them when
+    /// this call loaded them (so failures are reported once).
+    pub async fn get(
+        &self,
+        root: &Path,
+        settings: &SandboxSettings,
+        env: &BTreeMap<String, String>,
+    ) -> (Vec<Arc<dyn Tool>>, Vec<PluginStatus>, bool) {
+        let mut fresh = false;
+        let (tools, statuses) = self
+            .cell
+            .get_or_init(|| {
+                fresh = true;
+                load_all(root, settings, env)
+            })
+            .await;
+        (tools.clone(), statuses.clone(), fresh)
+    }
+}
+
+/// Every plugin's tools, and what happened to each plugin, from every place plugins are
+/// declared (`sources.rs`; `env` is nop's environment, which finds the user's files). MCP servers
+/// get the environment of shell commands under `settings` (see [`server`]).
 pub async fn load_all(
     root: &Path,
     settings: &SandboxSettings,
+    env: &BTreeMap<String, String>,
 ) -> (Vec<Arc<dyn Tool>>, Vec<PluginStatus>) {
-    let dir = root.join(".nop/plugins");
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .filter(|e| e.path().join("config.yml").is_file())
-        .filter_map(|e| e.file_name().into_string().ok())
-        .collect();
-    names.sort();
+    let (found, shadowed) = sources::discover(root, env);
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     let mut statuses = Vec::new();
-    for name in names {
-        match load_one(root, settings, &dir.join(&name), &name).await {
-            Ok(loaded) => {
+    // All at once, each under its own start-up limit; reported in order.
+    let loaded =
+        futures_util::future::join_all(found.iter().map(|f| load_one(root, settings, f))).await;
+    for (found, result) in found.into_iter().zip(loaded) {
+        let source = found.source.display().to_string();
+        match result {
+            Ok((loaded, notes)) => {
+                for note in &notes {
+                    tracing::warn!(op = "plugin", plugin = %found.name, "{note}");
+                }
                 statuses.push(PluginStatus {
-                    name: name.clone(),
+                    name: found.name,
                     state: "loaded".into(),
+                    source,
                     tools: loaded.iter().map(|t| t.name().to_string()).collect(),
+                    notes,
                 });
                 tools.extend(loaded);
             }
             Err(why) => {
-                tracing::warn!(op = "plugin", plugin = %name, result = "failed", "{why}");
+                tracing::warn!(op = "plugin", plugin = %found.name, result = "failed", "{why}");
                 statuses.push(PluginStatus {
-                    name,
+                    name: found.name,
                     state: format!("failed: {why}"),
+                    source,
                     tools: Vec::new(),
+                    notes: Vec::new(),
                 });
             }
         }
     }
+    for (found, by) in shadowed {
+        tracing::info!(op = "plugin", plugin = %found.name, "{} shadowed by {}", found.source.display(), by.display());
+        statuses.push(PluginStatus {
+            name: found.name,
+            state: format!("shadowed by {}", by.display()),
+            source: found.source.display().to_string(),
+            tools: Vec::new(),
+            notes: Vec::new(),
+        });
+    }
     (tools, statuses)
 }
+
+/// A plugin's tools and the notes of its start-up warning.
+type Started = (Vec<Arc<dyn Tool>>, Vec<String>);
 
 async fn load_one(
     root: &Path,
     settings: &SandboxSettings,
-    dir: &Path,
-    name: &str,
-) -> Result<Vec<Arc<dyn Tool>>, String> {
+    found: &sources::Found,
+) -> Result<Started, String> {
+    let name = found.name.as_str();
+    if let Err(why) = &found.spec {
+        return Err(why.clone());
+    }
     if !name
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
     {
         return Err(format!(
-            "plugin name `{name}` may only use letters, digits, - and _"
+            "plugin name `{name}` may only use letters, digits, - and _ ({})",
+            found.source.display()
         ));
     }
+    let dir = match &found.spec {
+        Err(why) => return Err(why.clone()),
+        Ok(sources::Spec::Mcp(config)) => return load_mcp(root, settings, name, config).await,
+        Ok(sources::Spec::Dir(dir)) => dir,
+    };
     let path = dir.join("config.yml");
-    let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let text = read_capped(&path)?;
     let file: PluginFile = serde_saphyr::from_str(&text).map_err(|e| {
         let pos = e
             .location()
@@ -191,10 +318,28 @@ async fn load_one(
             },
         )));
     }
+    let mut notes = Vec::new();
     if let Some(mcp) = file.mcp {
-        tools.extend(load_mcp(root, settings, name, &mcp).await?);
+        let (more, more_notes) = load_mcp(root, settings, name, &mcp).await?;
+        tools.extend(more);
+        notes = more_notes;
     }
-    Ok(tools)
+    Ok((tools, notes))
+}
+
+/// The text of a plugin's `config.yml`, at most 1 MB.
+fn read_capped(path: &Path) -> Result<String, String> {
+    use std::io::Read;
+    const MAX: u64 = 1 << 20;
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut bytes = Vec::new();
+    file.take(MAX + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    if bytes.len() as u64 > MAX {
+        return Err(format!("{}: larger than 1 MB, not read", path.display()));
+    }
+    String::from_utf8(bytes).map_err(|e| format!("{}: not UTF-8: {e}", path.display()))
 }
 
 #[cfg(feature = "mcp")]
@@ -203,18 +348,51 @@ async fn load_mcp(
     settings: &SandboxSettings,
     name: &str,
     config: &McpConfig,
-) -> Result<Vec<Arc<dyn Tool>>, String> {
+) -> Result<Started, String> {
     let timeout = Duration::from_secs_f64(config.startup_timeout_s.clamp(0.1, 600.0));
-    let (session, infos) = tokio::time::timeout(timeout, mcp::connect(root, settings, config))
-        .await
-        .map_err(|_| {
-            format!(
-                "the MCP server did not start within {:.1} s",
-                timeout.as_secs_f64()
-            )
-        })??;
+    let tail = mcp::StderrTail::default();
+    let started = tokio::time::timeout(
+        timeout,
+        mcp::connect(name, root, settings, config, Arc::clone(&tail)),
+    )
+    .await
+    .map_err(|_| {
+        format!(
+            "the MCP server did not start within {:.1} s",
+            timeout.as_secs_f64()
+        )
+    })
+    .and_then(|r| r);
+    let (session, info, launch) = match started {
+        Ok(started) => started,
+        Err(why) => {
+            let tail = tail.lock().map(|t| t.clone()).unwrap_or_default();
+            return Err(with_stderr(why, &tail));
+        }
+    };
+    let notes = launch
+        .map(|l| server::inside_repository(&l, root))
+        .unwrap_or_default();
     let session: Arc<dyn McpSession> = Arc::new(session);
-    Ok(infos
+    let limit = config
+        .timeout_s
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(|s| Duration::from_secs_f64(s.min(86_400.0)));
+    Ok((mcp_tools(name, info, &session, limit), notes))
+}
+
+/// The tools of a started server, and `read_resource` when it offers resources and has no tool
+/// of that name itself.
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+fn mcp_tools(
+    name: &str,
+    info: McpServerInfo,
+    session: &Arc<dyn McpSession>,
+    limit: Option<Duration>,
+) -> Vec<Arc<dyn Tool>> {
+    let has_own = info.tools.iter().any(|t| t.name == READ_RESOURCE);
+    let mut tools: Vec<Arc<dyn Tool>> = info
+        .tools
         .into_iter()
         .map(|info| {
             Arc::new(PluginTool::new(
@@ -223,11 +401,47 @@ async fn load_mcp(
                 &info.schema,
                 Backend::Mcp {
                     tool: info.name,
-                    session: Arc::clone(&session),
+                    session: Arc::clone(session),
+                    limit,
                 },
             )) as Arc<dyn Tool>
         })
-        .collect())
+        .collect();
+    if let (Some(resources), false) = (info.resources, has_own) {
+        tools.push(Arc::new(PluginTool::new(
+            format!("{name}.{READ_RESOURCE}"),
+            content::read_resource_description(&resources),
+            &serde_json::json!({
+                "type": "object",
+                "properties": {"uri": {"type": "string", "description": "The resource's URI"}},
+                "required": ["uri"],
+            }),
+            Backend::McpResource {
+                session: Arc::clone(session),
+                limit,
+            },
+        )));
+    }
+    tools
+}
+
+/// `why` a server did not start, with the last lines it wrote to stderr.
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
+fn with_stderr(why: String, tail: &str) -> String {
+    let lines: Vec<&str> = tail.trim_end().lines().collect();
+    if lines.is_empty() {
+        return why;
+    }
+    let last = lines[lines.len().saturating_sub(5)..].join("\n");
+    let last: String = last
+        .chars()
+        .rev()
+        .take(1000)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect();
+    format!("{why}; its stderr ends with:\n{last}")
 }
 
 #[cfg(not(feature = "mcp"))]
@@ -236,7 +450,7 @@ async fn load_mcp(
     _settings: &SandboxSettings,
     _name: &str,
     _config: &McpConfig,
-) -> Result<Vec<Arc<dyn Tool>>, String> {
+) -> Result<Started, String> {
     Err("this nop was built without the `mcp` feature, so MCP servers cannot be used".into())
 }
 
@@ -302,6 +516,7 @@ struct PluginTool {
     backend: Backend,
 }
 
+#[cfg_attr(not(feature = "mcp"), allow(dead_code))]
 enum Backend {
     /// A plain command: arguments as JSON on stdin, the result on stdout.
     Command {
@@ -312,6 +527,13 @@ enum Backend {
     Mcp {
         tool: String,
         session: Arc<dyn McpSession>,
+        /// The plugin's `timeout_s`.
+        limit: Option<Duration>,
+    },
+    /// `read_resource` of an MCP server that offers resources.
+    McpResource {
+        session: Arc<dyn McpSession>,
+        limit: Option<Duration>,
     },
 }
 
@@ -395,6 +617,17 @@ impl Tool for PluginTool {
         true
     }
 
+    /// A command is killed at the configured limit by the sandbox (like `shell`); an MCP call is
+    /// cut at its plugin's `timeout_s`, else the configured limit.
+    fn time_limit(&self, _args: &Value, configured: Duration) -> TimeLimit {
+        match &self.backend {
+            Backend::Command { .. } => TimeLimit::Own(configured),
+            Backend::Mcp { limit, .. } | Backend::McpResource { limit, .. } => {
+                TimeLimit::Cut(limit.unwrap_or(configured))
+            }
+        }
+    }
+
     fn call<'a>(
         &'a self,
         args: Value,
@@ -407,16 +640,29 @@ impl Tool for PluginTool {
                     command,
                     plugin_dir,
                 } => self.run_command(command, plugin_dir, args, ctx).await,
-                Backend::Mcp { tool, session } => match session.call(tool, args).await {
+                Backend::Mcp { tool, session, .. } => match session.call(tool, args).await {
                     Ok((text, false)) => Ok(ToolOutput::text(text)),
                     Ok((text, true)) => {
-                        Err(ToolError::model(ToolErrorKind::PluginToolFailed, text))
+                        Err(ToolError::model(ToolErrorKind::ToolReportedError, text))
                     }
                     Err(why) => Err(ToolError::model(
                         ToolErrorKind::PluginError,
                         format!("the MCP server of `{}` failed: {why}", self.spec.name),
                     )),
                 },
+                Backend::McpResource { session, .. } => {
+                    let uri = args.get("uri").and_then(Value::as_str).unwrap_or_default();
+                    session
+                        .read_resource(uri)
+                        .await
+                        .map(ToolOutput::text)
+                        .map_err(|why| {
+                            ToolError::model(
+                                ToolErrorKind::ToolReportedError,
+                                format!("reading `{uri}` failed: {why}"),
+                            )
+                        })
+                }
             }
         })
     }

@@ -11,24 +11,133 @@ use crate::permissions::ShellOptions;
 use crate::tools::SandboxSettings;
 use crate::tools::confine::filtered_env;
 
-/// The program, arguments and environment of a server, `${VAR}` expanded.
+/// The program, arguments, environment and working directory of a server, `${VAR}` expanded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Launch {
     pub command: String,
     pub args: Vec<String>,
     pub env: Vec<(OsString, OsString)>,
+    /// The configured `cwd` (relative to the repository root), `None` for a private directory.
+    pub cwd: Option<PathBuf>,
 }
 
-/// What `config` starts, given nop's environment `env`: the filtered environment of shell
-/// commands, then the configuration's `env` on top; `${NAME}` (or `${NAME:-default}`) in
-/// `command`, `args` and `env` values is taken from `env`. Naming the provider's key, or a
+/// The variables that name the repository root in a server's configuration, and that it gets
+/// in its environment (`CLAUDE_PROJECT_DIR` as Claude Code's `.mcp.json` writes it).
+pub const PROJECT_VARS: [&str; 2] = ["NOP_PROJECT_DIR", "CLAUDE_PROJECT_DIR"];
+
+/// What `config` starts for the repository at `root`, given nop's environment `env`: the
+/// filtered environment of shell commands, then the configuration's `env` on top; `${NAME}` (or
+/// `${NAME:-default}`) in `command`, `args`, `env` values and `cwd` is taken from `env`, except
+/// `${NOP_PROJECT_DIR}` and `${CLAUDE_PROJECT_DIR}`, the root. Naming the provider's key, or a
 /// variable that is unset and has no default, is an error.
 pub fn launch(
     settings: &SandboxSettings,
     config: &McpConfig,
     env: &[(OsString, OsString)],
+    root: &Path,
 ) -> Result<Launch, String> {
-    let lookup = |name: &str| -> Result<Option<String>, String> {
+    let root_text = root.to_string_lossy().into_owned();
+    let lookup = lookup_in(settings, env, &root_text);
+    let (mut vars, _) = filtered_env(settings, env.iter().cloned());
+    vars.retain(|(k, _)| !PROJECT_VARS.iter().any(|p| k == p));
+    for name in PROJECT_VARS {
+        vars.push((OsString::from(name), OsString::from(&root_text)));
+    }
+    for (name, value) in &config.env {
+        let value = expand(value, &lookup).map_err(|e| format!("env.{name}: {e}"))?;
+        vars.retain(|(k, _)| k != name.as_str());
+        vars.push((OsString::from(name), OsString::from(value)));
+    }
+    let args = config
+        .args
+        .iter()
+        .enumerate()
+        .map(|(i, a)| expand(a, &lookup).map_err(|e| format!("args[{i}]: {e}")))
+        .collect::<Result<_, _>>()?;
+    let cwd = config
+        .cwd
+        .as_deref()
+        .map(|c| expand(c, &lookup).map_err(|e| format!("cwd: {e}")))
+        .transpose()?
+        .map(|c| root.join(c));
+    Ok(Launch {
+        command: expand(&config.command, &lookup).map_err(|e| format!("command: {e}"))?,
+        args,
+        env: vars,
+        cwd,
+    })
+}
+
+/// A remote server's endpoint, headers and bearer token, `${VAR}` expanded.
+#[derive(Clone, PartialEq)]
+pub struct Remote {
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub bearer: Option<String>,
+}
+
+impl std::fmt::Debug for Remote {
+    /// Never the headers' values or the token.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Remote")
+            .field("url", &self.url)
+            .field(
+                "headers",
+                &self.headers.iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a remote server of `config` is sent, given nop's environment `env`: `${NAME}` in `url`
+/// and header values expanded as for [`launch`], and the token in `bearer_token_env_var`. The
+/// provider's key is never sent.
+pub fn remote(
+    settings: &SandboxSettings,
+    config: &McpConfig,
+    env: &[(OsString, OsString)],
+    root: &Path,
+) -> Result<Remote, String> {
+    let root_text = root.to_string_lossy().into_owned();
+    let lookup = lookup_in(settings, env, &root_text);
+    let url = config.url.as_deref().unwrap_or_default();
+    let url = expand(url, &lookup).map_err(|e| format!("url: {e}"))?;
+    if !(url.starts_with("https://") || url.starts_with("http://")) {
+        return Err(format!("url: `{url}` is not an http:// or https:// URL"));
+    }
+    let headers = config
+        .headers
+        .iter()
+        .map(|(k, v)| {
+            expand(v, &lookup)
+                .map(|v| (k.clone(), v))
+                .map_err(|e| format!("headers.{k}: {e}"))
+        })
+        .collect::<Result<_, _>>()?;
+    let bearer = match &config.bearer_token_env_var {
+        None => None,
+        Some(name) => Some(lookup(name)?.filter(|v| !v.is_empty()).ok_or_else(|| {
+            format!("bearer_token_env_var: `{name}` is not set in nop's environment")
+        })?),
+    };
+    Ok(Remote {
+        url,
+        headers,
+        bearer,
+    })
+}
+
+/// Looks a variable up in `env` for a server's configuration: the repository root for the
+/// project variables, an error for the provider's key.
+fn lookup_in<'a>(
+    settings: &'a SandboxSettings,
+    env: &'a [(OsString, OsString)],
+    root: &'a str,
+) -> impl Fn(&str) -> Result<Option<String>, String> + 'a {
+    move |name: &str| {
+        if PROJECT_VARS.contains(&name) {
+            return Ok(Some(root.to_string()));
+        }
         if settings.key_vars.iter().any(|k| k == name) {
             return Err(format!(
                 "`${{{name}}}` names the provider's key variable, which plugins never get"
@@ -42,24 +151,52 @@ pub fn launch(
                     .ok_or_else(|| format!("`${{{name}}}` is not valid UTF-8"))
             })
             .transpose()
-    };
-    let (mut vars, _) = filtered_env(settings, env.iter().cloned());
-    for (name, value) in &config.env {
-        let value = expand(value, &lookup).map_err(|e| format!("env.{name}: {e}"))?;
-        vars.retain(|(k, _)| k != name.as_str());
-        vars.push((OsString::from(name), OsString::from(value)));
     }
-    let args = config
-        .args
-        .iter()
-        .enumerate()
-        .map(|(i, a)| expand(a, &lookup).map_err(|e| format!("args[{i}]: {e}")))
-        .collect::<Result<_, _>>()?;
-    Ok(Launch {
-        command: expand(&config.command, &lookup).map_err(|e| format!("command: {e}"))?,
-        args,
-        env: vars,
-    })
+}
+
+/// What the start-up warning says of a server whose program or working directory lies inside
+/// the repository at `root` (files the agent can write): `npx`, `uvx` or `python` started there,
+/// or a program found there, would run what the model planted.
+pub fn inside_repository(launch: &Launch, root: &Path) -> Vec<String> {
+    let root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let inside = |p: &Path| {
+        p.canonicalize()
+            .unwrap_or_else(|_| p.to_path_buf())
+            .starts_with(&root)
+    };
+    let mut notes = Vec::new();
+    if let Some(cwd) = &launch.cwd
+        && inside(cwd)
+    {
+        notes.push(format!(
+            "starts in {}, inside the repository, where the agent can write: a program it              finds there (node_modules, a virtualenv, a module of its name) runs unconfined",
+            cwd.display()
+        ));
+    }
+    let base = launch.cwd.clone().unwrap_or_else(|| PathBuf::from("/"));
+    let program = Path::new(&launch.command);
+    let found = if launch.command.contains('/') {
+        Some(base.join(program))
+    } else {
+        launch
+            .env
+            .iter()
+            .find(|(k, _)| k == "PATH")
+            .and_then(|(_, path)| {
+                std::env::split_paths(path)
+                    .map(|dir| base.join(dir).join(program))
+                    .find(|p| p.is_file())
+            })
+    };
+    if let Some(found) = found
+        && inside(&found)
+    {
+        notes.push(format!(
+            "its program {} lies inside the repository, where the agent can write",
+            found.display()
+        ));
+    }
+    notes
 }
 
 /// `text` with each `${NAME}` replaced by the variable's value and each `${NAME:-default}` by
@@ -116,6 +253,14 @@ pub struct WorkDir {
 }
 
 impl WorkDir {
+    /// A directory the configuration names, kept when dropped.
+    pub fn given(path: &Path) -> WorkDir {
+        WorkDir {
+            path: path.to_path_buf(),
+            _owned: None,
+        }
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
     }
@@ -233,6 +378,11 @@ mod tests {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
             startup_timeout_s: 1.0,
+            timeout_s: None,
+            cwd: None,
+            url: None,
+            headers: Default::default(),
+            bearer_token_env_var: None,
         }
     }
 
@@ -263,6 +413,7 @@ mod tests {
                 ],
             ),
             &nop_env,
+            Path::new("/repo"),
         )
         .expect("launch");
         assert_eq!(launch.args, vec!["--user=nobody", "$HOME", "/usr/bin"]);
@@ -270,6 +421,8 @@ mod tests {
             launch.env,
             env(&[
                 ("EMPTY", ""),
+                ("NOP_PROJECT_DIR", "/repo"),
+                ("CLAUDE_PROJECT_DIR", "/repo"),
                 ("GITHUB_TOKEN", "ghp-3"),
                 ("LITERAL", "a$b d ."),
                 ("PATH", "/opt/bin:/usr/bin"),
@@ -288,15 +441,25 @@ mod tests {
             ("${1X}", "does not name a variable"),
             ("${}", "does not name a variable"),
         ] {
-            let error =
-                launch(&settings(), &config(&[], &[("K", value)]), &nop_env).expect_err(value);
+            let error = launch(
+                &settings(),
+                &config(&[], &[("K", value)]),
+                &nop_env,
+                Path::new("/r"),
+            )
+            .expect_err(value);
             assert!(
                 error.starts_with("env.K: ") && error.contains(wanted),
                 "{value}: {error}"
             );
         }
-        let error =
-            launch(&settings(), &config(&["${NOP_API_KEY}"], &[]), &nop_env).expect_err("args");
+        let error = launch(
+            &settings(),
+            &config(&["${NOP_API_KEY}"], &[]),
+            &nop_env,
+            Path::new("/r"),
+        )
+        .expect_err("args");
         assert!(error.starts_with("args[0]: "), "{error}");
     }
 

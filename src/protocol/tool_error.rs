@@ -47,6 +47,9 @@ pub enum ToolErrorKind {
     Skipped,
     /// The command could not be started.
     SpawnFailed,
+    /// An MCP server's tool answered with `isError: true`: the tool's own message, for the model
+    /// to act on (a wrong argument, a missing issue); a retry would give the same answer.
+    ToolReportedError,
     /// A called agent ended with an error.
     SubagentFailed,
     /// The call ran past its time limit.
@@ -87,6 +90,7 @@ impl ToolErrorKind {
         ToolErrorKind::SpawnFailed,
         ToolErrorKind::SubagentFailed,
         ToolErrorKind::Timeout,
+        ToolErrorKind::ToolReportedError,
         ToolErrorKind::UnknownAgent,
         ToolErrorKind::UnknownTool,
         ToolErrorKind::WaitFailed,
@@ -137,6 +141,7 @@ impl ToolErrorKind {
             ToolErrorKind::SpawnFailed => "SpawnFailed",
             ToolErrorKind::SubagentFailed => "SubagentFailed",
             ToolErrorKind::Timeout => "Timeout",
+            ToolErrorKind::ToolReportedError => "ToolReportedError",
             ToolErrorKind::UnknownAgent => "UnknownAgent",
             ToolErrorKind::UnknownTool => "UnknownTool",
             ToolErrorKind::WaitFailed => "WaitFailed",

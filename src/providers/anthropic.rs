@@ -20,6 +20,7 @@ pub(super) fn request_body(
     request: ChatRequest<'_>,
     cache: bool,
 ) -> Value {
+    let names = super::WireNames::new(request.tools);
     let mut system = Vec::new();
     let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
     for m in request.messages {
@@ -47,7 +48,7 @@ pub(super) fn request_body(
                         // The API takes only objects; keep what the model sent, visibly.
                         other => json!({"invalid_arguments": other}),
                     };
-                    blocks.push(json!({"type": "tool_use", "id": call.id, "name": super::wire_name(&call.name), "input": input}));
+                    blocks.push(json!({"type": "tool_use", "id": call.id, "name": names.wire(&call.name), "input": input}));
                 }
                 ("assistant", blocks)
             }
@@ -87,7 +88,7 @@ pub(super) fn request_body(
     let mut tools: Vec<Value> = request
         .tools
         .iter()
-        .map(|t| json!({"name": super::wire_name(&t.name), "description": t.description, "input_schema": t.parameters}))
+        .map(|t| json!({"name": names.wire(&t.name), "description": t.description, "input_schema": t.parameters}))
         .collect();
     if !system.is_empty() && cache {
         // Tools come before the system prompt in the cached prefix: this one mark holds both.

@@ -9,6 +9,7 @@ pub mod meter;
 mod openai;
 pub mod pricing;
 pub mod sse;
+mod tool_names;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -20,16 +21,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{ProviderConfig, ProviderKind};
 use crate::protocol::{Message, TokenUsage, ToolCall};
 
-/// The name a tool has on the wire: the model APIs accept `[A-Za-z0-9_-]` only, so a plugin
-/// tool `github.issue` is sent as `github__issue`.
-pub(crate) fn wire_name(name: &str) -> String {
-    name.replace('.', "__")
-}
-
-/// The name of a tool the model called, back from its wire form.
-pub(crate) fn local_name(name: &str) -> String {
-    name.replacen("__", ".", 1)
-}
+pub(crate) use tool_names::WireNames;
 
 /// What a tool looks like to the model.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -203,7 +195,7 @@ struct Window {
 }
 
 /// Builds the one HTTP client, installing rustls' ring provider first (reqwest panics without one).
-fn http_client(connect_timeout: Duration) -> Result<reqwest::Client, ProviderError> {
+pub(crate) fn http_client(connect_timeout: Duration) -> Result<reqwest::Client, ProviderError> {
     static INSTALL: std::sync::Once = std::sync::Once::new();
     INSTALL.call_once(|| {
         let _ = rustls::crypto::ring::default_provider().install_default();
@@ -337,6 +329,7 @@ impl Provider {
         let prompt = estimate_prompt(request);
         let mut attempt = 1;
         let mut empty = 0;
+        let names = WireNames::new(request.tools);
         loop {
             let result = tokio::select! {
                 () = cancel.cancelled() => Err(ProviderError::Cancelled),
@@ -372,7 +365,14 @@ impl Provider {
                     }
                     attempt += 1;
                 }
-                other => return other,
+                other => {
+                    return other.map(|mut response| {
+                        for call in &mut response.tool_calls {
+                            call.name = names.local(&call.name);
+                        }
+                        response
+                    });
+                }
             }
         }
     }
@@ -936,7 +936,7 @@ impl PartialCall {
             } else {
                 self.id
             },
-            name: local_name(&self.name),
+            name: self.name,
             arguments,
             extra: Default::default(),
         }

@@ -18,6 +18,7 @@ pub(super) fn request_body(
     request: ChatRequest<'_>,
     cache_key: Option<&str>,
 ) -> Value {
+    let names = super::WireNames::new(request.tools);
     let messages: Vec<Value> = request
         .messages
         .iter()
@@ -32,7 +33,7 @@ pub(super) fn request_body(
                 // Never `null`: llama-cpp-python refuses it with HTTP 500 and LiteLLM turns the
                 // request into an empty answer; every server takes "".
                 "content": m.content,
-                "tool_calls": m.tool_calls.iter().map(wire_call).collect::<Vec<_>>(),
+                "tool_calls": m.tool_calls.iter().map(|c| wire_call(c, &names)).collect::<Vec<_>>(),
             }),
             Role::Tool => json!({
                 "role": "tool",
@@ -56,7 +57,7 @@ pub(super) fn request_body(
             .iter()
             .map(|t| {
                 json!({"type": "function", "function": {
-                    "name": super::wire_name(&t.name), "description": t.description, "parameters": t.parameters,
+                    "name": names.wire(&t.name), "description": t.description, "parameters": t.parameters,
                 }})
             })
             .collect();
@@ -82,13 +83,13 @@ fn read_usage(usage: &Value, into: &mut TokenUsage) {
     }
 }
 
-fn wire_call(call: &ToolCall) -> Value {
+fn wire_call(call: &ToolCall, names: &super::WireNames) -> Value {
     let arguments = match &call.arguments {
         // Arguments the model sent as broken JSON go back exactly as they came.
         Value::String(raw) => raw.clone(),
         other => other.to_string(),
     };
-    json!({"id": call.id, "type": "function", "function": {"name": super::wire_name(&call.name), "arguments": arguments}})
+    json!({"id": call.id, "type": "function", "function": {"name": names.wire(&call.name), "arguments": arguments}})
 }
 
 #[derive(Debug, Default)]

@@ -32,6 +32,11 @@ impl TypedTool for CallAgent {
     const PARALLEL: bool = true;
     const DESCRIPTION: &'static str = "Delegate a task to another agent of this repository (see .nop/agents.yml). It works in its own session with at most your permissions and returns its answer, or an error for you to judge.";
 
+    /// The subagent's run keeps its own limits (`timeout`, `subagents.timeout_s`).
+    fn time_limit(_args: &Value, configured: Duration) -> super::TimeLimit {
+        super::TimeLimit::Own(configured)
+    }
+
     async fn run(&self, args: CallAgentArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let Some(agents) = ctx.agents.clone() else {
             return Err(ToolError::model(

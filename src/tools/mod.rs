@@ -296,6 +296,12 @@ pub trait Tool: Send + Sync {
         args: Value,
         ctx: &'a ToolContext,
     ) -> BoxFuture<'a, Result<ToolOutput, ToolError>>;
+    /// How long a call with `args` may run, given the configured limit (`tools.timeout_s`).
+    /// Only nop's configuration sets it: an argument the tool does not declare as its own (a
+    /// `timeout_s` the model adds) changes nothing.
+    fn time_limit(&self, _args: &Value, configured: Duration) -> TimeLimit {
+        TimeLimit::Cut(configured)
+    }
     /// The change a call would make to a file, shown to the person asked to approve it
     /// (`write-file`, `edit-file`); `None` for other tools, or when it cannot be worked out.
     /// It changes nothing, asks no one, and reads only what the rules do not deny.
@@ -306,6 +312,16 @@ pub trait Tool: Send + Sync {
     ) -> BoxFuture<'a, Option<FileChange>> {
         Box::pin(std::future::ready(None))
     }
+}
+
+/// Who ends a call that runs too long.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum TimeLimit {
+    /// The orchestrator drops the call at exactly this limit.
+    Cut(Duration),
+    /// The tool stops itself at this limit and reports what it had done (`shell` kills its
+    /// process group); the orchestrator gives up on it only a grace period later.
+    Own(Duration),
 }
 
 /// A tool with a typed argument struct: its doc comments become the schema the model reads, and
@@ -324,6 +340,11 @@ pub trait TypedTool: Send + Sync + 'static {
         args: Self::Args,
         ctx: &ToolContext,
     ) -> impl Future<Output = Result<ToolOutput, ToolError>> + Send;
+
+    /// See [`Tool::time_limit`] (`args` as the model sent them).
+    fn time_limit(_args: &Value, configured: Duration) -> TimeLimit {
+        TimeLimit::Cut(configured)
+    }
 
     /// See [`Tool::preview`].
     fn preview(
@@ -365,6 +386,10 @@ impl<T: TypedTool> Tool for T {
             let args = parse_args::<T::Args>(args)?;
             self.run(args, ctx).await
         })
+    }
+
+    fn time_limit(&self, args: &Value, configured: Duration) -> TimeLimit {
+        T::time_limit(args, configured)
     }
 
     fn preview<'a>(

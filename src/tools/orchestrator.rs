@@ -17,7 +17,8 @@ use chrono::Utc;
 use serde_json::Value;
 
 use super::{
-    NOT_YET_AVAILABLE, Registry, Tool, ToolContext, ToolEffect, ToolError, ToolOutcome, ToolOutput,
+    NOT_YET_AVAILABLE, Registry, TimeLimit, Tool, ToolContext, ToolEffect, ToolError, ToolOutcome,
+    ToolOutput,
 };
 use crate::hooks::{self, Hook, HookOutcome};
 use crate::permissions::{Access, Action, ApprovalMode, Ask, Decision, Gate};
@@ -135,17 +136,17 @@ async fn run(
     {
         return Err(ToolError::model(ToolErrorKind::BlockedByHook, reason));
     }
-    let limit = call
-        .arguments
-        .get("timeout_s")
-        .and_then(Value::as_f64)
-        .filter(|s| s.is_finite() && *s > 0.0)
-        .map_or(ctx.timeout, |s| Duration::from_secs_f64(s.min(86_400.0)));
+    // Exactly the limit, or for a tool that stops itself, a grace period after it (and the
+    // message names the time that really passed).
+    let limit = match tool.time_limit(&call.arguments, ctx.timeout) {
+        TimeLimit::Cut(limit) => limit,
+        TimeLimit::Own(limit) => limit + GRACE,
+    };
     let running = tool.call(call.arguments.clone(), ctx);
     tokio::pin!(running);
     tokio::select! {
         r = &mut running => r,
-        () = tokio::time::sleep(limit + GRACE) => Err(ToolError::model(
+        () = tokio::time::sleep(limit) => Err(ToolError::model(
             ToolErrorKind::Timeout,
             format!("`{}` did not finish within {:.1} s", call.name, limit.as_secs_f64()),
         )),
@@ -552,6 +553,56 @@ mod tests {
             "{}",
             &whole[whole.len() - 200..]
         );
+        Ok(())
+    }
+
+    /// A tool that never finishes and declares no `timeout_s`.
+    struct Stuck;
+
+    impl Tool for Stuck {
+        fn name(&self) -> &str {
+            "stuck.wait"
+        }
+        fn spec(&self) -> crate::providers::ToolSpec {
+            crate::providers::ToolSpec {
+                name: "stuck.wait".into(),
+                description: String::new(),
+                parameters: json!({"type": "object", "properties": {}}),
+            }
+        }
+        fn is_mutating(&self) -> bool {
+            false
+        }
+        fn call<'a>(
+            &'a self,
+            _args: Value,
+            _ctx: &'a ToolContext,
+        ) -> futures_util::future::BoxFuture<'a, Result<ToolOutput, ToolError>> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_is_cut_at_exactly_the_configured_limit_whatever_its_arguments_say()
+    -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let mut ctx = context(dir.path())?;
+        ctx.timeout = Duration::from_millis(300);
+        let registry = Registry::with(&[std::sync::Arc::new(Stuck) as std::sync::Arc<dyn Tool>]);
+        let started = std::time::Instant::now();
+        let c = call("stuck.wait", json!({"timeout_s": 100}));
+        let executed = execute(&registry, &c, &ctx).await;
+        let elapsed = started.elapsed();
+        let error = executed
+            .result
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            error.contains("`stuck.wait` did not finish within 0.3 s"),
+            "{error}"
+        );
+        assert!(elapsed < Duration::from_secs(2), "{elapsed:?}");
         Ok(())
     }
 

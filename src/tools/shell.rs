@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use schemars::JsonSchema;
 use serde::Deserialize;
+use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use std::ffi::{OsStr, OsString};
@@ -348,6 +349,16 @@ impl TypedTool for Shell {
     const NAME: &'static str = "shell";
     const MUTATING: bool = true;
     const DESCRIPTION: &'static str = "Run a shell command (bash -c) in the repository and get its exit code, standard output and standard error. Use it to build, test, run git and other programs. Long output is cut in the middle; the whole is kept in the session's out-<ts>.log.";
+
+    /// `timeout_s` is shell's own argument: it kills the command's process group when it is up.
+    fn time_limit(args: &Value, configured: Duration) -> super::TimeLimit {
+        super::TimeLimit::Own(
+            args.get("timeout_s")
+                .and_then(Value::as_f64)
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .map_or(configured, |s| Duration::from_secs_f64(s.min(86_400.0))),
+        )
+    }
 
     async fn run(&self, args: ShellArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let dir = match &args.workdir {

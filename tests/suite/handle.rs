@@ -649,3 +649,50 @@ async fn a_chat_handle_answers_a_batch_sends_replies_when_due_and_records_what_w
     );
     assert_eq!(session["status"], "idle");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn mcp_servers_start_once_for_all_the_prompts_of_an_open_handle() {
+    let repo = Repo::new();
+    let starts = repo.path().join("starts.txt");
+    let dir = repo.path().join(".nop/plugins/count");
+    std::fs::create_dir_all(&dir).expect("mkdir");
+    let fixture =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/mcp_server.py");
+    std::fs::write(
+        dir.join("config.yml"),
+        format!(
+            "mcp:\n  command: python3\n  args: [\"{}\", \"--starts={}\"]\n",
+            fixture.display(),
+            starts.display()
+        ),
+    )
+    .expect("write");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("c1", "count__echo", serde_json::json!({"text": "a"}))]),
+        openai::reply_text("first"),
+        openai::reply_tool_calls(&[("c2", "count__echo", serde_json::json!({"text": "b"}))]),
+        openai::reply_text("second"),
+    ]);
+    let (rt, _) = runtime(&repo, &server, None);
+    let mut session = SessionHandle::open(rt, None, nop::agent::Open::default());
+    for text in ["one", "two"] {
+        session.submit(Op::UserInput { text: text.into() });
+        let events = until_idle(&mut session).await;
+        assert!(
+            kinds(&events).contains(&"tool_result".to_string()),
+            "{events:?}"
+        );
+    }
+    session.submit(Op::Shutdown);
+    while session.next_event().await.is_some() {}
+    let outcome = session.finish().await.expect("outcome");
+    assert_eq!(outcome.final_message, "second");
+    let results: Vec<String> = server
+        .requests()
+        .iter()
+        .flat_map(|r| r.tool_results())
+        .collect();
+    assert!(results.contains(&"b".to_string()), "{results:?}");
+    let started = std::fs::read_to_string(&starts).expect("starts");
+    assert_eq!(started.lines().count(), 1, "{started}");
+}

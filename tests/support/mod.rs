@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+pub mod mcp_http;
 pub mod mock;
 pub mod terminal;
 

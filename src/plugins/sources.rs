@@ -1,0 +1,464 @@
+//! Where plugins are declared, in order of precedence (the first to name a plugin wins):
+//!
+//! 1. `.nop/plugins/<name>/config.yml` in the repository;
+//! 2. the repository's `.mcp.json` (Claude Code's project servers), only when git tracks it;
+//! 3. the user's `~/.claude.json`, `projects["<repository root>"].mcpServers` (Claude Code's
+//!    local scope);
+//! 4. the user's `~/.config/nop/plugins/<name>/config.yml` (`$XDG_CONFIG_HOME/nop/plugins`);
+//! 5. the user's `~/.claude.json`, top-level `mcpServers` (Claude Code's user scope);
+//! 6. the user's Codex configuration, `[mcp_servers.<name>]` of `$CODEX_HOME/config.toml`
+//!    (`~/.codex/config.toml`).
+//!
+//! Every file here is untrusted input: one that cannot be read or parsed is reported once,
+//! naming it, and set aside; a file larger than [`MAX_FILE`] is not read.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::McpConfig;
+
+/// The largest file read here (`~/.claude.json` also holds Claude Code's history).
+pub const MAX_FILE: u64 = 32 << 20;
+
+/// What declares a plugin.
+#[derive(Debug, Clone)]
+pub enum Spec {
+    /// A folder with `config.yml` (nop's own layout).
+    Dir(PathBuf),
+    /// A server of another agent's configuration.
+    Mcp(McpConfig),
+}
+
+/// A plugin found in `source` (a file), or why its declaration cannot be used.
+#[derive(Debug, Clone)]
+pub struct Found {
+    pub name: String,
+    pub source: PathBuf,
+    pub spec: Result<Spec, String>,
+}
+
+/// Every plugin declared for the repository at `root` given nop's environment `env`, first
+/// declaration of each name first; and the declarations a name clash set aside, with the source
+/// that won.
+pub fn discover(
+    root: &Path,
+    env: &BTreeMap<String, String>,
+) -> (Vec<Found>, Vec<(Found, PathBuf)>) {
+    let home = env
+        .get("HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute());
+    let claude = home.as_ref().map(|h| h.join(".claude.json"));
+    let claude_json = claude.as_ref().and_then(|p| read_json(p));
+    let mut all = Vec::new();
+    all.extend(dirs(&root.join(".nop/plugins")));
+    all.extend(project_mcp_json(root));
+    if let (Some(path), Some(json)) = (&claude, &claude_json) {
+        match json {
+            Ok(json) => all.extend(claude_local(path, json, root)),
+            Err(why) => all.push(unreadable(path, why)),
+        }
+    }
+    if let Some(dir) =
+        crate::config::user_config_path(env).and_then(|p| p.parent().map(Path::to_path_buf))
+    {
+        all.extend(dirs(&dir.join("plugins")));
+    }
+    if let (Some(path), Some(Ok(json))) = (&claude, &claude_json) {
+        all.extend(servers(path, json.get("mcpServers")));
+    }
+    let codex_home = env
+        .get("CODEX_HOME")
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .or_else(|| home.as_ref().map(|h| h.join(".codex")));
+    if let Some(dir) = codex_home {
+        all.extend(codex(&dir.join("config.toml")));
+    }
+    let mut kept: Vec<Found> = Vec::new();
+    let mut shadowed = Vec::new();
+    for found in all {
+        match kept.iter().find(|k| k.name == found.name) {
+            Some(winner) => {
+                let by = winner.source.clone();
+                shadowed.push((found, by));
+            }
+            None => kept.push(found),
+        }
+    }
+    (kept, shadowed)
+}
+
+/// A file that could not be used, as a plugin entry named after it.
+fn unreadable(path: &Path, why: &str) -> Found {
+    Found {
+        name: path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        source: path.to_path_buf(),
+        spec: Err(why.to_string()),
+    }
+}
+
+/// The plugin folders of `dir`, in name order.
+fn dirs(dir: &Path) -> Vec<Found> {
+    let mut found: Vec<Found> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| e.path().join("config.yml").is_file())
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            Some(Found {
+                name,
+                source: e.path().join("config.yml"),
+                spec: Ok(Spec::Dir(e.path())),
+            })
+        })
+        .collect();
+    found.sort_by(|a, b| a.name.cmp(&b.name));
+    found
+}
+
+/// The text of `path` as JSON: `None` when there is no such file.
+fn read_json(path: &Path) -> Option<Result<Value, String>> {
+    Some(read_capped(path)?.and_then(|bytes| {
+        serde_json::from_slice(&bytes)
+            .map_err(|e| format!("{}:{}:{}: {e}", path.display(), e.line(), e.column()))
+    }))
+}
+
+/// The servers of the repository's `.mcp.json`. The agent may write in the repository, and a
+/// server runs unconfined later, so the file counts only when git tracks it: a file the user
+/// added, not one the model wrote (`.mcp.json` itself is read-only to the agent, but a name that
+/// does not exist yet cannot be protected from a shell command).
+fn project_mcp_json(root: &Path) -> Vec<Found> {
+    let path = root.join(".mcp.json");
+    let Some(json) = read_json(&path) else {
+        return Vec::new();
+    };
+    let tracked = crate::permissions::git_tracks(root, ".mcp.json");
+    if !tracked {
+        return vec![unreadable(
+            &path,
+            &format!(
+                "{}: set aside: git does not track it, and a file nobody added may have been \
+                 written by the agent (`git add .mcp.json` to use it)",
+                path.display()
+            ),
+        )];
+    }
+    match json {
+        Ok(json) => servers(&path, json.get("mcpServers")),
+        Err(why) => vec![unreadable(&path, &why)],
+    }
+}
+
+/// The bytes of `path`, at most [`MAX_FILE`]; `None` when there is no such file.
+fn read_capped(path: &Path) -> Option<Result<Vec<u8>, String>> {
+    let file = match std::fs::File::open(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => return Some(Err(format!("{}: {e}", path.display()))),
+        Ok(file) => file,
+    };
+    let mut bytes = Vec::new();
+    if let Err(e) = file.take(MAX_FILE + 1).read_to_end(&mut bytes) {
+        return Some(Err(format!("{}: {e}", path.display())));
+    }
+    if bytes.len() as u64 > MAX_FILE {
+        return Some(Err(format!(
+            "{}: larger than {} MB, not read",
+            path.display(),
+            MAX_FILE >> 20
+        )));
+    }
+    Some(Ok(bytes))
+}
+
+/// The servers of Codex's `config.toml`: `[mcp_servers.<name>]`, those not `enabled = false`.
+fn codex(path: &Path) -> Vec<Found> {
+    let parsed = match read_capped(path) {
+        None => return Vec::new(),
+        Some(Err(why)) => return vec![unreadable(path, &why)],
+        Some(Ok(bytes)) => String::from_utf8(bytes)
+            .map_err(|e| format!("{}: not UTF-8: {e}", path.display()))
+            .and_then(|text| {
+                toml::from_str::<toml::Table>(&text).map_err(|e| {
+                    format!(
+                        "{}: {}",
+                        path.display(),
+                        crate::config::first_line(e.message())
+                    )
+                })
+            })
+            .and_then(|table| {
+                serde_json::to_value(table).map_err(|e| format!("{}: {e}", path.display()))
+            }),
+    };
+    let json = match parsed {
+        Ok(json) => json,
+        Err(why) => return vec![unreadable(path, &why)],
+    };
+    let Some(servers) = json.get("mcp_servers") else {
+        return Vec::new();
+    };
+    let Some(map) = servers.as_object() else {
+        return vec![unreadable(
+            path,
+            &format!("{}: `mcp_servers` is not a table", path.display()),
+        )];
+    };
+    let mut found: Vec<Found> = map
+        .iter()
+        .filter(|(_, entry)| entry.get("enabled") != Some(&Value::Bool(false)))
+        .map(|(name, entry)| Found {
+            name: name.clone(),
+            source: path.to_path_buf(),
+            spec: codex_entry(entry)
+                .map(Spec::Mcp)
+                .map_err(|e| format!("{}: mcp_servers.{name}: {e}", path.display())),
+        })
+        .collect();
+    found.sort_by(|a, b| a.name.cmp(&b.name));
+    found
+}
+
+/// One server as Codex writes it: `command`, `args`, `env`, `cwd`, or `url`,
+/// `bearer_token_env_var`, `http_headers`, `env_http_headers` (header → variable); and
+/// `startup_timeout_sec`, `tool_timeout_sec`.
+fn codex_entry(entry: &Value) -> Result<McpConfig, String> {
+    let mut config = if entry.get("url").is_some() {
+        let mut config = mcp_entry(&serde_json::json!({
+            "type": "http",
+            "url": entry.get("url"),
+            "headers": entry.get("http_headers"),
+        }))?;
+        if let Some(map) = entry.get("env_http_headers").and_then(Value::as_object) {
+            for (header, var) in map {
+                let var = var
+                    .as_str()
+                    .ok_or_else(|| format!("`env_http_headers.{header}` must be a string"))?;
+                config.headers.insert(header.clone(), format!("${{{var}}}"));
+            }
+        }
+        config.bearer_token_env_var = match entry.get("bearer_token_env_var") {
+            None => None,
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(other) => {
+                return Err(format!(
+                    "`bearer_token_env_var` must be a string, not {other}"
+                ));
+            }
+        };
+        config
+    } else {
+        mcp_entry(entry)?
+    };
+    let seconds = |key: &str| -> Result<Option<f64>, String> {
+        match entry.get(key) {
+            None => Ok(None),
+            Some(v) => v
+                .as_f64()
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .map(Some)
+                .ok_or_else(|| format!("`{key}` must be a positive number, not {v}")),
+        }
+    };
+    if let Some(s) = seconds("startup_timeout_sec")? {
+        config.startup_timeout_s = s;
+    }
+    config.timeout_s = seconds("tool_timeout_sec")?;
+    Ok(config)
+}
+
+/// Claude Code's local scope: the servers `~/.claude.json` keeps for this repository.
+fn claude_local(path: &Path, json: &Value, root: &Path) -> Vec<Found> {
+    let projects = json.get("projects");
+    let canonical = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let entry = [root, canonical.as_path()]
+        .iter()
+        .find_map(|r| projects.and_then(|p| p.get(r.to_string_lossy().as_ref())));
+    servers(path, entry.and_then(|e| e.get("mcpServers")))
+}
+
+/// The entries of an `mcpServers` object, in name order.
+fn servers(path: &Path, servers: Option<&Value>) -> Vec<Found> {
+    let Some(servers) = servers else {
+        return Vec::new();
+    };
+    let Some(map) = servers.as_object() else {
+        return vec![unreadable(
+            path,
+            &format!("{}: `mcpServers` is not an object", path.display()),
+        )];
+    };
+    let mut found: Vec<Found> = map
+        .iter()
+        .map(|(name, entry)| Found {
+            name: name.clone(),
+            source: path.to_path_buf(),
+            spec: mcp_entry(entry)
+                .map(Spec::Mcp)
+                .map_err(|e| format!("{}: mcpServers.{name}: {e}", path.display())),
+        })
+        .collect();
+    found.sort_by(|a, b| a.name.cmp(&b.name));
+    found
+}
+
+/// One server as Claude Code writes it: `{command, args, env, cwd}` (stdio) or
+/// `{type: "http", url, headers}` (streamable HTTP). Keys nop does not use are ignored.
+fn mcp_entry(entry: &Value) -> Result<McpConfig, String> {
+    let text = |key: &str| -> Result<Option<String>, String> {
+        match entry.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(other) => Err(format!("`{key}` must be a string, not {other}")),
+        }
+    };
+    let kind = text("type")?.unwrap_or_else(|| {
+        if entry.get("url").is_some() {
+            "http".into()
+        } else {
+            "stdio".into()
+        }
+    });
+    let strings = |key: &str| -> Result<BTreeMap<String, String>, String> {
+        match entry.get(key) {
+            None | Some(Value::Null) => Ok(BTreeMap::new()),
+            Some(Value::Object(map)) => map
+                .iter()
+                .map(|(k, v)| {
+                    v.as_str()
+                        .map(|v| (k.clone(), v.to_string()))
+                        .ok_or_else(|| format!("`{key}.{k}` must be a string, not {v}"))
+                })
+                .collect(),
+            Some(other) => Err(format!("`{key}` must be an object, not {other}")),
+        }
+    };
+    match kind.as_str() {
+        "stdio" => {}
+        "http" | "streamable-http" | "streamable_http" => {
+            return Ok(McpConfig {
+                url: Some(text("url")?.ok_or("no `url`")?),
+                headers: strings("headers")?,
+                ..McpConfig::default()
+            });
+        }
+        "sse" => {
+            return Err(
+                "the older HTTP+SSE transport (`type: sse`) is not supported; nop speaks \
+                 streamable HTTP (`type: http`)"
+                    .into(),
+            );
+        }
+        other => return Err(format!("unknown server type `{other}`")),
+    }
+    let command = text("command")?.ok_or("no `command`")?;
+    let args = match entry.get("args") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .enumerate()
+            .map(|(i, a)| {
+                a.as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| format!("`args[{i}]` must be a string, not {a}"))
+            })
+            .collect::<Result<_, _>>()?,
+        Some(other) => return Err(format!("`args` must be a list, not {other}")),
+    };
+    Ok(McpConfig {
+        command,
+        args,
+        env: strings("env")?,
+        cwd: text("cwd")?,
+        ..McpConfig::default()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn codex_tables_become_servers() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("config.toml");
+        std::fs::write(
+            &path,
+            "model = \"o3\"\n[mcp_servers.docs]\ncommand = \"npx\"\nargs = [\"-y\", \"docs\"]\nenv = { A = \"1\" }\nstartup_timeout_sec = 5\ntool_timeout_sec = 30\n\n[mcp_servers.off]\ncommand = \"x\"\nenabled = false\n\n[mcp_servers.web]\nurl = \"https://example.com/mcp\"\nbearer_token_env_var = \"WEB_TOKEN\"\nhttp_headers = { X-A = \"b\" }\nenv_http_headers = { X-Key = \"WEB_KEY\" }\n",
+        )
+        .expect("write");
+        let found = codex(&path);
+        assert_eq!(
+            found.iter().map(|f| f.name.as_str()).collect::<Vec<_>>(),
+            ["docs", "web"]
+        );
+        let Ok(Spec::Mcp(docs)) = &found[0].spec else {
+            panic!("{:?}", found[0].spec)
+        };
+        assert_eq!(
+            (
+                docs.command.as_str(),
+                docs.args.len(),
+                docs.env["A"].as_str(),
+                docs.startup_timeout_s,
+                docs.timeout_s
+            ),
+            ("npx", 2, "1", 5.0, Some(30.0))
+        );
+        let Ok(Spec::Mcp(web)) = &found[1].spec else {
+            panic!("{:?}", found[1].spec)
+        };
+        assert_eq!(web.url.as_deref(), Some("https://example.com/mcp"));
+        assert_eq!(web.bearer_token_env_var.as_deref(), Some("WEB_TOKEN"));
+        assert_eq!(web.headers["X-A"], "b");
+        assert_eq!(web.headers["X-Key"], "${WEB_KEY}");
+        std::fs::write(&path, "[mcp_servers\n").expect("write");
+        let bad = codex(&path);
+        assert_eq!(bad.len(), 1);
+        assert!(matches!(&bad[0].spec, Err(e) if e.contains("config.toml")));
+    }
+
+    #[test]
+    fn claude_entries_become_servers_and_bad_ones_say_why() {
+        let config = mcp_entry(&json!({"command": "npx", "args": ["-y", "x"], "env": {"A": "${B}"}, "cwd": "tools", "alwaysAllow": []}))
+            .expect("stdio");
+        assert_eq!(
+            (
+                config.command.as_str(),
+                config.args.len(),
+                config.cwd.as_deref()
+            ),
+            ("npx", 2, Some("tools"))
+        );
+        for (entry, wanted) in [
+            (json!({"args": []}), "no `command`"),
+            (json!({"command": 3}), "`command` must be a string"),
+            (
+                json!({"command": "x", "args": "y"}),
+                "`args` must be a list",
+            ),
+            (
+                json!({"command": "x", "env": {"A": 1}}),
+                "`env.A` must be a string",
+            ),
+            (
+                json!({"type": "sse", "url": "https://x/sse"}),
+                "`type: sse`) is not supported",
+            ),
+            (json!({"type": "http"}), "no `url`"),
+            (json!({"type": "ws"}), "unknown server type `ws`"),
+        ] {
+            let error = mcp_entry(&entry).expect_err(wanted);
+            assert!(error.contains(wanted), "{entry}: {error}");
+        }
+    }
+}
