@@ -13,6 +13,7 @@ pub mod engine;
 mod error;
 mod file_checkpoint;
 pub mod handle;
+mod instruction_imports;
 pub mod instructions;
 mod interrupts;
 mod lifecycle;

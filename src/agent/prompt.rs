@@ -3,10 +3,11 @@
 //! [`super::instructions`]), and the list of skills (names and one-line descriptions only,
 //! bounded).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
+use super::instructions::{Instructions, Sources, Status};
 use crate::config::AgentDef;
 use crate::workspace::Workspace;
 
@@ -99,8 +100,7 @@ pub fn system_prompt_noting(
         std::env::consts::OS,
         now.format("%Y-%m-%d")
     ));
-    let instructions =
-        super::instructions::project_instructions(&ws.root, cwd, super::instructions::MAX_BYTES);
+    let instructions = instructions_for(ws, cwd, agent_name);
     if let Some(section) = instructions.section {
         prompt.push_str(&section);
     }
@@ -117,4 +117,36 @@ pub fn system_prompt_noting(
         }
     }
     Ok((prompt, warnings))
+}
+
+/// The project instructions of a session of `agent_name` started in `cwd`: the user's files
+/// (from `HOME` and `CODEX_HOME`), the repository's, and what they import as the agent's rules
+/// allow. Which files were used is logged.
+pub fn instructions_for(ws: &Workspace, cwd: &Path, agent_name: &str) -> Instructions {
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    let home = var("HOME");
+    let codex_home = var("CODEX_HOME").or_else(|| home.as_ref().map(|h| h.join(".codex")));
+    let policy = crate::permissions::load_policy(&ws.root, agent_name).map_err(|e| e.to_string());
+    let instructions = super::instructions::project_instructions(&Sources {
+        root: &ws.root,
+        cwd,
+        home: home.as_deref(),
+        codex_home: codex_home.as_deref(),
+        rules: policy.as_ref().map_err(String::as_str),
+        max_bytes: super::instructions::MAX_BYTES,
+    });
+    let used: Vec<&str> = instructions
+        .files
+        .iter()
+        .filter(|f| matches!(f.status, Status::Used | Status::Cut { .. }))
+        .map(|f| f.label.as_str())
+        .collect();
+    if !instructions.files.is_empty() {
+        tracing::info!(agent = %agent_name, op = "instructions", files = ?used, "project instructions read");
+    }
+    instructions
 }

@@ -213,9 +213,18 @@ pub enum Command {
     /// Show the effective configuration, or set a key in the repository's or your own file.
     #[command(subcommand)]
     Config(ConfigCommand),
-    /// Explain and validate the agents' permission files.
+    /// Explain and validate the agents' permission files; import Claude Code's rules.
     #[command(subcommand)]
     Permissions(PermissionsCommand),
+    /// The instruction files a session started here would read (yours, the repository's, their
+    /// @imports), in the prompt's order, and what became of each.
+    Instructions {
+        /// Whose rules the @imports must pass.
+        #[arg(long, default_value = "coder")]
+        agent: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// The shell's confinement: what it is on this machine (`check`), and a command run under it
     /// (`run -- COMMAND`).
     #[command(subcommand)]

@@ -11,6 +11,7 @@ mod config;
 mod context;
 mod editor;
 mod init;
+mod instructions;
 mod keys;
 mod memory;
 mod output;
@@ -170,6 +171,7 @@ fn dispatch(command: Command, ctx: &Context, out: &mut impl Write) -> Result<Exi
             checkpoints::rewind(ctx, &session, to, (files, conversation), force, json, out)
         }
         Command::Permissions(command) => permissions::permissions(ctx, command, out),
+        Command::Instructions { agent, json } => instructions::list(ctx, &agent, json, out),
         Command::Plugins(PluginsCommand::List { json }) => agents::plugins(ctx, json, out),
         Command::Agents(AgentsCommand::List { json }) => agents::agents(ctx, json, out),
         // Run by `run` before a context is opened.
