@@ -44,12 +44,29 @@ pub fn system_prompt(
     agent: Option<&AgentDef>,
     now: DateTime<Utc>,
 ) -> Result<String, PromptError> {
-    system_prompt_noting(ws, cwd, agent_name, agent, now).map(|(prompt, _)| prompt)
+    build(ws, cwd, agent_name, agent, now).map(|(prompt, _)| prompt)
 }
 
 /// [`system_prompt`], and warnings for the user: the agent's long-term memory could not be read
-/// (the prompt then goes without it), an instruction file was left out or cut. Never silent.
+/// (the prompt then goes without it), an instruction file was left out or cut, the repository
+/// has Claude Code permission rules nop never imported (said once per content of the file, so
+/// only where the warnings reach the user). Never silent.
 pub fn system_prompt_noting(
+    ws: &Workspace,
+    cwd: &Path,
+    agent_name: &str,
+    agent: Option<&AgentDef>,
+    now: DateTime<Utc>,
+) -> Result<(String, Vec<String>), PromptError> {
+    let (prompt, mut warnings) = build(ws, cwd, agent_name, agent, now)?;
+    // Under nop those rules protect nothing until imported.
+    let state = ws.nop_dir().join("state");
+    warnings.extend(crate::permissions::claude::unimported(&ws.root, &state));
+    Ok((prompt, warnings))
+}
+
+/// The system prompt and the warnings about what went into it.
+fn build(
     ws: &Workspace,
     cwd: &Path,
     agent_name: &str,

@@ -460,6 +460,25 @@ pub enum PermissionsCommand {
     },
     /// Parse every permission file; exit 1 naming file and line if one is broken.
     Check,
+    /// Translate Claude Code's permission rules (.claude/settings.json and
+    /// .claude/settings.local.json) into the agent's permission file, printing every rule that
+    /// cannot be translated and why.
+    Import {
+        /// Read this settings file instead (e.g. ~/.claude/settings.json).
+        #[arg(long, value_name = "PATH")]
+        from: Option<std::path::PathBuf>,
+        /// The agent whose file gets the rules (agent-default.yml serves every agent without
+        /// its own file).
+        #[arg(long, default_value = "default")]
+        agent: String,
+        /// Print what would change; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Also import allow rules and additionalDirectories that reach outside the repository
+        /// (a settings file in the repository may be the model's work).
+        #[arg(long)]
+        allow_outside: bool,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

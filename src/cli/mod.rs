@@ -16,6 +16,7 @@ mod keys;
 mod memory;
 mod output;
 mod permissions;
+mod permissions_import;
 mod picker;
 mod render;
 mod run;

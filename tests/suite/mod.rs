@@ -17,6 +17,7 @@ mod mentions;
 mod mock_server;
 mod no_init;
 mod output_limits;
+mod permissions_import;
 mod permissions_paths;
 mod permissions_run;
 mod planted;
