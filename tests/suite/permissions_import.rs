@@ -278,3 +278,42 @@ fn a_settings_file_never_imported_is_said_once_until_it_changes() {
     );
     assert_eq!(run_warnings(&repo, home.path()), Vec::<String>::new());
 }
+
+#[test]
+fn a_settings_file_never_loosens_the_approval_mode_you_chose() {
+    let repo = Repo::new();
+    let home = crate::support::repo_dir();
+    let (code, _, stderr) = nop(&repo, home.path(), &["config", "set", "approval", "always"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    write(
+        &repo.path().join(".claude/settings.json"),
+        r#"{"permissions": {"defaultMode": "acceptEdits"}}"#,
+    );
+    let (code, out, stderr) = nop(&repo, home.path(), &["permissions", "import"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        out.contains(
+            "approval: kept always (your setting), not on-request as the settings file says"
+        ),
+        "{out}"
+    );
+    let config = std::fs::read_to_string(repo.path().join(".nop/config.yml")).expect("config");
+    assert!(config.contains("approval: always"), "{config}");
+}
+
+#[test]
+fn a_settings_file_that_is_not_json_is_a_warning_not_a_crash() {
+    let repo = Repo::new();
+    let home = crate::support::repo_dir();
+    write(
+        &repo.path().join(".claude/settings.json"),
+        "{ \"permissions\": ",
+    );
+    let warnings = run_warnings(&repo, home.path());
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains(".claude/settings.json: it is not JSON")
+            && warnings[0].ends_with("(its permission rules are not used by nop)"),
+        "{warnings:?}"
+    );
+}
