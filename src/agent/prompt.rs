@@ -44,7 +44,20 @@ pub fn system_prompt(
     agent: Option<&AgentDef>,
     now: DateTime<Utc>,
 ) -> Result<String, PromptError> {
-    build(ws, cwd, agent_name, agent, now).map(|(prompt, _)| prompt)
+    build(ws, cwd, agent_name, &[], agent, now).map(|(prompt, _)| prompt)
+}
+
+/// [`system_prompt`] for a subagent called by `ancestors` (nearest first): the files its
+/// instructions import must pass its rules narrowed by every caller's, as its tool calls do.
+pub fn subagent_prompt(
+    ws: &Workspace,
+    cwd: &Path,
+    agent_name: &str,
+    ancestors: &[String],
+    agent: Option<&AgentDef>,
+    now: DateTime<Utc>,
+) -> Result<String, PromptError> {
+    build(ws, cwd, agent_name, ancestors, agent, now).map(|(prompt, _)| prompt)
 }
 
 /// [`system_prompt`], and warnings for the user: the agent's long-term memory could not be read
@@ -58,7 +71,7 @@ pub fn system_prompt_noting(
     agent: Option<&AgentDef>,
     now: DateTime<Utc>,
 ) -> Result<(String, Vec<String>), PromptError> {
-    let (prompt, mut warnings) = build(ws, cwd, agent_name, agent, now)?;
+    let (prompt, mut warnings) = build(ws, cwd, agent_name, &[], agent, now)?;
     // Under nop those rules protect nothing until imported.
     let state = ws.nop_dir().join("state");
     warnings.extend(crate::permissions::claude::unimported(&ws.root, &state));
@@ -70,6 +83,7 @@ fn build(
     ws: &Workspace,
     cwd: &Path,
     agent_name: &str,
+    ancestors: &[String],
     agent: Option<&AgentDef>,
     now: DateTime<Utc>,
 ) -> Result<(String, Vec<String>), PromptError> {
@@ -117,7 +131,7 @@ fn build(
         std::env::consts::OS,
         now.format("%Y-%m-%d")
     ));
-    let instructions = instructions_for(ws, cwd, agent_name);
+    let instructions = instructions_for(ws, cwd, agent_name, ancestors);
     if let Some(section) = instructions.section {
         prompt.push_str(&section);
     }
@@ -136,10 +150,15 @@ fn build(
     Ok((prompt, warnings))
 }
 
-/// The project instructions of a session of `agent_name` started in `cwd`: the user's files
-/// (from `HOME` and `CODEX_HOME`), the repository's, and what they import as the agent's rules
-/// allow. Which files were used is logged.
-pub fn instructions_for(ws: &Workspace, cwd: &Path, agent_name: &str) -> Instructions {
+/// The project instructions of a session of `agent_name` (called by `ancestors`, nearest first)
+/// started in `cwd`: the user's files (from `HOME` and `CODEX_HOME`), the repository's, and what
+/// they import as the agent's rules allow. Which files were used is logged.
+pub fn instructions_for(
+    ws: &Workspace,
+    cwd: &Path,
+    agent_name: &str,
+    ancestors: &[String],
+) -> Instructions {
     let var = |name: &str| {
         std::env::var_os(name)
             .map(PathBuf::from)
@@ -147,7 +166,8 @@ pub fn instructions_for(ws: &Workspace, cwd: &Path, agent_name: &str) -> Instruc
     };
     let home = var("HOME");
     let codex_home = var("CODEX_HOME").or_else(|| home.as_ref().map(|h| h.join(".codex")));
-    let policy = crate::permissions::load_policy(&ws.root, agent_name).map_err(|e| e.to_string());
+    let policy =
+        crate::permissions::load_chain(&ws.root, agent_name, ancestors).map_err(|e| e.to_string());
     let instructions = super::instructions::project_instructions(&Sources {
         root: &ws.root,
         cwd,

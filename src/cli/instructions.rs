@@ -13,7 +13,7 @@ use super::term::style::one_line;
 
 /// `nop instructions [--agent NAME] [--json]`.
 pub fn list(ctx: &Context, agent: &str, json: bool, out: &mut impl Write) -> Result<ExitCode> {
-    let found = nop::agent::prompt::instructions_for(&ctx.ws, &ctx.cwd, agent);
+    let found = nop::agent::prompt::instructions_for(&ctx.ws, &ctx.cwd, agent, &[]);
     if json {
         let value = serde_json::json!({"files": found.files, "warnings": found.warnings});
         writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;

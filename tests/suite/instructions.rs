@@ -360,3 +360,70 @@ fn the_users_files_come_first_then_local_notes_and_overrides_as_claude_code_and_
          sub/AGENTS.override.md  (repository): used, 13 bytes\n"
     );
 }
+
+#[test]
+fn a_subagents_imports_pass_its_callers_rules_too() {
+    let repo = Repo::new();
+    let home = crate::support::repo_dir();
+    let agents = repo.path().join(".nop/agents.yml");
+    let mut text = std::fs::read_to_string(&agents).expect("agents.yml");
+    text.push_str(
+        "\n  - name: helper\n    description: helps\n    prompt: .system/agents/coder.md\n",
+    );
+    std::fs::write(&agents, text).expect("write");
+    // The coder may not read private/; the helper, on the default rules, could.
+    write(
+        &repo.path().join(".nop/.permissions/agent-coder.yml"),
+        "extends: default\nfile-access:\n  - pattern: \"private/**\"\n    access: deny\n",
+    );
+    write(&repo.path().join("private/notes.md"), "PRIVATE-NOTES\n");
+    write(&repo.path().join("AGENTS.md"), "Root @private/notes.md\n");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "call-agent",
+            serde_json::json!({"agent": "helper", "arguments": "help"}),
+        )]),
+        openai::reply_text("helped"),
+        openai::reply_text("done"),
+    ]);
+    let output = repo
+        .nop_model(&server, "openai")
+        .env("HOME", home.path())
+        .args(["run", "go"])
+        .output()
+        .expect("run nop");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let systems: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|r| {
+            r.body["messages"][0]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(systems.len(), 3);
+    for system in &systems {
+        assert!(system.contains("## AGENTS.md\nRoot"), "{system}");
+        assert!(!system.contains("PRIVATE-NOTES"), "{system}");
+    }
+    // Alone, the helper's rules let it read the file.
+    let listed = listing_as(&repo, home.path(), "helper");
+    assert!(
+        listed.contains("private/notes.md  (imported by AGENTS.md): used"),
+        "{listed}"
+    );
+}
+
+/// `nop instructions --agent AGENT` in the repository root.
+fn listing_as(repo: &Repo, home: &Path, agent: &str) -> String {
+    let output = repo
+        .nop()
+        .env("HOME", home)
+        .args(["instructions", "--agent", agent])
+        .output()
+        .expect("run nop");
+    String::from_utf8(output.stdout).expect("utf-8")
+}
