@@ -4,7 +4,7 @@
 //! An import is `@` at the start of a line or after whitespace, then the path up to the next
 //! whitespace, without the punctuation that ends a sentence (`.,;:!?)]}'"`); nothing inside a
 //! code span or a fenced code block is one, nor is `me@example.com`. A path that names no file
-//! is not an import (`@someone` in prose) and is passed over silently.
+//! (`@someone` in prose) or a directory (`@src/`) is not an import and is passed over silently.
 //!
 //! Imports are followed at most [`MAX_DEPTH`] hops from the file that started them (as Claude
 //! Code), each file at most once (a cycle stops there), [`MAX_IMPORTS`] files in all. The file
@@ -351,6 +351,10 @@ impl<'s, 'a> Importer<'s, 'a> {
             };
             let label = self.sources.label(&real);
             let origin = Origin::Import { by: by.to_string() };
+            if real.is_dir() {
+                tracing::debug!(op = "instructions", file = %by, import = %import, "not an import: a directory");
+                continue;
+            }
             if self.seen.contains(&real) {
                 tracing::debug!(op = "instructions", file = %by, import = %import, "already included");
                 continue;

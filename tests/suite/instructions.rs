@@ -188,7 +188,7 @@ fn imports_are_read_relative_to_their_file_five_hops_deep_each_once_never_from_c
     let home = crate::support::repo_dir();
     write(
         &repo.path().join("AGENTS.md"),
-        "Root. See @docs/guide.md, mail me@notes.md, `@code.md`\n```\n@fenced.md\n```\n",
+        "Root. See @docs/guide.md, mail me@notes.md, `@code.md`, the @docs/ folder\n```\n@fenced.md\n```\n",
     );
     write(&repo.path().join("notes.md"), "EMAIL-NOT-IMPORTED\n");
     write(&repo.path().join("code.md"), "CODE-SPAN-NOT-IMPORTED\n");
