@@ -515,10 +515,17 @@ struct ExistingRule {
     access: String,
 }
 
-/// `text` safe inside a YAML comment: one line, no control characters.
+/// `text` safe inside a YAML comment: one line, no control characters (nor the line and
+/// paragraph separators a YAML 1.1 reader would break the line at).
 fn comment_safe(text: &str) -> String {
     text.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
+        .map(|c| {
+            if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+                '?'
+            } else {
+                c
+            }
+        })
         .collect()
 }
 
@@ -855,7 +862,7 @@ mod tests {
                 planned(
                     file("a/**".into(), FileAccess::Deny),
                     "deny",
-                    "x: deny Read(a)\n  - pattern: \"**\"\n    access: deny",
+                    "x: deny Read(a)\n  - pattern: \"**\"\u{2028}    access: deny",
                 ),
                 planned(Change::ToolDenied("shell".into()), "deny", "x"),
             ],
