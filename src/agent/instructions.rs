@@ -1,31 +1,32 @@
-//! Project instructions for the system prompt: the `AGENTS.md` of every directory from the
-//! repository root down to the working directory (a directory without one contributes its
-//! `CLAUDE.md`), nearest last, under one size limit that keeps the nearest files whole.
+//! Project instructions for the system prompt, in the places Claude Code and Codex users keep
+//! them, most general first and nearest last (the later, more specific one wins):
 //!
-//! The files are the repository's, so they are read only inside it: one whose real path (after
-//! symbolic links) leaves the repository, or that is not a regular UTF-8 text file, is left out
-//! with a warning rather than sent to the model or stopping the run.
+//! 1. the user's own: `~/.claude/CLAUDE.md`, then `$CODEX_HOME/AGENTS.override.md` or else
+//!    `$CODEX_HOME/AGENTS.md` (`CODEX_HOME` defaults to `~/.codex`);
+//! 2. each directory from the repository root down to the working directory: its
+//!    `AGENTS.override.md`, else its `AGENTS.md`, else its `CLAUDE.md` (one of the three), then its
+//!    `CLAUDE.local.md` (personal notes, read beside whichever was used);
+//! 3. the files each of them imports with `@path` ([`super::instruction_imports`]), each placed
+//!    just before the file that imports it.
+//!
+//! All of it fits in one size limit that keeps the nearest files whole. The repository's files
+//! are read only inside it: one whose real path (after symbolic links) leaves the repository, or
+//! that is not a regular UTF-8 text file, is left out with a warning rather than sent to the model
+//! or stopping the run. An import is read only if the agent may read it with `read-file`.
 
-use std::io::Read as _;
-use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
+
+pub(crate) use super::instruction_imports::utf8_prefix;
+pub use super::instruction_imports::{Doc, Listed, Origin, Sources, Status};
+use super::instruction_imports::{Importer, open_regular, read_text};
 
 /// The limit on all project instructions together, as Codex's `project_doc_max_bytes`.
 pub const MAX_BYTES: usize = 32 * 1024;
 
 /// The file names looked for in each directory, in order: the first one present is used.
-const NAMES: [&str; 2] = ["AGENTS.md", "CLAUDE.md"];
-
-/// One instruction file as read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Doc {
-    /// The path relative to the repository root (`AGENTS.md`, `sub/CLAUDE.md`).
-    pub label: String,
-    /// What was read: the whole file, or its first [`MAX_BYTES`] when it is longer.
-    pub text: String,
-    /// The file's whole size in bytes.
-    pub size: u64,
-}
+const NAMES: [&str; 3] = ["AGENTS.override.md", "AGENTS.md", "CLAUDE.md"];
+/// Read beside the file above (Claude Code's personal, usually git-ignored, project notes).
+const LOCAL: &str = "CLAUDE.local.md";
 
 /// The project instructions for a run in `cwd`, and warnings about the files left out.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -33,21 +34,99 @@ pub struct Instructions {
     /// The prompt section (`None` when there are no instruction files).
     pub section: Option<String>,
     pub warnings: Vec<String>,
+    /// Every file found, in the prompt's order, and what became of it.
+    pub files: Vec<Listed>,
 }
 
-/// The instructions from `root` down to `cwd` (only `root`'s when `cwd` is not inside it),
-/// within `max_bytes`.
-pub fn project_instructions(root: &Path, cwd: &Path, max_bytes: usize) -> Instructions {
-    let mut warnings = Vec::new();
+/// A file to read as instructions before any import: where it is named and where it comes from.
+struct Top {
+    path: PathBuf,
+    origin: Origin,
+}
+
+/// The instructions the user's files and the repository's give for a run in `sources.cwd`
+/// (only the root's when the working directory is not inside it), within `sources.max_bytes`.
+pub fn project_instructions(sources: &Sources<'_>) -> Instructions {
     let canonical = |p: &Path| std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
-    let (root, cwd) = (&canonical(root), &canonical(cwd));
-    let docs: Vec<Doc> = directories(root, cwd)
-        .iter()
-        .filter_map(|dir| read_dir_doc(root, dir, max_bytes, &mut warnings))
-        .collect();
-    let (section, cut) = render(&docs, max_bytes);
+    let (root, cwd) = (canonical(sources.root), canonical(sources.cwd));
+    let home = sources.home.map(canonical);
+    let sources = Sources {
+        root: &root,
+        cwd: &cwd,
+        home: home.as_deref(),
+        ..*sources
+    };
+    let mut importer = Importer::new(&sources);
+    for top in tops(&sources) {
+        let label = sources.label(&top.path);
+        let inside = (top.origin != Origin::User).then_some(sources.root);
+        match read_doc(inside, &top.path, sources.max_bytes) {
+            Ok((real, text, size)) => {
+                importer.top(&top.path, real, label, top.origin, text, size);
+            }
+            Err(why) => {
+                let warning = format!("{label} is not used as project instructions: {why}");
+                tracing::warn!(op = "instructions", result = "skipped", file = %label, "{warning}");
+                importer.refused(label, top.origin, why, Some(warning));
+            }
+        }
+    }
+    let (docs, mut files, mut warnings) = importer.finish();
+    let (section, cut, statuses) = render(&docs, sources.max_bytes);
     warnings.extend(cut);
-    Instructions { section, warnings }
+    for (listed, index) in &mut files {
+        if let Some(status) = index.and_then(|i| statuses.get(i)) {
+            listed.status = status.clone();
+        }
+    }
+    Instructions {
+        section,
+        warnings,
+        files: files.into_iter().map(|(listed, _)| listed).collect(),
+    }
+}
+
+/// The files to read, most general first: the user's, then each directory's from the root down.
+fn tops(sources: &Sources<'_>) -> Vec<Top> {
+    let exists = |p: &Path| std::fs::symlink_metadata(p).is_ok();
+    let mut tops = Vec::new();
+    if let Some(home) = sources.home {
+        let claude = home.join(".claude/CLAUDE.md");
+        if exists(&claude) {
+            tops.push(Top {
+                path: claude,
+                origin: Origin::User,
+            });
+        }
+    }
+    if let Some(codex) = sources.codex_home {
+        let codex = ["AGENTS.override.md", "AGENTS.md"]
+            .iter()
+            .map(|name| codex.join(name))
+            .find(|p| exists(p));
+        if let Some(path) = codex {
+            tops.push(Top {
+                path,
+                origin: Origin::User,
+            });
+        }
+    }
+    for dir in directories(sources.root, sources.cwd) {
+        if let Some(path) = NAMES.iter().map(|name| dir.join(name)).find(|p| exists(p)) {
+            tops.push(Top {
+                path,
+                origin: Origin::Project,
+            });
+        }
+        let local = dir.join(LOCAL);
+        if exists(&local) {
+            tops.push(Top {
+                path: local,
+                origin: Origin::Local,
+            });
+        }
+    }
+    tops
 }
 
 /// `root`, then each directory on the way down to `cwd`. Nothing under `.nop/` is looked at: it
@@ -71,73 +150,25 @@ fn directories(root: &Path, cwd: &Path) -> Vec<PathBuf> {
     dirs
 }
 
-/// The instruction file of `dir`: its AGENTS.md if it has one, else its CLAUDE.md. A file that
-/// is there but cannot be used is a warning (and the directory contributes nothing).
-fn read_dir_doc(
-    root: &Path,
-    dir: &Path,
+/// The real path of the file at `path`, its first `max_bytes` (whole UTF-8 characters) and its
+/// size; with `inside`, only when its real path is inside that directory.
+fn read_doc(
+    inside: Option<&Path>,
+    path: &Path,
     max_bytes: usize,
-    warnings: &mut Vec<String>,
-) -> Option<Doc> {
-    let path = NAMES
-        .iter()
-        .map(|name| dir.join(name))
-        .find(|p| std::fs::symlink_metadata(p).is_ok())?;
-    let label = path
-        .strip_prefix(root)
-        .unwrap_or(&path)
-        .display()
-        .to_string();
-    match read_doc(root, &path, max_bytes) {
-        Ok((text, size)) => Some(Doc { label, text, size }),
-        Err(why) => {
-            let warning = format!("{label} is not used as project instructions: {why}");
-            tracing::warn!(op = "instructions", result = "skipped", file = %label, "{warning}");
-            warnings.push(warning);
-            None
-        }
-    }
-}
-
-/// The first `max_bytes` of the file at `path` (whole UTF-8 characters) and its size.
-fn read_doc(root: &Path, path: &Path, max_bytes: usize) -> Result<(String, u64), String> {
+) -> Result<(PathBuf, String, u64), String> {
     let real = std::fs::canonicalize(path).map_err(|e| e.to_string())?;
-    if !real.starts_with(root) {
+    if let Some(root) = inside
+        && !real.starts_with(root)
+    {
         return Err(format!(
             "it leads outside the repository (to {})",
             real.display()
         ));
     }
-    // Non-blocking: a named pipe called AGENTS.md must not hold the run up.
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
-        .open(&real)
-        .map_err(|e| e.to_string())?;
-    let meta = file.metadata().map_err(|e| e.to_string())?;
-    if !meta.is_file() {
-        return Err("it is not a regular file".into());
-    }
-    let mut bytes = Vec::new();
-    file.take(max_bytes as u64)
-        .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
-    let text = utf8_prefix(bytes).ok_or("it is not UTF-8 text")?;
-    Ok((text, meta.len()))
-}
-
-/// `bytes` as text, when they are UTF-8 but for a character cut at the very end (dropped), and
-/// hold no NUL (binary).
-pub(crate) fn utf8_prefix(mut bytes: Vec<u8>) -> Option<String> {
-    if bytes.contains(&0) {
-        return None;
-    }
-    match std::str::from_utf8(&bytes) {
-        Ok(_) => {}
-        Err(e) if e.error_len().is_none() => bytes.truncate(e.valid_up_to()),
-        Err(_) => return None,
-    }
-    String::from_utf8(bytes).ok()
+    let file = open_regular(&real)?;
+    let (text, size) = read_text(file, max_bytes)?;
+    Ok((real, text, size))
 }
 
 /// The longest prefix of `text` of at most `max` bytes that ends on a character boundary.
@@ -149,58 +180,70 @@ fn prefix(text: &str, max: usize) -> &str {
     &text[..end]
 }
 
-/// The prompt section of `docs` (farthest first) within `max_bytes`, and what was cut, said for
-/// the user. The nearest files are kept whole; the first that does not fit is cut to what is
-/// left, and the ones farther up are left out.
-fn render(docs: &[Doc], max_bytes: usize) -> (Option<String>, Option<String>) {
+/// The line that names a file in the prompt.
+fn header(doc: &Doc) -> String {
+    match &doc.origin {
+        Origin::Import { by } => format!("\n## {} (imported by {by})\n", doc.label),
+        _ => format!("\n## {}\n", doc.label),
+    }
+}
+
+/// The prompt section of `docs` (farthest first) within `max_bytes`, what was cut (said for the
+/// user), and what became of each doc. The nearest files are kept whole; the first that does not
+/// fit is cut to what is left, and the ones farther up are left out.
+fn render(docs: &[Doc], max_bytes: usize) -> (Option<String>, Option<String>, Vec<Status>) {
     if docs.is_empty() {
-        return (None, None);
+        return (None, None, Vec::new());
     }
     let mut budget = max_bytes;
-    let mut kept: Vec<(&Doc, &str)> = Vec::new();
-    let mut cut: Option<(&Doc, usize)> = None;
-    let mut left_out: Vec<&Doc> = Vec::new();
-    for doc in docs.iter().rev() {
+    let mut statuses = vec![Status::LeftOut; docs.len()];
+    let mut cut: Option<(usize, usize)> = None;
+    for (i, doc) in docs.iter().enumerate().rev() {
         let whole = doc.size <= doc.text.len() as u64;
         if whole && doc.text.len() <= budget {
             budget -= doc.text.len();
-            kept.push((doc, &doc.text));
+            statuses[i] = Status::Used;
         } else if budget > 0 && cut.is_none() {
             let part = prefix(&doc.text, budget);
             budget = 0;
-            cut = Some((doc, part.len()));
-            kept.push((doc, part));
-        } else {
-            left_out.push(doc);
+            cut = Some((i, part.len()));
+            statuses[i] = Status::Cut { kept: part.len() };
         }
     }
-    kept.reverse();
-    left_out.reverse();
     let mut section = String::from(
-        "\n# Project instructions\nFrom the AGENTS.md files (CLAUDE.md where a directory has no \
-         AGENTS.md) from the repository root down to the working directory, farthest first; \
-         where they disagree, the later, more specific one wins.\n",
+        "\n# Project instructions\nFrom the user's instruction files, then the repository's from \
+         its root down to the working directory (in each directory AGENTS.override.md, else \
+         AGENTS.md, else CLAUDE.md, then CLAUDE.local.md), farthest first; a file imported with \
+         @path comes just before the file that imports it. Where they disagree, the later, more \
+         specific one wins.\n",
     );
     let mut notes = Vec::new();
+    let left_out: Vec<String> = docs
+        .iter()
+        .zip(&statuses)
+        .filter(|(_, s)| **s == Status::LeftOut)
+        .map(|(d, _)| format!("{} ({} bytes)", d.label, d.size))
+        .collect();
     if !left_out.is_empty() {
-        let names: Vec<String> = left_out
-            .iter()
-            .map(|d| format!("{} ({} bytes)", d.label, d.size))
-            .collect();
         section.push_str(&format!(
             "[Left out, beyond the {max_bytes}-byte limit of project instructions: {}]\n",
-            names.join(", ")
+            left_out.join(", ")
         ));
-        notes.push(format!("{} left out", names.join(", ")));
+        notes.push(format!("{} left out", left_out.join(", ")));
     }
-    for (doc, text) in kept {
-        section.push_str(&format!("\n## {}\n", doc.label));
+    for (i, (doc, status)) in docs.iter().zip(&statuses).enumerate() {
+        let text = match status {
+            Status::Used => doc.text.as_str(),
+            Status::Cut { kept } => &doc.text[..*kept],
+            _ => continue,
+        };
+        section.push_str(&header(doc));
         section.push_str(text);
         if !section.ends_with('\n') {
             section.push('\n');
         }
-        if let Some((cut_doc, len)) = cut
-            && std::ptr::eq(cut_doc, doc)
+        if let Some((at, len)) = cut
+            && at == i
         {
             section.push_str(&format!(
                 "[{} cut here: its first {len} of {} bytes fit in the {max_bytes}-byte limit of \
@@ -219,7 +262,7 @@ fn render(docs: &[Doc], max_bytes: usize) -> (Option<String>, Option<String>) {
             notes.join("; ")
         )
     });
-    (Some(section), warning)
+    (Some(section), warning, statuses)
 }
 
 #[cfg(test)]
@@ -230,6 +273,7 @@ mod tests {
     fn doc(label: &str, text: &str) -> Doc {
         Doc {
             label: label.into(),
+            origin: Origin::Project,
             text: text.into(),
             size: text.len() as u64,
         }
@@ -259,7 +303,8 @@ mod tests {
 
     #[test]
     fn within_the_limit_every_file_is_whole_farthest_first() {
-        let (section, warning) = render(&[doc("AGENTS.md", "root"), doc("a/AGENTS.md", "a")], 10);
+        let (section, warning, _) =
+            render(&[doc("AGENTS.md", "root"), doc("a/AGENTS.md", "a")], 10);
         let section = section.expect("section");
         assert!(section.find("## AGENTS.md\nroot\n") < section.find("## a/AGENTS.md\na\n"));
         assert_eq!(warning, None);
@@ -272,7 +317,11 @@ mod tests {
             doc("a/CLAUDE.md", "abcdefghij"),
             doc("a/b/AGENTS.md", "near"),
         ];
-        let (section, warning) = render(&docs, 10);
+        let (section, warning, statuses) = render(&docs, 10);
+        assert_eq!(
+            statuses,
+            [Status::LeftOut, Status::Cut { kept: 6 }, Status::Used]
+        );
         let section = section.expect("section");
         assert!(section.contains("## a/b/AGENTS.md\nnear\n"), "{section}");
         assert!(

@@ -14,6 +14,7 @@ mod error;
 mod file_checkpoint;
 pub mod goal;
 pub mod handle;
+mod instruction_imports;
 pub mod instructions;
 mod interrupts;
 mod lifecycle;

@@ -3,10 +3,11 @@
 //! [`super::instructions`]), and the list of skills (names and whole descriptions, within the
 //! budget of [`crate::skills::prompt_section`]).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 
+use super::instructions::{Instructions, Sources, Status};
 use crate::config::AgentDef;
 use crate::workspace::Workspace;
 
@@ -42,15 +43,46 @@ pub fn system_prompt(
     agent: Option<&AgentDef>,
     now: DateTime<Utc>,
 ) -> Result<String, PromptError> {
-    system_prompt_noting(ws, cwd, agent_name, agent, now).map(|(prompt, _)| prompt)
+    build(ws, cwd, agent_name, &[], agent, now).map(|(prompt, _)| prompt)
+}
+
+/// [`system_prompt`] for a subagent called by `ancestors` (nearest first): the files its
+/// instructions import must pass its rules narrowed by every caller's, as its tool calls do.
+pub fn subagent_prompt(
+    ws: &Workspace,
+    cwd: &Path,
+    agent_name: &str,
+    ancestors: &[String],
+    agent: Option<&AgentDef>,
+    now: DateTime<Utc>,
+) -> Result<String, PromptError> {
+    build(ws, cwd, agent_name, ancestors, agent, now).map(|(prompt, _)| prompt)
 }
 
 /// [`system_prompt`], and warnings for the user: the agent's long-term memory could not be read
-/// (the prompt then goes without it), an instruction file was left out or cut. Never silent.
+/// (the prompt then goes without it), an instruction file was left out or cut, the repository
+/// has Claude Code permission rules nop never imported (said once per content of the file, so
+/// only where the warnings reach the user). Never silent.
 pub fn system_prompt_noting(
     ws: &Workspace,
     cwd: &Path,
     agent_name: &str,
+    agent: Option<&AgentDef>,
+    now: DateTime<Utc>,
+) -> Result<(String, Vec<String>), PromptError> {
+    let (prompt, mut warnings) = build(ws, cwd, agent_name, &[], agent, now)?;
+    // Under nop those rules protect nothing until imported.
+    let state = ws.nop_dir().join("state");
+    warnings.extend(crate::permissions::claude::unimported(&ws.root, &state));
+    Ok((prompt, warnings))
+}
+
+/// The system prompt and the warnings about what went into it.
+fn build(
+    ws: &Workspace,
+    cwd: &Path,
+    agent_name: &str,
+    ancestors: &[String],
     agent: Option<&AgentDef>,
     now: DateTime<Utc>,
 ) -> Result<(String, Vec<String>), PromptError> {
@@ -98,8 +130,7 @@ pub fn system_prompt_noting(
         std::env::consts::OS,
         now.format("%Y-%m-%d")
     ));
-    let instructions =
-        super::instructions::project_instructions(&ws.root, cwd, super::instructions::MAX_BYTES);
+    let instructions = instructions_for(ws, cwd, agent_name, ancestors);
     if let Some(section) = instructions.section {
         prompt.push_str(&section);
     }
@@ -114,4 +145,42 @@ pub fn system_prompt_noting(
         crate::skills::PROMPT_BUDGET,
     ));
     Ok((prompt, warnings))
+}
+
+/// The project instructions of a session of `agent_name` (called by `ancestors`, nearest first)
+/// started in `cwd`: the user's files (from `HOME` and `CODEX_HOME`), the repository's, and what
+/// they import as the agent's rules allow. Which files were used is logged.
+pub fn instructions_for(
+    ws: &Workspace,
+    cwd: &Path,
+    agent_name: &str,
+    ancestors: &[String],
+) -> Instructions {
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+    };
+    let home = var("HOME");
+    let codex_home = var("CODEX_HOME").or_else(|| home.as_ref().map(|h| h.join(".codex")));
+    let policy =
+        crate::permissions::load_chain(&ws.root, agent_name, ancestors).map_err(|e| e.to_string());
+    let instructions = super::instructions::project_instructions(&Sources {
+        root: &ws.root,
+        cwd,
+        home: home.as_deref(),
+        codex_home: codex_home.as_deref(),
+        rules: policy.as_ref().map_err(String::as_str),
+        max_bytes: super::instructions::MAX_BYTES,
+    });
+    let used: Vec<&str> = instructions
+        .files
+        .iter()
+        .filter(|f| matches!(f.status, Status::Used | Status::Cut { .. }))
+        .map(|f| f.label.as_str())
+        .collect();
+    if !instructions.files.is_empty() {
+        tracing::info!(agent = %agent_name, op = "instructions", files = ?used, "project instructions read");
+    }
+    instructions
 }

@@ -76,15 +76,15 @@ impl Engine {
             ));
         }
         let now = Utc::now();
-        let system = prompt::system_prompt(&inner.ws, &inner.cwd, target, def, now)
+        let mut ancestors = vec![parent.agent.clone()];
+        ancestors.extend(parent.ancestors.iter().cloned());
+        let system = prompt::subagent_prompt(&inner.ws, &inner.cwd, target, &ancestors, def, now)
             .map_err(|e| ToolError::model(ToolErrorKind::ConfigError, e.to_string()))?;
         let caller = Caller {
             session_id: parent.session_id.clone(),
             agent: parent.agent.clone(),
             depth,
         };
-        let mut ancestors = vec![parent.agent.clone()];
-        ancestors.extend(parent.ancestors.iter().cloned());
         // Seed 002 §5.4: the session records where its permissions come from.
         let policy = crate::permissions::load_chain(&inner.ws.root, target, &ancestors)
             .map_err(|e| ToolError::model(ToolErrorKind::PermissionDenied, e.to_string()))?;

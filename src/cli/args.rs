@@ -219,9 +219,18 @@ pub enum Command {
     /// Show the effective configuration, or set a key in the repository's or your own file.
     #[command(subcommand)]
     Config(ConfigCommand),
-    /// Explain and validate the agents' permission files.
+    /// Explain and validate the agents' permission files; import Claude Code's rules.
     #[command(subcommand)]
     Permissions(PermissionsCommand),
+    /// The instruction files a session started here would read (yours, the repository's, their
+    /// @imports), in the prompt's order, and what became of each.
+    Instructions {
+        /// Whose rules the @imports must pass.
+        #[arg(long, default_value = "coder")]
+        agent: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// The shell's confinement: what it is on this machine (`check`), and a command run under it
     /// (`run -- COMMAND`).
     #[command(subcommand)]
@@ -485,6 +494,25 @@ pub enum PermissionsCommand {
     },
     /// Parse every permission file; exit 1 naming file and line if one is broken.
     Check,
+    /// Translate Claude Code's permission rules (.claude/settings.json and
+    /// .claude/settings.local.json) into the agent's permission file, printing every rule that
+    /// cannot be translated and why.
+    Import {
+        /// Read this settings file instead (e.g. ~/.claude/settings.json).
+        #[arg(long, value_name = "PATH")]
+        from: Option<std::path::PathBuf>,
+        /// The agent whose file gets the rules (agent-default.yml serves every agent without
+        /// its own file).
+        #[arg(long, default_value = "default")]
+        agent: String,
+        /// Print what would change; write nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Also import allow rules and additionalDirectories that reach outside the repository
+        /// (a settings file in the repository may be the model's work).
+        #[arg(long)]
+        allow_outside: bool,
+    },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -12,10 +12,12 @@ mod config;
 mod context;
 mod editor;
 mod init;
+mod instructions;
 mod keys;
 mod memory;
 mod output;
 mod permissions;
+mod permissions_import;
 mod picker;
 mod render;
 mod run;
@@ -174,6 +176,7 @@ fn dispatch(command: Command, ctx: &Context, out: &mut impl Write) -> Result<Exi
             checkpoints::rewind(ctx, &session, to, (files, conversation), force, json, out)
         }
         Command::Permissions(command) => permissions::permissions(ctx, command, out),
+        Command::Instructions { agent, json } => instructions::list(ctx, &agent, json, out),
         Command::Plugins(PluginsCommand::List { json }) => agents::plugins(ctx, json, out),
         Command::Agents(AgentsCommand::List { json }) => agents::agents(ctx, json, out),
         Command::Skills(SkillsCommand::List { json }) => agents::skills(ctx, json, out),

@@ -1,4 +1,4 @@
-//! `nop permissions check` and `nop permissions explain`.
+//! `nop permissions check`, `nop permissions explain` and `nop permissions import`.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -41,6 +41,19 @@ pub fn permissions(
             }
             Ok(exit_code(ok))
         }
+        PermissionsCommand::Import {
+            from,
+            agent,
+            dry_run,
+            allow_outside,
+        } => super::permissions_import::import(
+            ctx,
+            from.as_deref(),
+            &agent,
+            dry_run,
+            allow_outside,
+            out,
+        ),
         PermissionsCommand::Explain {
             agent,
             within,

@@ -111,6 +111,40 @@ fn parse(root: &Path, path: &Path, name: &str) -> Result<Option<(File, bool)>, P
             });
         }
     };
+    parse_text(path, &text).map(|file| Some((file, builtin)))
+}
+
+/// Whether `text`, as the permission file at `path`, parses and says something; `Err` names the
+/// file and line.
+pub fn check_text(path: &Path, text: &str) -> Result<(), PermissionError> {
+    let file = parse_text(path, text)?;
+    // Every rule must also compile, as loading it would.
+    for entry in file.file_access.iter().flatten() {
+        let access = FileAccess::parse(&entry.access.value).ok_or_else(|| {
+            parse_err(
+                path,
+                &entry.access,
+                format!(
+                    "access `{}` is not one of read, read-only, deny, ask",
+                    entry.access.value
+                ),
+            )
+        })?;
+        FileRule::new(&entry.pattern.value, access, Source::Floor)
+            .map_err(|m| parse_err(path, &entry.pattern, m))?;
+    }
+    for tool in file
+        .tools
+        .iter()
+        .flat_map(|t| t.allowed.iter().flatten().chain(t.denied.iter().flatten()))
+    {
+        Pattern::tool(&tool.value, Source::Floor).map_err(|m| parse_err(path, tool, m))?;
+    }
+    Ok(())
+}
+
+/// The permission file at `path` whose text is `text`, parsed.
+fn parse_text(path: &Path, text: &str) -> Result<File, PermissionError> {
     if text.trim().is_empty() {
         return Err(PermissionError::Parse {
             path: path.to_path_buf(),
@@ -118,7 +152,7 @@ fn parse(root: &Path, path: &Path, name: &str) -> Result<Option<(File, bool)>, P
             message: "the file is empty (an empty permission file would grant nothing; say so with `tools: {allowed: []}`)".into(),
         });
     }
-    let file: File = serde_saphyr::from_str(&text).map_err(|e| PermissionError::Parse {
+    let file: File = serde_saphyr::from_str(text).map_err(|e| PermissionError::Parse {
         path: path.to_path_buf(),
         pos: e.location().as_ref().and_then(pos),
         message: crate::config::first_line(&e.to_string()),
@@ -136,7 +170,7 @@ fn parse(root: &Path, path: &Path, name: &str) -> Result<Option<(File, bool)>, P
                 .into(),
         });
     }
-    Ok(Some((file, builtin)))
+    Ok(file)
 }
 
 /// The rule set of one agent: its file (or agent-default.yml), then what it extends.

@@ -19,6 +19,7 @@
 //! tool call; a file that cannot be parsed fails closed with its path and line.
 
 pub mod approval;
+pub mod claude;
 mod gitlinks;
 mod landlock_map;
 mod load;
@@ -31,7 +32,10 @@ pub(crate) use shell_view::test_support;
 pub use shell_view::{Effect, Protection, ShellOptions, ShellView, shell_view};
 
 pub use approval::{ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, Ask, Denial, Gate};
-pub use load::{PermissionError, load_chain, load_every_agent, load_policy, validate_all};
+pub use load::{
+    PERMISSIONS_DIR, PermissionError, check_text, load_chain, load_every_agent, load_policy,
+    validate_all,
+};
 pub use policy::{
     Access, Decision, FileAccess, Policy, RuleSet, Source, external_git_dirs, resolve,
 };

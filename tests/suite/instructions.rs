@@ -1,6 +1,8 @@
 //! Project instructions in the system prompt (issue 17): AGENTS.md from the repository root down
 //! to the working directory, CLAUDE.md where a directory has none, one size limit that cuts the
-//! farthest first, and files that cannot be used left out with a warning.
+//! farthest first, and files that cannot be used left out with a warning; the files Claude Code
+//! and Codex users have (issue 29): `@path` imports, `CLAUDE.local.md`, `AGENTS.override.md`, the
+//! user's `~/.claude/CLAUDE.md` and `~/.codex/AGENTS.md`.
 
 use std::path::Path;
 
@@ -12,11 +14,16 @@ use crate::support::mock::{MockServer, openai};
 /// Runs `nop run --output-format stream-json PROMPT` in `dir`; returns the system prompt the
 /// model was sent and the warnings nop gave.
 fn system_prompt_in(repo: &Repo, dir: &Path) -> (String, Vec<String>) {
+    // HOME above the repository: HOME's own `.nop/` never counts for a directory below it.
+    system_prompt_with_home(repo, dir, repo.path().parent().expect("parent"))
+}
+
+/// [`system_prompt_in`] with `home` as HOME.
+fn system_prompt_with_home(repo: &Repo, dir: &Path, home: &Path) -> (String, Vec<String>) {
     let server = MockServer::start(vec![openai::reply_text("ok")]);
     let output = repo
         .nop_in(dir)
-        // HOME above the repository: HOME's own `.nop/` never counts for a directory below it.
-        .env("HOME", repo.path().parent().expect("parent"))
+        .env("HOME", home)
         .envs(crate::support::model_env(&server, "openai"))
         .args(["run", "--output-format", "stream-json", "hi"])
         .output()
@@ -161,4 +168,262 @@ fn an_instruction_file_that_cannot_be_used_is_a_warning_not_a_crash() {
         warnings[2],
         "a/b/AGENTS.md is not used as project instructions: it is not a regular file"
     );
+}
+
+/// The text of `nop instructions` run in `dir` with `home` as HOME.
+fn listing(repo: &Repo, dir: &Path, home: &Path) -> String {
+    let output = repo
+        .nop_in(dir)
+        .env("HOME", home)
+        .args(["instructions"])
+        .output()
+        .expect("run nop");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    String::from_utf8(output.stdout).expect("utf-8")
+}
+
+#[test]
+fn imports_are_read_relative_to_their_file_five_hops_deep_each_once_never_from_code() {
+    let repo = Repo::new();
+    let home = crate::support::repo_dir();
+    write(
+        &repo.path().join("AGENTS.md"),
+        "Root. See @docs/guide.md, mail me@notes.md, `@code.md`, the @docs/ folder\n```\n@fenced.md\n```\n",
+    );
+    write(&repo.path().join("notes.md"), "EMAIL-NOT-IMPORTED\n");
+    write(&repo.path().join("code.md"), "CODE-SPAN-NOT-IMPORTED\n");
+    write(&repo.path().join("fenced.md"), "FENCE-NOT-IMPORTED\n");
+    write(
+        &repo.path().join("docs/guide.md"),
+        "Guide (hop 1), then @hops/h2.md and @nobody.\n",
+    );
+    for hop in 2..=6 {
+        // h5 imports the guide again: a cycle, stopped.
+        let next = if hop == 5 {
+            "@h6.md @../guide.md".to_string()
+        } else {
+            format!("@h{}.md", hop + 1)
+        };
+        write(
+            &repo.path().join(format!("docs/hops/h{hop}.md")),
+            &format!("HOP-{hop} {next}\n"),
+        );
+    }
+    let (system, warnings) = system_prompt_with_home(&repo, repo.path(), home.path());
+    assert_eq!(warnings, Vec::<String>::new());
+    let order = [
+        position(
+            &system,
+            "## docs/hops/h5.md (imported by docs/hops/h4.md)\nHOP-5",
+        ),
+        position(
+            &system,
+            "## docs/hops/h2.md (imported by docs/guide.md)\nHOP-2",
+        ),
+        position(
+            &system,
+            "## docs/guide.md (imported by AGENTS.md)\nGuide (hop 1)",
+        ),
+        position(&system, "## AGENTS.md\nRoot. See @docs/guide.md"),
+    ];
+    assert!(
+        order.is_sorted(),
+        "imports come before their importer:\n{system}"
+    );
+    assert!(
+        !system.contains("HOP-6"),
+        "a sixth hop is not followed:\n{system}"
+    );
+    assert_eq!(system.matches("Guide (hop 1)").count(), 1, "{system}");
+    for absent in ["EMAIL-NOT", "CODE-SPAN-NOT", "FENCE-NOT"] {
+        assert!(!system.contains(absent), "{absent}:\n{system}");
+    }
+    let listed = listing(&repo, repo.path(), home.path());
+    assert!(
+        listed.contains(
+            "docs/hops/h6.md  (imported by docs/hops/h5.md): not read: more than 5 hops of \
+             @imports from the file that started them"
+        ),
+        "{listed}"
+    );
+    assert!(
+        listed.contains("AGENTS.md  (repository): used, "),
+        "{listed}"
+    );
+}
+
+#[test]
+fn an_import_the_rules_deny_stays_out_with_a_note_in_the_log() {
+    let repo = Repo::new();
+    let home = crate::support::repo_dir();
+    write(
+        &repo.path().join(".nop/.permissions/agent-default.yml"),
+        "tools:\n  allowed: [\"*\"]\nfile-access:\n  - pattern: \".env\"\n    access: deny\n  \
+         - pattern: \"ask/**\"\n    access: ask\n  - pattern: \"**\"\n    access: read\n",
+    );
+    write(&repo.path().join(".env"), "API_KEY=DOTENV-SECRET\n");
+    write(&repo.path().join("ask/x.md"), "ASK-SECRET\n");
+    write(&home.path().join("notes.md"), "HOME-SECRET\n");
+    write(&repo.path().join("ok.md"), "Allowed import.\n");
+    write(
+        &repo.path().join("AGENTS.md"),
+        "Root @.env @ask/x.md @~/notes.md @ok.md\n",
+    );
+    let (system, warnings) = system_prompt_with_home(&repo, repo.path(), home.path());
+    assert_eq!(warnings, Vec::<String>::new());
+    assert!(
+        system.contains("## ok.md (imported by AGENTS.md)\nAllowed import.\n"),
+        "{system}"
+    );
+    for secret in ["DOTENV-SECRET", "ASK-SECRET", "HOME-SECRET"] {
+        assert!(!system.contains(secret), "{secret}:\n{system}");
+    }
+    let log = std::fs::read_to_string(repo.path().join(".nop/logs/system.log")).expect("log");
+    assert!(
+        log.contains("@.env in AGENTS.md is not imported: `.env` is denied"),
+        "{log}"
+    );
+    assert!(
+        log.contains("@ask/x.md in AGENTS.md is not imported: a rule asks"),
+        "{log}"
+    );
+    assert!(
+        log.contains("@~/notes.md in AGENTS.md is not imported: it is outside the repository"),
+        "{log}"
+    );
+    assert!(!log.contains("SECRET"), "{log}");
+}
+
+#[test]
+fn each_import_counts_in_the_one_size_limit() {
+    let repo = Repo::new();
+    let home = crate::support::repo_dir();
+    let kib = |c: &str, n: usize| c.repeat(n * 1024);
+    write(&repo.path().join("big.md"), &kib("i", 30));
+    let root = format!("@big.md {}", kib("r", 4));
+    write(&repo.path().join("AGENTS.md"), &root);
+    let (system, warnings) = system_prompt_with_home(&repo, repo.path(), home.path());
+    assert!(system.contains(&root), "the importer stays whole");
+    let kept = 32 * 1024 - root.len();
+    assert!(system.contains(&format!(
+        "## big.md (imported by AGENTS.md)\n{}\n[big.md cut here: its first {kept} of 30720 bytes",
+        "i".repeat(kept)
+    )));
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains("big.md cut to its first"),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn the_users_files_come_first_then_local_notes_and_overrides_as_claude_code_and_codex_read_them() {
+    let repo = Repo::new();
+    let home = crate::support::repo_dir();
+    write(&home.path().join(".claude/CLAUDE.md"), "USER-CLAUDE\n");
+    write(&home.path().join(".codex/AGENTS.md"), "USER-CODEX-PLAIN\n");
+    write(
+        &home.path().join(".codex/AGENTS.override.md"),
+        "USER-CODEX-OVERRIDE\n",
+    );
+    write(&repo.path().join("AGENTS.md"), "ROOT-AGENTS\n");
+    write(&repo.path().join("CLAUDE.local.md"), "ROOT-LOCAL\n");
+    write(&repo.path().join("sub/AGENTS.md"), "SUB-PLAIN\n");
+    write(
+        &repo.path().join("sub/AGENTS.override.md"),
+        "SUB-OVERRIDE\n",
+    );
+    let sub = repo.path().join("sub");
+    let (system, warnings) = system_prompt_with_home(&repo, &sub, home.path());
+    assert_eq!(warnings, Vec::<String>::new());
+    let order = [
+        position(&system, "## ~/.claude/CLAUDE.md\nUSER-CLAUDE\n"),
+        position(
+            &system,
+            "## ~/.codex/AGENTS.override.md\nUSER-CODEX-OVERRIDE\n",
+        ),
+        position(&system, "## AGENTS.md\nROOT-AGENTS\n"),
+        position(&system, "## CLAUDE.local.md\nROOT-LOCAL\n"),
+        position(&system, "## sub/AGENTS.override.md\nSUB-OVERRIDE\n"),
+    ];
+    assert!(order.is_sorted(), "most general first:\n{system}");
+    assert!(
+        !system.contains("PLAIN"),
+        "an override replaces AGENTS.md:\n{system}"
+    );
+    assert_eq!(
+        listing(&repo, &sub, home.path()),
+        "~/.claude/CLAUDE.md  (yours): used, 12 bytes\n\
+         ~/.codex/AGENTS.override.md  (yours): used, 20 bytes\n\
+         AGENTS.md  (repository): used, 12 bytes\n\
+         CLAUDE.local.md  (personal): used, 11 bytes\n\
+         sub/AGENTS.override.md  (repository): used, 13 bytes\n"
+    );
+}
+
+#[test]
+fn a_subagents_imports_pass_its_callers_rules_too() {
+    let repo = Repo::new();
+    let home = crate::support::repo_dir();
+    let agents = repo.path().join(".nop/agents.yml");
+    let mut text = std::fs::read_to_string(&agents).expect("agents.yml");
+    text.push_str(
+        "\n  - name: helper\n    description: helps\n    prompt: .system/agents/coder.md\n",
+    );
+    std::fs::write(&agents, text).expect("write");
+    // The coder may not read private/; the helper, on the default rules, could.
+    write(
+        &repo.path().join(".nop/.permissions/agent-coder.yml"),
+        "extends: default\nfile-access:\n  - pattern: \"private/**\"\n    access: deny\n",
+    );
+    write(&repo.path().join("private/notes.md"), "PRIVATE-NOTES\n");
+    write(&repo.path().join("AGENTS.md"), "Root @private/notes.md\n");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "call-agent",
+            serde_json::json!({"agent": "helper", "arguments": "help"}),
+        )]),
+        openai::reply_text("helped"),
+        openai::reply_text("done"),
+    ]);
+    let output = repo
+        .nop_model(&server, "openai")
+        .env("HOME", home.path())
+        .args(["run", "go"])
+        .output()
+        .expect("run nop");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let systems: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|r| {
+            r.body["messages"][0]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(systems.len(), 3);
+    for system in &systems {
+        assert!(system.contains("## AGENTS.md\nRoot"), "{system}");
+        assert!(!system.contains("PRIVATE-NOTES"), "{system}");
+    }
+    // Alone, the helper's rules let it read the file.
+    let listed = listing_as(&repo, home.path(), "helper");
+    assert!(
+        listed.contains("private/notes.md  (imported by AGENTS.md): used"),
+        "{listed}"
+    );
+}
+
+/// `nop instructions --agent AGENT` in the repository root.
+fn listing_as(repo: &Repo, home: &Path, agent: &str) -> String {
+    let output = repo
+        .nop()
+        .env("HOME", home)
+        .args(["instructions", "--agent", agent])
+        .output()
+        .expect("run nop");
+    String::from_utf8(output.stdout).expect("utf-8")
 }

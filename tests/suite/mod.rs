@@ -19,6 +19,7 @@ mod mock_server;
 mod no_init;
 mod output_limits;
 mod parallel;
+mod permissions_import;
 mod permissions_paths;
 mod permissions_run;
 mod planted;

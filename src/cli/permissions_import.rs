@@ -1,0 +1,228 @@
+//! `nop permissions import [--from PATH] [--agent NAME] [--dry-run]`: Claude Code's permission
+//! rules translated into nop's permission file (and its `defaultMode` into the approval mode),
+//! every rule that cannot be translated printed with the reason. The user's command, run outside
+//! any sandbox: `.nop/.permissions/` is denied to the agent.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Result, anyhow, bail};
+
+use nop::config::{Origin, read_config_text, set_key};
+use nop::permissions::claude::{self, Change, Planned};
+use nop::permissions::{PERMISSIONS_DIR, load_policy};
+
+use super::context::Context;
+use super::term::style::one_line;
+
+/// `nop permissions import`.
+pub fn import(
+    ctx: &Context,
+    from: Option<&Path>,
+    agent: &str,
+    dry_run: bool,
+    allow_outside: bool,
+    out: &mut impl Write,
+) -> Result<ExitCode> {
+    let root = &ctx.ws.root;
+    let home = ctx.home().map(Path::to_path_buf);
+    let sources: Vec<PathBuf> = match from {
+        Some(path) => vec![ctx.cwd.join(path)],
+        None => claude::PROJECT_FILES
+            .iter()
+            .map(|f| root.join(f))
+            .filter(|p| p.exists())
+            .collect(),
+    };
+    if sources.is_empty() {
+        bail!(
+            "no Claude Code settings file in {} ({}); name one with --from PATH",
+            root.display(),
+            claude::PROJECT_FILES.join(", ")
+        );
+    }
+    let dir = root.join(PERMISSIONS_DIR);
+    if !dir.is_dir() {
+        bail!(
+            "{} does not exist: run `nop init` first, so that the rules have a file to go to",
+            dir.display()
+        );
+    }
+    let target = dir.join(format!("agent-{agent}.yml"));
+    let old = match std::fs::read_to_string(&target) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && agent != "default" => None,
+        Err(e) => bail!("{}: {e}", target.display()),
+    };
+
+    let mut planned: Vec<Planned> = Vec::new();
+    let mut approval: Option<String> = None;
+    let mut untranslated = 0usize;
+    let mut read = Vec::new();
+    for path in &sources {
+        let settings = claude::load(path, root, home.as_deref())?
+            .ok_or_else(|| anyhow!("{}: no such file", path.display()))?;
+        let label = shown(root, home.as_deref(), path);
+        writeln!(out, "{label}:")?;
+        if settings.rules.is_empty() {
+            writeln!(out, "  no permission rules")?;
+        }
+        for rule in &settings.rules {
+            let text = one_line(&rule.text);
+            match &rule.result {
+                Ok(changes) => {
+                    let said: Vec<String> = changes.iter().map(describe).collect();
+                    writeln!(
+                        out,
+                        "  {:<8} {text}  →  {}",
+                        list_name(rule.list),
+                        said.join(", ")
+                    )?;
+                    for change in changes {
+                        match change {
+                            Change::Approval(mode) => approval = Some(mode.clone()),
+                            other => planned.push(Planned {
+                                change: other.clone(),
+                                list: rule.list,
+                                from: format!("{label}: {} {}", rule.list, rule.text),
+                            }),
+                        }
+                    }
+                }
+                Err(why) => {
+                    untranslated += 1;
+                    writeln!(
+                        out,
+                        "  {:<8} {text}  →  not translated: {}",
+                        list_name(rule.list),
+                        one_line(why)
+                    )?;
+                }
+            }
+        }
+        read.push((label, settings.permissions));
+    }
+
+    // Claude Code: deny wins over ask, ask over allow, whichever file says it; in nop the first
+    // matching rule wins.
+    let rank = |list: &str| match list {
+        "deny" => 0,
+        "ask" => 1,
+        _ => 2,
+    };
+    planned.sort_by_key(|p| rank(p.list));
+    let current = load_policy(root, agent).ok();
+    let merged = claude::merge(
+        &target,
+        old.as_deref(),
+        &planned,
+        current.as_ref(),
+        allow_outside,
+    )
+    .map_err(|e| anyhow!("{}: {e}", target.display()))?;
+    let shown_target = shown(root, home.as_deref(), &target);
+    writeln!(out)?;
+    if merged.added.is_empty() {
+        writeln!(out, "nothing to add to {shown_target}")?;
+    } else {
+        writeln!(
+            out,
+            "rules added to {shown_target} (at the top, so they come first):"
+        )?;
+        for line in &merged.added {
+            writeln!(out, "  + {}", one_line(line))?;
+        }
+    }
+    for line in &merged.already {
+        writeln!(out, "  = {}", one_line(line))?;
+    }
+    for line in &merged.refused {
+        writeln!(out, "  ! {}", one_line(line))?;
+    }
+    // The mode is taken only over nop's default: a settings file must not loosen what the user
+    // chose (`always` → `on-request`).
+    let now = ctx.config().approval.as_str();
+    let config_edit = match &approval {
+        Some(mode) if mode != now && now != "on-request" => {
+            writeln!(
+                out,
+                "approval: kept {now} (your setting), not {mode} as the settings file says"
+            )?;
+            None
+        }
+        Some(mode) if mode != now => {
+            let path = ctx.ws.config_path();
+            let old_config = read_config_text(&path)?;
+            let edit = set_key(
+                &Origin::File(path.clone()),
+                old_config.as_deref(),
+                "approval",
+                mode,
+            )?;
+            writeln!(
+                out,
+                "approval: {} → {mode} in {}",
+                ctx.config().approval.as_str(),
+                shown(root, home.as_deref(), &path)
+            )?;
+            Some((path, edit.text))
+        }
+        _ => None,
+    };
+    if untranslated > 0 {
+        writeln!(
+            out,
+            "{untranslated} rule{} could not be translated (see above): nop does not enforce {}",
+            if untranslated == 1 { "" } else { "s" },
+            if untranslated == 1 { "it" } else { "them" }
+        )?;
+    }
+    if dry_run {
+        writeln!(out, "dry run: nothing written")?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if !merged.added.is_empty() {
+        nop::session::replace_file(&target, merged.text.as_bytes())?;
+    }
+    if let Some((path, text)) = config_edit {
+        nop::session::replace_file(&path, text.as_bytes())?;
+    }
+    let state = ctx.ws.nop_dir().join("state");
+    for (label, permissions) in &read {
+        if let Err(e) = claude::remember(&state, label, permissions) {
+            writeln!(out, "warning: cannot record that {label} was imported: {e}")?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `allow`, `deny`, `ask`, or the key's name.
+fn list_name(list: &str) -> &str {
+    match list {
+        "additionalDirectories" => "dir",
+        "defaultMode" => "mode",
+        other => other,
+    }
+}
+
+/// A change as the user reads it.
+fn describe(change: &Change) -> String {
+    match change {
+        Change::File { pattern, access } => format!("{pattern}: {}", access.as_str()),
+        Change::ToolDenied(name) => format!("tools.denied {name}"),
+        Change::ToolAllowed(name) => format!("tools.allowed {name}"),
+        Change::Approval(mode) => format!("approval: {mode}"),
+    }
+}
+
+/// `path` relative to the root inside it, `~/…` under the home directory, else as it is.
+fn shown(root: &Path, home: Option<&Path>, path: &Path) -> String {
+    if let Ok(rel) = path.strip_prefix(root) {
+        return rel.display().to_string();
+    }
+    if let Some(rel) = home.and_then(|h| path.strip_prefix(h).ok()) {
+        return format!("~/{}", rel.display());
+    }
+    path.display().to_string()
+}

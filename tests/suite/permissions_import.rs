@@ -1,0 +1,319 @@
+//! Claude Code's permission rules (issue 29): `nop permissions import` translates
+//! `.claude/settings.json` and `.claude/settings.local.json` into nop's permission file, names
+//! every rule it cannot translate, never overwrites a file it cannot parse; a run warns once
+//! about a settings file whose rules were never imported.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::support::Repo;
+use crate::support::mock::{MockServer, openai};
+
+fn write(path: &Path, text: &str) {
+    std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+    std::fs::write(path, text).expect("write");
+}
+
+/// `nop ARGS` in `repo` with a private HOME; (exit code, stdout, stderr).
+fn nop(repo: &Repo, home: &Path, args: &[&str]) -> (Option<i32>, String, String) {
+    let output = repo
+        .nop()
+        .env("HOME", home)
+        .args(args)
+        .output()
+        .expect("run nop");
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn settings() -> Value {
+    json!({
+        "model": "sonnet",
+        "permissions": {
+            "allow": ["Bash(npm run test:*)", "Bash(git diff)", "Edit(./src/**)", "Read(~/.zshrc)",
+                      "mcp__github"],
+            "deny": ["Read(./secrets/**)", "Read(.env)", "WebFetch(domain:example.com)",
+                     "mcp__github__delete_repo", 42],
+            "ask": ["Edit(./deploy/**)", "Bash"],
+            "additionalDirectories": ["../shared-docs/"],
+            "defaultMode": "plan"
+        }
+    })
+}
+
+#[test]
+fn import_translates_claude_code_rules_and_names_each_it_cannot() {
+    let repo = Repo::new();
+    let home = crate::support::repo_dir();
+    write(
+        &repo.path().join(".claude/settings.json"),
+        &serde_json::to_string_pretty(&settings()).expect("json"),
+    );
+    write(
+        &repo.path().join(".claude/settings.local.json"),
+        r#"{"permissions": {"deny": ["Read(//etc/shadow)"]}}"#,
+    );
+    let file = repo.path().join(".nop/.permissions/agent-default.yml");
+    let before = std::fs::read_to_string(&file).expect("read");
+
+    // --dry-run prints, writes nothing.
+    let (code, dry, stderr) = nop(&repo, home.path(), &["permissions", "import", "--dry-run"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), before);
+    assert!(dry.contains("dry run: nothing written"), "{dry}");
+    for line in [
+        "  deny     Read(./secrets/**)  →  secrets/**: deny",
+        "  deny     Read(.env)  →  **/.env: deny",
+        "  deny     WebFetch(domain:example.com)  →  not translated: nop has no web tool like `WebFetch`",
+        "  deny     mcp__github__delete_repo  →  tools.denied github.delete_repo",
+        "  deny     42  →  not translated: not a string",
+        "  ask      Edit(./deploy/**)  →  deploy/**: ask",
+        "  ask      Bash  →  not translated: nop cannot ask before every call of one tool",
+        "  allow    Bash(npm run test:*)  →  not translated: nop has no rules for shell commands",
+        "  allow    Bash(git diff)  →  not translated: nop has no rules for shell commands",
+        "  allow    Edit(./src/**)  →  src/**: read",
+        "  allow    Read(~/.zshrc)  →  ~/.zshrc: read-only",
+        "  mode     plan  →  approval: plan",
+        ".claude/settings.local.json:\n  deny     Read(//etc/shadow)  →  /etc/shadow: deny",
+        "rules added to .nop/.permissions/agent-default.yml (at the top, so they come first):",
+        "  + file-access  secrets/**: deny",
+        "  ! ~/.zshrc: read-only (not imported without --allow-outside: it lets the agent reach \
+         outside the repository",
+        "  = src/**: read (already allowed by ",
+        "  = tools.allowed github.* (already allowed)",
+        "approval: on-request → plan in .nop/config.yml",
+        "5 rules could not be translated (see above): nop does not enforce them",
+    ] {
+        assert!(dry.contains(line), "{line:?} is not in:\n{dry}");
+    }
+    assert!(
+        dry.contains("  dir      ../shared-docs/  →  /var/tmp/nop-tests/shared-docs/**: read"),
+        "{dry}"
+    );
+
+    let (code, done, stderr) = nop(
+        &repo,
+        home.path(),
+        &["permissions", "import", "--allow-outside"],
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(!done.contains("dry run"), "{done}");
+    let after = std::fs::read_to_string(&file).expect("read");
+    // The file's own text is kept, the rules go first, the denials of both files first of all.
+    let head = &before[..before.find("file-access:").expect("file-access")];
+    let tail = &before[before
+        .find("  - pattern: \".nop/.permissions/**\"")
+        .expect("rule")..];
+    let head = head.replace("denied: []", "denied: [\"github.delete_repo\"]");
+    assert!(after.starts_with(&head), "{after}");
+    assert!(after.ends_with(tail), "{after}");
+    let order = [
+        "secrets/**",
+        "/etc/shadow",
+        "deploy/**",
+        "~/.zshrc",
+        "shared-docs/**",
+    ]
+    .map(|p| after.find(p).unwrap_or_else(|| panic!("{p}:\n{after}")));
+    assert!(order.is_sorted(), "{after}");
+    assert!(
+        after.contains(
+            "  # from .claude/settings.json: deny Read(./secrets/**)\n  - pattern: \"secrets/**\"\n    access: deny\n"
+        ),
+        "{after}"
+    );
+    let config = std::fs::read_to_string(repo.path().join(".nop/config.yml")).expect("config");
+    assert!(config.contains("approval: plan"), "{config}");
+
+    // What the rules now decide, as `permissions explain` and the agent see them.
+    for (args, expected) in [
+        (
+            &["--path", "secrets/key.txt"][..],
+            "deny: coder may not read secrets/key.txt: `secrets/**` is denied",
+        ),
+        (
+            &["--path", "sub/.env"][..],
+            "deny: coder may not read sub/.env: `**/.env` is denied",
+        ),
+        (
+            &["--path", "deploy/x", "--access", "write"][..],
+            "ask: coder needs approval to write deploy/x",
+        ),
+        (
+            &["--path", "src/main.rs", "--access", "write"][..],
+            "allow: coder may write src/main.rs",
+        ),
+        (
+            &["--tool", "github.delete_repo"][..],
+            "deny: coder may not call github.delete_repo",
+        ),
+    ] {
+        let mut all = vec!["permissions", "explain"];
+        all.extend(args);
+        let (_, said, _) = nop(&repo, home.path(), &all);
+        assert!(said.starts_with(expected), "{args:?}: {said}");
+    }
+
+    // Again: nothing new.
+    let (code, again, _) = nop(
+        &repo,
+        home.path(),
+        &["permissions", "import", "--allow-outside"],
+    );
+    assert_eq!(code, Some(0));
+    assert!(
+        again.contains("nothing to add to .nop/.permissions/agent-default.yml"),
+        "{again}"
+    );
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), after);
+}
+
+#[test]
+fn an_imported_deny_rule_keeps_the_file_from_the_agent() {
+    let repo = Repo::new();
+    let home = crate::support::repo_dir();
+    write(&repo.path().join("secrets/key.txt"), "TOP-SECRET\n");
+    write(
+        &repo.path().join(".claude/settings.json"),
+        r#"{"permissions": {"deny": ["Read(./secrets/**)"]}}"#,
+    );
+    let (code, _, stderr) = nop(&repo, home.path(), &["permissions", "import"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("c1", "read-file", json!({"path": "secrets/key.txt"}))]),
+        openai::reply_text("done"),
+    ]);
+    let output = repo
+        .nop_model(&server, "openai")
+        .env("HOME", home.path())
+        .args(["run", "read the key"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let results = server.requests()[1].tool_results();
+    assert!(results[0].contains("`secrets/**` is denied"), "{results:?}");
+    assert!(!results[0].contains("TOP-SECRET"));
+}
+
+#[test]
+fn a_file_that_cannot_be_parsed_is_never_overwritten() {
+    let repo = Repo::new();
+    let home = crate::support::repo_dir();
+    let file = repo.path().join(".nop/.permissions/agent-default.yml");
+    write(
+        &repo.path().join(".claude/settings.json"),
+        r#"{"permissions": {"deny": ["Read(./secrets/**)"]}}"#,
+    );
+    std::fs::write(&file, "tools: [\n").expect("break it");
+    let (code, out, stderr) = nop(&repo, home.path(), &["permissions", "import"]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(stderr.contains("agent-default.yml"), "{stderr}");
+    assert!(stderr.contains("the file is left as it is"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&file).expect("read"), "tools: [\n");
+
+    // A settings file that is not JSON: an error naming it, nothing written.
+    write(&repo.path().join(".claude/settings.json"), "{ not json");
+    let (code, _, stderr) = nop(&repo, home.path(), &["permissions", "import"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains(".claude/settings.json: it is not JSON"),
+        "{stderr}"
+    );
+}
+
+/// The warnings of a `nop run` in `repo`.
+fn run_warnings(repo: &Repo, home: &Path) -> Vec<String> {
+    let server = MockServer::start(vec![openai::reply_text("ok")]);
+    let output = repo
+        .nop_model(&server, "openai")
+        .env("HOME", home)
+        .args(["run", "--output-format", "stream-json", "hi"])
+        .output()
+        .expect("run");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "warning")
+        .filter_map(|e| e["message"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn a_settings_file_never_imported_is_said_once_until_it_changes() {
+    let repo = Repo::new();
+    let home = crate::support::repo_dir();
+    let settings = repo.path().join(".claude/settings.json");
+    write(
+        &settings,
+        r#"{"permissions": {"deny": ["Read(./secrets/**)"]}}"#,
+    );
+    let expected = ".claude/settings.json has Claude Code permission rules that nop does not \
+                    read: its 1 deny rule protects nothing under nop until imported; run `nop \
+                    permissions import` to translate them into nop's rules (this warning is \
+                    given once for this content of the file)";
+    assert_eq!(run_warnings(&repo, home.path()), [expected]);
+    assert_eq!(run_warnings(&repo, home.path()), Vec::<String>::new());
+    // Changed: said again.
+    write(
+        &settings,
+        r#"{"permissions": {"deny": ["Read(./secrets/**)", "Read(.env)"]}}"#,
+    );
+    let warnings = run_warnings(&repo, home.path());
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("its 2 deny rules protect nothing under nop until imported"));
+    // Imported: never said.
+    write(&settings, r#"{"permissions": {"deny": ["Read(.env)"]}}"#);
+    let (code, _, stderr) = nop(&repo, home.path(), &["permissions", "import"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(run_warnings(&repo, home.path()), Vec::<String>::new());
+    // A settings file without permission rules is no concern.
+    write(
+        &repo.path().join(".claude/settings.local.json"),
+        r#"{"model": "opus"}"#,
+    );
+    assert_eq!(run_warnings(&repo, home.path()), Vec::<String>::new());
+}
+
+#[test]
+fn a_settings_file_never_loosens_the_approval_mode_you_chose() {
+    let repo = Repo::new();
+    let home = crate::support::repo_dir();
+    let (code, _, stderr) = nop(&repo, home.path(), &["config", "set", "approval", "always"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    write(
+        &repo.path().join(".claude/settings.json"),
+        r#"{"permissions": {"defaultMode": "acceptEdits"}}"#,
+    );
+    let (code, out, stderr) = nop(&repo, home.path(), &["permissions", "import"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        out.contains(
+            "approval: kept always (your setting), not on-request as the settings file says"
+        ),
+        "{out}"
+    );
+    let config = std::fs::read_to_string(repo.path().join(".nop/config.yml")).expect("config");
+    assert!(config.contains("approval: always"), "{config}");
+}
+
+#[test]
+fn a_settings_file_that_is_not_json_is_a_warning_not_a_crash() {
+    let repo = Repo::new();
+    let home = crate::support::repo_dir();
+    write(
+        &repo.path().join(".claude/settings.json"),
+        "{ \"permissions\": ",
+    );
+    let warnings = run_warnings(&repo, home.path());
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].contains(".claude/settings.json: it is not JSON")
+            && warnings[0].ends_with("(its permission rules are not used by nop)"),
+        "{warnings:?}"
+    );
+}
