@@ -348,6 +348,9 @@ pub(super) fn floor() -> &'static [FileRule] {
             (".nop/checkpoints/**", FileAccess::Deny),
             (".nop/.system/**", FileAccess::ReadOnly),
             (".nop/**", FileAccess::ReadOnly),
+            // Claude Code's settings name hook commands nop runs outside any sandbox.
+            (".claude/settings.json", FileAccess::ReadOnly),
+            (".claude/settings.local.json", FileAccess::ReadOnly),
             // Everything git reads later, outside any sandbox, when the user runs it: the
             // configuration (core.fsmonitor, hooksPath, aliases, filters), hooks, `commondir`,
             // `info/`, module and worktree directories, and the index (whose gitlinks send git
