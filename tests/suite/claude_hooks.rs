@@ -478,3 +478,79 @@ fn hostile_a_model_cannot_plant_a_claude_code_hook() {
         }
     }
 }
+
+#[test]
+fn a_subagent_stop_hook_keeps_a_subagent_going_once() {
+    let script = r#"#!/bin/bash
+input=$(cat)
+printf '%s\n' "$input" >> "$CLAUDE_PROJECT_DIR"/work/subagent-stop.jsonl
+if [ "$(printf '%s' "$input" | jq -r .stop_hook_active)" = "false" ]; then
+  echo '{"decision": "block", "reason": "check your answer"}'
+fi
+"#;
+    let repo = with_claude(
+        json!({"hooks": {"SubagentStop": [{"hooks": [command("subagent-stop.sh")]}]}}),
+        &[("subagent-stop.sh", script)],
+    );
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "call-agent",
+            json!({"agent": "coder", "arguments": "investigate"}),
+        )]),
+        openai::reply_text("found it"),
+        openai::reply_text("found it, checked"),
+        openai::reply_text("ok"),
+    ]);
+    repo.model_ok(&server, &["run", "delegate"]);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    assert_eq!(
+        requests[2].user_messages().last().map(String::as_str),
+        Some("check your answer")
+    );
+    assert!(
+        requests[3].tool_results()[0].contains("found it, checked"),
+        "{:?}",
+        requests[3].tool_results()
+    );
+    let log = fs::read_to_string(repo.path().join("work/subagent-stop.jsonl")).expect("log");
+    let events: Vec<Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    assert_eq!(
+        events
+            .iter()
+            .map(|e| (e["hook_event_name"].clone(), e["stop_hook_active"].clone()))
+            .collect::<Vec<_>>(),
+        vec![
+            (json!("SubagentStop"), json!(false)),
+            (json!("SubagentStop"), json!(true))
+        ]
+    );
+}
+
+#[test]
+fn a_notification_hook_is_told_when_the_agent_asks_the_user() {
+    let repo = with_claude(
+        json!({"hooks": {"Notification": [{"hooks": [{"type": "command", "command": "jq -r .message > work/notified.txt"}]}]}}),
+        &[],
+    );
+    let server = MockServer::start(vec![openai::reply_tool_calls(&[(
+        "c1",
+        "ask-user",
+        json!({"question": "Which file should I change?"}),
+    )])]);
+    let out = repo
+        .nop_model(&server, "openai")
+        .args(["run", "fix it"])
+        .output()
+        .expect("run");
+    assert!(out.status.code().is_some(), "{out:?}");
+    let notified = fs::read_to_string(repo.path().join("work/notified.txt")).expect("notified");
+    assert_eq!(
+        notified.trim(),
+        "nop is waiting for your answer: Which file should I change?"
+    );
+}
