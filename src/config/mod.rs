@@ -122,8 +122,9 @@ where
 }
 
 /// Commands run at points of a run, each given a JSON event on standard input (like Claude
-/// Code's hooks). A `before-tool` hook that exits with code 2 blocks the call; its standard
-/// error goes to the model. Other failures and timeouts are logged and never stop the run.
+/// Code's hooks). Exit code 2 blocks the call, the prompt, the approval or the stop; its
+/// standard error says why. Other failures and timeouts are logged and never stop the run.
+/// Claude Code's hooks (`claude`) are added by the workspace from its settings files.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HooksConfig {
