@@ -164,14 +164,18 @@ pub fn claude_hooks(root: &Path, env: &BTreeMap<String, String>) -> (Vec<ClaudeH
         if seen.contains(&real) {
             continue;
         }
+        // The project's file, also when reached as the user's (HOME is the repository).
+        let project_file = project
+            .iter()
+            .find(|p| std::fs::canonicalize(p).map_or(**p == path, |r| r == real));
         seen.push(real);
-        if project.contains(&path) {
+        if let Some(project_path) = project_file {
             let text = read_text(&path).ok().flatten();
             let listed = match (&untrusted, &text) {
                 (_, None) => false,
                 (Err(_), Some(_)) => true,
                 (Ok(list), Some(text)) => list
-                    .get(&path.to_string_lossy().into_owned())
+                    .get(&project_path.to_string_lossy().into_owned())
                     .is_some_and(|t| t == text),
             };
             if listed {

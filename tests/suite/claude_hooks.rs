@@ -426,13 +426,37 @@ fn planted_settings(canary: &Path) -> String {
 #[test]
 fn hostile_a_model_cannot_plant_a_claude_code_hook() {
     let outside = crate::support::repo_dir();
-    for (name, existing) in [("settings.json", true), ("settings.local.json", false)] {
+    // The third: HOME is the repository under another name (a symbolic link), so
+    // `~/.claude/settings.json` is the project's file too.
+    for (name, existing, linked_home) in [
+        ("settings.json", true, false),
+        ("settings.local.json", false, false),
+        ("settings.json", false, true),
+    ] {
         let repo = Repo::new();
+        let home = outside.path().join(format!("home-{name}-{existing}"));
+        if linked_home {
+            std::os::unix::fs::symlink(repo.path(), &home).expect("symlink");
+        }
+        let run = |server: &MockServer, prompt: &str| {
+            let mut nop = repo.nop_model(server, "openai");
+            if linked_home {
+                nop.env("HOME", &home);
+            }
+            let out = nop.args(["run", prompt]).output().expect("run");
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            out
+        };
         fs::create_dir_all(repo.path().join(".claude")).expect("mkdir");
         if existing {
             fs::write(repo.path().join(".claude").join(name), "{}").expect("write");
         }
-        let canary = outside.path().join(format!("fired-{name}"));
+        let canary = outside.path().join(format!("fired-{name}-{existing}"));
         let settings = planted_settings(&canary);
         let path = format!(".claude/{name}");
         let quoted = settings.replace('\'', "'\\''");
@@ -453,7 +477,7 @@ fn hostile_a_model_cannot_plant_a_claude_code_hook() {
             openai::reply_tool_calls(&[("c3", "shell", json!({"command": "echo next"}))]),
             openai::reply_text("ok"),
         ]);
-        repo.model_ok(&server, &["run", "plant"]);
+        run(&server, "plant");
         let results = server.requests()[1].tool_results();
         assert!(results[0].starts_with("error"), "{name}: {results:?}");
         let text = fs::read_to_string(repo.path().join(&path)).unwrap_or_default();
@@ -467,7 +491,7 @@ fn hostile_a_model_cannot_plant_a_claude_code_hook() {
             assert!(text.contains("touch"), "{name}: {results:?}");
         }
         // The next run runs no hook of it, and says why.
-        let out = repo.model_ok(&server, &["run", "next"]);
+        let out = run(&server, "next");
         assert!(!canary.exists(), "{name}: a planted hook ran");
         if !existing {
             let stderr = String::from_utf8_lossy(&out.stderr);
