@@ -44,11 +44,9 @@ pub(super) fn session_source(payload: &Value) -> &'static str {
 /// What started a compaction, as Claude Code's `PreCompact` says it: `manual` when the user
 /// or the agent asked for it (`nop compact`, `/compact`, the `compact` tool), else `auto`.
 pub(super) fn compact_trigger(payload: &Value) -> &'static str {
-    let reason = payload.get("reason").and_then(Value::as_str).unwrap_or("");
-    if reason.contains("context") || reason.contains("auto") || reason.contains("advis") {
-        "auto"
-    } else {
-        "manual"
+    match payload.get("trigger").and_then(Value::as_str) {
+        Some("manual") => "manual",
+        _ => "auto",
     }
 }
 
@@ -280,6 +278,22 @@ mod tests {
             tool_input("shell", &json!({"command": "ls", "timeout_s": 2.5}), root),
             json!({"command": "ls", "timeout": 2500})
         );
+    }
+
+    #[test]
+    fn a_compaction_says_what_started_it() {
+        let root = Path::new("/r");
+        let manual = input(
+            Hook::BeforeCompact,
+            &json!({"session_id": "s1", "reason": "requested", "trigger": "manual"}),
+            root,
+        );
+        assert_eq!(
+            (manual["trigger"].clone(), manual["transcript_path"].clone()),
+            (json!("manual"), json!("/r/.nop/sessions/s1/session.json"))
+        );
+        let auto = input(Hook::BeforeCompact, &json!({"trigger": "auto"}), root);
+        assert_eq!(auto["trigger"], "auto");
     }
 
     #[test]
