@@ -1,10 +1,16 @@
-//! Hooks: the user's commands run at `session-start`, `before-tool`, `after-tool`,
-//! `before-compact` and `session-end`, each with a JSON event on standard input, in the
+//! Hooks: the user's commands run at points of a run (`session-start`, `user-prompt-submit`,
+//! `before-tool`, `permission-request`, `after-tool`, `before-compact`, `notification`, `stop`,
+//! `subagent-stop`, `session-end`), each with a JSON event on standard input, in the
 //! repository root. They are the user's own commands, so they run with the user's rights (not
 //! in the agent's sandbox) and environment, less the provider's key, and with no controlling
-//! terminal. A `before-tool` hook exiting with code 2 blocks the call and its
-//! standard error is what the model is told; any other failure, and a hook still running after
-//! `hooks.timeout_s`, is logged and the run goes on.
+//! terminal. Exit code 2 is a block (of the call, the prompt, the stop: its standard error says
+//! why), standard output may carry a decision as JSON; any other failure, and a hook still
+//! running after its time limit, is logged and the run goes on.
+//!
+//! Hooks from nop's `hooks:` get nop's JSON; those from Claude Code's settings files get Claude
+//! Code's, with its tool names and fields ([`claude`]), so its hook scripts run unchanged.
+
+mod claude;
 
 use std::path::Path;
 use std::process::Stdio;
@@ -16,21 +22,34 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::config::HooksConfig;
 use crate::head_tail::HeadTail;
 
+pub use claude::claude_tool_name;
+
 /// What the hooks of one event decided.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum HookOutcome {
     Continue,
-    /// A `before-tool` hook blocked the call, saying why.
+    /// A hook blocked: the call (`before-tool`), the prompt (`user-prompt-submit`), the stop
+    /// (`stop`, `subagent-stop`: the reason is the agent's next input) or the approval
+    /// (`permission-request`), saying why.
     Blocked(String),
+    /// `user-prompt-submit`: text to give the model with the prompt.
+    Context(String),
+    /// `permission-request`: the hook approved the call; nobody is asked.
+    Allowed,
 }
 
 /// The events hooks run at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Hook {
     SessionStart,
+    UserPromptSubmit,
     BeforeTool,
+    PermissionRequest,
     AfterTool,
     BeforeCompact,
+    Notification,
+    Stop,
+    SubagentStop,
     SessionEnd,
 }
 
@@ -39,65 +58,150 @@ impl Hook {
     pub fn name(self) -> &'static str {
         match self {
             Hook::SessionStart => "session-start",
+            Hook::UserPromptSubmit => "user-prompt-submit",
             Hook::BeforeTool => "before-tool",
+            Hook::PermissionRequest => "permission-request",
             Hook::AfterTool => "after-tool",
             Hook::BeforeCompact => "before-compact",
+            Hook::Notification => "notification",
+            Hook::Stop => "stop",
+            Hook::SubagentStop => "subagent-stop",
             Hook::SessionEnd => "session-end",
         }
     }
 
-    fn commands(self, config: &HooksConfig) -> &[String] {
-        match self {
-            Hook::SessionStart => &config.session_start,
-            Hook::BeforeTool => &config.before_tool,
-            Hook::AfterTool => &config.after_tool,
-            Hook::BeforeCompact => &config.before_compact,
-            Hook::SessionEnd => &config.session_end,
-        }
+    /// Whether a hook of this event can block something (exit code 2, `decision: "block"`).
+    fn can_block(self) -> bool {
+        matches!(
+            self,
+            Hook::UserPromptSubmit
+                | Hook::BeforeTool
+                | Hook::PermissionRequest
+                | Hook::Stop
+                | Hook::SubagentStop
+        )
+    }
+
+    fn about_a_tool(self) -> bool {
+        matches!(
+            self,
+            Hook::BeforeTool | Hook::PermissionRequest | Hook::AfterTool
+        )
     }
 }
 
-/// Runs the commands `config` has for `hook`, within its `timeout_s`. `payload` is only built
-/// when there is a command to read it (most runs have no hooks, and a tool call's payload copies
-/// its arguments and output).
+/// Whose JSON a hook reads and writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    Nop,
+    Claude,
+}
+
+/// One command to run for an event.
+struct Entry<'a> {
+    command: &'a str,
+    matcher: &'a str,
+    timeout: Duration,
+    shape: Shape,
+}
+
+fn entries<'a>(config: &'a HooksConfig, hook: Hook) -> Vec<Entry<'a>> {
+    let own = config.commands(hook.name()).iter().map(|c| Entry {
+        command: c.command(),
+        matcher: c.matcher(),
+        timeout: c.timeout_s().map_or(config.timeout(), seconds),
+        shape: Shape::Nop,
+    });
+    let claude = config
+        .claude
+        .iter()
+        .filter(|c| c.event == hook.name())
+        .map(|c| Entry {
+            command: &c.command,
+            matcher: &c.matcher,
+            timeout: c.timeout_s.map_or(config.timeout(), seconds),
+            shape: Shape::Claude,
+        });
+    own.chain(claude).collect()
+}
+
+fn seconds(s: f64) -> Duration {
+    Duration::from_secs_f64(s.clamp(0.001, 86_400.0))
+}
+
+/// What a matcher is matched against: the tool's name (nop's, or Claude Code's for its
+/// hooks), how a session started, what started a compaction; `None` for events without
+/// matchers.
+fn subject(hook: Hook, payload: &Value, shape: Shape) -> Option<String> {
+    let text = |key: &str| payload.get(key).and_then(Value::as_str).map(str::to_string);
+    match hook {
+        _ if hook.about_a_tool() => {
+            let tool = text("tool")?;
+            Some(match shape {
+                Shape::Nop => tool,
+                Shape::Claude => claude_tool_name(&tool),
+            })
+        }
+        Hook::SessionStart => Some(claude::session_source(payload).to_string()),
+        Hook::BeforeCompact => Some(claude::compact_trigger(payload).to_string()),
+        _ => None,
+    }
+}
+
+fn matches(matcher: &str, subject: Option<&str>) -> bool {
+    let Some(subject) = subject else {
+        return true;
+    };
+    // Checked when the configuration was read; one that no longer compiles matches nothing.
+    regex::Regex::new(&crate::config::matcher_pattern(matcher)).is_ok_and(|r| r.is_match(subject))
+}
+
+/// Runs the commands `config` has for `hook` (nop's own, then Claude Code's), within their
+/// time limits. `payload` (nop's shape) is only built when there is a command to read it (most
+/// runs have no hooks, and a tool call's payload copies its arguments and output).
 pub async fn fire(
     config: &HooksConfig,
     hook: Hook,
     root: &Path,
     payload: impl FnOnce() -> Value,
 ) -> HookOutcome {
-    let commands = hook.commands(config);
-    if commands.is_empty() {
+    let entries = entries(config, hook);
+    if entries.is_empty() {
         return HookOutcome::Continue;
     }
-    run(
-        hook.name(),
-        commands,
-        &payload(),
-        root,
-        config.timeout(),
-        &config.key_vars,
-    )
-    .await
-}
-
-/// Runs `commands` for `event` with `payload` on their standard input, one after another.
-pub async fn run(
-    event: &str,
-    commands: &[String],
-    payload: &Value,
-    root: &Path,
-    timeout: Duration,
-    key_vars: &[String],
-) -> HookOutcome {
-    let mut input = payload.clone();
-    if let Value::Object(map) = &mut input {
-        map.insert("event".into(), Value::String(event.to_string()));
+    let mut payload = payload();
+    if let Value::Object(map) = &mut payload {
+        map.insert("event".into(), Value::String(hook.name().to_string()));
     }
-    let input = input.to_string();
-    for command in commands {
-        match run_one(command, &input, root, timeout, key_vars).await {
-            Ok((code, stderr)) if code == Some(2) && event == "before-tool" => {
+    let nop_input = payload.to_string();
+    let mut claude_input = None;
+    let mut context = Vec::new();
+    let mut allowed = false;
+    for entry in entries {
+        if !matches(
+            entry.matcher,
+            subject(hook, &payload, entry.shape).as_deref(),
+        ) {
+            continue;
+        }
+        let input = match entry.shape {
+            Shape::Nop => &nop_input,
+            Shape::Claude => {
+                claude_input.get_or_insert_with(|| claude::input(hook, &payload, root).to_string())
+            }
+        };
+        let command = entry.command;
+        let event = hook.name();
+        let ran = run_one(command, input, root, entry.timeout, &config.key_vars).await;
+        let (code, stdout, stderr) = match ran {
+            Ok(ran) => ran,
+            Err(why) => {
+                tracing::warn!(op = "hook", event, result = "error", hook = %command, "{why}");
+                continue;
+            }
+        };
+        match code {
+            Some(2) if hook.can_block() => {
                 let reason = if stderr.trim().is_empty() {
                     format!("blocked by the hook `{command}`")
                 } else {
@@ -106,21 +210,43 @@ pub async fn run(
                 tracing::info!(op = "hook", event, result = "blocked", hook = %command, "{reason}");
                 return HookOutcome::Blocked(reason);
             }
-            Ok((Some(0), _)) => {
-                tracing::debug!(op = "hook", event, result = "ok", hook = %command, "hook ran")
+            Some(0) => {
+                tracing::debug!(op = "hook", event, result = "ok", hook = %command, "hook ran");
+                match claude::decision(hook, &stdout) {
+                    claude::Decision::None => {}
+                    claude::Decision::Block(reason) => {
+                        let reason =
+                            reason.unwrap_or_else(|| format!("blocked by the hook `{command}`"));
+                        tracing::info!(op = "hook", event, result = "blocked", hook = %command, "{reason}");
+                        return HookOutcome::Blocked(reason);
+                    }
+                    claude::Decision::Halt(reason) => {
+                        tracing::info!(op = "hook", event, result = "halt", hook = %command, "{reason}");
+                        // A stop that must not be kept going: no later hook may.
+                        if matches!(hook, Hook::Stop | Hook::SubagentStop) {
+                            return HookOutcome::Continue;
+                        }
+                        return HookOutcome::Blocked(reason);
+                    }
+                    claude::Decision::Allow => allowed = true,
+                    claude::Decision::Context(text) => context.push(text),
+                }
             }
-            Ok((code, stderr)) => {
+            code => {
                 tracing::warn!(op = "hook", event, result = "failed", hook = %command, code = ?code, "{}", stderr.trim())
-            }
-            Err(why) => {
-                tracing::warn!(op = "hook", event, result = "error", hook = %command, "{why}")
             }
         }
     }
-    HookOutcome::Continue
+    if !context.is_empty() {
+        HookOutcome::Context(context.join("\n"))
+    } else if allowed {
+        HookOutcome::Allowed
+    } else {
+        HookOutcome::Continue
+    }
 }
 
-/// The most of a hook's standard error kept: head and tail.
+/// The most of a hook's standard output or error kept: head and tail.
 const STDERR_KEPT: usize = 64 * 1024;
 
 async fn run_one(
@@ -129,7 +255,7 @@ async fn run_one(
     root: &Path,
     timeout: Duration,
     key_vars: &[String],
-) -> Result<(Option<i32>, String), String> {
+) -> Result<(Option<i32>, String, String), String> {
     let mut command_line = tokio::process::Command::new("bash");
     for var in key_vars {
         command_line.env_remove(var);
@@ -138,37 +264,40 @@ async fn run_one(
         .arg("-c")
         .arg(command)
         .current_dir(root)
+        .env("NOP_PROJECT_DIR", root)
+        .env("CLAUDE_PROJECT_DIR", root)
         .stdin(Stdio::piped())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| format!("could not start: {e}"))?;
     let pid = child.id().and_then(|p| i32::try_from(p).ok());
-    if let Some(mut stdin) = child.stdin.take() {
-        // A hook that does not read its input is fine.
-        let _ = stdin.write_all(input.as_bytes()).await;
-    }
-    let mut stderr = child.stderr.take();
+    let mut stdin = child.stdin.take();
+    let input = input.as_bytes().to_vec();
+    let feed = async move {
+        if let Some(stdin) = stdin.as_mut() {
+            // A hook that does not read its input is fine.
+            let _ = stdin.write_all(&input).await;
+        }
+        drop(stdin);
+    };
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
     let work = async {
         // Bounded: a hook's message is short, and a hook may echo a tool's output.
-        let mut kept = HeadTail::with_capacity(STDERR_KEPT);
-        if let Some(s) = stderr.as_mut() {
-            let mut buf = vec![0; 16 * 1024];
-            while let Ok(n @ 1..) = s.read(&mut buf).await {
-                kept.push(&buf[..n]);
-            }
-        }
+        let (_, out, err) = tokio::join!(
+            feed,
+            keep(stdout, "the hook's standard output"),
+            keep(stderr, "the hook's standard error")
+        );
         let status = child.wait().await;
-        (
-            status,
-            kept.render(STDERR_KEPT, "the hook's standard error", None),
-        )
+        (status, out, err)
     };
     match tokio::time::timeout(timeout, work).await {
-        Ok((Ok(status), text)) => Ok((status.code(), text)),
-        Ok((Err(e), _)) => Err(e.to_string()),
+        Ok((Ok(status), out, err)) => Ok((status.code(), out, err)),
+        Ok((Err(e), _, _)) => Err(e.to_string()),
         Err(_) => {
             if let Some(pid) = pid {
                 let _ = nix::sys::signal::killpg(
@@ -182,6 +311,17 @@ async fn run_one(
             ))
         }
     }
+}
+
+async fn keep(stream: Option<impl tokio::io::AsyncRead + Unpin>, what: &str) -> String {
+    let mut kept = HeadTail::with_capacity(STDERR_KEPT);
+    if let Some(mut s) = stream {
+        let mut buf = vec![0; 16 * 1024];
+        while let Ok(n @ 1..) = s.read(&mut buf).await {
+            kept.push(&buf[..n]);
+        }
+    }
+    kept.render(STDERR_KEPT, what, None)
 }
 
 #[cfg(test)]

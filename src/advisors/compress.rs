@@ -44,16 +44,20 @@ pub async fn maybe_compact(
         "lastCompressionTime": state.session.compressions.last().map(|c| c.timestamp.to_rfc3339()),
     });
     match consult::<CompressionDecision>(host, ctx, COMPRESSION_ADVISOR, arguments).await {
-        Ok(decision) if decision.should_compress => compact(host, ctx, &decision.reason).await,
+        Ok(decision) if decision.should_compress => {
+            compact(host, ctx, &decision.reason, true).await
+        }
         _ => Ok(None),
     }
 }
 
-/// Compacts the session now: snapshot, CompactAgent summary, new messages, record.
+/// Compacts the session now: snapshot, CompactAgent summary, new messages, record. `auto`:
+/// nop decided it (the advisor, an overflowing context), not the user or the agent.
 pub async fn compact(
     host: &dyn Host,
     ctx: &ToolContext,
     reason: &str,
+    auto: bool,
 ) -> Result<Option<String>, ToolError> {
     let store = host.store();
     let state = store.read_async(&ctx.session_id).await?;
@@ -72,7 +76,7 @@ pub async fn compact(
         .as_ref()
         .map(|c| compaction::consistency_note(&c.decision, &c.repairs));
     hooks::fire(&ctx.hooks, Hook::BeforeCompact, &ctx.root, || {
-        json!({"session_id": ctx.session_id, "agent": ctx.agent, "reason": reason, "messages": messages.len()})
+        json!({"session_id": ctx.session_id, "agent": ctx.agent, "reason": reason, "trigger": if auto { "auto" } else { "manual" }, "messages": messages.len()})
     })
     .await;
     let snapshot = store.snapshot_async(&ctx.session_id, Utc::now()).await?;

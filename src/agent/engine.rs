@@ -150,7 +150,7 @@ impl Engine {
         ctx: &ToolContext,
         reason: &str,
     ) -> Result<Option<String>, ToolError> {
-        advisors::compact(self, ctx, reason).await
+        advisors::compact(self, ctx, reason, false).await
     }
 
     /// A warning event for whoever watches this run (the log line is the caller's).
@@ -246,7 +246,7 @@ impl RunServices for Engine {
         ctx: &'a ToolContext,
         reason: &'a str,
     ) -> BoxFuture<'a, Result<Option<String>, ToolError>> {
-        Box::pin(advisors::compact(self, ctx, reason))
+        Box::pin(advisors::compact(self, ctx, reason, true))
     }
 
     fn advise_retry<'a>(

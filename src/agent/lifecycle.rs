@@ -223,6 +223,110 @@ impl Runtime {
         })
     }
 
+    /// The `user-prompt-submit` hooks on the user's prompt: they may refuse it (the session made
+    /// for it is removed, nothing is stored) or add context, given to the model after it.
+    pub(super) async fn submit_prompt(
+        &self,
+        admitted: &Admitted,
+        request: &mut RunRequest,
+    ) -> Result<(), RunError> {
+        let Some(prompt) = request.input.clone() else {
+            return Ok(());
+        };
+        let outcome = hooks::fire(
+            &self.config.hooks,
+            Hook::UserPromptSubmit,
+            &self.ws.root,
+            || {
+                serde_json::json!({"session_id": admitted.session_id, "agent": admitted.agent_name, "prompt": prompt})
+            },
+        )
+        .await;
+        match outcome {
+            hooks::HookOutcome::Blocked(reason) => {
+                if let Some(c) = &admitted.coordinator {
+                    let _ = c.finish(&admitted.session_id);
+                }
+                if !admitted.resumed {
+                    // The session was created a moment ago for this prompt only.
+                    let _ = std::fs::remove_dir_all(self.store.dir(&admitted.session_id));
+                }
+                tracing::info!(session = %admitted.session_id, op = "hook", event = "user-prompt-submit", result = "blocked", "{reason}");
+                Err(RunError::Refused(format!(
+                    "a user-prompt-submit hook blocked the prompt: {reason}"
+                )))
+            }
+            hooks::HookOutcome::Context(context) => {
+                request.input = Some(format!("{prompt}\n\n{context}"));
+                Ok(())
+            }
+            hooks::HookOutcome::Continue | hooks::HookOutcome::Allowed => Ok(()),
+        }
+    }
+
+    /// Lists the project's Claude Code settings files that changed during the run (from
+    /// `before`) as untrusted, with their new text: their hooks are not run until the user
+    /// looks. The sandbox keeps the agent from changing an existing one, not from creating one.
+    pub(super) fn distrust_changed_settings(
+        &self,
+        before: &[(std::path::PathBuf, Option<String>)],
+        events: &EventSink,
+    ) {
+        let root = &self.ws.root;
+        let now = crate::config::project_settings_now(root);
+        let changed: Vec<_> = now
+            .into_iter()
+            .filter(|(path, text)| {
+                text.is_some() && before.iter().all(|(p, t)| p != path || t != text)
+            })
+            .collect();
+        if changed.is_empty() {
+            return;
+        }
+        // A list that cannot be read is not overwritten; nop trusts none of the project's
+        // settings while it stays so.
+        let mut list = match crate::config::untrusted_settings(root) {
+            Ok(list) => Some(list),
+            Err(why) => {
+                tracing::error!(op = "hook", result = "error", "{why}");
+                None
+            }
+        };
+        for (path, text) in &changed {
+            if let (Some(list), Some(text)) = (list.as_mut(), text) {
+                list.insert(path.to_string_lossy().into_owned(), text.clone());
+            }
+            let message = format!(
+                "{} changed while the agent ran: its hooks will not be run until you review it \
+                 (see {})",
+                path.display(),
+                crate::config::untrusted_settings_path(root).display()
+            );
+            tracing::warn!(op = "hook", result = "distrusted", "{message}");
+            let _ = events.send(Event::Warning { message });
+        }
+        let Some(list) = list else {
+            return;
+        };
+        let file = crate::config::untrusted_settings_path(root);
+        let written = serde_json::to_vec_pretty(&list)
+            .map_err(|e| e.to_string())
+            .and_then(|bytes| {
+                if let Some(dir) = file.parent() {
+                    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+                }
+                crate::session::write_atomic(&file, &bytes).map_err(|e| e.to_string())
+            });
+        if let Err(e) = written {
+            tracing::error!(
+                op = "hook",
+                result = "error",
+                "{} could not be written: {e}",
+                file.display()
+            );
+        }
+    }
+
     /// Opens an admitted run: the file checkpoint (in the background), the engine and its
     /// plugins, the input recorded (mentions attached, memory recalled), `session_started`, the
     /// session-start hooks, and for a loaded session the parent and consistency checks.
@@ -374,6 +478,12 @@ impl Runtime {
             priority,
             emergency: emergency.clone(),
         });
+        for message in &self.config.hooks.warnings {
+            tracing::warn!(session = %session_id, op = "hook", result = "set aside", "{message}");
+            let _ = events.send(Event::Warning {
+                message: message.clone(),
+            });
+        }
         hooks::fire(&self.config.hooks, Hook::SessionStart, &self.ws.root, || {
             serde_json::json!({"session_id": session_id, "agent": agent_name, "resumed": resumed, "input": request.input})
         })
@@ -419,6 +529,7 @@ impl Runtime {
         let deadline = std::time::Instant::now()
             + std::time::Duration::from_secs_f64(self.config.agent.goal_timeout_s);
         let mut answer = engine.drive(ctx, max_turns, events, stats).await;
+        let mut kept_going = 0;
         loop {
             // Seed 004: what is still queued when the task ends is processed, one message at a
             // time.
@@ -432,11 +543,34 @@ impl Runtime {
                     }
                 }
             }
-            // The agent stopped: the session's goal, if it has one, decides whether it goes on.
             let last = match &answer {
                 Ok(Ok(r)) if r.status == AgentStatus::Completed => r.message.clone(),
                 _ => return answer,
             };
+            // The `stop` hooks may keep the agent going, a bounded number of times and never
+            // past the run's turns.
+            let left = max_turns.saturating_sub(stats.turns);
+            if kept_going < self.config.hooks.max_stop_continuations && left > 0 {
+                let final_message = last.clone();
+                let outcome = hooks::fire(&self.config.hooks, Hook::Stop, &self.ws.root, || {
+                    serde_json::json!({"session_id": ctx.session_id, "agent": ctx.agent, "final_message": final_message, "stop_hook_active": kept_going > 0})
+                })
+                .await;
+                if let hooks::HookOutcome::Blocked(reason) = outcome {
+                    kept_going += 1;
+                    tracing::info!(session = %ctx.session_id, op = "hook", event = "stop", result = "continued", "{reason}");
+                    let next = Message::new(Role::User, reason, Utc::now());
+                    if let Err(e) = self
+                        .update_status(&ctx.session_id, SessionStatus::Running, vec![next])
+                        .await
+                    {
+                        return Err(ToolError::fatal_from(e));
+                    }
+                    answer = engine.drive(ctx, left, events, stats).await;
+                    continue;
+                }
+            }
+            // The agent stopped: the session's goal, if it has one, decides whether it goes on.
             let verdict = match super::goal::check(engine, ctx, &last, events).await {
                 Ok(Some(verdict)) => verdict,
                 Ok(None) => return answer,
@@ -451,7 +585,6 @@ impl Runtime {
                         .await;
                 }
             };
-            let left = max_turns.saturating_sub(stats.turns);
             if left == 0 || std::time::Instant::now() >= deadline || ctx.cancel.is_cancelled() {
                 let limit = if left == 0 {
                     format!("its {max_turns} model requests (--max-turns) are used up")
@@ -601,6 +734,17 @@ impl Runtime {
             } else {
                 c.finish(&session_id)?;
             }
+        }
+        let waiting = match (&question, session_status) {
+            (Some(q), _) => Some(("question", format!("nop is waiting for your answer: {q}"))),
+            (None, SessionStatus::Completed) => Some(("done", "nop finished the task".to_string())),
+            _ => None,
+        };
+        if let Some((kind, text)) = waiting {
+            hooks::fire(&self.config.hooks, Hook::Notification, &self.ws.root, || {
+                serde_json::json!({"session_id": session_id, "agent": agent_name, "kind": kind, "message": text})
+            })
+            .await;
         }
         hooks::fire(&self.config.hooks, Hook::SessionEnd, &self.ws.root, || {
             serde_json::json!({"session_id": session_id, "agent": agent_name, "status": session_status.as_str(), "final_message": message})

@@ -242,8 +242,11 @@ async fn attach(
                 },
                 root: &ctx.root,
             };
+            let arguments = serde_json::json!({"path": path});
             let answer = tokio::select! {
-                answer = ctx.approver.approve(ask, std::future::ready(None)) => answer,
+                answer = crate::tools::orchestrator::ask_approval(
+                    ctx, ask, &arguments, std::future::ready(None),
+                ) => answer,
                 () = ctx.cancel.cancelled() => Err("cancelled".to_string()),
             };
             if let Err(reason) = answer {

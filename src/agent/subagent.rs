@@ -123,7 +123,50 @@ impl Engine {
         let (sink, _) = tokio::sync::mpsc::unbounded_channel();
         let mut stats = TurnStats::default();
         let started = Instant::now();
-        let run = self.drive(&ctx, inner.config.agent.max_turns, &sink, &mut stats);
+        let max_turns = inner.config.agent.max_turns;
+        let run = async {
+            let mut answer = self.drive(&ctx, max_turns, &sink, &mut stats).await;
+            // The `subagent-stop` hooks may keep a subagent (never an advisor) going, a bounded
+            // number of times and within its turns.
+            let mut kept_going = 0;
+            while !advisor
+                && kept_going < inner.config.hooks.max_stop_continuations
+                && stats.turns < max_turns
+                && let Ok(Ok(response)) = &answer
+                && response.status == AgentStatus::Completed
+            {
+                let final_message = response.message.clone();
+                let outcome = crate::hooks::fire(
+                    &inner.config.hooks,
+                    crate::hooks::Hook::SubagentStop,
+                    &inner.ws.root,
+                    || {
+                        serde_json::json!({"session_id": child, "agent": target, "caller_session_id": parent.session_id, "final_message": final_message, "stop_hook_active": kept_going > 0})
+                    },
+                )
+                .await;
+                let crate::hooks::HookOutcome::Blocked(reason) = outcome else {
+                    break;
+                };
+                kept_going += 1;
+                tracing::info!(session = %child, op = "hook", event = "subagent-stop", result = "continued", "{reason}");
+                let next = Message::new(Role::User, reason, Utc::now());
+                if let Err(e) = inner
+                    .store
+                    .update_async(&child, Utc::now(), move |state| {
+                        state.session.messages.push(next);
+                        Ok(())
+                    })
+                    .await
+                {
+                    answer = Err(ToolError::fatal_from(e));
+                    break;
+                }
+                let left = max_turns.saturating_sub(stats.turns);
+                answer = self.drive(&ctx, left, &sink, &mut stats).await;
+            }
+            answer
+        };
         let result = tokio::time::timeout(timeout, run).await;
         let metrics = CallMetrics {
             duration_ms: started.elapsed().as_millis() as u64,

@@ -120,6 +120,13 @@ const LIMITS: &[(&str, Limit)] = &[
             unit: " seconds",
         },
     ),
+    (
+        "hooks.max_stop_continuations",
+        Limit::Whole {
+            min: 0,
+            max: Some(1000),
+        },
+    ),
 ];
 
 impl Limit {

@@ -13,6 +13,7 @@
 mod agents;
 mod edit;
 mod file;
+mod hooks;
 mod keys;
 
 use std::collections::BTreeMap;
@@ -26,6 +27,11 @@ pub use agents::{AgentDef, AgentsFile};
 pub use edit::{Edit, set_key};
 use file::{must_be, parse_file};
 pub use file::{read_config_text, user_config_path};
+pub use hooks::{
+    CLAUDE_EVENTS, ClaudeHook, HookCommand, MatchedHook, claude_hooks, claude_project_files,
+    claude_settings_files, pattern as matcher_pattern, project_settings_now, untrusted_settings,
+    untrusted_settings_path,
+};
 pub use keys::{canonical_key, distance as edit_distance, is_secret_key};
 
 use crate::protocol::TextPos;
@@ -116,27 +122,44 @@ where
 }
 
 /// Commands run at points of a run, each given a JSON event on standard input (like Claude
-/// Code's hooks). A `before-tool` hook that exits with code 2 blocks the call; its standard
-/// error goes to the model. Other failures and timeouts are logged and never stop the run.
+/// Code's hooks). Exit code 2 blocks the call, the prompt, the approval or the stop; its
+/// standard error says why. Other failures and timeouts are logged and never stop the run.
+/// Claude Code's hooks (`claude`) are added by the workspace from its settings files.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HooksConfig {
     #[serde(rename = "session-start")]
-    pub session_start: Vec<String>,
+    pub session_start: Vec<HookCommand>,
+    #[serde(rename = "user-prompt-submit")]
+    pub user_prompt_submit: Vec<HookCommand>,
     #[serde(rename = "before-tool")]
-    pub before_tool: Vec<String>,
+    pub before_tool: Vec<HookCommand>,
+    #[serde(rename = "permission-request")]
+    pub permission_request: Vec<HookCommand>,
     #[serde(rename = "after-tool")]
-    pub after_tool: Vec<String>,
+    pub after_tool: Vec<HookCommand>,
     #[serde(rename = "before-compact")]
-    pub before_compact: Vec<String>,
+    pub before_compact: Vec<HookCommand>,
+    pub notification: Vec<HookCommand>,
+    pub stop: Vec<HookCommand>,
+    #[serde(rename = "subagent-stop")]
+    pub subagent_stop: Vec<HookCommand>,
     #[serde(rename = "session-end")]
-    pub session_end: Vec<String>,
+    pub session_end: Vec<HookCommand>,
     /// Seconds a hook may run before it is killed.
     pub timeout_s: f64,
+    /// How many times `stop` hooks may keep one run going.
+    pub max_stop_continuations: u32,
     /// Variables a hook never gets: those the provider may read its key from (filled in from
     /// `provider` when the configuration is resolved).
     #[serde(skip)]
     pub key_vars: Vec<String>,
+    /// The hooks of Claude Code's settings files (filled in by the workspace).
+    #[serde(skip)]
+    pub claude: Vec<ClaudeHook>,
+    /// What was set aside while reading Claude Code's settings files.
+    #[serde(skip)]
+    pub warnings: Vec<String>,
 }
 
 /// The variables the provider may read its API key from: never given to a child process.
@@ -150,6 +173,30 @@ pub fn provider_key_vars(provider: &ProviderConfig) -> Vec<String> {
 }
 
 impl HooksConfig {
+    /// Each event's commands, under their configuration keys.
+    pub fn lists(&self) -> [(&'static str, &Vec<HookCommand>); 10] {
+        [
+            ("hooks.session-start", &self.session_start),
+            ("hooks.user-prompt-submit", &self.user_prompt_submit),
+            ("hooks.before-tool", &self.before_tool),
+            ("hooks.permission-request", &self.permission_request),
+            ("hooks.after-tool", &self.after_tool),
+            ("hooks.before-compact", &self.before_compact),
+            ("hooks.notification", &self.notification),
+            ("hooks.stop", &self.stop),
+            ("hooks.subagent-stop", &self.subagent_stop),
+            ("hooks.session-end", &self.session_end),
+        ]
+    }
+
+    /// The commands of the event named `event` (`before-tool`, …).
+    pub fn commands(&self, event: &str) -> &[HookCommand] {
+        self.lists()
+            .into_iter()
+            .find(|(key, _)| key.strip_prefix("hooks.") == Some(event))
+            .map_or(&[][..], |(_, list)| list.as_slice())
+    }
+
     /// How long a hook may run.
     pub fn timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs_f64(self.timeout_s.clamp(0.001, 86_400.0))
@@ -160,12 +207,20 @@ impl Default for HooksConfig {
     fn default() -> Self {
         HooksConfig {
             session_start: Vec::new(),
+            user_prompt_submit: Vec::new(),
             before_tool: Vec::new(),
+            permission_request: Vec::new(),
             after_tool: Vec::new(),
             before_compact: Vec::new(),
+            notification: Vec::new(),
+            stop: Vec::new(),
+            subagent_stop: Vec::new(),
             session_end: Vec::new(),
             timeout_s: 60.0,
+            max_stop_continuations: 3,
             key_vars: Vec::new(),
+            claude: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 }
@@ -632,6 +687,20 @@ impl Config {
                 "chat.max_delay_s",
                 format!("must be 0 to 600 seconds, not {}", c.max_delay_s),
             ));
+        }
+        for (key, commands) in self.hooks.lists() {
+            if let Some(error) = commands.iter().find_map(|c| {
+                regex::Regex::new(&hooks::pattern(c.matcher()))
+                    .err()
+                    .map(|e| {
+                        format!(
+                            "the matcher `{}` is not a regular expression: {e}",
+                            c.matcher()
+                        )
+                    })
+            }) {
+                problems.push((key, error));
+            }
         }
         for (key, globs) in [
             ("shell.env_exclude", &self.shell.env_exclude),

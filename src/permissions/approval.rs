@@ -256,6 +256,17 @@ impl Approver {
         }
     }
 
+    /// Whether `ask` would be put to someone (a person, or a `permission-request` hook): not
+    /// covered by an earlier "always", approvals not off, no `--yes`.
+    pub fn would_ask(&self, ask: &Ask<'_>) -> bool {
+        !self.covered(&ask.gate, &ask.action) && self.mode() != ApprovalMode::Never && !self.yes
+    }
+
+    /// Whether a person answers approval questions (the interactive session).
+    pub fn has_person(&self) -> bool {
+        self.prompt.is_some()
+    }
+
     /// Whether an earlier "always" for the same gate covers `action`.
     fn covered(&self, gate: &Gate, action: &Action) -> bool {
         self.always.lock().is_ok_and(|grants| {

@@ -186,12 +186,61 @@ async fn approve(
     let preview = tool.preview(&call.arguments, ctx);
     // Ctrl-C ends the wait for an answer at once.
     tokio::select! {
-        answer = ctx.approver.approve(ask, preview) => answer.map_err(|reason| {
+        answer = ask_approval(ctx, ask, &call.arguments, preview) => answer.map_err(|reason| {
             ctx.approver.record_denial(&call.name, &reason);
             ToolError::model(ToolErrorKind::PermissionDenied, reason)
         }),
         () = ctx.cancel.cancelled() => Err(ToolError::aborted()),
     }
+}
+
+/// Asks for approval of `ask` (a call of `ask.tool` with `arguments`): first the
+/// `permission-request` hooks, which may answer for the person; then, when a person is to be
+/// asked, the `notification` hooks are told; then the approver. `Err(reason)` when refused.
+pub async fn ask_approval(
+    ctx: &ToolContext,
+    ask: Ask<'_>,
+    arguments: &Value,
+    preview: impl std::future::Future<Output = Option<crate::protocol::events::FileChange>>,
+) -> Result<(), String> {
+    if ctx.approver.would_ask(&ask) {
+        let payload = || {
+            serde_json::json!({
+                "session_id": ctx.session_id, "agent": ctx.agent, "tool": ask.tool,
+                "arguments": arguments, "detail": ask.detail, "reason": ask.reason,
+            })
+        };
+        match hooks::fire(&ctx.hooks, Hook::PermissionRequest, &ctx.root, payload).await {
+            HookOutcome::Allowed => {
+                tracing::info!(
+                    op = "approval",
+                    result = "approved",
+                    tool = ask.tool,
+                    detail = ask.detail,
+                    "approved by a permission-request hook: {}",
+                    ask.reason
+                );
+                return Ok(());
+            }
+            HookOutcome::Blocked(why) => {
+                return Err(format!(
+                    "{}; a permission-request hook refused it: {why}",
+                    ask.reason
+                ));
+            }
+            HookOutcome::Continue | HookOutcome::Context(_) => {}
+        }
+        if ctx.approver.has_person() {
+            hooks::fire(&ctx.hooks, Hook::Notification, &ctx.root, || {
+                serde_json::json!({
+                    "session_id": ctx.session_id, "agent": ctx.agent, "kind": "approval",
+                    "message": format!("nop needs your permission to use {}: {}", ask.tool, ask.detail),
+                })
+            })
+            .await;
+        }
+    }
+    ctx.approver.approve(ask, preview).await
 }
 
 /// What `call` would do, which decides what an "always" answer covers: a built-in tool's command

@@ -91,8 +91,11 @@ async fn decide(
                 root: &ctx.root,
             };
             // Ctrl-C ends the wait for an answer at once.
+            let arguments = serde_json::json!({"path": path});
             let answer = tokio::select! {
-                answer = ctx.approver.approve(ask, preview) => answer,
+                answer = super::orchestrator::ask_approval(
+                    ctx, ask, &arguments, preview,
+                ) => answer,
                 () = ctx.cancel.cancelled() => return Err(ToolError::aborted()),
             };
             match answer {

@@ -232,7 +232,12 @@ impl Workspace {
             env,
             cli,
         };
-        Ok(Resolved::from_inputs(&inputs)?)
+        let mut resolved = Resolved::from_inputs(&inputs)?;
+        // Claude Code's hooks, as its users wrote them; a file that cannot be used is a warning.
+        let (claude, warnings) = crate::config::claude_hooks(&self.root, &inputs.env);
+        resolved.config.hooks.claude = claude;
+        resolved.config.hooks.warnings = warnings;
+        Ok(resolved)
     }
 
     pub fn store(&self, config: &crate::config::Config) -> Store {

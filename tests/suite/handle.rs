@@ -696,3 +696,61 @@ async fn mcp_servers_start_once_for_all_the_prompts_of_an_open_handle() {
     let started = std::fs::read_to_string(&starts).expect("starts");
     assert_eq!(started.lines().count(), 1, "{started}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_permission_request_hook_answers_before_a_person_and_a_notification_hook_hears_of_the_rest()
+ {
+    let repo = Repo::new();
+    let config = repo.path().join(".nop/config.yml");
+    let text = std::fs::read_to_string(&config).expect("config");
+    let base = text.split("\nhooks:").next().unwrap_or(&text).to_string();
+    std::fs::create_dir_all(repo.path().join("work")).expect("mkdir");
+    std::fs::write(
+        &config,
+        format!(
+            "{base}\nhooks:\n  permission-request:\n    - matcher: write-file\n      command: 'echo {{\\\"decision\\\": \\\"allow\\\"}}'\n  notification:\n    - 'cat >> work/notified.jsonl; echo >> work/notified.jsonl'\n"
+        ),
+    )
+    .expect("write");
+    let (asked, results, _) = approving(
+        &repo,
+        &[
+            ("c1", "shell", json!({"command": "echo asked"})),
+            (
+                "c2",
+                "write-file",
+                json!({"path": "work/new.txt", "content": "new\n"}),
+            ),
+        ],
+        vec![ApprovalAnswer::Once],
+    )
+    .await;
+    assert_eq!(
+        asked.iter().map(|a| a.0.as_str()).collect::<Vec<_>>(),
+        vec!["shell"]
+    );
+    assert!(results[0].contains("asked"), "{results:?}");
+    assert!(repo.path().join("work/new.txt").exists(), "{results:?}");
+    let notified = std::fs::read_to_string(repo.path().join("work/notified.jsonl")).expect("log");
+    let kinds: Vec<(String, String)> = notified
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str::<Value>(l).expect("json"))
+        .map(|v| {
+            (
+                v["kind"].as_str().unwrap_or_default().to_string(),
+                v["message"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (
+                "approval".to_string(),
+                "nop needs your permission to use shell: echo asked".to_string()
+            ),
+            ("done".to_string(), "nop finished the task".to_string()),
+        ]
+    );
+}

@@ -2,6 +2,7 @@ mod advisors;
 mod architecture;
 mod chat;
 mod checkpoints;
+mod claude_hooks;
 mod cli;
 mod concurrency;
 mod costs;
