@@ -195,7 +195,10 @@ pub fn claude_hooks(root: &Path, env: &BTreeMap<String, String>) -> (Vec<ClaudeH
         match read_settings(&path) {
             Ok(Some(value)) => parse_settings(&path, &value, &mut hooks, &mut warnings),
             Ok(None) => {}
-            Err(why) => warnings.push(format!("{}: {why}; its hooks are not used", path.display())),
+            Err(why) => warnings.push(format!(
+                "{}: {why}; its hooks and permission rules are not used by nop",
+                path.display()
+            )),
         }
     }
     (hooks, warnings)

@@ -423,7 +423,8 @@ pub fn remember(state_dir: &Path, label: &str, permissions: &Value) -> std::io::
 
 /// Warnings, once per content of their rules, about the project's settings files whose rules
 /// were never imported; each is remembered in `state_dir` so the next run is quiet until the
-/// file's rules change. A settings file that cannot be read is a warning too (once per run).
+/// file's rules change. A settings file that cannot be read is the hooks loader's warning
+/// (`config::hooks`).
 pub fn unimported(root: &Path, state_dir: &Path) -> Vec<String> {
     let state = remembered(state_dir);
     let mut warnings = Vec::new();
@@ -432,10 +433,9 @@ pub fn unimported(root: &Path, state_dir: &Path) -> Vec<String> {
         let settings = match load(&path, root, None) {
             Ok(Some(settings)) => settings,
             Ok(None) => continue,
-            Err(e) => {
-                warnings.push(format!("{e} (its permission rules are not used by nop)"));
-                continue;
-            }
+            // The hooks' loader reads the same file first and says it cannot be used, for its
+            // hooks and its rules (`config::hooks`): one warning, not two.
+            Err(_) => continue,
         };
         if !has_rules(&settings.permissions) || state.get(label) == Some(&settings.permissions) {
             continue;

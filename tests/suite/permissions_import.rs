@@ -312,8 +312,8 @@ fn a_settings_file_that_is_not_json_is_a_warning_not_a_crash() {
     let warnings = run_warnings(&repo, home.path());
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(
-        warnings[0].contains(".claude/settings.json: it is not JSON")
-            && warnings[0].ends_with("(its permission rules are not used by nop)"),
+        warnings[0].contains(".claude/settings.json: is not valid JSON")
+            && warnings[0].ends_with("its hooks and permission rules are not used by nop"),
         "{warnings:?}"
     );
 }
