@@ -12,7 +12,12 @@ const TASKS: [&str; 3] = ["task A", "task B", "task C"];
 
 /// The main agent asks three subagents at once; each runs `sleep 1` with the shell, then answers.
 fn server() -> MockServer {
-    MockServer::start_with(Box::new(|request: &RecordedRequest| {
+    server_sleeping(1)
+}
+
+/// The same, each subagent's command taking `seconds`.
+fn server_sleeping(seconds: u32) -> MockServer {
+    MockServer::start_with(Box::new(move |request: &RecordedRequest| {
         let users = request.user_messages();
         let results = request.tool_results();
         match TASKS
@@ -22,7 +27,7 @@ fn server() -> MockServer {
             Some(task) if results.is_empty() => openai::reply_tool_calls(&[(
                 &format!("sh-{task}"),
                 "shell",
-                json!({"command": "sleep 1"}),
+                json!({"command": format!("sleep {seconds}")}),
             )]),
             Some(task) => openai::reply_text(&format!("done {task}")),
             None if results.is_empty() => openai::reply_tool_calls(
@@ -113,4 +118,32 @@ fn max_parallel_one_runs_the_calls_in_order() {
         .flat_map(|t| [(t.to_string(), false), (t.to_string(), true)])
         .collect();
     assert_eq!(order, expected);
+}
+
+#[test]
+fn the_terminal_shows_one_status_line_for_each_subagent_running() {
+    let repo = Repo::new();
+    let server = server_sleeping(4);
+    let t = crate::support::terminal::Terminal::start(
+        &repo,
+        &server,
+        "side-by-side",
+        "run",
+        &[],
+        "/help for commands",
+    );
+    t.type_line("split the work in three");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut screen = t.screen();
+    while screen.matches("working…").count() < 3 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        screen = t.screen();
+    }
+    let lines: Vec<&str> = screen
+        .lines()
+        .filter(|l| l.contains("↳ coder") && l.contains("working…"))
+        .collect();
+    assert_eq!(lines.len(), 3, "{screen}");
+    t.wait_for_prompt_after("done task C");
+    t.type_line("/exit");
 }
