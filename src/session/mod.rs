@@ -26,6 +26,7 @@ mod nonblocking;
 pub(crate) use nonblocking::off_thread;
 mod run_lock;
 mod store;
+mod summary_cache;
 
 pub use atomic::{commit_files, create_new_atomic, replace_file, sync_dir, write_atomic};
 

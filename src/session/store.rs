@@ -11,6 +11,7 @@ use serde::Serialize;
 use super::atomic::{self, TEMP_PREFIX};
 use super::error::{Result, SessionError};
 use super::lock::{LockKind, SessionLock};
+use super::summary_cache;
 use super::{PLAN_FILE, SESSION_FILE, SESSION_LOG, snapshot_file_name};
 use crate::protocol::ids::looks_like_id;
 use crate::protocol::{
@@ -152,7 +153,12 @@ impl Store {
                 (PLAN_FILE, plan.clone().into_bytes()),
             ];
             match self.publish_new_dir(&session.session_id, &files, None) {
-                Ok(()) => return Ok(session),
+                Ok(()) => {
+                    let dir = self.dir(&session.session_id);
+                    let key = summary_cache::Key::now(&dir);
+                    summary_cache::write(&dir, key, &summarize(&session));
+                    return Ok(session);
+                }
                 Err(e) => last_err = Some(e),
             }
         }
@@ -199,6 +205,9 @@ impl Store {
                 &[(SESSION_FILE, &session), (PLAN_FILE, plan.as_bytes())],
             )?;
         }
+        // Still under the write lock: the key names the file just written.
+        let key = summary_cache::Key::now(&dir);
+        summary_cache::write(&dir, key, &summarize(&state.session));
         Ok(value)
     }
 
@@ -310,7 +319,12 @@ impl Store {
             ];
             let link = (snapshot_path.as_path(), snapshot.snapshot_id.as_str());
             match target.publish_new_dir(&child.session_id, &files, Some(link)) {
-                Ok(()) => return Ok((child, snapshot)),
+                Ok(()) => {
+                    let dir = target.dir(&child.session_id);
+                    let key = summary_cache::Key::now(&dir);
+                    summary_cache::write(&dir, key, &summarize(&child));
+                    return Ok((child, snapshot));
+                }
                 Err(e) if child_id.is_some() => return Err(e),
                 Err(e) => last_err = Some(e),
             }
@@ -323,22 +337,23 @@ impl Store {
         let mut ok = Vec::new();
         let mut failed = Vec::new();
         for id in self.ids()? {
+            let dir = self.dir(&id);
+            // The summary kept beside session.json, when it was made from the file as it is.
+            if let Some(summary) = summary_cache::read(&dir).filter(|s| s.id == id) {
+                ok.push(summary);
+                continue;
+            }
+            // The file read is the one of these keys only if it did not change meanwhile.
+            let before = summary_cache::Key::now(&dir);
             match self.read_session(&id) {
-                Ok(s) => ok.push(SessionSummary {
-                    title: title(&s),
-                    answered: s
-                        .messages
-                        .iter()
-                        .any(|m| m.role == crate::protocol::Role::Assistant),
-                    called: s.caller.is_some(),
-                    messages: s.messages.len(),
-                    parent: s.parent_session.map(|p| p.id),
-                    id: s.session_id,
-                    agent: s.agent,
-                    status: s.status,
-                    created_at: s.created_at,
-                    updated_at: s.updated_at,
-                }),
+                Ok(s) => {
+                    let summary = summarize(&s);
+                    let after = summary_cache::Key::now(&dir);
+                    if before == after {
+                        summary_cache::write(&dir, after, &summary);
+                    }
+                    ok.push(summary);
+                }
                 Err(e) => failed.push(e),
             }
         }
@@ -679,7 +694,37 @@ fn parse_versioned_json<T: serde::de::DeserializeOwned + Versioned>(
 
 /// A session's title: the first line of the first thing the user asked; for a fork, of the
 /// first thing asked after the fork (before any: the parent's, marked as the fork's).
+/// What a listing shows of a session.
+fn summarize(s: &SessionFile) -> SessionSummary {
+    SessionSummary {
+        title: title(s),
+        answered: s
+            .messages
+            .iter()
+            .any(|m| m.role == crate::protocol::Role::Assistant),
+        called: s.caller.is_some(),
+        messages: s.messages.len(),
+        parent: s.parent_session.as_ref().map(|p| p.id.clone()),
+        id: s.session_id.clone(),
+        agent: s.agent.clone(),
+        status: s.status,
+        created_at: s.created_at,
+        updated_at: s.updated_at,
+    }
+}
+
+/// The longest title kept: the first line of a prompt can be a whole pasted file.
+const TITLE_CHARS: usize = 500;
+
 fn title(session: &SessionFile) -> String {
+    let whole = whole_title(session);
+    match whole.char_indices().nth(TITLE_CHARS) {
+        Some((end, _)) => format!("{}…", &whole[..end]),
+        None => whole,
+    }
+}
+
+fn whole_title(session: &SessionFile) -> String {
     let first_line = |m: &Message| {
         m.content
             .lines()

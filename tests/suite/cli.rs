@@ -279,7 +279,8 @@ fn corrupt_session_json_is_reported_with_position_and_left_unchanged() {
     assert!(stdout.contains(&format!("ok       {healthy}")), "{stdout}");
     assert!(stdout.contains(&format!("problem  {id}")), "{stdout}");
     assert_eq!(fs::read_to_string(&path).expect("read"), broken);
-    // Only session.json was ever there besides what create made: no temp files, no snapshot.
+    // Only what create made is there (the summary `sessions list` reads among it): no temp
+    // files, no snapshot.
     let names: Vec<String> = fs::read_dir(repo.session_dir(&id))
         .expect("dir")
         .filter_map(Result::ok)
@@ -288,7 +289,7 @@ fn corrupt_session_json_is_reported_with_position_and_left_unchanged() {
         .collect();
     let mut names = names;
     names.sort();
-    assert_eq!(names, vec!["plan.xml", "session.json"]);
+    assert_eq!(names, vec!["plan.xml", "session.json", "summary.json"]);
 }
 
 #[test]
