@@ -946,3 +946,38 @@ fn a_resume_with_nothing_changed_since_the_last_check_asks_no_consistency_checke
     assert!(asks_the_checker(&fourth) && fourth.len() == 2, "{fourth:?}");
     repo.assert_session_shape(&id, "consistency-checked.json");
 }
+
+#[test]
+fn a_refused_call_goes_to_retry_advisor_but_is_never_made_again_unchanged() {
+    let repo = Repo::new();
+    coder_permissions(&repo, &["shell"]);
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("c1", "shell", json!({"command": "make deploy"}))]),
+        // A wrong answer (the prompt says never to): the refused call is not made again.
+        reply(json!({"shouldRetry": true, "reason": "try again", "suggestedAction": "retry"})),
+        openai::reply_text("I may not run commands"),
+    ]);
+    let (code, result, stderr) = run(&repo, &server, &[], &["deploy"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(result["final_message"], "I may not run commands");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    let question = requests[1].body["messages"][1]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        question.contains("\"errorType\": \"PermissionDenied\""),
+        "{question}"
+    );
+    let results = requests[2].tool_results();
+    assert!(
+        results[0].starts_with("error (PermissionDenied)"),
+        "{results:?}"
+    );
+    // One refusal: the call was not tried twice.
+    assert_eq!(
+        result["permission_denials"].as_array().map(Vec::len),
+        Some(1),
+        "{result}"
+    );
+}
