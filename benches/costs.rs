@@ -38,7 +38,7 @@ fn call(i: usize) -> (Value, &'static str, bool) {
             true,
         ),
         12 | 24 => (
-            json!({"path": "src/lib.rs", "old": format!("no such text {i}"), "new": "x"}),
+            json!({"path": "src/lib.rs", "old_string": format!("no such text {i}"), "new_string": "x"}),
             "edit-file",
             true,
         ),

@@ -416,7 +416,7 @@ fn retry_on_a_list_of_kinds_sends_the_others_straight_back_to_the_model() {
         openai::reply_tool_calls(&[(
             "c4",
             "edit-file",
-            json!({"path": ".nop/config.yml", "old": "log:", "new": "x:"}),
+            json!({"path": ".nop/config.yml", "old_string": "no such text", "new_string": "x"}),
         )]),
         // The kind it names still goes to the advisor.
         openai::reply_tool_calls(&[(
