@@ -6,8 +6,9 @@
 //! that fail deterministically (a missing file, bad arguments, a refused path, an edit whose
 //! text is not there) and 2 shell commands that time out. Advisors are on; retry-advisor answers
 //! "skip". Reported: the share of input tokens served from the cache, the cost at Claude Sonnet
-//! list prices, and retry-advisor requests per 10 turns — with the default `advisors.retry_on`
-//! (transient failures only) and with every failure sent to it (how nop worked before).
+//! list prices, and retry-advisor requests per 10 turns — with the default `advisors.retry_on:
+//! all` (every failed call goes to the advisor, whose decision holds for the same tool failing
+//! the same way) and with the opt-in that limits it to the kinds a retry can change.
 //!
 //! Run with `cargo bench --bench costs`.
 
@@ -37,7 +38,7 @@ fn call(i: usize) -> (Value, &'static str, bool) {
             true,
         ),
         12 | 24 => (
-            json!({"path": "src/lib.rs", "old": format!("no such text {i}"), "new": "x"}),
+            json!({"path": "src/lib.rs", "old_string": format!("no such text {i}"), "new_string": "x"}),
             "edit-file",
             true,
         ),
@@ -94,7 +95,7 @@ fn is_advisor(request: &RecordedRequest) -> bool {
     system.contains("retry advisor")
 }
 
-fn session(kind: &'static str, every_failure: bool) -> Result<(), Box<dyn std::error::Error>> {
+fn session(kind: &'static str, transient_only: bool) -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all("/var/tmp/nop-bench")?;
     let repo = tempfile::tempdir_in("/var/tmp/nop-bench")?;
     let nop = env!("CARGO_BIN_EXE_nop");
@@ -115,7 +116,7 @@ fn session(kind: &'static str, every_failure: bool) -> Result<(), Box<dyn std::e
         "\npricing:\n  mock-model: {input: 3.0, output: 15.0, cache_write: 3.75, cache_read: 0.30}\n",
     );
     std::fs::write(&config, text)?;
-    if every_failure {
+    if transient_only {
         let set = Command::new(nop)
             .current_dir(repo.path())
             .env_clear()
@@ -123,7 +124,7 @@ fn session(kind: &'static str, every_failure: bool) -> Result<(), Box<dyn std::e
                 "config",
                 "set",
                 "advisors.retry_on",
-                "[Timeout, NotFound, InvalidArguments, PermissionDenied, InvalidPath, ReadFailed]",
+                "[Timeout, Interrupted, SpawnFailed, WaitFailed, PluginError, PluginToolFailed]",
             ])
             .output()?;
         assert!(
@@ -158,14 +159,20 @@ fn session(kind: &'static str, every_failure: bool) -> Result<(), Box<dyn std::e
         usage["cache_read_tokens"].as_f64().unwrap_or(0.0),
         usage["input_tokens"].as_f64().unwrap_or(0.0),
     );
-    let advisor = server.requests().iter().filter(|r| is_advisor(r)).count();
+    let advisors: Vec<RecordedRequest> = server.requests().into_iter().filter(is_advisor).collect();
+    let advisor = advisors.len();
+    let advisor_bytes = advisors
+        .iter()
+        .map(|r| r.body.to_string().len())
+        .max()
+        .unwrap_or(0);
     let uncached_cost = (input * 3.0 + usage["output_tokens"].as_f64().unwrap_or(0.0) * 15.0) / 1e6;
     println!(
-        "| {kind} | {} | {} | {:.0}% | ${:.3} (${uncached_cost:.3} uncached) | {} | {:.1} |",
-        if every_failure {
-            "every failure"
+        "| {kind} | {} | {} | {:.0}% | ${:.3} (${uncached_cost:.3} uncached) | {} | {:.1} | {advisor_bytes} |",
+        if transient_only {
+            "transient kinds only (opt-in)"
         } else {
-            "transient only (default)"
+            "every failure (default)"
         },
         usage["requests"],
         read * 100.0 / input.max(1.0),
@@ -178,12 +185,12 @@ fn session(kind: &'static str, every_failure: bool) -> Result<(), Box<dyn std::e
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
-        "| API | failures sent to retry-advisor | turn requests | input served from cache | cost of the turns | retry-advisor requests | per 10 turns |"
+        "| API | failures sent to retry-advisor | turn requests | input served from cache | cost of the turns | retry-advisor requests | per 10 turns | largest advisor request (bytes) |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|");
     for kind in ["openai", "anthropic"] {
-        for every_failure in [false, true] {
-            session(kind, every_failure)?;
+        for transient_only in [false, true] {
+            session(kind, transient_only)?;
         }
     }
     Ok(())

@@ -9,7 +9,7 @@ use futures_util::future::BoxFuture;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::{AdvisorError, ConsistencyDecision, RetryDecision};
+use super::{AdvisorError, ConsistencyDecision, RetryAction, RetryDecision};
 use crate::config::Config;
 use crate::protocol::events::Event;
 use crate::protocol::{SessionStatus, ToolCall};
@@ -71,12 +71,27 @@ pub struct Checked {
 }
 
 /// Asks `advisor` (with `arguments`, seed 002 §2.3) for a decision of type `T`. `Err` says why
-/// the caller must fall back to its safe default; it is also logged as a WARN.
+/// the caller must fall back to its safe default; it is also logged as a WARN. A valid answer is
+/// kept for the run: the same question (the same arguments) is not asked twice.
 pub async fn consult<T: DeserializeOwned>(
     host: &dyn Host,
     ctx: &ToolContext,
     advisor: &str,
     arguments: Value,
+) -> Result<T, AdvisorError> {
+    let question = arguments.to_string();
+    ask(host, ctx, advisor, arguments, &question, |_: &T| true).await
+}
+
+/// [`consult`] with the caller's idea of what makes two questions the same (`question`, within
+/// the session and advisor), and of which answers may be reused for such a question (`keep`).
+async fn ask<T: DeserializeOwned>(
+    host: &dyn Host,
+    ctx: &ToolContext,
+    advisor: &str,
+    arguments: Value,
+    question: &str,
+    keep: impl Fn(&T) -> bool,
 ) -> Result<T, AdvisorError> {
     if !ctx.advisors {
         return Err(AdvisorError::Off);
@@ -95,12 +110,15 @@ pub async fn consult<T: DeserializeOwned>(
         });
         return Err(why);
     }
-    let key = format!("{}\u{0}{advisor}\u{0}{arguments}", ctx.session_id);
+    let key = format!("{}\u{0}{advisor}\u{0}{question}", ctx.session_id);
     let result = match host.cached_answer(&key) {
-        Some(value) => serde_json::from_value(value).map_err(|e| AdvisorError::Schema {
-            advisor: advisor.to_string(),
-            detail: e.to_string(),
-        }),
+        Some(value) => {
+            tracing::info!(session = %ctx.session_id, op = "advisor", advisor, result = "cached", "the answer to the same question earlier in the run");
+            serde_json::from_value(value).map_err(|e| AdvisorError::Schema {
+                advisor: advisor.to_string(),
+                detail: e.to_string(),
+            })
+        }
         None => {
             let input = format!(
                 "Arguments:\n```json\n{}\n```\nAnswer with the JSON object only.",
@@ -117,7 +135,7 @@ pub async fn consult<T: DeserializeOwned>(
                                     detail: e.to_string(),
                                 }
                             });
-                            if parsed.is_ok() {
+                            if parsed.as_ref().is_ok_and(&keep) {
                                 host.cache_answer(key, value);
                             }
                             parsed
@@ -170,6 +188,12 @@ fn may_call(ctx: &ToolContext, target: &str) -> Result<(), String> {
 }
 
 /// Asks retry-advisor about a failed call (seed 002 §4.3); the default is not to retry.
+///
+/// The advisor sees the whole failure (message, arguments), but its decision holds for the
+/// same tool failing the same way at the same retry count for the rest of the run: two missing
+/// files cost one request (seed 002 §10.1's caching, at run scope). Only decisions that do not
+/// depend on the arguments are reused: `retry` (bounded by `advisors.max_retries`) and `skip`.
+/// `modify_params` names arguments for one call, and `abort` ends a run: both are asked afresh.
 pub async fn advise_retry(
     host: &dyn Host,
     ctx: &ToolContext,
@@ -180,16 +204,37 @@ pub async fn advise_retry(
     let arguments = json!({
         "errorType": error.kind(),
         "errorMessage": error.to_string(),
-        // No real stack exists for a tool call; what failed where is the useful part, and leaving
-        // the call id out lets identical failures share one decision.
+        // No real stack exists for a tool call; what failed where is the useful part.
         "stackTrace": format!("{} failed with {}", call.name, error.kind()),
         "toolName": call.name,
         "arguments": call.arguments,
         "retryCount": retries,
     });
-    consult(host, ctx, RETRY_ADVISOR, arguments)
-        .await
-        .unwrap_or_else(|why| RetryDecision::default_no_retry(&why.to_string()))
+    ask(
+        host,
+        ctx,
+        RETRY_ADVISOR,
+        arguments,
+        &same_failure(call, error, retries),
+        |decision: &RetryDecision| {
+            matches!(
+                decision.suggested_action,
+                RetryAction::Retry | RetryAction::Skip
+            )
+        },
+    )
+    .await
+    .unwrap_or_else(|why| RetryDecision::default_no_retry(&why.to_string()))
+}
+
+/// What makes two failures the same question for retry-advisor: the tool (for `call-agent`,
+/// the agent called), the error kind and the retry count.
+fn same_failure(call: &ToolCall, error: &ToolError, retries: u32) -> String {
+    let tool = match call.arguments.get("agent").and_then(Value::as_str) {
+        Some(agent) if call.name == "call-agent" => format!("call-agent:{agent}"),
+        _ => call.name.clone(),
+    };
+    json!({"toolName": tool, "errorType": error.kind(), "retryCount": retries}).to_string()
 }
 
 /// Asks consistency-checker whether plan.xml and the messages agree (seed 002 §3.3); `None`
@@ -298,7 +343,6 @@ mod tests {
     use tokio_util::sync::CancellationToken;
 
     use super::*;
-    use crate::advisors::RetryAction;
     use crate::config::ProviderConfig;
     use crate::permissions::ApprovalMode;
 
@@ -488,6 +532,72 @@ mod tests {
             consult(&host, &ctx, RETRY_ADVISOR, json!({"errorType": "other"})).await?;
         assert_eq!(host.asked.load(Ordering::SeqCst), 2);
         assert_eq!(host.events(), Vec::new());
+        Ok(())
+    }
+
+    fn tool_call(name: &str, arguments: Value) -> ToolCall {
+        ToolCall {
+            id: "c1".into(),
+            name: name.into(),
+            arguments,
+            extra: Default::default(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_retry_decision_holds_for_the_same_tool_failing_the_same_way() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let answer =
+            r#"{"shouldRetry": false, "reason": "it is not there", "suggestedAction": "skip"}"#;
+        let (ctx, host) = setup(dir.path(), true, answer)?;
+        let missing = |path: &str| {
+            (
+                tool_call("read-file", json!({ "path": path })),
+                ToolError::model(
+                    crate::tools::ToolErrorKind::NotFound,
+                    format!("{path}: no such file"),
+                ),
+            )
+        };
+        let (call, error) = missing("a.rs");
+        let first = advise_retry(&host, &ctx, &call, &error, 0).await;
+        assert_eq!(first.suggested_action, RetryAction::Skip);
+        // Another path, another message: the same failure of the same tool, not asked again.
+        let (call, error) = missing("b.rs");
+        assert_eq!(advise_retry(&host, &ctx, &call, &error, 0).await, first);
+        assert_eq!(host.asked.load(Ordering::SeqCst), 1);
+        // Another kind, another tool, another retry count, another agent called: asked.
+        let timeout = ToolError::model(crate::tools::ToolErrorKind::Timeout, "too slow");
+        advise_retry(&host, &ctx, &call, &timeout, 0).await;
+        let (_, error) = missing("c.rs");
+        advise_retry(&host, &ctx, &tool_call("list-files", json!({})), &error, 0).await;
+        advise_retry(&host, &ctx, &call, &error, 1).await;
+        let failed = ToolError::model(crate::tools::ToolErrorKind::SubagentFailed, "it failed");
+        for agent in ["helper", "tester", "helper"] {
+            let call = tool_call("call-agent", json!({ "agent": agent, "arguments": {} }));
+            advise_retry(&host, &ctx, &call, &failed, 0).await;
+        }
+        assert_eq!(host.asked.load(Ordering::SeqCst), 6);
+        assert_eq!(host.events(), Vec::new());
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn modified_arguments_and_an_abort_are_never_reused_for_another_call()
+    -> anyhow::Result<()> {
+        for answer in [
+            r#"{"shouldRetry": true, "reason": "typo", "suggestedAction": "modify_params", "modifiedParams": {"path": "a.rs"}}"#,
+            r#"{"shouldRetry": false, "reason": "hopeless", "suggestedAction": "abort"}"#,
+        ] {
+            let dir = tempfile::tempdir()?;
+            let (ctx, host) = setup(dir.path(), true, answer)?;
+            let error = ToolError::model(crate::tools::ToolErrorKind::NotFound, "no such file");
+            for path in ["a.r", "b.r"] {
+                let call = tool_call("read-file", json!({ "path": path }));
+                advise_retry(&host, &ctx, &call, &error, 0).await;
+            }
+            assert_eq!(host.asked.load(Ordering::SeqCst), 2, "{answer}");
+        }
         Ok(())
     }
 

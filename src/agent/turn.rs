@@ -445,16 +445,27 @@ enum CallsOutcome {
     Aborted(String),
 }
 
-/// Failures worth asking retry-advisor about: not refusals, not the user's stop, not calls that
-/// can never work.
-/// The deterministic pre-check before retry-advisor: only a failure of a kind a retry can
-/// change (`advisors.retry_on`: time limits, a plugin's server that died, …) is worth a model
-/// request; a missing file, a refusal or bad arguments go straight back to the model.
-fn worth_asking(error: &ToolError, transient: impl Fn(ToolErrorKind) -> bool) -> bool {
+/// Whether retry-advisor is asked about a failure: a failure of a kind `advisors.retry_on`
+/// names (by default every kind but a call not run and an MCP tool's own answer, see
+/// [`crate::config::RetryOn`]); never the user's stop, nor a failure that ends the turn.
+fn worth_asking(error: &ToolError, asked_about: impl Fn(ToolErrorKind) -> bool) -> bool {
     match error {
-        ToolError::Model { kind, .. } => transient(*kind),
+        ToolError::Model { kind, .. } => asked_about(*kind),
         ToolError::Aborted { .. } | ToolError::Fatal { .. } | ToolError::FatalMessage(_) => false,
     }
+}
+
+/// A refused call made again as it was would be refused again, or put the same question to a
+/// person who said no: retry-advisor's `retry` of it is not obeyed (its `modify_params` is: the
+/// new call is checked afresh).
+fn refused(error: &ToolError) -> bool {
+    matches!(
+        error,
+        ToolError::Model {
+            kind: ToolErrorKind::PermissionDenied | ToolErrorKind::BlockedByHook,
+            ..
+        }
+    )
 }
 
 /// `modifiedParams` over the original arguments (a shallow merge of objects, else a replacement).
@@ -499,7 +510,7 @@ impl ModelAgent {
             let decision = self.run.advise_retry(ctx, &attempt, error, retries).await;
             tracing::info!(session = %ctx.session_id, op = "retry", tool = %call.name, action = ?decision.suggested_action, "{}", decision.reason);
             match decision.suggested_action {
-                RetryAction::Retry if decision.should_retry => {}
+                RetryAction::Retry if decision.should_retry && !refused(error) => {}
                 RetryAction::ModifyParams
                     if decision.should_retry || decision.modified_params.is_some() =>
                 {
@@ -648,46 +659,78 @@ mod tests {
     }
 
     #[test]
-    fn only_transient_failures_are_worth_asking_retry_advisor_about() {
+    fn by_default_every_failed_call_is_worth_asking_retry_advisor_about() {
         let config = crate::config::AdvisorsConfig::default();
-        let transient = |kind: ToolErrorKind| config.retries(kind);
+        let asked = |kind: ToolErrorKind| config.retries(kind);
         for kind in [
             ToolErrorKind::NotFound,
             ToolErrorKind::InvalidArguments,
             ToolErrorKind::InvalidPath,
             ToolErrorKind::NotUnique,
             ToolErrorKind::PermissionDenied,
-            ToolErrorKind::Skipped,
+            ToolErrorKind::BlockedByHook,
             ToolErrorKind::NotAvailable,
             ToolErrorKind::UnknownTool,
             ToolErrorKind::SandboxUnavailable,
             ToolErrorKind::DepthLimit,
             ToolErrorKind::BinaryFile,
+            ToolErrorKind::SubagentFailed,
+            ToolErrorKind::Timeout,
+            ToolErrorKind::SpawnFailed,
+            ToolErrorKind::PluginError,
         ] {
             assert!(
-                !worth_asking(&ToolError::model(kind, "no"), transient),
+                worth_asking(&ToolError::model(kind, "no"), asked),
                 "{kind:?}"
             );
         }
-        assert!(!worth_asking(&ToolError::aborted(), transient));
+        // Not a failure to judge: a call not run, an MCP tool's own answer (for the model).
+        for kind in [ToolErrorKind::Skipped, ToolErrorKind::ToolReportedError] {
+            assert!(
+                !worth_asking(&ToolError::model(kind, "no"), asked),
+                "{kind:?}"
+            );
+        }
+        // The user's stop, and what ends the turn.
+        assert!(!worth_asking(&ToolError::aborted(), asked));
         assert!(!worth_asking(
             &ToolError::FatalMessage("disk full".into()),
-            transient
+            asked
         ));
         let disk_full = std::io::Error::from(std::io::ErrorKind::StorageFull);
         let unrecorded = ToolError::fatal("recording a tool call failed")(disk_full);
-        assert!(!worth_asking(&unrecorded, transient));
+        assert!(!worth_asking(&unrecorded, asked));
+    }
+
+    #[test]
+    fn retry_on_a_list_asks_only_about_the_kinds_it_names() {
+        let config = crate::config::AdvisorsConfig {
+            retry_on: crate::config::RetryOn::Kinds(vec!["Timeout".into(), "PluginError".into()]),
+            ..Default::default()
+        };
+        let asked = |kind: ToolErrorKind| config.retries(kind);
+        for kind in [ToolErrorKind::Timeout, ToolErrorKind::PluginError] {
+            assert!(worth_asking(&ToolError::model(kind, "maybe"), asked));
+        }
         for kind in [
-            ToolErrorKind::Timeout,
-            ToolErrorKind::SpawnFailed,
-            ToolErrorKind::WaitFailed,
-            ToolErrorKind::PluginError,
-            ToolErrorKind::PluginToolFailed,
+            ToolErrorKind::NotFound,
+            ToolErrorKind::PermissionDenied,
+            ToolErrorKind::InvalidArguments,
         ] {
-            assert!(
-                worth_asking(&ToolError::model(kind, "maybe"), transient),
-                "{kind:?}"
-            );
+            assert!(!worth_asking(&ToolError::model(kind, "no"), asked));
+        }
+    }
+
+    #[test]
+    fn a_refused_call_is_never_made_again_unchanged() {
+        for kind in [
+            ToolErrorKind::PermissionDenied,
+            ToolErrorKind::BlockedByHook,
+        ] {
+            assert!(refused(&ToolError::model(kind, "no")));
+        }
+        for kind in [ToolErrorKind::NotFound, ToolErrorKind::Timeout] {
+            assert!(!refused(&ToolError::model(kind, "no")));
         }
     }
 

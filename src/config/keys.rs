@@ -203,6 +203,9 @@ pub(crate) fn accepted(key: &str, default: Option<&Value>, complaint: &str) -> S
     if let Some(limit) = limit(key) {
         return limit.describe();
     }
+    if key == "advisors.retry_on" {
+        return "`all` or a list of error kinds, such as [Timeout, NotFound]".to_string();
+    }
     if key == super::PRICING_KEY {
         return "a map from model name to {input, output, cache_write, cache_read}, in US dollars per million tokens".to_string();
     }

@@ -344,28 +344,73 @@ pub struct AdvisorsConfig {
     pub max_retries: u32,
     /// Pause before each retry.
     pub retry_delay_s: f64,
-    /// The failures retry-advisor is asked about (error kinds, as in error-<ts>.log's
-    /// `errorType`): the transient ones. Any other failure goes straight back to the model.
-    pub retry_on: Vec<String>,
+    /// The failures retry-advisor is asked about: `all` (every failed call, seed 002 §1.5), or
+    /// a list of error kinds (as in error-<ts>.log's `errorType`) to ask about only those.
+    pub retry_on: RetryOn,
 }
 
-/// The failures a retry can change: a time limit, interrupted I/O, a command that could not be started or
-/// waited for, a plugin's server that failed (an MCP server that died) or a plugin tool that
-/// reported a failure (its service's 5xx). Not found, refused, invalid arguments and the like
-/// would fail the same way again.
-pub const TRANSIENT_KINDS: &[&str] = &[
-    "Timeout",
-    "Interrupted",
-    "SpawnFailed",
-    "WaitFailed",
-    "PluginError",
-    "PluginToolFailed",
-];
+/// Which failed calls go to retry-advisor (`advisors.retry_on`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "RetryOnText", into = "RetryOnText")]
+pub enum RetryOn {
+    /// Every failed call, but those that are not a failure to judge: a call not run because
+    /// the agent asked the user first (`Skipped`), an MCP tool's own `isError` answer
+    /// (`ToolReportedError`, the tool's result for the model), and the user's stop.
+    All,
+    /// Only failures of these kinds (checked against [`crate::protocol::ToolErrorKind`] when
+    /// the configuration loads).
+    Kinds(Vec<String>),
+}
+
+/// How `retry_on` is written: the word `all`, or a list.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(untagged)]
+enum RetryOnText {
+    Word(String),
+    List(Vec<String>),
+}
+
+impl TryFrom<RetryOnText> for RetryOn {
+    type Error = String;
+
+    fn try_from(text: RetryOnText) -> Result<Self, Self::Error> {
+        match text {
+            RetryOnText::Word(word) if word == "all" => Ok(RetryOn::All),
+            RetryOnText::Word(word) => Err(format!(
+                "`{word}` is neither `all` nor a list of error kinds such as [Timeout, NotFound]"
+            )),
+            RetryOnText::List(kinds) => Ok(RetryOn::Kinds(kinds)),
+        }
+    }
+}
+
+impl From<RetryOn> for RetryOnText {
+    fn from(on: RetryOn) -> Self {
+        match on {
+            RetryOn::All => RetryOnText::Word("all".to_string()),
+            RetryOn::Kinds(kinds) => RetryOnText::List(kinds),
+        }
+    }
+}
+
+impl RetryOn {
+    /// The kinds named in a list (none for `all`).
+    pub fn kinds(&self) -> &[String] {
+        match self {
+            RetryOn::All => &[],
+            RetryOn::Kinds(kinds) => kinds,
+        }
+    }
+}
 
 impl AdvisorsConfig {
     /// Whether a failure of `kind` goes to retry-advisor (`retry_on`).
     pub fn retries(&self, kind: crate::protocol::ToolErrorKind) -> bool {
-        self.retry_on.iter().any(|k| k == kind.as_str())
+        use crate::protocol::ToolErrorKind as Kind;
+        match &self.retry_on {
+            RetryOn::All => !matches!(kind, Kind::Skipped | Kind::ToolReportedError),
+            RetryOn::Kinds(kinds) => kinds.iter().any(|k| k == kind.as_str()),
+        }
     }
 }
 
@@ -376,7 +421,7 @@ impl Default for AdvisorsConfig {
             timeout_s: 30.0,
             max_retries: 3,
             retry_delay_s: 1.0,
-            retry_on: TRANSIENT_KINDS.iter().map(|k| k.to_string()).collect(),
+            retry_on: RetryOn::All,
         }
     }
 }
@@ -716,6 +761,7 @@ impl Config {
         if let Some(kind) = self
             .advisors
             .retry_on
+            .kinds()
             .iter()
             .find(|k| crate::protocol::ToolErrorKind::parse(k).is_none())
         {

@@ -1,6 +1,7 @@
 //! Tests of the layered configuration: precedence, origins, validation, messages.
 
 use super::*;
+use crate::protocol::ToolErrorKind;
 use pretty_assertions::assert_eq;
 
 fn resolve(inputs: ConfigInputs<'_>) -> Result<Resolved, ConfigError> {
@@ -260,7 +261,10 @@ fn list_valued_keys_take_a_flow_list_from_the_command_line_and_the_environment()
         env,
         ..Default::default()
     })?;
-    assert_eq!(r.config.advisors.retry_on, ["NotFound", "Timeout"]);
+    assert_eq!(
+        r.config.advisors.retry_on,
+        RetryOn::Kinds(vec!["NotFound".into(), "Timeout".into()])
+    );
     let r = resolve(ConfigInputs {
         cli: vec![(
             "--set".into(),
@@ -269,17 +273,40 @@ fn list_valued_keys_take_a_flow_list_from_the_command_line_and_the_environment()
         )],
         ..Default::default()
     })?;
-    assert_eq!(r.config.advisors.retry_on, ["NotFound"]);
+    assert_eq!(
+        r.config.advisors.retry_on,
+        RetryOn::Kinds(vec!["NotFound".into()])
+    );
     assert_eq!(
         r.entries["advisors.retry_on"].1,
         Origin::Cli("--set".into())
     );
-    // An empty list empties it; a string is still no list.
+    // An empty list empties it; `all` is the default; any other word is neither.
     let r = resolve(ConfigInputs {
         cli: vec![("--set".into(), "advisors.retry_on".into(), "[]".into())],
         ..Default::default()
     })?;
-    assert!(r.config.advisors.retry_on.is_empty());
+    assert_eq!(r.config.advisors.retry_on, RetryOn::Kinds(Vec::new()));
+    assert!(!r.config.advisors.retries(ToolErrorKind::Timeout));
+    assert_eq!(
+        resolve(ConfigInputs::default())?.config.advisors.retry_on,
+        RetryOn::All
+    );
+    let mut env = BTreeMap::new();
+    env.insert("NOP_ADVISORS_RETRY_ON".to_string(), "all".to_string());
+    let r = resolve(ConfigInputs {
+        env,
+        cli: vec![(
+            "--set".into(),
+            "advisors.retry_on".into(),
+            "[Timeout]".into(),
+        )],
+        ..Default::default()
+    })?;
+    assert_eq!(
+        r.config.advisors.retry_on,
+        RetryOn::Kinds(vec!["Timeout".into()])
+    );
     let err = resolve(ConfigInputs {
         cli: vec![(
             "--set".into(),
@@ -292,7 +319,9 @@ fn list_valued_keys_take_a_flow_list_from_the_command_line_and_the_environment()
     .map(|e| e.to_string())
     .unwrap_or_default();
     assert!(
-        err.contains(r#"must be a list of strings, such as ["a", "b"], not NotFound"#),
+        err.contains(
+            "must be `all` or a list of error kinds, such as [Timeout, NotFound], not NotFound"
+        ),
         "{err}"
     );
     Ok(())

@@ -10,15 +10,13 @@ use crate::support::Repo;
 use crate::support::mock::{MockResponse, MockServer, RecordedRequest, openai};
 
 /// `nop run --output-format json` with advisors on and no pause between retries. A missing
-/// file is what these tests fail a call with: it goes to retry-advisor here (by default it does
-/// not, see `advisors.retry_on`).
+/// file is what these tests fail a call with: like every failed call, it goes to retry-advisor.
 fn run(
     repo: &Repo,
     server: &MockServer,
     env: &[(&str, &str)],
     args: &[&str],
 ) -> (i32, Value, String) {
-    repo.run(&["config", "set", "advisors.retry_on", "[NotFound, Timeout]"]);
     let mut cmd = repo.nop_model(server, "openai");
     cmd.env("NOP_ADVISORS_ENABLED", "true")
         .env("NOP_ADVISORS_RETRY_DELAY_S", "0");
@@ -511,6 +509,8 @@ fn recursion_stops_at_the_depth_limit() {
             "call-agent",
             json!({"agent": "coder", "arguments": "level two"}),
         )]),
+        // Level one's failed call goes to retry-advisor, like every failed call.
+        reply(json!({"shouldRetry": false, "reason": "too deep", "suggestedAction": "skip"})),
         openai::reply_text("level one could not go deeper"),
         openai::reply_text("top done"),
     ]);
@@ -522,7 +522,7 @@ fn recursion_stops_at_the_depth_limit() {
     );
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(result["final_message"], "top done");
-    let inner = server.requests()[2].tool_results();
+    let inner = server.requests()[3].tool_results();
     assert!(
         inner[0].contains("DepthLimit") && inner[0].contains("subagents.max_depth"),
         "{inner:?}"
@@ -720,17 +720,18 @@ fn requests_offer_only_the_tools_the_agent_may_call_and_advisors_only_their_own(
         !coder.contains(&"shell".to_string()) && !coder.contains(&"write-file".to_string()),
         "{coder:?}"
     );
-    // retry-advisor's permission file (seed 002 §2.5) allows read-file alone.
+    // retry-advisor's question holds all it needs: its permission file allows no tool, and its
+    // request offers none.
     assert!(system_prompt(&requests[1]).contains("retry advisor"));
-    assert_eq!(tool_names(&requests[1]), vec!["read-file"]);
-    // The figure in docs/advisors.md: the advisor's tool list is a small part of what the coder's is.
-    let tools = |r: &RecordedRequest| r.body["tools"].to_string().len();
-    assert!(
-        tools(&requests[1]) * 5 < tools(&requests[0]),
-        "advisor tools {} bytes, coder tools {} bytes",
-        tools(&requests[1]),
-        tools(&requests[0])
+    assert_eq!(requests[1].body.get("tools"), None, "{}", requests[1].body);
+    // The figure in docs/advisors.md.
+    let size = |r: &RecordedRequest| r.body.to_string().len();
+    println!(
+        "retry-advisor request {} bytes, coder's first request {} bytes",
+        size(&requests[1]),
+        size(&requests[0])
     );
+    assert!(size(&requests[1]) * 3 < size(&requests[0]));
 }
 
 /// A session of 12 messages whose plan.xml says task 1 is pending while the chat finished it.
@@ -944,4 +945,39 @@ fn a_resume_with_nothing_changed_since_the_last_check_asks_no_consistency_checke
     let fourth = resume(&repo, &server, &id, "last");
     assert!(asks_the_checker(&fourth) && fourth.len() == 2, "{fourth:?}");
     repo.assert_session_shape(&id, "consistency-checked.json");
+}
+
+#[test]
+fn a_refused_call_goes_to_retry_advisor_but_is_never_made_again_unchanged() {
+    let repo = Repo::new();
+    coder_permissions(&repo, &["shell"]);
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("c1", "shell", json!({"command": "make deploy"}))]),
+        // A wrong answer (the prompt says never to): the refused call is not made again.
+        reply(json!({"shouldRetry": true, "reason": "try again", "suggestedAction": "retry"})),
+        openai::reply_text("I may not run commands"),
+    ]);
+    let (code, result, stderr) = run(&repo, &server, &[], &["deploy"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(result["final_message"], "I may not run commands");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    let question = requests[1].body["messages"][1]["content"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        question.contains("\"errorType\": \"PermissionDenied\""),
+        "{question}"
+    );
+    let results = requests[2].tool_results();
+    assert!(
+        results[0].starts_with("error (PermissionDenied)"),
+        "{results:?}"
+    );
+    // One refusal: the call was not tried twice.
+    assert_eq!(
+        result["permission_denials"].as_array().map(Vec::len),
+        Some(1),
+        "{result}"
+    );
 }

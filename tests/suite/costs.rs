@@ -1,8 +1,9 @@
 //! What a session costs, end to end against the mock model: prompt-cache fields in the requests
 //! of both APIs and a prefix that stays byte-identical for the life of a session (a resume
 //! included), cached tokens read from both APIs' usage, cost from a configured price (and
-//! "unknown" without one), `--max-budget-usd` stopping a run, and retry-advisor asked only about
-//! failures a retry can change.
+//! "unknown" without one), `--max-budget-usd` stopping a run, and retry-advisor asked about every
+//! failed call at the cost of one small request per tool and kind of failure (or, opted in, only
+//! about the kinds `advisors.retry_on` names).
 
 use serde_json::{Value, json};
 
@@ -329,20 +330,85 @@ fn a_budget_for_a_model_without_a_price_is_refused_before_anything_happens() {
 }
 
 fn advisor_requests(server: &MockServer) -> usize {
-    server
-        .requests()
-        .iter()
-        .filter(|r| {
-            r.body["messages"][0]["content"]
-                .as_str()
-                .is_some_and(|s| s.contains("retry advisor"))
-        })
-        .count()
+    server.requests().iter().filter(|r| is_advisor(r)).count()
+}
+
+fn is_advisor(request: &RecordedRequest) -> bool {
+    request.body["messages"][0]["content"]
+        .as_str()
+        .is_some_and(|s| s.contains("retry advisor"))
+}
+
+/// `nop run --output-format json` with advisors on; the result.
+fn run_with_advisors(repo: &Repo, server: &MockServer, prompt: &str) -> Value {
+    let output = repo
+        .nop_model(server, "openai")
+        .env("NOP_ADVISORS_ENABLED", "true")
+        .env("NOP_ADVISORS_RETRY_DELAY_S", "0")
+        .args(["run", "--output-format", "json", prompt])
+        .output()
+        .expect("run");
+    serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&output.stderr)))
+}
+
+fn skip() -> MockResponse {
+    openai::reply_text(
+        r#"{"shouldRetry": false, "reason": "it would fail the same way", "suggestedAction": "skip"}"#,
+    )
 }
 
 #[test]
-fn deterministic_failures_go_back_to_the_model_without_an_advisor_request() {
+fn every_failed_call_goes_to_retry_advisor_once_per_tool_and_kind_of_failure_in_a_small_request() {
     let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("c1", "read-file", json!({"path": "missing.txt"}))]),
+        skip(),
+        // The same tool failing the same way on another file: the decision is reused.
+        openai::reply_tool_calls(&[("c2", "read-file", json!({"path": "gone/away.txt"}))]),
+        // Another kind of failure, another tool: asked.
+        openai::reply_tool_calls(&[("c3", "edit-file", json!({"path": 7}))]),
+        skip(),
+        openai::reply_text("gave up"),
+    ]);
+    let result = run_with_advisors(&repo, &server, "try things");
+    assert_eq!(result["final_message"], "gave up", "{result}");
+    let requests = server.requests();
+    let asked: Vec<bool> = requests.iter().map(is_advisor).collect();
+    assert_eq!(asked, [false, true, false, false, true, false]);
+    let question = |r: &RecordedRequest| {
+        r.body["messages"][1]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        question(&requests[1]).contains("\"errorType\": \"NotFound\"")
+            && question(&requests[1]).contains("missing.txt"),
+        "{}",
+        question(&requests[1])
+    );
+    assert!(question(&requests[4]).contains("\"errorType\": \"InvalidArguments\""));
+    // Small: no tool is offered to the advisor.
+    for advisor in [&requests[1], &requests[4]] {
+        assert_eq!(advisor.body.get("tools"), None, "{}", advisor.body);
+    }
+    // The model sees each failure as it was.
+    let results = requests[5].tool_results();
+    assert_eq!(results.len(), 3, "{results:?}");
+    assert!(results[1].contains("gone/away.txt"), "{results:?}");
+    assert_eq!(result["usage"]["advisors"]["requests"], 2, "{result}");
+    let log = repo.run(&["log", result["session_id"].as_str().expect("id")]);
+    assert!(
+        log.contains("op=advisor") && log.contains("result=cached"),
+        "{log}"
+    );
+}
+
+#[test]
+fn retry_on_a_list_of_kinds_sends_the_others_straight_back_to_the_model() {
+    let repo = Repo::new();
+    repo.run(&["config", "set", "advisors.retry_on", "[Timeout]"]);
     let server = MockServer::start(vec![
         openai::reply_tool_calls(&[("c1", "read-file", json!({"path": "missing.txt"}))]),
         openai::reply_tool_calls(&[("c2", "edit-file", json!({"path": 7}))]),
@@ -350,31 +416,28 @@ fn deterministic_failures_go_back_to_the_model_without_an_advisor_request() {
         openai::reply_tool_calls(&[(
             "c4",
             "edit-file",
-            json!({"path": ".nop/config.yml", "old": "log:", "new": "x:"}),
+            json!({"path": ".nop/config.yml", "old_string": "no such text", "new_string": "x"}),
         )]),
+        // The kind it names still goes to the advisor.
+        openai::reply_tool_calls(&[(
+            "c5",
+            "shell",
+            json!({"command": "sleep 5", "timeout_s": 0.2}),
+        )]),
+        skip(),
         openai::reply_text("gave up"),
     ]);
-    let output = repo
-        .nop_model(&server, "openai")
-        .env("NOP_ADVISORS_ENABLED", "true")
-        .args(["run", "--output-format", "json", "try things"])
-        .output()
-        .expect("run");
-    let result: Value = serde_json::from_slice(&output.stdout).expect("json");
+    let result = run_with_advisors(&repo, &server, "try things");
     assert_eq!(result["final_message"], "gave up", "{result}");
     let requests = server.requests();
-    assert_eq!(
-        requests.len(),
-        5,
-        "one request per turn, none to an advisor"
-    );
-    assert_eq!(advisor_requests(&server), 0);
-    let results = requests[4].tool_results();
-    assert_eq!(results.len(), 4, "{results:?}");
+    let asked: Vec<bool> = requests.iter().map(is_advisor).collect();
+    assert_eq!(asked, [false, false, false, false, false, true, false]);
+    let results = requests[6].tool_results();
+    assert_eq!(results.len(), 5, "{results:?}");
 }
 
 #[test]
-fn a_timeout_still_goes_to_retry_advisor() {
+fn a_timeout_goes_to_retry_advisor_and_its_request_is_counted_apart() {
     let repo = Repo::new();
     let server = MockServer::start(vec![
         openai::reply_tool_calls(&[(

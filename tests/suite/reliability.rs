@@ -545,8 +545,6 @@ fn keep_alive_comments_alone_and_a_stalled_error_body_time_out() {
 #[test]
 fn ctrl_c_ends_the_pause_before_an_advised_retry_at_once() {
     let repo = Repo::new();
-    // A missing file is not worth asking about by default; here it is.
-    repo.run(&["config", "set", "advisors.retry_on", "[NotFound]"]);
     let server = MockServer::start(vec![
         openai::reply_tool_calls(&[(
             "c1",
