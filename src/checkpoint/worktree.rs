@@ -255,7 +255,19 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
 /// automatic maintenance, no pager, and none of the caller's `GIT_*` variables (a hook's
 /// `GIT_DIR` would point it elsewhere). `worktree add --no-checkout` writes no file through a
 /// filter; the files come from the checkpoint store.
-fn user_git(dir: &Path, args: &[&str]) -> Result<std::process::Output> {
+pub(super) fn user_git(dir: &Path, args: &[&str]) -> Result<std::process::Output> {
+    user_git_with(dir, args, &[], None)
+}
+
+/// [`user_git`] with more environment (`GIT_INDEX_FILE`, the author) and standard input.
+pub(super) fn user_git_with(
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, &Path)],
+    stdin: Option<&[u8]>,
+) -> Result<std::process::Output> {
+    use std::io::Write;
+    use std::process::Stdio;
     let mut command = Command::new("git");
     command
         .args(ISOLATED)
@@ -263,8 +275,27 @@ fn user_git(dir: &Path, args: &[&str]) -> Result<std::process::Output> {
         .current_dir(dir)
         .env_clear()
         .envs(super::base_env())
-        .stdin(std::process::Stdio::null());
-    command.output().map_err(CheckpointError::NoGit)
+        .envs(env.iter().copied())
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().map_err(CheckpointError::NoGit)?;
+    let writer = match (stdin, child.stdin.take()) {
+        (Some(bytes), Some(mut pipe)) => {
+            let bytes = bytes.to_vec();
+            Some(std::thread::spawn(move || pipe.write_all(&bytes)))
+        }
+        _ => None,
+    };
+    let out = child.wait_with_output().map_err(super::io(dir))?;
+    if let Some(writer) = writer {
+        let _ = writer.join();
+    }
+    Ok(out)
 }
 
 /// Settings that beat the repository's own configuration (the command line comes last).
@@ -281,6 +312,8 @@ const ISOLATED: &[&str] = &[
     "maintenance.auto=false",
     "-c",
     "core.pager=cat",
+    "-c",
+    "commit.gpgSign=false",
     "-c",
     "core.sshCommand=false",
     "-c",
