@@ -308,9 +308,10 @@ impl Engine {
 fn isolation_section(isolated: &Isolated, caller: &str) -> String {
     format!(
         "\n\n# Your worktree\nYou work in a git worktree of your own: {} (branch {}), holding \
-         the files of `{caller}`, who called you, as they were when you started. Your tools \
-         work there (paths are relative to it, commands start there); `{caller}`'s own tree is \
-         not yours to change. When you finish, nop commits your changes on {} for the caller.\n",
+         the files of `{caller}`, who called you, as they were when you started. It is your \
+         root in place of the repository root named above, which is `{caller}`'s and not yours \
+         to change: your tools work in the worktree (paths are relative to it, commands start \
+         there). Do not commit: when you finish, nop commits your changes on {} for the caller.\n",
         isolated.path.display(),
         isolated.branch,
         isolated.branch

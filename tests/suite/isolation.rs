@@ -318,6 +318,105 @@ fn two_isolated_subagents_in_one_turn_each_get_their_own_worktree_and_branch() {
     assert!(!s.root().join("shared.txt").exists());
 }
 
+fn write(id: &str, path: &str) -> MockResponse {
+    openai::reply_tool_calls(&[(id, "write-file", json!({"path": path, "content": "x\n"}))])
+}
+
+#[test]
+fn the_rules_of_an_isolated_subagent_and_of_its_callers_hold_in_its_worktree() {
+    let s = Setup::new();
+    let rules = s.root().join(".nop/.permissions");
+    // The worker's own rules keep `own/` read-only; its caller's (coder, under agent-default)
+    // keep `caller/` read-only, which narrows the worker's.
+    fs::write(
+        rules.join("agent-worker.yml"),
+        "agent: worker\ntools:\n  allowed: [\"*\"]\n  denied: []\nfile-access:\n  - pattern: \"own/**\"\n    access: read-only\n  - pattern: \"**\"\n    access: read\n",
+    )
+    .unwrap();
+    for dir in ["own", "caller"] {
+        fs::create_dir(s.root().join(dir)).unwrap();
+        fs::write(s.root().join(dir).join("keep.txt"), "kept\n").unwrap();
+    }
+    s.git(&["add", "own", "caller"]);
+    s.git(&["commit", "-qm", "protected directories"]);
+    let default = fs::read_to_string(rules.join("agent-default.yml")).unwrap();
+    fs::write(
+        rules.join("agent-default.yml"),
+        default.replace(
+            "file-access:\n",
+            "file-access:\n  - pattern: \"caller/**\"\n    access: read-only\n",
+        ),
+    )
+    .unwrap();
+    let server = server(HashMap::from([
+        ("delegate".to_string(), vec![call_workers(&["try"])]),
+        (
+            "try".to_string(),
+            vec![
+                write("a", "own/x.txt"),
+                write("b", "caller/x.txt"),
+                shell("echo y > caller/y.txt"),
+                write("c", "free.txt"),
+            ],
+        ),
+    ]));
+    let answer = s.run(&server, "delegate");
+    let worker_results = server
+        .requests()
+        .iter()
+        .rfind(|r| r.user_messages().first().is_some_and(|u| u == "try"))
+        .map(|r| r.tool_results())
+        .unwrap_or_default();
+    assert_eq!(worker_results.len(), 4, "{worker_results:?}");
+    assert!(
+        worker_results[0].contains("`own/**` is read-only"),
+        "{}",
+        worker_results[0]
+    );
+    assert!(
+        worker_results[1].contains("`caller/**` is read-only"),
+        "{}",
+        worker_results[1]
+    );
+    assert!(
+        worker_results[2].contains("exit code: 1"),
+        "{}",
+        worker_results[2]
+    );
+    let (branch, worktree) = branch_and_worktree(&answer);
+    assert!(answer.contains("): free.txt:\n"), "{answer}");
+    assert_eq!(
+        s.git(&["diff", "--name-only", "HEAD", &branch]),
+        "free.txt\n"
+    );
+    assert!(!worktree.join("caller/x.txt").exists() && !worktree.join("own/x.txt").exists());
+}
+
+#[test]
+fn a_subagent_an_isolated_one_calls_works_in_the_same_worktree() {
+    let s = Setup::new();
+    let server = server(HashMap::from([
+        ("delegate".to_string(), vec![call_workers(&["hand on"])]),
+        (
+            "hand on".to_string(),
+            vec![openai::reply_tool_calls(&[(
+                "c",
+                "call-agent",
+                json!({"agent": "coder", "arguments": "write it"}),
+            )])],
+        ),
+        ("write it".to_string(), vec![shell("pwd && echo z > z.txt")]),
+    ]));
+    let answer = s.run(&server, "delegate");
+    let (branch, worktree) = branch_and_worktree(&answer);
+    assert!(
+        answer.contains(&format!("{}\n", worktree.display())),
+        "{answer}"
+    );
+    assert!(!s.root().join("z.txt").exists());
+    assert_eq!(s.git(&["diff", "--name-only", "HEAD", &branch]), "z.txt\n");
+}
+
 #[test]
 fn isolation_outside_a_git_repository_is_an_error_the_model_reads() {
     let repo = Repo::new();
