@@ -329,7 +329,11 @@ async fn finish_isolation(isolated: Isolated, target: &str, child: &str, caller:
     let ended = tokio::task::spawn_blocking(move || isolated.finish(&message)).await;
     match ended {
         Ok(Ok(ended)) => {
-            tracing::info!(session = %child, agent = %target, op = "isolation", branch = %branch, result = ?ended, "worktree ended");
+            let result = match ended {
+                crate::checkpoint::Ended::Committed { .. } => "committed",
+                crate::checkpoint::Ended::Unchanged => "unchanged",
+            };
+            tracing::info!(session = %child, agent = %target, op = "isolation", branch = %branch, result, "{}", ended.summary());
             ended.summary()
         }
         Ok(Err(e)) => {
