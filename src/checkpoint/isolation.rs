@@ -278,3 +278,30 @@ impl Isolated {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_summary_names_the_branch_the_worktree_and_at_most_fifty_files() {
+        let files: Vec<String> = (0..52).map(|i| format!("f{i}.txt")).collect();
+        let ended = Ended::Committed {
+            branch: "nop/w-1".into(),
+            path: PathBuf::from("/src/p-w-1"),
+            commit: "c".into(),
+            files,
+        };
+        let summary = ended.summary();
+        assert!(
+            summary
+                .starts_with("changes on branch nop/w-1 (worktree /src/p-w-1): f0.txt, f1.txt, "),
+            "{summary}"
+        );
+        assert!(summary.ends_with("f49.txt and 2 more"), "{summary}");
+        assert_eq!(
+            Ended::Unchanged.summary(),
+            "no changes (its worktree and branch were removed)"
+        );
+    }
+}

@@ -574,3 +574,27 @@ fn hostile_an_isolated_subagent_cannot_plant_git_metadata_and_nops_commit_runs_n
         assert!(canary(name).exists(), "{name} did not run for the user");
     }
 }
+
+#[test]
+fn isolation_where_nops_root_is_a_subdirectory_of_the_repository_is_refused() {
+    let s = Setup::new();
+    // nop's root is the nearest `.nop/config.yml` inside the repository: here `sub/`.
+    let sub = Repo {
+        dir: tempfile::TempDir::new_in(s.root()).unwrap(),
+    };
+    fs::create_dir(sub.path().join(".nop")).unwrap();
+    fs::write(sub.path().join(".nop/config.yml"), "").unwrap();
+    sub.run(&["init"]);
+    add_worker(&sub);
+    let server = server(HashMap::from([
+        ("delegate".to_string(), vec![call_workers(&["do it"])]),
+        ("do it".to_string(), vec![shell("echo x > x.txt")]),
+    ]));
+    let result = sub.model_json(&server, &["run", "--output-format", "json", "delegate"]);
+    let answer = result["final_message"].as_str().unwrap_or_default();
+    assert!(
+        answer.contains("needs nop's root to be the top of its git repository"),
+        "{answer}"
+    );
+    assert_eq!(s.nop_branches(), Vec::<String>::new());
+}
