@@ -121,7 +121,7 @@ impl Engine {
                     Some(Ok(i)) => format!("{system}{}", isolation_section(i, caller.agent.as_str())),
                     _ => system,
                 };
-                store.update(&id, now, |state| {
+                let recorded = store.update(&id, now, |state| {
                     state.session.caller = Some(caller);
                     state.session.permissions = Some(source);
                     state.session.status = match &isolated {
@@ -133,7 +133,11 @@ impl Engine {
                         Message::new(Role::User, input, now),
                     ];
                     Ok(())
-                })?;
+                });
+                if let (Err(_), Some(Ok(isolated))) = (&recorded, &isolated) {
+                    isolated.remove();
+                }
+                recorded?;
                 Ok((id, isolated))
             },
         )
@@ -154,19 +158,32 @@ impl Engine {
             tracing::info!(session = %child, agent = %target, op = "isolation", branch = %i.branch, path = %i.path.display(), skipped = i.skipped.len(), "subagent works in its own worktree");
         }
         let cancel = parent.cancel.child_token();
-        let mut ctx = self
+        let ctx = self
             .tool_context(&child, target, ancestors, depth, cancel.clone(), !advisor)
-            .map_err(|e| ToolError::model(ToolErrorKind::PermissionDenied, e.to_string()))?;
-        // A subagent works where its caller does (an isolated caller's worktree), or in a
-        // worktree of its own; its rules apply there, read from that root's `.nop/`.
-        let root = isolated
-            .as_ref()
-            .map_or_else(|| parent.root.clone(), |i| i.path.clone());
-        if root != ctx.root {
-            ctx.policy = crate::permissions::load_chain(&root, target, &ctx.ancestors)
-                .map_err(|e| ToolError::model(ToolErrorKind::PermissionDenied, e.to_string()))?;
-            ctx.root = root;
-        }
+            .and_then(|mut ctx| {
+                // A subagent works where its caller does (an isolated caller's worktree), or in
+                // a worktree of its own; its rules apply there, read from that root's `.nop/`.
+                let root = isolated
+                    .as_ref()
+                    .map_or_else(|| parent.root.clone(), |i| i.path.clone());
+                if root != ctx.root {
+                    ctx.policy = crate::permissions::load_chain(&root, target, &ctx.ancestors)?;
+                    ctx.root = root;
+                }
+                Ok(ctx)
+            });
+        let ctx = match ctx {
+            Ok(ctx) => ctx,
+            Err(e) => {
+                if let Some(isolated) = isolated {
+                    let _ = tokio::task::spawn_blocking(move || isolated.remove()).await;
+                }
+                return Err(ToolError::model(
+                    ToolErrorKind::PermissionDenied,
+                    e.to_string(),
+                ));
+            }
+        };
         tracing::info!(session = %child, agent = %target, op = "subagent", result = "started", caller = %parent.session_id, depth, "subagent started");
         self.emit(Event::SubagentStarted {
             session_id: child.clone(),

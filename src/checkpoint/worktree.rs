@@ -1,6 +1,8 @@
 //! `nop fork ID --snapshot S --worktree [PATH]`: a git worktree on a new branch named after the
 //! child session, holding the files as they were at S, with the child session in it, so two
-//! forks can run side by side without touching each other or the parent's tree.
+//! forks can run side by side without touching each other or the parent's tree. Its steps (a
+//! worktree added and removed, the repository's git run with nothing that runs code) serve
+//! `isolation.rs` too.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
