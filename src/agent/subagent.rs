@@ -11,6 +11,8 @@ use super::engine::Engine;
 use super::meter::Spender;
 use super::turn::TurnStats;
 use super::{AgentStatus, Interrupted, prompt};
+use crate::checkpoint::Isolated;
+use crate::config::Isolation;
 use crate::protocol::events::Event;
 use crate::protocol::session::{PermissionSet, PermissionSource};
 use crate::protocol::{CallMetrics, Caller, Message, Role, SessionStatus, Spent};
@@ -25,6 +27,9 @@ pub struct SubagentOutcome {
     pub metrics: CallMetrics,
     /// Stopped at its time limit (`status` is then `error`).
     pub timed_out: bool,
+    /// For an `isolation: worktree` subagent: its branch and changed files, or that it changed
+    /// nothing.
+    pub isolation: Option<String>,
 }
 
 impl Engine {
@@ -91,27 +96,94 @@ impl Engine {
         let source = permission_source(&policy, &inner.ws.root, &parent.session_id);
         let store = inner.store.clone();
         let name = target.to_string();
-        let child =
-            tokio::task::spawn_blocking(move || -> Result<String, crate::session::SessionError> {
+        // `isolation: worktree` (for `call-agent`; an advisor only reads): the worktree is named
+        // after the child session, so it is made once the session exists.
+        let isolate =
+            (!advisor && def.is_some_and(|d| d.isolation == Isolation::Worktree)).then(|| {
+                let caller = crate::checkpoint::Checkpoints::new(
+                    &parent.root,
+                    &parent.root.join(".nop"),
+                    inner.config.checkpoints.max_file_mb,
+                );
+                (caller, ancestors.clone())
+            });
+        let (child, isolated) = tokio::task::spawn_blocking(
+            move || -> Result<(String, Option<Result<Isolated, String>>), crate::session::SessionError> {
                 let session = store.create(&name, now)?;
-                store.update(&session.session_id, now, |state| {
+                let id = session.session_id;
+                let isolated = isolate.map(|(caller, ancestors)| {
+                    let policy = crate::permissions::load_chain(caller.root(), &name, &ancestors)
+                        .map_err(|e| e.to_string())?;
+                    crate::checkpoint::isolate(&caller, &format!("{name}-{id}"), &policy)
+                        .map_err(|e| e.to_string())
+                });
+                let system = match &isolated {
+                    Some(Ok(i)) => format!("{system}{}", isolation_section(i, caller.agent.as_str())),
+                    _ => system,
+                };
+                let recorded = store.update(&id, now, |state| {
                     state.session.caller = Some(caller);
                     state.session.permissions = Some(source);
-                    state.session.status = SessionStatus::Running;
+                    state.session.status = match &isolated {
+                        Some(Err(_)) => SessionStatus::Error,
+                        _ => SessionStatus::Running,
+                    };
                     state.session.messages = vec![
                         Message::new(Role::System, system, now),
                         Message::new(Role::User, input, now),
                     ];
                     Ok(())
-                })?;
-                Ok(session.session_id)
-            })
-            .await
-            .map_err(ToolError::fatal_from)??;
+                });
+                if let (Err(_), Some(Ok(isolated))) = (&recorded, &isolated) {
+                    isolated.remove();
+                }
+                recorded?;
+                Ok((id, isolated))
+            },
+        )
+        .await
+        .map_err(ToolError::fatal_from)??;
+        let isolated = match isolated {
+            None => None,
+            Some(Ok(isolated)) => Some(isolated),
+            Some(Err(why)) => {
+                tracing::warn!(session = %child, agent = %target, op = "isolation", result = "refused", "{why}");
+                return Err(ToolError::model(
+                    ToolErrorKind::NotAvailable,
+                    format!("agent `{target}` (session {child}) did not start: {why}"),
+                ));
+            }
+        };
+        if let Some(i) = &isolated {
+            tracing::info!(session = %child, agent = %target, op = "isolation", branch = %i.branch, path = %i.path.display(), skipped = i.skipped.len(), "subagent works in its own worktree");
+        }
         let cancel = parent.cancel.child_token();
         let ctx = self
             .tool_context(&child, target, ancestors, depth, cancel.clone(), !advisor)
-            .map_err(|e| ToolError::model(ToolErrorKind::PermissionDenied, e.to_string()))?;
+            .and_then(|mut ctx| {
+                // A subagent works where its caller does (an isolated caller's worktree), or in
+                // a worktree of its own; its rules apply there, read from that root's `.nop/`.
+                let root = isolated
+                    .as_ref()
+                    .map_or_else(|| parent.root.clone(), |i| i.path.clone());
+                if root != ctx.root {
+                    ctx.policy = crate::permissions::load_chain(&root, target, &ctx.ancestors)?;
+                    ctx.root = root;
+                }
+                Ok(ctx)
+            });
+        let ctx = match ctx {
+            Ok(ctx) => ctx,
+            Err(e) => {
+                if let Some(isolated) = isolated {
+                    let _ = tokio::task::spawn_blocking(move || isolated.remove()).await;
+                }
+                return Err(ToolError::model(
+                    ToolErrorKind::PermissionDenied,
+                    e.to_string(),
+                ));
+            }
+        };
         tracing::info!(session = %child, agent = %target, op = "subagent", result = "started", caller = %parent.session_id, depth, "subagent started");
         self.emit(Event::SubagentStarted {
             session_id: child.clone(),
@@ -221,6 +293,12 @@ impl Engine {
                 ),
             });
         }
+        let isolation = match isolated {
+            None => None,
+            Some(isolated) => {
+                Some(finish_isolation(isolated, target, &child, &parent.session_id).await)
+            }
+        };
         tracing::info!(session = %child, agent = %target, op = "subagent", result = status.as_str(), duration_ms = metrics.duration_ms, tool_calls = metrics.tool_calls, output_tokens = metrics.output_tokens, "subagent ended");
         self.emit(Event::SubagentFinished {
             session_id: child.clone(),
@@ -237,7 +315,55 @@ impl Engine {
             message,
             metrics,
             timed_out,
+            isolation,
         })
+    }
+}
+
+/// What an isolated subagent's system prompt adds: where it works, and that its caller's tree
+/// is not there.
+fn isolation_section(isolated: &Isolated, caller: &str) -> String {
+    format!(
+        "\n\n# Your worktree\nYou work in a git worktree of your own: {} (branch {}), holding \
+         the files of `{caller}`, who called you, as they were when you started. It is your \
+         root in place of the repository root named above, which is `{caller}`'s and not yours \
+         to change: your tools work in the worktree (paths are relative to it, commands start \
+         there). Do not commit: when you finish, nop commits your changes on {} for the caller.\n",
+        isolated.path.display(),
+        isolated.branch,
+        isolated.branch
+    )
+}
+
+/// Commits an isolated subagent's changes on its branch (or removes its empty worktree); what
+/// the caller's model reads of it.
+async fn finish_isolation(isolated: Isolated, target: &str, child: &str, caller: &str) -> String {
+    let message = format!(
+        "nop: changes of agent {target} (session {child})\n\nMade by nop's subagent `{target}` in session {child}, called by session {caller}.\n"
+    );
+    let path = isolated.path.clone();
+    let branch = isolated.branch.clone();
+    let ended = tokio::task::spawn_blocking(move || isolated.finish(&message)).await;
+    match ended {
+        Ok(Ok(ended)) => {
+            let result = match ended {
+                crate::checkpoint::Ended::Committed { .. } => "committed",
+                crate::checkpoint::Ended::Unchanged => "unchanged",
+            };
+            tracing::info!(session = %child, agent = %target, op = "isolation", branch = %branch, result, "{}", ended.summary());
+            ended.summary()
+        }
+        Ok(Err(e)) => {
+            tracing::error!(session = %child, agent = %target, op = "isolation", branch = %branch, error = %e, "the worktree's changes could not be committed");
+            format!(
+                "its changes could not be committed on branch {branch} ({e}); they are still in the worktree {}",
+                path.display()
+            )
+        }
+        Err(e) => format!(
+            "its worktree {} (branch {branch}) was not finished: {e}",
+            path.display()
+        ),
     }
 }
 
@@ -338,7 +464,7 @@ impl AgentCaller for Engine {
                 timeout.unwrap_or(Duration::from_secs_f64(self.0.config.subagents.timeout_s));
             let outcome = self.run_subagent(ctx, agent, input, timeout, false).await?;
             let m = outcome.metrics;
-            let summary = format!(
+            let mut summary = format!(
                 "agent {agent} (session {}) {} in {:.1} s, {} tool calls, {} input / {} output tokens",
                 outcome.session_id,
                 outcome.status,
@@ -347,6 +473,9 @@ impl AgentCaller for Engine {
                 m.input_tokens,
                 m.output_tokens
             );
+            if let Some(isolation) = &outcome.isolation {
+                summary.push_str(&format!("; {isolation}"));
+            }
             match outcome.status {
                 SessionStatus::Completed => Ok(format!("{summary}:\n{}", outcome.message)),
                 SessionStatus::WaitingInput => {

@@ -15,6 +15,7 @@
 //! not), and files the repository tracks even when ignored. A new untracked file over
 //! `checkpoints.max_file_mb` is left out, and so is everything in a nested repository.
 
+mod isolation;
 mod restore;
 mod worktree;
 
@@ -24,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+pub use isolation::{Ended, Isolated, isolate};
 pub use restore::{
     Restored, Rewind, RewindMode, Skipped, TurnRewind, Undo, rewind, rewind_turn, undo_turn,
 };
@@ -114,6 +116,40 @@ impl Checkpoints {
 
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The store of another root (a worktree of the same repository), in its own `.nop/`, with
+    /// the same size limit.
+    pub fn for_root(&self, root: &Path) -> Checkpoints {
+        Checkpoints {
+            root: root.to_path_buf(),
+            dir: root.join(".nop").join("checkpoints"),
+            max_file_bytes: self.max_file_bytes,
+        }
+    }
+
+    fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Writes the bytes of blob `id` of the store to `file`, streamed.
+    fn blob_to(&self, id: &str, file: &Path) -> Result<()> {
+        let out = std::fs::File::create(file).map_err(io(file))?;
+        let status = self
+            .command(
+                &["cat-file", "blob", id],
+                &self.dir.join("index"),
+                &self.root,
+                false,
+            )
+            .stdout(Stdio::from(out))
+            .stderr(Stdio::null())
+            .status()
+            .map_err(CheckpointError::NoGit)?;
+        if !status.success() {
+            return Err(self.failed("cat-file", format!("no blob {id}").as_bytes()));
+        }
+        Ok(())
     }
 
     /// Records the working tree as it is now; returns its tree id.

@@ -1,6 +1,8 @@
 //! `nop fork ID --snapshot S --worktree [PATH]`: a git worktree on a new branch named after the
 //! child session, holding the files as they were at S, with the child session in it, so two
-//! forks can run side by side without touching each other or the parent's tree.
+//! forks can run side by side without touching each other or the parent's tree. Its steps (a
+//! worktree added and removed, the repository's git run with nothing that runs code) serve
+//! `isolation.rs` too.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -38,13 +40,12 @@ pub fn fork_worktree(
     now: DateTime<Utc>,
 ) -> Result<WorktreeFork> {
     let root = checkpoints.root().to_path_buf();
-    let head = user_git(&root, &["rev-parse", "--verify", "-q", "HEAD^{commit}"])?;
-    if !head.status.success() {
+    let Some(head) = head_commit(&root)? else {
         return Err(CheckpointError::Refused(format!(
             "--worktree needs a git repository with at least one commit at {}",
             root.display()
         )));
-    }
+    };
     let snapshot = match snapshot {
         Some(s) => store.read_snapshot(id, s)?,
         None => {
@@ -68,16 +69,73 @@ pub fn fork_worktree(
                 p.display()
             )));
         }
-        None => {
-            let name = root
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "nop".into());
-            root.parent()
-                .unwrap_or(&root)
-                .join(format!("{name}-{child_id}"))
-        }
+        None => beside(&root, &child_id),
     };
+    let agent = store.read_session(id)?.agent;
+    let policy = crate::permissions::load_policy(checkpoints.root(), &agent).map_err(|e| {
+        CheckpointError::Refused(format!(
+            "the rules of agent `{agent}` could not be read ({e})"
+        ))
+    })?;
+    let (path, skipped) = add_worktree(checkpoints, &head, &tree, &branch, &path, &policy)?;
+    let target = Store::new(path.join(".nop/sessions"), store.lock_timeout());
+    let forked = store.fork_into(
+        id,
+        Some(&snapshot.snapshot_id),
+        now,
+        &target,
+        Some(&child_id),
+    );
+    match forked {
+        Ok((child, _)) => Ok(WorktreeFork {
+            child,
+            snapshot_id: snapshot.snapshot_id.clone(),
+            path,
+            branch,
+            skipped,
+        }),
+        Err(e) => {
+            remove_worktree(&root, &path, &branch);
+            Err(e.into())
+        }
+    }
+}
+
+/// The commit `HEAD` names in the repository at `root`; `None` where there is none (not a git
+/// repository, or no commit yet).
+pub(super) fn head_commit(root: &Path) -> Result<Option<String>> {
+    let head = user_git(root, &["rev-parse", "--verify", "-q", "HEAD^{commit}"])?;
+    Ok(head
+        .status
+        .success()
+        .then(|| String::from_utf8_lossy(&head.stdout).trim().to_string()))
+}
+
+/// The default place of a worktree: beside the root, named after it and `suffix`.
+pub(super) fn beside(root: &Path, suffix: &str) -> PathBuf {
+    let name = root
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "nop".into());
+    root.parent()
+        .unwrap_or(root)
+        .join(format!("{name}-{suffix}"))
+}
+
+/// A new worktree of the repository at the checkpoint store's root, at `path`, on a new branch
+/// `branch` at commit `head`, holding the files of checkpoint `tree` that `policy` lets the agent
+/// read, with `.nop/`'s configuration. Its index is `head`'s, so `git status` there shows the
+/// changes against it. Returns the worktree's canonical path and the files left out. Nothing is
+/// left behind when a step fails.
+pub(super) fn add_worktree(
+    checkpoints: &Checkpoints,
+    head: &str,
+    tree: &str,
+    branch: &str,
+    path: &Path,
+    policy: &crate::permissions::Policy,
+) -> Result<(PathBuf, Vec<String>)> {
+    let root = checkpoints.root();
     if path.exists() {
         return Err(CheckpointError::Refused(format!(
             "{} exists already; name a new directory for the worktree",
@@ -87,79 +145,72 @@ pub fn fork_worktree(
     let path_text = path.to_string_lossy().into_owned();
     // --no-checkout: the files come from the checkpoint, and no hook of the repository runs.
     let add = user_git(
-        &root,
+        root,
         &[
             "worktree",
             "add",
             "--no-checkout",
             "-q",
             "-b",
-            &branch,
+            branch,
             &path_text,
-            "HEAD",
+            head,
         ],
     )?;
     if !add.status.success() {
         return Err(CheckpointError::Git {
             command: "worktree add".into(),
-            dir: root.clone(),
+            dir: root.to_path_buf(),
             stderr: String::from_utf8_lossy(&add.stderr).trim().to_string(),
         });
     }
     let made = (|| {
-        let path = std::fs::canonicalize(&path).map_err(super::io(&path))?;
-        let agent = store.read_session(id)?.agent;
-        let policy = crate::permissions::load_policy(checkpoints.root(), &agent).map_err(|e| {
-            CheckpointError::Refused(format!(
-                "the rules of agent `{agent}` could not be read ({e})"
-            ))
-        })?;
-        let skipped = checkpoints.materialize(&tree, &path, &policy)?;
+        let path = std::fs::canonicalize(path).map_err(super::io(path))?;
+        let skipped = checkpoints.materialize(tree, &path, policy)?;
         // The worktree's index is its branch's commit, so `git status` there shows the fork's
         // changes against it; written by the store's git (no configuration of the repository),
         // in the format every git reads.
-        let commit = String::from_utf8_lossy(&head.stdout).trim().to_string();
-        let gitdir = crate::gitdir::at(&path).ok_or_else(|| {
-            CheckpointError::Refused(format!(
-                "{} has no .git after `git worktree add`",
-                path.display()
-            ))
-        })?;
-        checkpoints.git_in(
-            &[
-                "-c",
-                "index.version=2",
-                "-c",
-                "index.skipHash=false",
-                "read-tree",
-                &commit,
-            ],
-            &gitdir.gitdir.join("index"),
-            &path,
-            None,
-        )?;
+        set_index(checkpoints, &path, head)?;
         copy_configuration(&root.join(".nop"), &path.join(".nop"))?;
-        let target = Store::new(path.join(".nop/sessions"), store.lock_timeout());
-        let (child, _) = store.fork_into(
-            id,
-            Some(&snapshot.snapshot_id),
-            now,
-            &target,
-            Some(&child_id),
-        )?;
-        Ok(WorktreeFork {
-            child,
-            snapshot_id: snapshot.snapshot_id.clone(),
-            path,
-            branch: branch.clone(),
-            skipped,
-        })
+        Ok((path, skipped))
     })();
     if made.is_err() {
-        let _ = user_git(&root, &["worktree", "remove", "--force", &path_text]);
-        let _ = user_git(&root, &["branch", "-D", "-q", &branch]);
+        remove_worktree(root, path, branch);
     }
     made
+}
+
+/// Makes the index of the worktree at `path` hold `commit`'s tree, written by the checkpoint
+/// store's git (which reads the repository's objects, none of its configuration).
+pub(super) fn set_index(checkpoints: &Checkpoints, path: &Path, commit: &str) -> Result<()> {
+    let gitdir = crate::gitdir::at(path).ok_or_else(|| {
+        CheckpointError::Refused(format!(
+            "{} has no .git after `git worktree add`",
+            path.display()
+        ))
+    })?;
+    checkpoints.git_in(
+        &[
+            "-c",
+            "index.version=2",
+            "-c",
+            "index.skipHash=false",
+            "read-tree",
+            commit,
+        ],
+        &gitdir.gitdir.join("index"),
+        path,
+        None,
+    )?;
+    Ok(())
+}
+
+/// Removes the worktree at `path` and its branch, as far as they exist (best effort: this
+/// undoes a step that failed, or ends a worktree that holds nothing).
+pub(super) fn remove_worktree(root: &Path, path: &Path, branch: &str) {
+    let path_text = path.to_string_lossy().into_owned();
+    let _ = user_git(root, &["worktree", "remove", "--force", &path_text]);
+    let _ = user_git(root, &["branch", "-D", "-q", branch]);
 }
 
 /// The repository's `.nop/` configuration (agents, permissions, prompts, plugins, memory), so
@@ -206,7 +257,19 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
 /// automatic maintenance, no pager, and none of the caller's `GIT_*` variables (a hook's
 /// `GIT_DIR` would point it elsewhere). `worktree add --no-checkout` writes no file through a
 /// filter; the files come from the checkpoint store.
-fn user_git(dir: &Path, args: &[&str]) -> Result<std::process::Output> {
+pub(super) fn user_git(dir: &Path, args: &[&str]) -> Result<std::process::Output> {
+    user_git_with(dir, args, &[], None)
+}
+
+/// [`user_git`] with more environment (`GIT_INDEX_FILE`, the author) and standard input.
+pub(super) fn user_git_with(
+    dir: &Path,
+    args: &[&str],
+    env: &[(&str, &Path)],
+    stdin: Option<&[u8]>,
+) -> Result<std::process::Output> {
+    use std::io::Write;
+    use std::process::Stdio;
     let mut command = Command::new("git");
     command
         .args(ISOLATED)
@@ -214,8 +277,27 @@ fn user_git(dir: &Path, args: &[&str]) -> Result<std::process::Output> {
         .current_dir(dir)
         .env_clear()
         .envs(super::base_env())
-        .stdin(std::process::Stdio::null());
-    command.output().map_err(CheckpointError::NoGit)
+        .envs(env.iter().copied())
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let mut child = command.spawn().map_err(CheckpointError::NoGit)?;
+    let writer = match (stdin, child.stdin.take()) {
+        (Some(bytes), Some(mut pipe)) => {
+            let bytes = bytes.to_vec();
+            Some(std::thread::spawn(move || pipe.write_all(&bytes)))
+        }
+        _ => None,
+    };
+    let out = child.wait_with_output().map_err(super::io(dir))?;
+    if let Some(writer) = writer {
+        let _ = writer.join();
+    }
+    Ok(out)
 }
 
 /// Settings that beat the repository's own configuration (the command line comes last).
@@ -232,6 +314,8 @@ const ISOLATED: &[&str] = &[
     "maintenance.auto=false",
     "-c",
     "core.pager=cat",
+    "-c",
+    "commit.gpgSign=false",
     "-c",
     "core.sshCommand=false",
     "-c",

@@ -10,6 +10,7 @@
 //!     # priority: 0-100 and interruptible: only agents that declare a priority take part in
 //!     # preemption; the others are never paused or refused.
 //!     config: { session.lock_timeout_s: 20 }   # agent layer of the configuration
+//!     isolation: worktree   # as a subagent: its own git worktree and branch (default none)
 //! ```
 
 use std::collections::HashSet;
@@ -88,6 +89,27 @@ pub struct AgentDef {
     /// containing one (case-insensitively) runs with the emergency boost, as `--emergency` does.
     #[serde(default)]
     pub emergency_keywords: Vec<String>,
+    /// Where the agent works when another agent calls it: `none` (the caller's tree) or
+    /// `worktree` (a git worktree of its own on a new branch, its changes committed there).
+    #[serde(default, skip_serializing_if = "Isolation::is_none")]
+    pub isolation: Isolation,
+}
+
+/// An agent definition's `isolation`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Isolation {
+    /// A subagent works in its caller's tree.
+    #[default]
+    None,
+    /// A subagent works in its own git worktree (`checkpoint::isolate`).
+    Worktree,
+}
+
+impl Isolation {
+    pub fn is_none(&self) -> bool {
+        *self == Isolation::None
+    }
 }
 
 impl AgentDef {
@@ -301,6 +323,28 @@ mod tests {
             Some(30)
         );
         assert_eq!(file.effective_priority("coder", "bob", noon, true), None);
+        Ok(())
+    }
+
+    #[test]
+    fn isolation_is_none_unless_an_agent_asks_for_a_worktree() -> anyhow::Result<()> {
+        let text = "agents:\n  - name: a\n  - name: b\n    isolation: worktree\n  - name: c\n    isolation: none\n";
+        let file = AgentsFile::parse(Path::new("agents.yml"), text)?;
+        let isolation = |n: &str| file.get(n).map(|a| a.isolation);
+        assert_eq!(isolation("a"), Some(Isolation::None));
+        assert_eq!(isolation("b"), Some(Isolation::Worktree));
+        assert_eq!(isolation("c"), Some(Isolation::None));
+        let err = AgentsFile::parse(
+            Path::new("agents.yml"),
+            "agents:\n  - name: a\n    isolation: sandbox\n",
+        )
+        .map(drop);
+        let message = err.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            message.starts_with("agents.yml:3:") && message.contains("sandbox"),
+            "{message}"
+        );
+        assert!(message.contains("worktree"), "{message}");
         Ok(())
     }
 

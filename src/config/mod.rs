@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-pub use agents::{AgentDef, AgentsFile};
+pub use agents::{AgentDef, AgentsFile, Isolation};
 pub use edit::{Edit, set_key};
 use file::{must_be, parse_file};
 pub use file::{read_config_text, user_config_path};

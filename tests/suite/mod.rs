@@ -13,6 +13,7 @@ mod handle;
 mod hooks;
 mod instructions;
 mod interactive;
+mod isolation;
 mod memory;
 mod memory_search;
 mod mentions;
