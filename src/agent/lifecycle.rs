@@ -417,6 +417,8 @@ impl Runtime {
         };
         // The plan and the conversation are as the last checked run left them.
         let mut unchanged = false;
+        // A goal the last run did not meet, taken up again by this one.
+        let mut reactivate = false;
         if resumed {
             // Close what a killed process left open (or answer the agent's question), then the
             // messages queued while nobody ran the session (they came first), then the input.
@@ -427,6 +429,10 @@ impl Runtime {
                 .as_ref()
                 .is_some_and(|c| c.covers(&state.plan, &state.session.messages));
             let session = state.session;
+            reactivate = session
+                .goal
+                .as_ref()
+                .is_some_and(|g| g.status == crate::protocol::GoalStatus::NotMet);
             let (before, mut after) = resume_messages(&session, input.as_deref());
             if let Some(recall) = self.recall(&agent_name, request.input.as_deref()) {
                 after.insert(0, recall);
@@ -453,22 +459,25 @@ impl Runtime {
             self.update_status(&session_id, SessionStatus::Running, first)
                 .await?;
         }
-        // The session's goal: the one set now, or the one it had, taken up again by this run.
-        self.store
-            .update_async(&session_id, now, move |state| {
-                match goal {
-                    Some(goal) => state.session.goal = Some(goal),
-                    None => {
-                        if let Some(g) = state.session.goal.as_mut()
-                            && g.status == crate::protocol::GoalStatus::NotMet
-                        {
-                            g.status = crate::protocol::GoalStatus::Active;
+        // The session's goal: the one set now, or the one it had, taken up again by this run
+        // (a write only when there is one: most runs have none).
+        if goal.is_some() || reactivate {
+            self.store
+                .update_async(&session_id, now, move |state| {
+                    match goal {
+                        Some(goal) => state.session.goal = Some(goal),
+                        None => {
+                            if let Some(g) = state.session.goal.as_mut()
+                                && g.status == crate::protocol::GoalStatus::NotMet
+                            {
+                                g.status = crate::protocol::GoalStatus::Active;
+                            }
                         }
                     }
-                }
-                Ok(())
-            })
-            .await?;
+                    Ok(())
+                })
+                .await?;
+        }
         tracing::info!(session = %session_id, agent = %agent_name, op = "run", result = "started", resumed, model = engine.provider().model(), "run started");
         let _ = events.send(Event::SessionStarted {
             session_id: session_id.clone(),
