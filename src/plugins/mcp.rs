@@ -168,7 +168,7 @@ async fn connect_remote(
     if let Some(token) = &remote.bearer {
         config = config.auth_header(token.clone());
     }
-    let http = crate::providers::http_client(Duration::from_secs(10))
+    let http = crate::providers::http_client(Duration::from_secs(10), remote.url.as_str())
         .map_err(|e| format!("{}: {e}", remote.url))?;
     let transport = StreamableHttpClientTransport::with_client(http, config);
     let client = Client { root: root_uri }

@@ -194,14 +194,26 @@ struct Window {
     largest_answered: u64,
 }
 
-/// Builds the one HTTP client, installing rustls' ring provider first (reqwest panics without one).
-pub(crate) fn http_client(connect_timeout: Duration) -> Result<reqwest::Client, ProviderError> {
+/// Builds the one HTTP client for `url`, installing rustls' ring provider first (reqwest panics
+/// without one). A plain `http://` URL (a local server) gets no certificate store: loading the
+/// system's roots reads every file of /etc/ssl/certs, the largest part of nop's start-up, for a
+/// connection that never uses TLS.
+pub(crate) fn http_client(
+    connect_timeout: Duration,
+    url: &str,
+) -> Result<reqwest::Client, ProviderError> {
     static INSTALL: std::sync::Once = std::sync::Once::new();
     INSTALL.call_once(|| {
         let _ = rustls::crypto::ring::default_provider().install_default();
     });
-    reqwest::Client::builder()
-        .connect_timeout(connect_timeout)
+    let mut builder = reqwest::Client::builder().connect_timeout(connect_timeout);
+    if url
+        .get(..7)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"))
+    {
+        builder = builder.tls_certs_only([]);
+    }
+    builder
         .build()
         .map_err(|e| ProviderError::Config(format!("cannot build the HTTP client: {e}")))
 }
@@ -283,7 +295,7 @@ impl Provider {
         };
         Ok(Provider {
             kind: config.kind,
-            client: http_client(Duration::from_secs_f64(config.connect_timeout_s))?,
+            client: http_client(Duration::from_secs_f64(config.connect_timeout_s), &url)?,
             url,
             model,
             key,
