@@ -100,6 +100,7 @@ impl Runtime {
         checkpoints: Option<&crate::checkpoint::Checkpoints>,
         begun: Option<TurnStart>,
         events: &EventSink,
+        tool_calls: u32,
     ) {
         let Some(TurnStart(task)) = begun else {
             return;
@@ -107,6 +108,13 @@ impl Runtime {
         let Ok(Some(nested_before)) = task.await else {
             return;
         };
+        if tool_calls == 0 {
+            // The agent called no tool: it changed no file, so the run ends where it began, and
+            // nothing needs recording again (the next run's first checkpoint sees any change of
+            // yours).
+            self.close_turn(session_id, None).await;
+            return;
+        }
         let Some(checkpoints) = checkpoints.cloned() else {
             return;
         };
@@ -134,7 +142,11 @@ impl Runtime {
             tracing::warn!(session = %session_id, op = "checkpoint", result = "nested-repository", "{message}");
             let _ = events.send(Event::Warning { message });
         }
-        let after = recorded.tree;
+        self.close_turn(session_id, Some(recorded.tree)).await;
+    }
+
+    /// Records the run's closing tree, `None`: the tree it began with.
+    async fn close_turn(&self, session_id: &str, after: Option<String>) {
         let now = Utc::now();
         let closed = self
             .store
@@ -142,7 +154,7 @@ impl Runtime {
                 if let Some(turn) = state.session.checkpoints.last_mut()
                     && turn.after.is_none()
                 {
-                    turn.after = Some(after);
+                    turn.after = Some(after.unwrap_or_else(|| turn.before.clone()));
                     turn.ended_at = Some(now);
                 }
                 Ok(())

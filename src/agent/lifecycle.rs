@@ -716,14 +716,26 @@ impl Runtime {
                 if let Some(c) = &coordinator {
                     let _ = c.finish(&session_id);
                 }
-                self.end_turn(&session_id, checkpoints.as_ref(), turn, events)
-                    .await;
+                self.end_turn(
+                    &session_id,
+                    checkpoints.as_ref(),
+                    turn,
+                    events,
+                    stats.tool_calls,
+                )
+                .await;
                 tracing::error!(session = %session_id, agent = %agent_name, op = "run", result = "error", "{fatal}");
                 return Err(fatal.into());
             }
         };
-        self.end_turn(&session_id, checkpoints.as_ref(), turn, events)
-            .await;
+        self.end_turn(
+            &session_id,
+            checkpoints.as_ref(),
+            turn,
+            events,
+            stats.tool_calls,
+        )
+        .await;
         self.store
             .update_async(&session_id, Utc::now(), move |state| {
                 state.session.status = session_status;

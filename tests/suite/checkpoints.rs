@@ -690,3 +690,38 @@ fn a_rewind_to_a_snapshot_after_an_undo_redoes_without_force() {
         Some("by the agent\n")
     );
 }
+
+#[test]
+fn a_run_without_tool_calls_closes_where_it_began_and_its_undo_keeps_what_you_wrote_meanwhile() {
+    let repo = git_repo(&[("keep.txt", "untouched\n")]);
+    let root = repo.path().to_path_buf();
+    // While the model answers (after the run's first checkpoint is on record), you write a file.
+    let server = MockServer::start_with(Box::new(move |_| {
+        let sessions = root.join(".nop/sessions");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            let recorded = std::fs::read_dir(&sessions)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter_map(|e| std::fs::read_to_string(e.path().join("session.json")).ok())
+                .any(|text| text.contains("\"before\""));
+            if recorded {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        std::fs::write(root.join("yours.txt"), "written while nop ran\n").expect("write");
+        openai::reply_text("Nothing to change.")
+    }));
+    let id = run(&repo, &server, &["what does keep.txt say?"]);
+    let turns = &repo.session_json(&id)["checkpoints"];
+    assert_eq!(turns[0]["after"], turns[0]["before"], "{turns}");
+    let (code, undo, stderr) = nop_json(&repo, None, &["undo", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(strings(&undo["removed"]).is_empty(), "{undo}");
+    assert_eq!(
+        read(repo.path(), "yours.txt").as_deref(),
+        Some("written while nop ran\n")
+    );
+}
