@@ -142,11 +142,11 @@ pub(super) async fn check(
         Ok(d) if d.met => Verdict::Met(d.reason),
         Ok(d) => Verdict::NotMet(d.reason),
         Err(why) => match (&goal.until, exit_code) {
-            (Some(cmd), Some(0)) => {
-                Verdict::Met(format!("`{cmd}` exited 0 (goal-checker not asked: {why})"))
-            }
+            (Some(cmd), Some(0)) => Verdict::Met(format!(
+                "`{cmd}` exited 0 (no answer from goal-checker: {why})"
+            )),
             (Some(cmd), Some(code)) => Verdict::NotMet(format!(
-                "`{cmd}` exited {code} (goal-checker not asked: {why})"
+                "`{cmd}` exited {code} (no answer from goal-checker: {why})"
             )),
             _ => Verdict::Unchecked(format!("the goal could not be checked: {why}")),
         },
