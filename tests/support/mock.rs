@@ -142,6 +142,9 @@ struct State {
     quirks: Quirks,
     /// GET requests (servers asked about themselves), apart from the model requests.
     probes: Vec<RecordedRequest>,
+    /// Keep no request (a benchmark of thousands, whose bodies would fill the mock's memory
+    /// and slow it down as it grows): `requests()` stays empty.
+    forget: bool,
 }
 
 /// Behaviours of real servers (MISSION R3, issue 29), switched on per test.
@@ -187,6 +190,7 @@ impl MockServer {
                 cache: None,
                 quirks: Quirks::default(),
                 probes: Vec::new(),
+                forget: false,
             }),
             arrived: Condvar::new(),
         });
@@ -248,6 +252,11 @@ impl MockServer {
     /// `/v1/messages` does in front of a Chat Completions upstream.
     pub fn refuse_system_blocks(&self) {
         self.shared.lock().quirks.system_blocks_refused = true;
+    }
+
+    /// From now on, requests are answered but not kept (`requests()` stays empty).
+    pub fn forget_requests(&self) {
+        self.shared.lock().forget = true;
     }
 
     /// The GET requests received (a client asking the server about itself), in order.
@@ -360,7 +369,9 @@ fn serve(stream: TcpStream, shared: &Shared) {
             }
             response => response,
         };
-        state.requests.push(request);
+        if !state.forget {
+            state.requests.push(request);
+        }
         shared.arrived.notify_all();
         response
     };
