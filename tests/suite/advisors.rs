@@ -324,12 +324,7 @@ fn the_compact_command_forces_compaction() {
         .args(["compact", &id])
         .output()
         .expect("run");
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    crate::support::assert_ok(&output);
     let session = repo.session_json(&id);
     let messages = session["messages"].as_array().expect("messages");
     assert!(messages.len() < 12);
@@ -605,12 +600,7 @@ fn the_compact_tool_compacts_mid_run_and_the_call_keeps_its_result() {
         ])
         .output()
         .expect("run");
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    crate::support::assert_ok(&output);
     let requests = server.requests();
     assert!(system_prompt(&requests[1]).contains("You compress the earlier part"));
     let last = requests[2].body["messages"].as_array().expect("messages");
@@ -775,12 +765,7 @@ fn compact(repo: &Repo, server: &MockServer, id: &str, env: &[(&str, &str)]) {
         cmd.env(k, v);
     }
     let output = cmd.args(["compact", id]).output().expect("run");
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    crate::support::assert_ok(&output);
 }
 
 fn compaction_summary(session: &Value) -> String {
@@ -878,12 +863,7 @@ fn resume(repo: &Repo, server: &MockServer, id: &str, prompt: &str) -> Vec<Recor
         .args(["run", "--session", id, prompt])
         .output()
         .expect("run");
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    crate::support::assert_ok(&output);
     server.requests().split_off(before)
 }
 

@@ -359,12 +359,7 @@ fn a_mention_in_a_chat_message_attaches_the_file_the_rules_let_the_agent_read() 
         ])
         .output()
         .expect("run");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::support::assert_ok(&out);
     let sent = serde_json::to_string(&server.requests()[0].body).expect("json");
     assert!(sent.contains("CANARY-NOTES-1"), "{sent}");
     assert!(

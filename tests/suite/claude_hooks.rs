@@ -401,12 +401,7 @@ fn user_level_claude_hooks_run_and_never_get_the_provider_key() {
         .args(["run", "go"])
         .output()
         .expect("run");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::support::assert_ok(&out);
     for name in ["start.env", "pre.env"] {
         let env = fs::read_to_string(repo.path().join("work").join(name)).expect(name);
         assert!(env.contains("HOOK_VISIBLE=yes"), "{env}");
@@ -444,12 +439,7 @@ fn hostile_a_model_cannot_plant_a_claude_code_hook() {
                 nop.env("HOME", &home);
             }
             let out = nop.args(["run", prompt]).output().expect("run");
-            assert_eq!(
-                out.status.code(),
-                Some(0),
-                "{}",
-                String::from_utf8_lossy(&out.stderr)
-            );
+            crate::support::assert_ok(&out);
             out
         };
         fs::create_dir_all(repo.path().join(".claude")).expect("mkdir");

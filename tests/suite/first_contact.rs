@@ -39,12 +39,7 @@ fn piped_input_goes_with_the_prompt_as_a_fenced_block() {
         .write_stdin("error: null pointer at line 3\n")
         .output()
         .expect("run");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::support::assert_ok(&out);
     let users = server.requests()[0].user_messages();
     assert_eq!(
         users,

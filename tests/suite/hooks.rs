@@ -137,12 +137,7 @@ fn a_hook_never_gets_the_provider_key() {
         .args(["run", "go"])
         .output()
         .expect("run");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::support::assert_ok(&out);
     for name in ["session-start.env", "before-tool.env"] {
         let env = fs::read_to_string(repo.path().join("work").join(name)).expect(name);
         assert!(env.contains("HOOK_VISIBLE=yes"), "{env}");

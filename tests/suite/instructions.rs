@@ -28,12 +28,7 @@ fn system_prompt_with_home(repo: &Repo, dir: &Path, home: &Path) -> (String, Vec
         .args(["run", "--output-format", "stream-json", "hi"])
         .output()
         .expect("run nop");
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    crate::support::assert_ok(&output);
     let warnings = String::from_utf8_lossy(&output.stdout)
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())

@@ -73,12 +73,7 @@ impl Setup {
             .args(["run", "--output-format", "json", prompt])
             .output()
             .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        crate::support::assert_ok(&out);
         let result: Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(result["status"], "completed", "{result}");
         result["final_message"]

@@ -246,12 +246,7 @@ fn nop_send_attaches_mentions_too() {
         .args(["send", "--session", &id, "and now @notes.txt"])
         .output()
         .expect("send");
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    crate::support::assert_ok(&output);
     let expected = format!("and now @notes.txt\n\n{HEADER}\n```notes.txt\nSENT NOTES\n```\n");
     assert_eq!(
         server.requests()[1].user_messages(),

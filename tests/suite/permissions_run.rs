@@ -403,12 +403,7 @@ fn the_approval_key_and_plan_mode() {
         .args(["run", "--output-format", "json", "make the file"])
         .output()
         .expect("run");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::support::assert_ok(&out);
     let results = server.requests()[1].tool_results();
     assert!(!results[0].contains("plan mode"), "{}", results[0]);
     for r in &results[1..] {

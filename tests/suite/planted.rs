@@ -142,12 +142,7 @@ impl Setup {
             .args(&args)
             .output()
             .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        crate::support::assert_ok(&out);
         let result: Value = serde_json::from_slice(&out.stdout).unwrap();
         let results = server
             .requests()
@@ -296,12 +291,7 @@ fn hostile_a_worktree_pointer_file_and_the_gitdir_it_names_are_read_only() {
         .args(["run", "--output-format", "json", "go"])
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::support::assert_ok(&out);
     let _ = s.git_in(&wt_path, &["status"]);
     let _ = s.git_in(s.root(), &["status"]);
     assert_eq!(s.fired(), Vec::<String>::new());

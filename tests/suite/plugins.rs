@@ -258,12 +258,7 @@ fn mcp_servers_get_the_filtered_environment_and_start_outside_the_repository() {
         .args(["run", "--output-format", "json", "spy"])
         .output()
         .expect("run");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::support::assert_ok(&out);
     let results = server.requests()[1].tool_results();
     let seen = whoami(&results[0]);
     for (name, secret) in SECRETS {
@@ -307,12 +302,7 @@ fn without_a_runtime_directory_the_server_starts_outside_the_repository_too() {
         .args(["run", "--output-format", "json", "spy"])
         .output()
         .expect("run");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::support::assert_ok(&out);
     let seen = whoami(&server.requests()[1].tool_results()[0]);
     let cwd = Path::new(seen["cwd"].as_str().expect("cwd"));
     let root = repo.path().canonicalize().expect("root");
@@ -389,12 +379,7 @@ fn an_mcp_is_error_result_goes_to_the_model_and_not_to_the_retry_advisor() {
         .args(["run", "--output-format", "json", "look at issue 7"])
         .output()
         .expect("run");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::support::assert_ok(&out);
     let requests = server.requests();
     assert_eq!(requests.len(), 2, "an advisor was asked");
     let r = requests[1].tool_results();
@@ -695,12 +680,7 @@ fn servers_come_from_every_place_users_keep_them_in_order_of_precedence() {
         .args(["run", "go"])
         .output()
         .expect("run");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::support::assert_ok(&out);
     let r = server.requests()[1].tool_results();
     assert_eq!(whoami(&r[0])["argv"][0], "--label=nop-plugin");
     assert_eq!(r[1], "from the user scope");
@@ -889,12 +869,7 @@ fn a_remote_server_over_streamable_http_gets_its_headers_and_the_token_is_never_
         ])
         .output()
         .expect("run");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::support::assert_ok(&out);
     assert_eq!(server.requests()[1].tool_results()[0], "remote: over http");
     let seen = remote.seen();
     let posts: Vec<_> = seen.iter().filter(|s| s.method == "POST").collect();
@@ -1001,12 +976,7 @@ fn the_official_servers_content_types_names_and_roots_when_installed() {
         .args(["run", "--output-format", "json", "try the servers"])
         .output()
         .expect("run");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::support::assert_ok(&out);
     let r = server.requests()[1].tool_results();
     for (i, result) in r.iter().enumerate() {
         eprintln!("--- result {i}:\n{result}");

@@ -52,12 +52,7 @@ fn an_unreadable_queue_file_is_set_aside_and_never_makes_nop_call_the_model_agai
         ])
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::support::assert_ok(&out);
     assert_eq!(
         count.load(Ordering::SeqCst),
         1,
@@ -222,12 +217,7 @@ fn read_file_refuses_a_fifo_or_a_device_at_once() {
     .unwrap();
     command.args(["run", "read them"]);
     let out = output_within(command, 20);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::support::assert_ok(&out);
     let results = server.requests().last().unwrap().tool_results();
     assert!(
         results[0].contains("pipe is a named pipe (FIFO), not a regular file"),
@@ -277,12 +267,7 @@ fn reading_two_lines_of_a_large_file_streams_it() {
         .env("PATH", "/usr/bin:/bin")
         .envs(crate::support::model_env(&server, "openai"));
     let out = output_within(command, 60);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::support::assert_ok(&out);
     let peak_kib: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
     let results = server.requests().last().unwrap().tool_results();
     let expected = format!(

@@ -766,12 +766,7 @@ fn a_silent_stream_is_cut_after_the_idle_timeout_and_retried() {
         ])
         .output()
         .expect("run");
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    crate::support::assert_ok(&output);
     assert!(started.elapsed() < Duration::from_secs(20));
     let result: Value = serde_json::from_slice(&output.stdout).expect("json");
     assert_eq!(result["final_message"], "awake");
@@ -801,12 +796,7 @@ fn the_ci_example_script_runs_headless_and_keeps_the_result() {
         .envs(crate::support::model_env(&server, "openai"))
         .output()
         .expect("run script");
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    crate::support::assert_ok(&output);
     assert!(String::from_utf8_lossy(&output.stdout).contains("nop completed the task"));
     let result: Value = serde_json::from_str(
         &std::fs::read_to_string(repo.path().join("nop-result.json")).expect("result"),

@@ -212,12 +212,7 @@ fn a_user_skill_folder_grants_reading_itself_and_nothing_else() {
         .args(["run", "--approval", "never", "look"])
         .output()
         .expect("run nop");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::support::assert_ok(&out);
     let results = tool_results(&server.requests()[1].body);
     assert!(results[0].contains("forms"), "{results:?}");
     for (i, result) in results.iter().enumerate().skip(1) {

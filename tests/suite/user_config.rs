@@ -458,12 +458,7 @@ fn the_agent_cannot_rewrite_the_users_configuration() {
         .args(["run", "--output-format", "json", "loosen your limits"])
         .output()
         .expect("run");
-    assert_eq!(
-        output.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    crate::support::assert_ok(&output);
     assert_eq!(
         fs::read_to_string(&user_file).expect("user file"),
         "sandbox: required\n"

@@ -14,6 +14,16 @@ use assert_cmd::Command;
 use nop::session::Store;
 use tempfile::TempDir;
 
+/// Asserts that a nop process exited 0, showing its stderr if not.
+pub fn assert_ok(out: &std::process::Output) {
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The environment that points nop at `server` speaking `kind`, with fast retries and advisors
 /// off.
 pub fn model_env(server: &mock::MockServer, kind: &str) -> Vec<(String, String)> {
