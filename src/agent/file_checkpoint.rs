@@ -102,29 +102,43 @@ impl Runtime {
         events: &EventSink,
         tool_calls: u32,
     ) {
-        let Some(TurnStart(task)) = begun else {
-            return;
-        };
+        if let Some(closing) = self
+            .close_files(session_id, checkpoints, begun, events, tool_calls)
+            .await
+        {
+            self.close_turn(session_id, closing).await;
+        }
+    }
+
+    /// The working files as the run ends: the tree to close the turn with (`Closing(None)`: the
+    /// tree it began with), and a warning naming the git repositories the run created. `None`:
+    /// there is no turn to close (no checkpoint began, or it failed).
+    pub(super) async fn close_files(
+        &self,
+        session_id: &str,
+        checkpoints: Option<&crate::checkpoint::Checkpoints>,
+        begun: Option<TurnStart>,
+        events: &EventSink,
+        tool_calls: u32,
+    ) -> Option<Closing> {
+        let TurnStart(task) = begun?;
         let Ok(Some(nested_before)) = task.await else {
-            return;
+            return None;
         };
         if tool_calls == 0 {
             // The agent called no tool: it changed no file, so the run ends where it began, and
             // nothing needs recording again (the next run's first checkpoint sees any change of
             // yours).
-            self.close_turn(session_id, None).await;
-            return;
+            return Some(Closing(None));
         }
-        let Some(checkpoints) = checkpoints.cloned() else {
-            return;
-        };
+        let checkpoints = checkpoints.cloned()?;
         let recorded = match tokio::task::spawn_blocking(move || checkpoints.record_full()).await {
             Ok(Ok(recorded)) => recorded,
             Ok(Err(e)) => {
                 tracing::warn!(session = %session_id, op = "checkpoint", result = "error", "{e}");
-                return;
+                return None;
             }
-            Err(_) => return,
+            Err(_) => return None,
         };
         let created: Vec<&String> = recorded
             .nested
@@ -142,21 +156,16 @@ impl Runtime {
             tracing::warn!(session = %session_id, op = "checkpoint", result = "nested-repository", "{message}");
             let _ = events.send(Event::Warning { message });
         }
-        self.close_turn(session_id, Some(recorded.tree)).await;
+        Some(Closing(Some(recorded.tree)))
     }
 
-    /// Records the run's closing tree, `None`: the tree it began with.
-    async fn close_turn(&self, session_id: &str, after: Option<String>) {
+    /// Records the run's closing tree in a write of its own.
+    async fn close_turn(&self, session_id: &str, closing: Closing) {
         let now = Utc::now();
         let closed = self
             .store
             .update_async(session_id, now, move |state| {
-                if let Some(turn) = state.session.checkpoints.last_mut()
-                    && turn.after.is_none()
-                {
-                    turn.after = Some(after.unwrap_or_else(|| turn.before.clone()));
-                    turn.ended_at = Some(now);
-                }
+                closing.apply(&mut state.session, now);
                 Ok(())
             })
             .await;
@@ -169,3 +178,22 @@ impl Runtime {
 /// The run's first file checkpoint, being recorded: the nested repositories it found, or
 /// `None` when it failed ([`Runtime::begin_turn`]).
 pub(super) struct TurnStart(tokio::task::JoinHandle<Option<Vec<String>>>);
+
+/// The tree a run's turn closes with; `None`: the tree it began with.
+pub(super) struct Closing(Option<String>);
+
+impl Closing {
+    /// Closes the session's open turn (the last, without an `after`).
+    pub(super) fn apply(
+        self,
+        session: &mut crate::protocol::SessionFile,
+        now: chrono::DateTime<Utc>,
+    ) {
+        if let Some(turn) = session.checkpoints.last_mut()
+            && turn.after.is_none()
+        {
+            turn.after = Some(self.0.unwrap_or_else(|| turn.before.clone()));
+            turn.ended_at = Some(now);
+        }
+    }
+}

@@ -728,16 +728,21 @@ impl Runtime {
                 return Err(fatal.into());
             }
         };
-        self.end_turn(
-            &session_id,
-            checkpoints.as_ref(),
-            turn,
-            events,
-            stats.tool_calls,
-        )
-        .await;
+        // The closing checkpoint is written with the status: one write of session.json.
+        let closing = self
+            .close_files(
+                &session_id,
+                checkpoints.as_ref(),
+                turn,
+                events,
+                stats.tool_calls,
+            )
+            .await;
         self.store
             .update_async(&session_id, Utc::now(), move |state| {
+                if let Some(closing) = closing {
+                    closing.apply(&mut state.session, Utc::now());
+                }
                 state.session.status = session_status;
                 if consistent {
                     state.session.consistency_checked = Some(ConsistencyChecked::of(
