@@ -2,7 +2,6 @@
 //! custom slash command): read with a size cap, split from the body, parsed leniently (keys nop
 //! does not know are ignored; block scalars, quotes and lists are YAML as usual).
 
-use std::io::Read;
 use std::path::Path;
 
 use serde::de::DeserializeOwned;
@@ -10,13 +9,15 @@ use serde::de::DeserializeOwned;
 /// The most of such a file nop reads; the rest is left out (and said so by the caller).
 pub const MAX_FILE_BYTES: u64 = 256 * 1024;
 
-/// A file read up to [`MAX_FILE_BYTES`], and whether it was longer.
+/// A file read up to [`MAX_FILE_BYTES`] (a regular file only: see [`crate::capped_file`]), and
+/// whether it was longer.
 pub fn read_capped(path: &Path) -> std::io::Result<(String, bool)> {
-    let file = std::fs::File::open(path)?;
-    let mut bytes = Vec::new();
-    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes)?;
-    let cut = bytes.len() as u64 > MAX_FILE_BYTES;
-    bytes.truncate(MAX_FILE_BYTES as usize);
+    let (bytes, cut) = match crate::capped_file::read_prefix(path, MAX_FILE_BYTES) {
+        Ok(Some(read)) => read,
+        Ok(None) => return Err(std::io::ErrorKind::NotFound.into()),
+        Err(crate::capped_file::CappedError::Io(e)) => return Err(e),
+        Err(e) => return Err(std::io::Error::other(e.to_string())),
+    };
     let text = match String::from_utf8(bytes) {
         Ok(text) => text,
         // A cut in the middle of a character is not the file's fault.

@@ -10,6 +10,7 @@
 
 pub mod advisors;
 pub mod agent;
+pub mod capped_file;
 pub mod chat;
 pub mod checkpoint;
 pub mod config;

@@ -214,20 +214,17 @@ fn read_settings(path: &Path) -> Result<Option<Value>, String> {
 }
 
 fn read_text(path: &Path) -> Result<Option<String>, String> {
-    use std::io::Read;
-    let file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot be read: {e}")),
-    };
-    let mut text = String::new();
-    file.take(MAX_SETTINGS_BYTES + 1)
-        .read_to_string(&mut text)
-        .map_err(|e| format!("cannot be read: {e}"))?;
-    if text.len() as u64 > MAX_SETTINGS_BYTES {
-        return Err(format!("is larger than {} KiB", MAX_SETTINGS_BYTES / 1024));
+    use crate::capped_file::{CappedError, read};
+    match read(path, MAX_SETTINGS_BYTES) {
+        Ok(None) => Ok(None),
+        Ok(Some(bytes)) => String::from_utf8(bytes)
+            .map(Some)
+            .map_err(|e| format!("is not UTF-8 text ({e})")),
+        Err(CappedError::TooLarge(..)) => {
+            Err(format!("is larger than {} KiB", MAX_SETTINGS_BYTES / 1024))
+        }
+        Err(e) => Err(format!("cannot be read: {e}")),
     }
-    Ok(Some(text))
 }
 
 /// Reads `hooks` of one settings file: `{Event: [{matcher, hooks: [{type, command, timeout}]}]}`.

@@ -67,38 +67,18 @@ pub struct Settings {
 
 /// Reads the settings file at `path` (at most [`MAX_BYTES`]); `Ok(None)` when there is none.
 fn read(path: &Path) -> Result<Option<Value>, SettingsError> {
-    use std::io::Read as _;
-    use std::os::unix::fs::OpenOptionsExt as _;
     let error = |message: String| SettingsError {
         path: path.to_path_buf(),
         message,
     };
-    // Non-blocking: a named pipe in its place must not hold nop up.
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
-        .open(path);
-    let file = match file {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(error(e.to_string())),
+    // A regular file only: a named pipe in its place must not hold nop up.
+    let Some(bytes) =
+        crate::capped_file::read(path, MAX_BYTES).map_err(|e| error(e.to_string()))?
+    else {
+        return Ok(None);
     };
-    let meta = file.metadata().map_err(|e| error(e.to_string()))?;
-    if !meta.is_file() {
-        return Err(error("it is not a regular file".into()));
-    }
-    if meta.len() > MAX_BYTES {
-        return Err(error(format!(
-            "it is {} bytes, over the {MAX_BYTES}-byte limit for a settings file",
-            meta.len()
-        )));
-    }
-    let mut text = String::new();
-    file.take(MAX_BYTES)
-        .read_to_string(&mut text)
-        .map_err(|e| error(e.to_string()))?;
     let value: Value =
-        serde_json::from_str(&text).map_err(|e| error(format!("it is not JSON: {e}")))?;
+        serde_json::from_slice(&bytes).map_err(|e| error(format!("it is not JSON: {e}")))?;
     Ok(Some(value))
 }
 

@@ -329,16 +329,16 @@ async fn load_one(
 
 /// The text of a plugin's `config.yml`, at most 1 MB.
 fn read_capped(path: &Path) -> Result<String, String> {
-    use std::io::Read;
+    use crate::capped_file::{CappedError, read};
     const MAX: u64 = 1 << 20;
-    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let mut bytes = Vec::new();
-    file.take(MAX + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("{}: {e}", path.display()))?;
-    if bytes.len() as u64 > MAX {
-        return Err(format!("{}: larger than 1 MB, not read", path.display()));
-    }
+    let bytes = match read(path, MAX) {
+        Ok(Some(bytes)) => bytes,
+        Ok(None) => return Err(format!("{}: No such file or directory", path.display())),
+        Err(CappedError::TooLarge(..)) => {
+            return Err(format!("{}: larger than 1 MB, not read", path.display()));
+        }
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
     String::from_utf8(bytes).map_err(|e| format!("{}: not UTF-8: {e}", path.display()))
 }
 

@@ -13,7 +13,6 @@
 //! naming it, and set aside; a file larger than [`MAX_FILE`] is not read.
 
 use std::collections::BTreeMap;
-use std::io::Read;
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
@@ -160,23 +159,16 @@ fn project_mcp_json(root: &Path) -> Vec<Found> {
 
 /// The bytes of `path`, at most [`MAX_FILE`]; `None` when there is no such file.
 fn read_capped(path: &Path) -> Option<Result<Vec<u8>, String>> {
-    let file = match std::fs::File::open(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
-        Err(e) => return Some(Err(format!("{}: {e}", path.display()))),
-        Ok(file) => file,
-    };
-    let mut bytes = Vec::new();
-    if let Err(e) = file.take(MAX_FILE + 1).read_to_end(&mut bytes) {
-        return Some(Err(format!("{}: {e}", path.display())));
-    }
-    if bytes.len() as u64 > MAX_FILE {
-        return Some(Err(format!(
+    match crate::capped_file::read(path, MAX_FILE) {
+        Ok(None) => None,
+        Ok(Some(bytes)) => Some(Ok(bytes)),
+        Err(crate::capped_file::CappedError::TooLarge(..)) => Some(Err(format!(
             "{}: larger than {} MB, not read",
             path.display(),
             MAX_FILE >> 20
-        )));
+        ))),
+        Err(e) => Some(Err(format!("{}: {e}", path.display()))),
     }
-    Some(Ok(bytes))
 }
 
 /// The servers of Codex's `config.toml`: `[mcp_servers.<name>]`, those not `enabled = false`.

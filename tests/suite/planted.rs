@@ -683,3 +683,84 @@ fn a_repository_the_model_creates_at_the_root_is_named_too() {
     );
     assert!(all.contains("created a git repository at ./"), "{all}");
 }
+
+/// Runs `cmd` to its end, or kills it after `seconds` and fails: a nop held up forever is the
+/// failure this guards against.
+fn finishes_within(mut cmd: std::process::Command, seconds: u64) -> std::process::Output {
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn nop");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(std::time::Duration::from_secs(seconds)) {
+        Ok(out) => out.expect("wait"),
+        Err(_) => {
+            let _ = Command::new("kill").args(["-9", &pid.to_string()]).status();
+            panic!("nop was still running after {seconds} s: held up by a planted file");
+        }
+    }
+}
+
+#[test]
+fn hostile_named_pipes_planted_where_nop_reads_other_agents_files_never_hold_it_up() {
+    let repo = Repo::new();
+    let planted = [
+        ".claude/settings.local.json",
+        ".claude/commands/review.md",
+        ".agents/skills/x/SKILL.md",
+        ".mcp.json",
+    ];
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "s1",
+            "shell",
+            json!({"command": format!(
+                "mkdir -p .claude/commands .agents/skills/x && mkfifo {}",
+                planted.join(" ")
+            )}),
+        )]),
+        openai::reply_text("planted"),
+        openai::reply_text("still here"),
+    ]);
+    let mut first = repo.nop_model_process(&server, "openai");
+    first.args(["run", "set things up"]);
+    crate::support::assert_ok(&finishes_within(first, 30));
+    for path in planted {
+        let meta = fs::symlink_metadata(repo.path().join(path)).expect("planted");
+        assert!(
+            std::os::unix::fs::FileTypeExt::is_fifo(&meta.file_type()),
+            "{path}"
+        );
+    }
+    // The next run, and every listing that reads those places, ends, naming what it set aside.
+    let mut next = repo.nop_model_process(&server, "openai");
+    next.args(["run", "go on"]);
+    let out = finishes_within(next, 30);
+    crate::support::assert_ok(&out);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("still here"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("settings.local.json") && stderr.contains("not a regular file"),
+        "{stderr}"
+    );
+    for args in [
+        &["skills", "list"][..],
+        &["commands", "list"],
+        &["instructions"],
+        &["plugins", "list"],
+    ] {
+        let mut cmd = repo.nop_model_process(&server, "openai");
+        cmd.args(args);
+        let out = finishes_within(cmd, 30);
+        assert!(out.status.code().is_some(), "{args:?}");
+    }
+}
