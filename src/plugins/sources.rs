@@ -51,7 +51,7 @@ pub fn discover(
         .map(PathBuf::from)
         .filter(|p| p.is_absolute());
     let claude = home.as_ref().map(|h| h.join(".claude.json"));
-    let claude_json = claude.as_ref().and_then(|p| read_json(p));
+    let claude_json = claude.as_ref().and_then(|p| read_claude_json(p));
     let mut all = Vec::new();
     all.extend(dirs(&root.join(".nop/plugins")));
     all.extend(project_mcp_json(root));
@@ -128,6 +128,42 @@ fn read_json(path: &Path) -> Option<Result<Value, String>> {
     Some(read_capped(path)?.and_then(|bytes| {
         serde_json::from_slice(&bytes)
             .map_err(|e| format!("{}:{}:{}: {e}", path.display(), e.line(), e.column()))
+    }))
+}
+
+/// What nop reads of `~/.claude.json`: `mcpServers` and each project's `mcpServers`, as JSON of
+/// that shape. Claude Code keeps its history in the same file (megabytes for a long-time user):
+/// the rest is skipped as it is parsed, never built, which keeps it off every run's start-up.
+fn read_claude_json(path: &Path) -> Option<Result<Value, String>> {
+    #[derive(serde::Deserialize)]
+    struct Servers {
+        #[serde(default, rename = "mcpServers")]
+        mcp_servers: Option<Value>,
+    }
+    #[derive(serde::Deserialize)]
+    struct ClaudeJson {
+        #[serde(default, rename = "mcpServers")]
+        mcp_servers: Option<Value>,
+        #[serde(default)]
+        projects: BTreeMap<String, Servers>,
+    }
+    Some(read_capped(path)?.and_then(|bytes| {
+        let parsed: ClaudeJson = serde_json::from_slice(&bytes)
+            .map_err(|e| format!("{}:{}:{}: {e}", path.display(), e.line(), e.column()))?;
+        let mut json = serde_json::Map::new();
+        if let Some(servers) = parsed.mcp_servers {
+            json.insert("mcpServers".into(), servers);
+        }
+        let projects: serde_json::Map<String, Value> = parsed
+            .projects
+            .into_iter()
+            .filter_map(|(root, p)| {
+                let servers = p.mcp_servers?;
+                Some((root, serde_json::json!({ "mcpServers": servers })))
+            })
+            .collect();
+        json.insert("projects".into(), Value::Object(projects));
+        Ok(Value::Object(json))
     }))
 }
 
