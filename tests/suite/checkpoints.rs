@@ -5,29 +5,14 @@
 //! (a symbolic link where a directory was, a `.gitignore` that hides everything, the store).
 
 use std::path::Path;
-use std::process::Command;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 
 use crate::support::Repo;
+use crate::support::git;
 use crate::support::mock::{MockResponse, MockServer, RecordedRequest, openai};
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn write(repo: &Repo, path: &str, text: &str) {
     let path = repo.path().join(path);

@@ -58,15 +58,7 @@ impl Setup {
 
     /// The user's git, as the user runs it: their HOME, their PATH, nothing of nop's.
     fn git_in(&self, dir: &Path, args: &[&str]) -> std::process::Output {
-        Command::new("git")
-            .args(["-c", "user.name=u", "-c", "user.email=u@example.com"])
-            .args(args)
-            .current_dir(dir)
-            .env_clear()
-            .env("HOME", self.home.path())
-            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
-            .output()
-            .unwrap()
+        crate::support::user_git(dir, self.home.path(), args)
     }
 
     fn git(&self, args: &[&str]) -> String {

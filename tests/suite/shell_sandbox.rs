@@ -13,6 +13,7 @@ use std::process::{Command, Output};
 
 use serde_json::json;
 
+use crate::support::git;
 use crate::support::mock::{MockServer, openai};
 use crate::support::{Repo, processes_with, repo_dir, wait_until_gone};
 
@@ -38,21 +39,6 @@ fn git_repo() -> Repo {
     git(repo.path(), &["commit", "-qm", "start"]);
     repo.run(&["init"]);
     repo
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 /// `nop [--set shell.namespaces=off] sandbox run -- bash -c script` at the repository root,

@@ -14,6 +14,35 @@ use assert_cmd::Command;
 use nop::session::Store;
 use tempfile::TempDir;
 
+/// `git ARGS` in `dir` with a test identity; asserts it succeeded and returns its stdout.
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The user's git, as the user runs it later: their HOME and PATH, nothing of nop's.
+pub fn user_git(dir: &Path, home: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("git")
+        .args(["-c", "user.name=u", "-c", "user.email=u@example.com"])
+        .args(args)
+        .current_dir(dir)
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .output()
+        .expect("git")
+}
+
 /// Asserts that a nop process exited 0, showing its stderr if not.
 pub fn assert_ok(out: &std::process::Output) {
     assert_eq!(
