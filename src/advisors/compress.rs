@@ -31,7 +31,7 @@ pub async fn maybe_compact(
     if !ctx.advisors || !compaction::needs_check(messages, &config) {
         return Ok(None);
     }
-    let state = host.store().read_async(&ctx.session_id).await?;
+    let state = host.store().read_recent_async(&ctx.session_id).await?;
     let recent: Vec<&Message> = messages.iter().rev().take(10).rev().collect();
     let arguments = json!({
         "sessionId": ctx.session_id,
@@ -69,7 +69,7 @@ pub async fn compact(
     // plan as checked (repaired, with `consistency.auto_repair`).
     let checked = check_consistency(host, ctx).await;
     let plan = match &checked {
-        Some(c) if !c.repairs.is_empty() => store.read_async(&ctx.session_id).await?.plan,
+        Some(c) if !c.repairs.is_empty() => store.read_recent_async(&ctx.session_id).await?.plan,
         _ => state.plan.clone(),
     };
     let consistency = checked
@@ -148,7 +148,7 @@ pub async fn compact(
     let tokens = reply.usage;
     let cost = host.charge_advisor(ctx, &tokens);
     let applied = store
-        .update_async(&ctx.session_id, Utc::now(), move |s| {
+        .update_whole_async(&ctx.session_id, Utc::now(), move |s| {
             let unchanged =
                 s.session.messages.len() >= before && s.session.messages[..before] == read[..];
             if !unchanged {

@@ -293,7 +293,7 @@ async fn repair_plan(
     let id = ctx.session_id.clone();
     let decision = decision.clone();
     let repaired = tokio::task::spawn_blocking(move || -> Result<_, SessionError> {
-        let mut probe = store.read(&id)?.plan;
+        let mut probe = store.read_recent(&id)?.plan;
         if super::repair(&mut probe, &decision).is_empty() {
             return Ok((Vec::new(), None));
         }

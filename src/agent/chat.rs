@@ -230,7 +230,7 @@ async fn answer_batch(
     let price = crate::providers::pricing::price_for(provider.model(), &config.pricing);
     let batch_id = crate::protocol::new_id();
     let now = Utc::now();
-    let agent = store.read_session_async(session_id).await?.agent;
+    let agent = store.read_recent_async(session_id).await?.session.agent;
     let questions: Vec<&str> = messages.iter().map(String::as_str).collect();
     let today = chrono::Local::now().date_naive();
     let recall =
@@ -247,8 +247,9 @@ async fn answer_batch(
             m
         }))
         .collect();
+    // The model answers the whole conversation: read whole.
     let history = store
-        .update_async(session_id, now, move |state| {
+        .update_whole_async(session_id, now, move |state| {
             state.session.messages.extend(incoming);
             Ok(state.session.messages.clone())
         })
@@ -338,17 +339,27 @@ fn record_delivery(
     reply_id: &str,
     at: Option<DateTime<Utc>>,
 ) -> Result<(), RunError> {
-    store.update(session_id, Utc::now(), |state| {
-        if let Some(m) = state
-            .session
-            .messages
-            .iter_mut()
-            .find(|m| m.reply_id.as_deref() == Some(reply_id))
-        {
+    let mark = |messages: &mut [Message]| match messages
+        .iter_mut()
+        .find(|m| m.reply_id.as_deref() == Some(reply_id))
+    {
+        Some(m) => {
             m.actual_sent_at = Some(at);
             m.sent = Some(at.is_some());
+            true
         }
-        Ok(())
+        None => false,
+    };
+    let found = store.update(session_id, Utc::now(), |state| {
+        Ok(mark(&mut state.session.messages) || state.session.earlier_messages.is_empty())
     })?;
+    if !found {
+        // Sealed since it was stored (a long conversation): the sealed files are rewritten
+        // from the one that holds it.
+        store.update_whole(session_id, Utc::now(), |state| {
+            mark(&mut state.session.messages);
+            Ok(())
+        })?;
+    }
     Ok(())
 }

@@ -25,8 +25,8 @@ impl Runtime {
             return (None, crate::tools::Ready::default());
         };
         let started_at = Utc::now();
-        let messages_before = match self.store.read_session_async(session_id).await {
-            Ok(session) => session.messages.len(),
+        let messages_before = match self.store.read_recent_async(session_id).await {
+            Ok(recent) => recent.message_count(),
             Err(e) => {
                 tracing::warn!(session = %session_id, op = "checkpoint", result = "error", "{e}");
                 return (None, crate::tools::Ready::default());

@@ -104,7 +104,7 @@ pub(super) async fn check(
     last_answer: &str,
     events: &EventSink,
 ) -> Result<Option<Verdict>, ToolError> {
-    let state = engine.store().read_async(&ctx.session_id).await?;
+    let state = engine.store().read_recent_async(&ctx.session_id).await?;
     let Some(goal) = state
         .session
         .goal

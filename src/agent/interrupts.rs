@@ -172,10 +172,12 @@ impl Engine {
             .0
             .store
             .update_async(&ctx.session_id, now, move |state| {
+                // Where a message stored by a write just before a crash can be: session.json,
+                // or the sealed file a later write moved it to.
                 let present: std::collections::HashSet<String> = state
-                    .session
-                    .messages
+                    .last_sealed()?
                     .iter()
+                    .chain(&state.session.messages)
                     .filter_map(|m| m.inbox_id.clone())
                     .collect();
                 let mut added = 0;

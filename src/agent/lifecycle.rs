@@ -423,11 +423,10 @@ impl Runtime {
             // Close what a killed process left open (or answer the agent's question), then the
             // messages queued while nobody ran the session (they came first), then the input.
             let state = self.store.read_async(&session_id).await?;
-            unchanged = state
-                .session
-                .consistency_checked
-                .as_ref()
-                .is_some_and(|c| c.covers(&state.plan, &state.session.messages));
+            unchanged =
+                state.session.consistency_checked.as_ref().is_some_and(|c| {
+                    c.covers(&state.plan, state.sealed(), state.recent_messages())
+                });
             let session = state.session;
             reactivate = session
                 .goal
@@ -606,7 +605,7 @@ impl Runtime {
             }
             let objective = self
                 .store
-                .read_async(&ctx.session_id)
+                .read_recent_async(&ctx.session_id)
                 .await
                 .ok()
                 .and_then(|s| s.session.goal.map(|g| g.objective))
@@ -747,6 +746,7 @@ impl Runtime {
                 if consistent {
                     state.session.consistency_checked = Some(ConsistencyChecked::of(
                         &state.plan,
+                        &state.session.earlier_messages,
                         &state.session.messages,
                         Utc::now(),
                     ));

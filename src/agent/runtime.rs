@@ -253,7 +253,7 @@ impl Runtime {
         let store = self.store.clone();
         let id = session_id.to_string();
         let checked = tokio::task::spawn_blocking(move || {
-            let session = store.read_session(&id)?;
+            let session = store.read_recent(&id)?.session;
             let found = store.parent_snapshot(&session)?;
             Ok::<_, crate::session::SessionError>(session.parent_session.zip(found))
         })

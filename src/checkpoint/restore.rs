@@ -233,7 +233,7 @@ pub fn undo_turn(
     now: DateTime<Utc>,
 ) -> Result<Undo> {
     let _guard = idle(store, id)?;
-    let session = store.read_session(id)?;
+    let session = store.read_recent(id)?.session;
     let Some((index, turn)) = session
         .checkpoints
         .iter()
@@ -374,7 +374,7 @@ pub fn rewind(
         }
     };
     let saved_as = store.snapshot(id, now)?;
-    let session = store.read_session(id)?;
+    let session = store.read_recent(id)?.session;
     let since: Vec<usize> = session
         .checkpoints
         .iter()
@@ -445,24 +445,29 @@ fn record_rewind(
     note: Option<String>,
     conversation: impl FnOnce(&mut crate::session::SessionState),
 ) -> Result<Option<(usize, usize)>> {
-    Ok(store.update(id, now, |state| {
-        let before = state.session.messages.len();
+    let mark_undone = |checkpoints: &mut Vec<crate::protocol::TurnCheckpoint>| {
         if mode.files() {
             for i in since {
-                if let Some(t) = state.session.checkpoints.get_mut(*i) {
+                if let Some(t) = checkpoints.get_mut(*i) {
                     t.undone_at.get_or_insert(now);
                 }
             }
         }
-        if let Some(note) = note {
-            state
-                .session
-                .messages
-                .push(Message::new(Role::System, note, now));
-        }
-        if !mode.conversation() {
-            return Ok(None);
-        }
+    };
+    let note = note.map(|note| Message::new(Role::System, note, now));
+    if !mode.conversation() {
+        // The files alone: a note added, nothing of the conversation read.
+        store.update(id, now, |state| {
+            mark_undone(&mut state.session.checkpoints);
+            state.session.messages.extend(note);
+            Ok(())
+        })?;
+        return Ok(None);
+    }
+    Ok(store.update_whole(id, now, |state| {
+        let before = state.session.messages.len();
+        mark_undone(&mut state.session.checkpoints);
+        state.session.messages.extend(note);
         conversation(state);
         state.session.status = SessionStatus::Idle;
         Ok(Some((before, state.session.messages.len())))
@@ -547,7 +552,7 @@ pub fn rewind_turn(
     now: DateTime<Utc>,
 ) -> Result<TurnRewind> {
     let _guard = idle(store, id)?;
-    let session = store.read_session(id)?;
+    let session = store.read_recent(id)?.session;
     let count = session.checkpoints.len();
     let Some(index) = turn.checked_sub(1).filter(|i| *i < count) else {
         return Err(CheckpointError::Refused(if count == 0 {

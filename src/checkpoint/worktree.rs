@@ -71,7 +71,7 @@ pub fn fork_worktree(
         }
         None => beside(&root, &child_id),
     };
-    let agent = store.read_session(id)?.agent;
+    let agent = store.read_recent(id)?.session.agent;
     let policy = crate::permissions::load_policy(checkpoints.root(), &agent).map_err(|e| {
         CheckpointError::Refused(format!(
             "the rules of agent `{agent}` could not be read ({e})"

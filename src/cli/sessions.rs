@@ -177,7 +177,7 @@ fn stack(ctx: &Context, json: bool, out: &mut impl Write) -> Result<ExitCode> {
 /// `nop plan ID`.
 pub fn plan(store: &Store, id: &str, json: bool, out: &mut impl Write) -> Result<ExitCode> {
     let id = store.resolve(id)?;
-    let state = store.read(&id)?;
+    let state = store.read_recent(&id)?;
     render::plan(out, &state.plan, json)?;
     Ok(ExitCode::SUCCESS)
 }

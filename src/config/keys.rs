@@ -36,6 +36,13 @@ const fn seconds(from_min: bool, max: f64) -> Limit {
 const LIMITS: &[(&str, Limit)] = &[
     ("session.lock_timeout_s", seconds(false, 3600.0)),
     (
+        "session.seal_kb",
+        Limit::Whole {
+            min: 16,
+            max: Some(1_048_576),
+        },
+    ),
+    (
         "provider.max_attempts",
         Limit::Whole {
             min: 1,

@@ -683,12 +683,17 @@ impl Default for LogConfig {
 pub struct SessionConfig {
     /// How long to wait for a session's lock before giving up, in seconds.
     pub lock_timeout_s: f64,
+    /// When session.json's messages pass this many KiB of JSON, they move to a sealed file of
+    /// their own beside it (`messages-*.json`), so a write's cost does not grow with the
+    /// conversation.
+    pub seal_kb: u64,
 }
 
 impl Default for SessionConfig {
     fn default() -> Self {
         SessionConfig {
             lock_timeout_s: 10.0,
+            seal_kb: 512,
         }
     }
 }
@@ -798,6 +803,11 @@ impl Config {
 
     pub fn lock_timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs_f64(self.session.lock_timeout_s)
+    }
+
+    /// `session.seal_kb` in bytes.
+    pub fn seal_bytes(&self) -> usize {
+        usize::try_from(self.session.seal_kb.saturating_mul(1024)).unwrap_or(usize::MAX)
     }
 }
 

@@ -14,7 +14,8 @@ pub use plan::{Plan, PlanParseError, Task, TaskStatus};
 pub use queue::QueuePriority;
 pub use session::{
     CallMetrics, Caller, CompressionRecord, Goal, GoalCheck, GoalStatus, Message, ParentSession,
-    Role, SESSION_VERSION, SessionFile, SessionStatus, ToolCall, TurnCheckpoint, Usage,
+    Role, SEALED_VERSION, SESSION_VERSION, SealedFile, SealedMessages, SessionFile, SessionStatus,
+    ToolCall, TurnCheckpoint, Usage,
 };
 pub use snapshot::{SNAPSHOT_VERSION, Snapshot};
 pub use tool_error::ToolErrorKind;

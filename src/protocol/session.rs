@@ -38,6 +38,13 @@ pub struct SessionFile {
     /// `nop rewind` put back.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checkpoints: Vec<TurnCheckpoint>,
+    /// The earlier messages of a long conversation, oldest first, in files of their own beside
+    /// session.json (`messages-*.json`, written once and never changed), so that a write costs
+    /// the same however long the conversation grows; `messages` holds the ones after them.
+    /// Absent while the conversation fits in session.json. Only the store's reading of the file
+    /// sees it filled: a session read whole has every message in `messages` and this empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub earlier_messages: Vec<SealedMessages>,
     /// Required: a file without it is damaged, not an empty conversation (reading it as one would
     /// rewrite it without its history on the next append).
     pub messages: Vec<Message>,
@@ -91,6 +98,7 @@ impl SessionFile {
             caller: None,
             metrics: None,
             checkpoints: Vec::new(),
+            earlier_messages: Vec::new(),
             messages: Vec::new(),
             priority: None,
             interruptible: None,
@@ -103,6 +111,29 @@ impl SessionFile {
             extra: Map::new(),
         }
     }
+}
+
+/// One file of a conversation's earlier messages, as session.json names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SealedMessages {
+    /// Its name in the session's directory: `messages-<index of its first message>-<id>.json`.
+    pub file: String,
+    /// How many messages it holds.
+    pub count: usize,
+}
+
+/// The version of `messages-*.json` this build writes.
+pub const SEALED_VERSION: u32 = 1;
+
+/// What a `messages-*.json` file holds: a run of a conversation's messages, from the one at
+/// index `first` (0-based, in the whole conversation) on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SealedFile {
+    pub version: u32,
+    pub first: usize,
+    pub messages: Vec<Message>,
 }
 
 /// A session's goal: what should be true, how to check it, and each check so far.
@@ -214,26 +245,42 @@ pub struct ConsistencyChecked {
 }
 
 impl ConsistencyChecked {
-    /// The record of `plan` and `messages` as they are now.
-    pub fn of(plan: &super::Plan, messages: &[Message], now: DateTime<Utc>) -> ConsistencyChecked {
+    /// The record of `plan` and a conversation whose first messages are in the sealed files
+    /// `sealed` and the others `messages`, as they are now.
+    pub fn of(
+        plan: &super::Plan,
+        sealed: &[SealedMessages],
+        messages: &[Message],
+        now: DateTime<Utc>,
+    ) -> ConsistencyChecked {
         ConsistencyChecked {
             timestamp: now,
-            messages: messages.len(),
-            fingerprint: fingerprint(plan, messages),
+            messages: sealed.iter().map(|s| s.count).sum::<usize>() + messages.len(),
+            fingerprint: fingerprint(plan, sealed, messages),
             extra: Map::new(),
         }
     }
 
-    /// Whether `plan` and `messages` are the ones recorded.
-    pub fn covers(&self, plan: &super::Plan, messages: &[Message]) -> bool {
-        self.messages == messages.len() && self.fingerprint == fingerprint(plan, messages)
+    /// Whether `plan` and the conversation (sealed files `sealed`, then `messages`) are the
+    /// ones recorded. The same conversation sealed differently since (a write sealed its
+    /// messages) is not recognised: the check runs once more.
+    pub fn covers(
+        &self,
+        plan: &super::Plan,
+        sealed: &[SealedMessages],
+        messages: &[Message],
+    ) -> bool {
+        self.messages == sealed.iter().map(|s| s.count).sum::<usize>() + messages.len()
+            && self.fingerprint == fingerprint(plan, sealed, messages)
     }
 }
 
-/// FNV-1a (64 bits) of the plan as plan.xml writes it and of the messages as session.json does:
-/// stable across builds (std's hasher is not), enough to notice a change (not a defence against
-/// a collision made on purpose: whoever can write the files can also skip the check).
-fn fingerprint(plan: &super::Plan, messages: &[Message]) -> String {
+/// FNV-1a (64 bits) of the plan as plan.xml writes it, of the names of the sealed files (written
+/// once, never changed: a name stands for its messages) and of the messages after them as
+/// session.json does: stable across builds (std's hasher is not), enough to notice a change (not
+/// a defence against a collision made on purpose: whoever can write the files can also skip the
+/// check).
+fn fingerprint(plan: &super::Plan, sealed: &[SealedMessages], messages: &[Message]) -> String {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     let mut feed = |bytes: &[u8]| {
         for b in bytes {
@@ -243,6 +290,12 @@ fn fingerprint(plan: &super::Plan, messages: &[Message]) -> String {
     };
     feed(plan.to_xml().as_bytes());
     feed(&[0]);
+    // Nothing fed for a conversation without sealed files: its fingerprint is what it was
+    // before there were any.
+    for s in sealed {
+        feed(s.file.as_bytes());
+        feed(&[0]);
+    }
     feed(&serde_json::to_vec(messages).unwrap_or_default());
     format!("{hash:016x}")
 }
@@ -648,6 +701,7 @@ mod tests {
             "sent",
             "compactionSummary",
             "parentSession\": {",
+            "earlierMessages",
         ] {
             assert!(all.contains(&format!("\"{key}")), "no fixture has {key}");
         }

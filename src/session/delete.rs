@@ -18,7 +18,7 @@ use super::error::{Result, SessionError};
 use super::lock::{LockKind, SessionLock};
 use super::run_lock::RunGuard;
 use super::snapshot_file_name;
-use super::store::{Store, read_session_file};
+use super::store::{Store, read_session_json};
 
 /// How another session refers to the one being deleted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -89,7 +89,7 @@ impl Store {
             if other == id {
                 continue;
             }
-            match read_session_file(&self.dir(&other), &other) {
+            match read_session_json(&self.dir(&other), &other) {
                 Ok(session) => {
                     if let Some(parent) = session.parent_session.filter(|p| p.id == id) {
                         found.push(Reference {

@@ -4,6 +4,7 @@
 //! ```text
 //! .nop/sessions/<id>/
 //!   session.json            state and messages (protocol::SessionFile)
+//!   messages-<n>-<id>.json  a long conversation's earlier messages, sealed (sealed.rs)
 //!   plan.xml                tasks (protocol::Plan)
 //!   history-<snap>.json     immutable snapshots (read-only files, never rewritten)
 //!   out-<ts>.log            whole output of a tool call
@@ -25,6 +26,7 @@ mod logs;
 mod nonblocking;
 pub(crate) use nonblocking::off_thread;
 mod run_lock;
+mod sealed;
 mod store;
 mod summary_cache;
 
@@ -39,7 +41,7 @@ pub use error::{Result, SessionError};
 pub use lock::{LockKind, SessionLock, Waited, lock_file};
 pub use logs::ErrorRecord;
 pub use run_lock::RunGuard;
-pub use store::{Checkpointer, Problem, SessionState, SessionSummary, Store};
+pub use store::{Checkpointer, Problem, Recent, SessionState, SessionSummary, Store};
 
 pub const SESSION_FILE: &str = "session.json";
 pub const PLAN_FILE: &str = "plan.xml";

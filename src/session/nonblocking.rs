@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 
 use super::error::{Result, SessionError};
-use super::store::{SessionState, Store};
+use super::store::{Recent, SessionState, Store};
 use crate::protocol::{SessionFile, SessionStatus};
 
 impl Store {
@@ -21,14 +21,35 @@ impl Store {
         blocking(move || store.read_session(&id)).await
     }
 
+    /// [`Store::read_recent`], off the async threads.
+    pub async fn read_recent_async(&self, id: &str) -> Result<Recent> {
+        let (store, id) = (self.clone(), id.to_string());
+        blocking(move || store.read_recent(&id)).await
+    }
+
     /// [`Store::update`], off the async threads.
     pub async fn update_async<T, F>(&self, id: &str, now: DateTime<Utc>, change: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Recent) -> Result<T> + Send + 'static,
+    {
+        let (store, id) = (self.clone(), id.to_string());
+        blocking(move || store.update(&id, now, change)).await
+    }
+
+    /// [`Store::update_whole`], off the async threads.
+    pub async fn update_whole_async<T, F>(
+        &self,
+        id: &str,
+        now: DateTime<Utc>,
+        change: F,
+    ) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&mut SessionState) -> Result<T> + Send + 'static,
     {
         let (store, id) = (self.clone(), id.to_string());
-        blocking(move || store.update(&id, now, change)).await
+        blocking(move || store.update_whole(&id, now, change)).await
     }
 
     /// [`Store::snapshot`], off the async threads.

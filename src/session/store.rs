@@ -11,19 +11,69 @@ use serde::Serialize;
 use super::atomic::{self, TEMP_PREFIX};
 use super::error::{Result, SessionError};
 use super::lock::{LockKind, SessionLock};
+use super::sealed;
 use super::summary_cache;
 use super::{PLAN_FILE, SESSION_FILE, SESSION_LOG, snapshot_file_name};
 use crate::protocol::ids::looks_like_id;
 use crate::protocol::{
-    Message, ParentSession, Plan, SESSION_VERSION, SNAPSHOT_VERSION, SessionFile, SessionStatus,
-    Snapshot, TextPos, new_id,
+    Message, ParentSession, Plan, SESSION_VERSION, SNAPSHOT_VERSION, SealedMessages, SessionFile,
+    SessionStatus, Snapshot, TextPos, new_id,
 };
 
-/// A session's two state files, read or changed together under one lock.
+/// A session read whole: its state with every message in `session.messages` (those of the
+/// sealed files first; `session.earlier_messages` is empty), and its plan.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SessionState {
     pub session: SessionFile,
     pub plan: Plan,
+    /// The sealed files the messages were read from: what a write may keep.
+    sealed: Vec<SealedMessages>,
+}
+
+impl SessionState {
+    /// The sealed files the conversation's first messages were read from, oldest first.
+    pub fn sealed(&self) -> &[SealedMessages] {
+        &self.sealed
+    }
+
+    /// The messages after the sealed files: those session.json holds.
+    pub fn recent_messages(&self) -> &[Message] {
+        let earlier: usize = self.sealed.iter().map(|s| s.count).sum();
+        self.session.messages.get(earlier..).unwrap_or_default()
+    }
+}
+
+/// A session as session.json holds it, which is what a change of its state needs, at a cost
+/// that does not grow with the conversation: every field, but in `session.messages` only the
+/// messages after the sealed files that `session.earlier_messages` names (all of them while
+/// the conversation fits in session.json); and the plan. [`Store::update`] gives this;
+/// [`Store::update_whole`] reads every message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recent {
+    pub session: SessionFile,
+    pub plan: Plan,
+    dir: PathBuf,
+}
+
+impl Recent {
+    /// The number of messages in the whole conversation.
+    pub fn message_count(&self) -> usize {
+        earlier_count(&self.session) + self.session.messages.len()
+    }
+
+    /// The messages of the last sealed file (none while there is none): with
+    /// `session.messages`, where a message stored by one of the last writes may be.
+    pub fn last_sealed(&self) -> Result<Vec<Message>> {
+        let Some(last) = self.session.earlier_messages.last() else {
+            return Ok(Vec::new());
+        };
+        let first = earlier_count(&self.session) - last.count;
+        sealed::read(&self.dir, last, first)
+    }
+}
+
+fn earlier_count(session: &SessionFile) -> usize {
+    session.earlier_messages.iter().map(|n| n.count).sum()
 }
 
 /// One line of `nop sessions list`.
@@ -70,7 +120,13 @@ pub struct Store {
     swept: Arc<std::sync::Once>,
     /// What records the working files each new snapshot goes with.
     checkpointer: Option<Arc<dyn Checkpointer>>,
+    /// When session.json's messages pass this many bytes of JSON, they are sealed into a file
+    /// of their own (`session.seal_kb`).
+    seal_bytes: usize,
 }
+
+/// `session.seal_kb`'s default, in bytes.
+const SEAL_BYTES: usize = 512 * 1024;
 
 impl Store {
     pub fn new(sessions_dir: impl Into<PathBuf>, lock_timeout: Duration) -> Store {
@@ -79,7 +135,14 @@ impl Store {
             lock_timeout,
             swept: Arc::new(std::sync::Once::new()),
             checkpointer: None,
+            seal_bytes: SEAL_BYTES,
         }
+    }
+
+    /// Seals session.json's messages into a file of their own once they pass `bytes` of JSON.
+    pub fn with_seal_bytes(mut self, bytes: usize) -> Store {
+        self.seal_bytes = bytes.max(1);
+        self
     }
 
     /// Every snapshot this store takes from now on records the working files with `c`.
@@ -149,14 +212,16 @@ impl Store {
         for _ in 0..8 {
             let session = SessionFile::new(new_id(), agent.to_string(), now);
             let files = [
-                (SESSION_FILE, session_bytes(&session)?),
-                (PLAN_FILE, plan.clone().into_bytes()),
+                NewFile::new(SESSION_FILE, session_bytes(&session)?),
+                NewFile::new(PLAN_FILE, plan.clone().into_bytes()),
             ];
             match self.publish_new_dir(&session.session_id, &files, None) {
                 Ok(()) => {
                     let dir = self.dir(&session.session_id);
                     let key = summary_cache::Key::now(&dir);
-                    summary_cache::write(&dir, key, &summarize(&session));
+                    let facts = summary_cache::Facts::of(&session);
+                    let summary = summary_cache::summarize(&session, 0, &facts);
+                    summary_cache::write(&dir, key, &summary, &facts);
                     return Ok(session);
                 }
                 Err(e) => last_err = Some(e),
@@ -165,23 +230,89 @@ impl Store {
         Err(last_err.unwrap_or_else(|| SessionError::NotFound("new session".into())))
     }
 
-    /// Reads session.json and plan.xml under a shared lock.
+    /// Reads the whole session (every message, the sealed files' too) and plan.xml under a
+    /// shared lock.
     pub fn read(&self, id: &str) -> Result<SessionState> {
         let dir = self.existing_dir(id)?;
         let _lock = self.read_lock(&dir, id)?;
         read_state(&dir, id)
     }
 
-    /// Reads session.json alone under a shared lock.
+    /// Reads the whole of session.json's state and every message under a shared lock.
     pub fn read_session(&self, id: &str) -> Result<SessionFile> {
         let dir = self.existing_dir(id)?;
         let _lock = self.read_lock(&dir, id)?;
-        read_session_file(&dir, id)
+        read_whole_session(&dir, id).map(|(session, _)| session)
     }
 
-    /// Changes a session under its write lock: session.json (with `updatedAt = now`) and, when
-    /// `change` altered it, plan.xml are replaced together or not at all.
+    /// Reads session.json as it is (the sealed files named, not read) and plan.xml under a
+    /// shared lock: the state, at a cost that does not grow with the conversation.
+    pub fn read_recent(&self, id: &str) -> Result<Recent> {
+        let dir = self.existing_dir(id)?;
+        let _lock = self.read_lock(&dir, id)?;
+        Ok(Recent {
+            session: read_session_json(&dir, id)?,
+            plan: read_plan_file(&dir)?,
+            dir,
+        })
+    }
+
+    /// Changes a session under its write lock, at a cost that does not grow with the
+    /// conversation: `change` gets session.json as it is ([`Recent`]: the messages after the
+    /// sealed files). session.json (with `updatedAt = now`) and, when `change` altered it,
+    /// plan.xml are replaced together or not at all; when its messages then pass
+    /// `session.seal_kb`, they are sealed first. A change of `earlierMessages` is ignored: the
+    /// sealed files are the store's.
     pub fn update<T>(
+        &self,
+        id: &str,
+        now: DateTime<Utc>,
+        change: impl FnOnce(&mut Recent) -> Result<T>,
+    ) -> Result<T> {
+        let dir = self.existing_dir(id)?;
+        self.sweep();
+        let _lock = SessionLock::acquire(&dir, id, LockKind::Exclusive, self.lock_timeout)?;
+        atomic::recover(&dir)?;
+        // Read under the lock: it describes the session.json about to be read, or nothing.
+        let prior = summary_cache::read_facts(&dir);
+        let mut recent = Recent {
+            session: read_session_json(&dir, id)?,
+            plan: read_plan_file(&dir)?,
+            dir: dir.clone(),
+        };
+        let earlier = recent.session.earlier_messages.clone();
+        let plan_before = recent.plan.clone();
+        let tail_before = recent.session.messages.clone();
+        let value = change(&mut recent)?;
+        recent.session.earlier_messages = earlier;
+        recent.session.updated_at = now;
+        // What a listing shows, carried on from the last write when the change only appended.
+        let facts = match prior {
+            Some(mut facts) if recent.session.messages.starts_with(&tail_before) => {
+                for m in &recent.session.messages[tail_before.len()..] {
+                    facts.feed(m);
+                }
+                facts
+            }
+            _ => self.scan_facts(&dir, &recent.session)?,
+        };
+        let summary = summary_cache::summarize(&recent.session, recent.message_count(), &facts);
+        let Recent {
+            mut session, plan, ..
+        } = recent;
+        let plan = (plan != plan_before).then_some(plan);
+        let to_seal = self.seal_ahead(&mut session);
+        self.commit(&dir, &mut session, to_seal, plan.as_ref(), false)?;
+        // Still under the write lock: the key names the file just written.
+        let key = summary_cache::Key::now(&dir);
+        summary_cache::write(&dir, key, &summary, &facts);
+        Ok(value)
+    }
+
+    /// Changes a session under its write lock with every message read ([`SessionState`]):
+    /// for what rewrites the conversation (compaction, rewind). Costs what the conversation
+    /// costs to read and write; the sealed files whose messages did not change are kept.
+    pub fn update_whole<T>(
         &self,
         id: &str,
         now: DateTime<Utc>,
@@ -195,28 +326,128 @@ impl Store {
         let plan_before = state.plan.clone();
         let value = change(&mut state)?;
         state.session.updated_at = now;
-        let session = session_bytes(&state.session)?;
-        if state.plan == plan_before {
-            atomic::write_atomic(&dir.join(SESSION_FILE), &session)?;
-        } else {
-            let plan = state.plan.to_xml();
-            atomic::commit_files(
-                &dir,
-                &[(SESSION_FILE, &session), (PLAN_FILE, plan.as_bytes())],
-            )?;
+        let facts = summary_cache::Facts::of(&state.session);
+        let summary =
+            summary_cache::summarize(&state.session, state.session.messages.len(), &facts);
+        let SessionState {
+            mut session,
+            plan,
+            sealed: was_sealed,
+        } = state;
+        // Keep the sealed files whose messages are still the conversation's first ones.
+        let mut all = std::mem::take(&mut session.messages);
+        let mut kept = Vec::new();
+        let mut at = 0;
+        for named in &was_sealed {
+            let end = at + named.count;
+            if end > all.len() {
+                break;
+            }
+            match sealed::read(&dir, named, at) {
+                Ok(old) if old[..] == all[at..end] => {
+                    kept.push(named.clone());
+                    at = end;
+                }
+                _ => break,
+            }
         }
-        // Still under the write lock: the key names the file just written.
+        session.messages = all.split_off(at);
+        drop(all);
+        session.earlier_messages = kept;
+        let to_seal = self.seal_ahead(&mut session);
+        let plan = (plan != plan_before).then_some(plan);
+        let replaced = session.earlier_messages != was_sealed;
+        self.commit(&dir, &mut session, to_seal, plan.as_ref(), replaced)?;
         let key = summary_cache::Key::now(&dir);
-        summary_cache::write(&dir, key, &summarize(&state.session));
+        summary_cache::write(&dir, key, &summary, &facts);
         Ok(value)
     }
 
-    /// Appends messages in one write; returns the session's message count afterwards.
+    /// Appends messages in one write, at a cost that does not grow with the conversation;
+    /// returns the session's message count afterwards.
     pub fn append(&self, id: &str, messages: Vec<Message>, now: DateTime<Utc>) -> Result<usize> {
         self.update(id, now, |state| {
             state.session.messages.extend(messages);
-            Ok(state.session.messages.len())
+            Ok(state.message_count())
         })
+    }
+
+    /// When `session`'s messages (those after its sealed files) pass the seal size: moves them
+    /// into new sealed files, named in `earlier_messages` but not written yet (what
+    /// [`Store::commit`] writes first), and leaves the rest.
+    fn seal_ahead(&self, session: &mut SessionFile) -> Vec<sealed::NewSealed> {
+        if sealed::json_size(&session.messages) < self.seal_bytes {
+            return Vec::new();
+        }
+        let first = earlier_count(session);
+        let (runs, rest) = sealed::cut(std::mem::take(&mut session.messages), self.seal_bytes);
+        session.messages = rest;
+        let files = sealed::prepare(first, runs);
+        session
+            .earlier_messages
+            .extend(files.iter().map(|f| f.named.clone()));
+        files
+    }
+
+    /// Writes the sealed files `to_seal`, then `session` (as session.json holds it) and `plan`
+    /// when given, together, under the write lock the caller holds; then, when files were
+    /// sealed or `replaced` says some are no longer named, removes the sealed files session.json
+    /// does not name (those a rewrite replaced, or a killed write left).
+    fn commit(
+        &self,
+        dir: &Path,
+        session: &mut SessionFile,
+        to_seal: Vec<sealed::NewSealed>,
+        plan: Option<&Plan>,
+        replaced: bool,
+    ) -> Result<()> {
+        let sealed_now = !to_seal.is_empty();
+        for file in to_seal {
+            let planned = file.named.file.clone();
+            let written = sealed::write(dir, file)?;
+            if written.file != planned
+                && let Some(n) = session
+                    .earlier_messages
+                    .iter_mut()
+                    .find(|n| n.file == planned)
+            {
+                *n = written;
+            }
+        }
+        let bytes = session_bytes(session)?;
+        match plan {
+            None => atomic::write_atomic(&dir.join(SESSION_FILE), &bytes)?,
+            Some(plan) => {
+                let plan = plan.to_xml();
+                atomic::commit_files(dir, &[(SESSION_FILE, &bytes), (PLAN_FILE, plan.as_bytes())])?;
+            }
+        }
+        if (sealed_now || replaced)
+            && let Err(e) = sealed::remove_unnamed(dir, &session.earlier_messages)
+        {
+            tracing::warn!(session = %session.session_id, error = %e, "could not remove messages files session.json no longer names");
+        }
+        Ok(())
+    }
+
+    /// What a listing shows of the session whose session.json is `session`, read from its
+    /// messages, the sealed files only as far as needed.
+    fn scan_facts(&self, dir: &Path, session: &SessionFile) -> Result<summary_cache::Facts> {
+        let mut facts = summary_cache::Facts::new(session);
+        let mut first = 0;
+        for named in &session.earlier_messages {
+            if facts.complete() {
+                return Ok(facts);
+            }
+            for m in &sealed::read(dir, named, first)? {
+                facts.feed(m);
+            }
+            first += named.count;
+        }
+        for m in &session.messages {
+            facts.feed(m);
+        }
+        Ok(facts)
     }
 
     /// Takes an immutable snapshot of the session as it is now and returns its id.
@@ -313,16 +544,15 @@ impl Store {
                 snapshot_id: snapshot.snapshot_id.clone(),
                 timestamp: now,
             });
-            let files = [
-                (SESSION_FILE, session_bytes(&child)?),
-                (PLAN_FILE, plan.clone().into_bytes()),
-            ];
+            let facts = summary_cache::Facts::of(&child);
+            let summary = summary_cache::summarize(&child, child.messages.len(), &facts);
+            let files = self.new_session_files(child.clone(), &plan)?;
             let link = (snapshot_path.as_path(), snapshot.snapshot_id.as_str());
             match target.publish_new_dir(&child.session_id, &files, Some(link)) {
                 Ok(()) => {
                     let dir = target.dir(&child.session_id);
                     let key = summary_cache::Key::now(&dir);
-                    summary_cache::write(&dir, key, &summarize(&child));
+                    summary_cache::write(&dir, key, &summary, &facts);
                     return Ok((child, snapshot));
                 }
                 Err(e) if child_id.is_some() => return Err(e),
@@ -345,12 +575,11 @@ impl Store {
             }
             // The file read is the one of these keys only if it did not change meanwhile.
             let before = summary_cache::Key::now(&dir);
-            match self.read_session(&id) {
-                Ok(s) => {
-                    let summary = summarize(&s);
+            match self.summarize_now(&id) {
+                Ok((summary, facts)) => {
                     let after = summary_cache::Key::now(&dir);
                     if before == after {
-                        summary_cache::write(&dir, after, &summary);
+                        summary_cache::write(&dir, after, &summary, &facts);
                     }
                     ok.push(summary);
                 }
@@ -358,6 +587,17 @@ impl Store {
             }
         }
         Ok((ok, failed))
+    }
+
+    /// What a listing shows of session `id`, read from session.json (and from the sealed files
+    /// only as far as the title needs) under a shared lock.
+    fn summarize_now(&self, id: &str) -> Result<(SessionSummary, summary_cache::Facts)> {
+        let dir = self.existing_dir(id)?;
+        let _lock = self.read_lock(&dir, id)?;
+        let session = read_session_json(&dir, id)?;
+        let facts = self.scan_facts(&dir, &session)?;
+        let count = earlier_count(&session) + session.messages.len();
+        Ok((summary_cache::summarize(&session, count, &facts), facts))
     }
 
     /// Validates every file of session `id`, changing nothing.
@@ -385,10 +625,17 @@ impl Store {
                     .into(),
             });
         }
-        match read_session_file(&dir, id) {
+        match read_session_json(&dir, id) {
             Ok(session) => {
                 if let Err(e) = self.parent_snapshot(&session) {
                     note(e);
+                }
+                let mut first = 0;
+                for named in &session.earlier_messages {
+                    if let Err(e) = sealed::read(&dir, named, first) {
+                        note(e);
+                    }
+                    first += named.count;
                 }
             }
             Err(e) => note(e),
@@ -465,7 +712,7 @@ impl Store {
     fn publish_new_dir(
         &self,
         id: &str,
-        files: &[(&str, Vec<u8>)],
+        files: &[NewFile],
         snapshot: Option<(&Path, &str)>,
     ) -> Result<()> {
         self.sweep();
@@ -479,10 +726,18 @@ impl Store {
                 break (temp, hold);
             }
         };
-        for (name, contents) in files {
-            let path = temp.path().join(name);
-            fs::write(&path, contents)
-                .and_then(|()| fs::File::open(&path)?.sync_all())
+        for file in files {
+            let path = temp.path().join(&file.name);
+            fs::write(&path, &file.bytes)
+                .and_then(|()| {
+                    let written = fs::File::open(&path)?;
+                    if file.read_only {
+                        let mut perms = written.metadata()?.permissions();
+                        perms.set_readonly(true);
+                        written.set_permissions(perms)?;
+                    }
+                    written.sync_all()
+                })
                 .map_err(SessionError::io(&path))?;
         }
         if let Some((source, snapshot_id)) = snapshot {
@@ -506,6 +761,47 @@ impl Store {
             SessionError::io(&target)(e)
         })?;
         atomic::sync_dir(&self.sessions_dir)
+    }
+}
+
+/// A file of a session directory being made.
+struct NewFile {
+    name: String,
+    bytes: Vec<u8>,
+    /// A sealed file: read-only, as every sealed file is.
+    read_only: bool,
+}
+
+impl NewFile {
+    fn new(name: &str, bytes: Vec<u8>) -> NewFile {
+        NewFile {
+            name: name.to_string(),
+            bytes,
+            read_only: false,
+        }
+    }
+}
+
+impl Store {
+    /// The files of a new session directory holding `session` (read whole) and `plan`: its
+    /// messages past the seal size in sealed files, the rest in session.json.
+    fn new_session_files(&self, mut session: SessionFile, plan: &str) -> Result<Vec<NewFile>> {
+        let mut files = Vec::new();
+        if sealed::json_size(&session.messages) >= self.seal_bytes {
+            let (runs, rest) = sealed::cut(std::mem::take(&mut session.messages), self.seal_bytes);
+            session.messages = rest;
+            for file in sealed::prepare(0, runs) {
+                files.push(NewFile {
+                    name: file.named.file.clone(),
+                    bytes: file.bytes()?,
+                    read_only: true,
+                });
+                session.earlier_messages.push(file.named);
+            }
+        }
+        files.push(NewFile::new(SESSION_FILE, session_bytes(&session)?));
+        files.push(NewFile::new(PLAN_FILE, plan.as_bytes().to_vec()));
+        Ok(files)
     }
 }
 
@@ -589,13 +885,29 @@ pub(crate) fn pretty_json(value: &impl Serialize, what: &str) -> Result<Vec<u8>>
 }
 
 fn read_state(dir: &Path, id: &str) -> Result<SessionState> {
+    let (session, sealed) = read_whole_session(dir, id)?;
     Ok(SessionState {
-        session: read_session_file(dir, id)?,
+        session,
         plan: read_plan_file(dir)?,
+        sealed,
     })
 }
 
-pub(super) fn read_session_file(dir: &Path, id: &str) -> Result<SessionFile> {
+/// session.json with every message: those of the sealed files it names first (its
+/// `earlier_messages` emptied), and the sealed files read.
+fn read_whole_session(dir: &Path, id: &str) -> Result<(SessionFile, Vec<SealedMessages>)> {
+    let mut session = read_session_json(dir, id)?;
+    let named = std::mem::take(&mut session.earlier_messages);
+    if !named.is_empty() {
+        let mut messages = sealed::read_all(dir, &named)?;
+        messages.append(&mut session.messages);
+        session.messages = messages;
+    }
+    Ok((session, named))
+}
+
+/// session.json as it is: its state, the sealed files it names, the messages after them.
+pub(super) fn read_session_json(dir: &Path, id: &str) -> Result<SessionFile> {
     let path = dir.join(SESSION_FILE);
     let bytes = fs::read(&path).map_err(SessionError::io(&path))?;
     let session: SessionFile = parse_versioned_json(&path, &bytes, SESSION_VERSION)?;
@@ -655,8 +967,14 @@ impl Versioned for Snapshot {
     }
 }
 
+impl Versioned for crate::protocol::SealedFile {
+    fn version(&self) -> u32 {
+        self.version
+    }
+}
+
 /// Parses a JSON file that carries a `version`, telling a newer format from a broken file.
-fn parse_versioned_json<T: serde::de::DeserializeOwned + Versioned>(
+pub(super) fn parse_versioned_json<T: serde::de::DeserializeOwned + Versioned>(
     path: &Path,
     bytes: &[u8],
     supported: u32,
@@ -689,68 +1007,5 @@ fn parse_versioned_json<T: serde::de::DeserializeOwned + Versioned>(
                     .to_string(),
             },
         }),
-    }
-}
-
-/// A session's title: the first line of the first thing the user asked; for a fork, of the
-/// first thing asked after the fork (before any: the parent's, marked as the fork's).
-/// What a listing shows of a session.
-fn summarize(s: &SessionFile) -> SessionSummary {
-    SessionSummary {
-        title: title(s),
-        answered: s
-            .messages
-            .iter()
-            .any(|m| m.role == crate::protocol::Role::Assistant),
-        called: s.caller.is_some(),
-        messages: s.messages.len(),
-        parent: s.parent_session.as_ref().map(|p| p.id.clone()),
-        id: s.session_id.clone(),
-        agent: s.agent.clone(),
-        status: s.status,
-        created_at: s.created_at,
-        updated_at: s.updated_at,
-    }
-}
-
-/// The longest title kept: the first line of a prompt can be a whole pasted file.
-const TITLE_CHARS: usize = 500;
-
-fn title(session: &SessionFile) -> String {
-    let whole = whole_title(session);
-    match whole.char_indices().nth(TITLE_CHARS) {
-        Some((end, _)) => format!("{}…", &whole[..end]),
-        None => whole,
-    }
-}
-
-fn whole_title(session: &SessionFile) -> String {
-    let first_line = |m: &Message| {
-        m.content
-            .lines()
-            .find(|l| !l.trim().is_empty())
-            .map(|l| l.trim().to_string())
-    };
-    let asked = |m: &&Message| m.role == crate::protocol::Role::User;
-    let inherited = session
-        .messages
-        .iter()
-        .find(asked)
-        .and_then(first_line)
-        .unwrap_or_default();
-    let Some(parent) = &session.parent_session else {
-        return inherited;
-    };
-    // The fork copies its parent's messages, each with its time: what came after is its own.
-    match session
-        .messages
-        .iter()
-        .filter(asked)
-        .find(|m| m.timestamp.is_some_and(|t| t > parent.timestamp))
-        .and_then(first_line)
-    {
-        Some(own) => own,
-        None if inherited.is_empty() => inherited,
-        None => format!("(fork) {inherited}"),
     }
 }

@@ -18,6 +18,7 @@ use serde::{Deserialize, Serialize};
 use super::SESSION_FILE;
 use super::atomic::TEMP_PREFIX;
 use super::store::SessionSummary;
+use crate::protocol::{Message, Role, SessionFile};
 
 pub const SUMMARY_FILE: &str = "summary.json";
 
@@ -54,6 +55,119 @@ impl Key {
 struct Cached {
     key: Key,
     summary: Stored,
+    /// Absent in a summary written before it was kept: then a write reads the messages.
+    #[serde(default)]
+    facts: Option<Facts>,
+}
+
+/// What a listing shows that depends on the messages, learnt by reading them from the first
+/// until it is known. Kept beside the summary, so that a write that only appends messages
+/// goes on from it instead of reading the sealed files again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Facts {
+    /// The first line of the first thing the user asked (empty for an empty one).
+    first_prompt: Option<String>,
+    /// For a fork: when it was forked, and the first line of the first thing asked after.
+    forked_at: Option<chrono::DateTime<chrono::Utc>>,
+    own_prompt: Option<String>,
+    /// The model answered at least once.
+    answered: bool,
+}
+
+impl Facts {
+    /// Nothing read yet of `session`'s messages.
+    pub(super) fn new(session: &SessionFile) -> Facts {
+        Facts {
+            first_prompt: None,
+            forked_at: session.parent_session.as_ref().map(|p| p.timestamp),
+            own_prompt: None,
+            answered: false,
+        }
+    }
+
+    /// Read from every message of `session` (read whole).
+    pub(super) fn of(session: &SessionFile) -> Facts {
+        let mut facts = Facts::new(session);
+        for m in &session.messages {
+            facts.feed(m);
+        }
+        facts
+    }
+
+    /// Takes in the next message of the conversation.
+    pub(super) fn feed(&mut self, m: &Message) {
+        match m.role {
+            Role::Assistant => self.answered = true,
+            Role::User => {
+                if self.first_prompt.is_none() {
+                    self.first_prompt = Some(first_line(m));
+                }
+                // A fork copies its parent's messages, each with its time: what came after is
+                // its own.
+                if let Some(forked_at) = self.forked_at
+                    && self.own_prompt.is_none()
+                    && m.timestamp.is_some_and(|t| t > forked_at)
+                {
+                    self.own_prompt = Some(first_line(m));
+                }
+            }
+            Role::System | Role::Tool => {}
+        }
+    }
+
+    /// Whether later messages can change nothing.
+    pub(super) fn complete(&self) -> bool {
+        self.answered
+            && self.first_prompt.is_some()
+            && (self.forked_at.is_none() || self.own_prompt.is_some())
+    }
+
+    /// A session's title: the first line of the first thing the user asked; for a fork, of the
+    /// first thing asked after the fork (before any: the parent's, marked as the fork's).
+    fn title(&self) -> String {
+        let inherited = self.first_prompt.clone().unwrap_or_default();
+        let whole = match (&self.forked_at, &self.own_prompt) {
+            (None, _) => inherited,
+            (Some(_), Some(own)) if !own.is_empty() => own.clone(),
+            (Some(_), _) if inherited.is_empty() => inherited,
+            (Some(_), _) => format!("(fork) {inherited}"),
+        };
+        match whole.char_indices().nth(TITLE_CHARS) {
+            Some((end, _)) => format!("{}…", &whole[..end]),
+            None => whole,
+        }
+    }
+}
+
+/// The longest title kept: the first line of a prompt can be a whole pasted file.
+const TITLE_CHARS: usize = 500;
+
+/// The first line of `m` that is not blank, trimmed, and no longer than a title needs (one
+/// character more than it keeps, to know it was cut).
+fn first_line(m: &Message) -> String {
+    m.content
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .map(|l| l.trim().chars().take(TITLE_CHARS + 1).collect())
+        .unwrap_or_default()
+}
+
+/// What a listing shows of `session` (its state), which has `messages` messages in all and
+/// whose messages gave `facts`.
+pub(super) fn summarize(session: &SessionFile, messages: usize, facts: &Facts) -> SessionSummary {
+    SessionSummary {
+        id: session.session_id.clone(),
+        agent: session.agent.clone(),
+        status: session.status,
+        created_at: session.created_at,
+        updated_at: session.updated_at,
+        messages,
+        parent: session.parent_session.as_ref().map(|p| p.id.clone()),
+        title: facts.title(),
+        answered: facts.answered,
+        called: session.caller.is_some(),
+    }
 }
 
 /// [`SessionSummary`] with every field, `answered` included.
@@ -75,18 +189,7 @@ struct Stored {
 /// The summary of the session in `dir`, if `summary.json` was made from its session.json as it
 /// is now.
 pub(super) fn read(dir: &Path) -> Option<SessionSummary> {
-    let key = Key::of(&dir.join(SESSION_FILE))?;
-    let mut text = String::new();
-    fs::File::open(dir.join(SUMMARY_FILE))
-        .ok()?
-        .take(MAX_BYTES)
-        .read_to_string(&mut text)
-        .ok()?;
-    let cached: Cached = serde_json::from_str(&text).ok()?;
-    if cached.key != key {
-        return None;
-    }
-    let s = cached.summary;
+    let s = read_cached(dir)?.summary;
     Some(SessionSummary {
         id: s.id,
         agent: s.agent,
@@ -101,20 +204,39 @@ pub(super) fn read(dir: &Path) -> Option<SessionSummary> {
     })
 }
 
+/// What the messages of the session in `dir` gave, if `summary.json` was made from its
+/// session.json as it is now and kept them.
+pub(super) fn read_facts(dir: &Path) -> Option<Facts> {
+    read_cached(dir)?.facts
+}
+
+fn read_cached(dir: &Path) -> Option<Cached> {
+    let key = Key::of(&dir.join(SESSION_FILE))?;
+    let mut text = String::new();
+    fs::File::open(dir.join(SUMMARY_FILE))
+        .ok()?
+        .take(MAX_BYTES)
+        .read_to_string(&mut text)
+        .ok()?;
+    let cached: Cached = serde_json::from_str(&text).ok()?;
+    (cached.key == key).then_some(cached)
+}
+
 /// Writes `summary` as the summary of the session.json whose key was `key` when the summary was
 /// made (taken under the session's write lock, or before and after reading it: a key taken
 /// later could name a newer file than the summary's). A failure is only logged: the next
 /// listing reads session.json instead.
-pub(super) fn write(dir: &Path, key: Option<Key>, summary: &SessionSummary) {
+pub(super) fn write(dir: &Path, key: Option<Key>, summary: &SessionSummary, facts: &Facts) {
     let Some(key) = key else { return };
-    if let Err(e) = try_write(dir, key, summary) {
+    if let Err(e) = try_write(dir, key, summary, facts) {
         tracing::debug!(op = "session", result = "summary not written", dir = %dir.display(), "{e}");
     }
 }
 
-fn try_write(dir: &Path, key: Key, summary: &SessionSummary) -> std::io::Result<()> {
+fn try_write(dir: &Path, key: Key, summary: &SessionSummary, facts: &Facts) -> std::io::Result<()> {
     let cached = Cached {
         key,
+        facts: Some(facts.clone()),
         summary: Stored {
             id: summary.id.clone(),
             agent: summary.agent.clone(),

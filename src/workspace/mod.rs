@@ -241,7 +241,8 @@ impl Workspace {
     }
 
     pub fn store(&self, config: &crate::config::Config) -> Store {
-        let store = Store::new(self.sessions_dir(), config.lock_timeout());
+        let store = Store::new(self.sessions_dir(), config.lock_timeout())
+            .with_seal_bytes(config.seal_bytes());
         match self.checkpoints(config) {
             Some(c) => store.with_checkpointer(std::sync::Arc::new(c)),
             None => store,

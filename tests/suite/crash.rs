@@ -1,5 +1,8 @@
 //! Crash safety: a process appending to a session in a loop is killed with SIGKILL at random
 //! moments, many times; what it leaves behind always parses and holds a prefix of what it wrote.
+//! The writer seals its messages into files of their own every few appends
+//! (`session.seal_kb`), so kills also land between a sealed file and the session.json that
+//! names it.
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -19,6 +22,8 @@ const MIN_TORN: usize = 5;
 const MIN_JOURNALS: usize = 1;
 const MAX_KILLS: usize = 400;
 const WRITER_ENV: &str = "NOP_TEST_CRASH_WRITER";
+/// The writer's seal size: a sealed file every few appends.
+const SEAL_BYTES: usize = 512;
 
 /// The writer, run in a child process by the test below: appends `m<n>` with n counting on
 /// from what the session holds, for ever (until killed).
@@ -37,12 +42,13 @@ fn crash_writer_child() {
     let store = Store::new(
         spec.parent().expect("sessions dir"),
         Duration::from_secs(30),
-    );
+    )
+    .with_seal_bytes(SEAL_BYTES);
     loop {
         let now = Utc::now();
         store
             .update(&id, now, |state| {
-                let n = state.session.messages.len();
+                let n = state.message_count();
                 state
                     .session
                     .messages
@@ -89,6 +95,7 @@ fn crash_safety_under_sigkill() {
     let mut last_len = 0;
     let mut interrupted = 0;
     let mut journals = 0;
+    let mut unnamed_sealed = 0;
     let mut round = 0;
     while round < KILLS
         || (round < MAX_KILLS && (interrupted < MIN_TORN || journals < MIN_JOURNALS))
@@ -119,6 +126,7 @@ fn crash_safety_under_sigkill() {
             .collect();
         interrupted += usize::from(!left.is_empty());
         journals += usize::from(left.iter().any(|n| n == "commit.json"));
+        unnamed_sealed += usize::from(!unnamed_sealed_files(&repo, &id).is_empty());
         // The reader sees a whole session; a half-done multi-file commit is completed.
         let state = store
             .read(&id)
@@ -155,10 +163,18 @@ fn crash_safety_under_sigkill() {
         }
     }
     assert!(last_len > 0, "the writer never wrote anything");
+    let sealed = store
+        .read_recent(&id)
+        .expect("read")
+        .session
+        .earlier_messages
+        .len();
     eprintln!(
         "{round} kills, {last_len} messages, {interrupted} kills left a write half done, \
-         {journals} in a two-file commit"
+         {journals} in a two-file commit, {unnamed_sealed} a sealed file not yet named; \
+         {sealed} sealed files"
     );
+    assert!(sealed > 0, "the writer never sealed its messages");
     // The test proves something only if the kills did tear writes.
     assert!(
         interrupted >= MIN_TORN && journals >= MIN_JOURNALS,
@@ -166,11 +182,20 @@ fn crash_safety_under_sigkill() {
     );
     let problems = store.check(&id).expect("check");
     assert!(problems.is_empty(), "{problems:?}");
-    // No temporary files survive the next write.
+    // No temporary files survive the next write, nor sealed files that nothing names the next
+    // seal.
     let now = Utc::now();
     store
-        .append(&id, vec![Message::new(Role::User, "after", now)], now)
+        .clone()
+        .with_seal_bytes(SEAL_BYTES)
+        .append(
+            &id,
+            vec![Message::new(Role::User, "x".repeat(SEAL_BYTES), now)],
+            now,
+        )
         .expect("append");
+    let unnamed = unnamed_sealed_files(&repo, &id);
+    assert!(unnamed.is_empty(), "{unnamed:?}");
     let leftovers: Vec<String> = std::fs::read_dir(repo.session_dir(&id))
         .expect("dir")
         .filter_map(Result::ok)
@@ -178,4 +203,16 @@ fn crash_safety_under_sigkill() {
         .filter(|n| n.starts_with(".tmp-") || n == "commit.json")
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+/// The `messages-*.json` files of session `id` that its session.json does not name.
+fn unnamed_sealed_files(repo: &Repo, id: &str) -> Vec<String> {
+    let dir = repo.session_dir(id);
+    let text = std::fs::read_to_string(dir.join("session.json")).expect("session.json");
+    std::fs::read_dir(&dir)
+        .expect("dir")
+        .filter_map(Result::ok)
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("messages-") && !text.contains(&format!("\"{n}\"")))
+        .collect()
 }

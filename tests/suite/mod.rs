@@ -14,6 +14,7 @@ mod hooks;
 mod instructions;
 mod interactive;
 mod isolation;
+mod long_sessions;
 mod memory;
 mod memory_search;
 mod mentions;
