@@ -693,7 +693,7 @@ impl Default for SessionConfig {
     fn default() -> Self {
         SessionConfig {
             lock_timeout_s: 10.0,
-            seal_kb: 512,
+            seal_kb: 256,
         }
     }
 }

@@ -41,9 +41,9 @@ pub(super) fn is_sealed_name(name: &str) -> bool {
         && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }
 
-/// Cuts `messages` into runs of at least `limit` bytes of JSON each, in order, and what is
-/// left after the last (less than `limit`: it stays in session.json).
-pub(super) fn cut(messages: Vec<Message>, limit: usize) -> (Vec<Vec<Message>>, Vec<Message>) {
+/// Cuts `messages` into runs of about `limit` bytes of JSON each (the last may be shorter), in
+/// order.
+pub(super) fn cut(messages: Vec<Message>, limit: usize) -> Vec<Vec<Message>> {
     let mut runs = Vec::new();
     let mut run = Vec::new();
     let mut bytes = 0;
@@ -55,7 +55,10 @@ pub(super) fn cut(messages: Vec<Message>, limit: usize) -> (Vec<Vec<Message>>, V
             bytes = 0;
         }
     }
-    (runs, run)
+    if !run.is_empty() {
+        runs.push(run);
+    }
+    runs
 }
 
 /// The size of `messages` as JSON (compact: what the limit is measured in).
@@ -239,11 +242,10 @@ mod tests {
             .map(|i| Message::new(Role::User, "x".repeat(100 + i), Utc::now()))
             .collect();
         let one = json_len(&messages[0]);
-        let (runs, rest) = cut(messages.clone(), one * 3);
-        assert_eq!(runs.iter().map(Vec::len).collect::<Vec<_>>(), [3, 3, 3]);
-        assert_eq!(rest.len(), 1);
-        assert_eq!([runs.concat(), rest].concat(), messages);
-        assert_eq!(cut(Vec::new(), 10), (Vec::new(), Vec::new()));
+        let runs = cut(messages.clone(), one * 3);
+        assert_eq!(runs.iter().map(Vec::len).collect::<Vec<_>>(), [3, 3, 3, 1]);
+        assert_eq!(runs.concat(), messages);
+        assert_eq!(cut(Vec::new(), 10), Vec::<Vec<Message>>::new());
     }
 
     /// A store that seals every 2 KiB, and a session in it.

@@ -126,7 +126,7 @@ pub struct Store {
 }
 
 /// `session.seal_kb`'s default, in bytes.
-const SEAL_BYTES: usize = 512 * 1024;
+const SEAL_BYTES: usize = 256 * 1024;
 
 impl Store {
     pub fn new(sessions_dir: impl Into<PathBuf>, lock_timeout: Duration) -> Store {
@@ -301,8 +301,7 @@ impl Store {
             mut session, plan, ..
         } = recent;
         let plan = (plan != plan_before).then_some(plan);
-        let to_seal = self.seal_ahead(&mut session);
-        self.commit(&dir, &mut session, to_seal, plan.as_ref(), false)?;
+        self.commit(&dir, &mut session, plan.as_ref(), false)?;
         // Still under the write lock: the key names the file just written.
         let key = summary_cache::Key::now(&dir);
         summary_cache::write(&dir, key, &summary, &facts);
@@ -354,10 +353,9 @@ impl Store {
         session.messages = all.split_off(at);
         drop(all);
         session.earlier_messages = kept;
-        let to_seal = self.seal_ahead(&mut session);
         let plan = (plan != plan_before).then_some(plan);
         let replaced = session.earlier_messages != was_sealed;
-        self.commit(&dir, &mut session, to_seal, plan.as_ref(), replaced)?;
+        self.commit(&dir, &mut session, plan.as_ref(), replaced)?;
         let key = summary_cache::Key::now(&dir);
         summary_cache::write(&dir, key, &summary, &facts);
         Ok(value)
@@ -372,16 +370,11 @@ impl Store {
         })
     }
 
-    /// When `session`'s messages (those after its sealed files) pass the seal size: moves them
-    /// into new sealed files, named in `earlier_messages` but not written yet (what
-    /// [`Store::commit`] writes first), and leaves the rest.
-    fn seal_ahead(&self, session: &mut SessionFile) -> Vec<sealed::NewSealed> {
-        if sealed::json_size(&session.messages) < self.seal_bytes {
-            return Vec::new();
-        }
+    /// Moves every message of `session` after its sealed files into new sealed files (runs of
+    /// about the seal size), named in `earlier_messages` but not written yet.
+    fn seal_all(&self, session: &mut SessionFile) -> Vec<sealed::NewSealed> {
         let first = earlier_count(session);
-        let (runs, rest) = sealed::cut(std::mem::take(&mut session.messages), self.seal_bytes);
-        session.messages = rest;
+        let runs = sealed::cut(std::mem::take(&mut session.messages), self.seal_bytes);
         let files = sealed::prepare(first, runs);
         session
             .earlier_messages
@@ -389,19 +382,31 @@ impl Store {
         files
     }
 
-    /// Writes the sealed files `to_seal`, then `session` (as session.json holds it) and `plan`
-    /// when given, together, under the write lock the caller holds; then, when files were
-    /// sealed or `replaced` says some are no longer named, removes the sealed files session.json
-    /// does not name (those a rewrite replaced, or a killed write left).
+    /// Writes `session` (as session.json holds it) and `plan` when given, together, under the
+    /// write lock the caller holds. When its messages pass the seal size, they are sealed first
+    /// (each sealed file created before the session.json that names it). Then, when files were
+    /// sealed or `replaced` says some are no longer named, the sealed files session.json does
+    /// not name are removed (those a rewrite replaced, or a killed write left).
     fn commit(
         &self,
         dir: &Path,
         session: &mut SessionFile,
-        to_seal: Vec<sealed::NewSealed>,
         plan: Option<&Plan>,
         replaced: bool,
     ) -> Result<()> {
+        let mut bytes = session_bytes(session)?;
+        let mut to_seal = Vec::new();
+        if bytes.len() > self.seal_bytes && !session.messages.is_empty() {
+            // What the messages take of the file, the rest written without them.
+            let messages = std::mem::take(&mut session.messages);
+            let without = session_bytes(session)?.len();
+            session.messages = messages;
+            if bytes.len() - without >= self.seal_bytes {
+                to_seal = self.seal_all(session);
+            }
+        }
         let sealed_now = !to_seal.is_empty();
+        let mut renamed = false;
         for file in to_seal {
             let planned = file.named.file.clone();
             let written = sealed::write(dir, file)?;
@@ -412,9 +417,12 @@ impl Store {
                     .find(|n| n.file == planned)
             {
                 *n = written;
+                renamed = true;
             }
         }
-        let bytes = session_bytes(session)?;
+        if sealed_now || renamed {
+            bytes = session_bytes(session)?;
+        }
         match plan {
             None => atomic::write_atomic(&dir.join(SESSION_FILE), &bytes)?,
             Some(plan) => {
@@ -788,15 +796,12 @@ impl Store {
     fn new_session_files(&self, mut session: SessionFile, plan: &str) -> Result<Vec<NewFile>> {
         let mut files = Vec::new();
         if sealed::json_size(&session.messages) >= self.seal_bytes {
-            let (runs, rest) = sealed::cut(std::mem::take(&mut session.messages), self.seal_bytes);
-            session.messages = rest;
-            for file in sealed::prepare(0, runs) {
+            for file in self.seal_all(&mut session) {
                 files.push(NewFile {
                     name: file.named.file.clone(),
                     bytes: file.bytes()?,
                     read_only: true,
                 });
-                session.earlier_messages.push(file.named);
             }
         }
         files.push(NewFile::new(SESSION_FILE, session_bytes(&session)?));

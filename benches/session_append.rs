@@ -1,0 +1,197 @@
+//! Appending to and updating a long session (issue 31): sessions of 1,000, 10,000 and 50,000
+//! messages (the last about 55 MB of JSON), laid out as nop writes them (earlier messages
+//! sealed into `messages-*.json` past `session.seal_kb`, 256 KiB) and, for comparison, as one
+//! session.json (`session.seal_kb` at its maximum, 1 GiB: what every session was before).
+//!
+//! - `nop sessions append ID TEXT` as a user or a script runs it: wall time and peak memory
+//!   (max RSS) of the whole process, start included. Each runs as a child of a child of this
+//!   benchmark so that `getrusage(RUSAGE_CHILDREN)` reports that process's peak alone.
+//! - `Store::update` changing the status, as a run does between turns: the first update of a
+//!   process (nothing read yet) and the ones after it.
+//!
+//! Run with `cargo bench --bench session_append`. Prints a Markdown table of medians.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use nop::protocol::{Message, Role, SessionStatus, ToolCall};
+use nop::session::Store;
+
+/// The mix of `benches/store.rs`: short user turns, assistant turns with a tool call, tool
+/// results of 0.5 to 2 KB (about 1.1 KB a message on disk).
+fn message(n: usize) -> Message {
+    let now = Utc::now();
+    match n % 3 {
+        0 => Message::new(
+            Role::User,
+            format!("Please look at step {n} of the refactor and keep the tests green."),
+            now,
+        ),
+        1 => {
+            let mut m = Message::new(
+                Role::Assistant,
+                "I'll read the file first, then run the tests. ".repeat(4),
+                now,
+            );
+            m.tool_calls.push(ToolCall {
+                id: format!("call_{n}"),
+                name: "read-file".into(),
+                arguments: serde_json::json!({"path": format!("src/module_{n}.rs")}),
+                extra: Default::default(),
+            });
+            m
+        }
+        _ => {
+            let mut m = Message::new(
+                Role::Tool,
+                "fn example() -> u32 { 42 }\n".repeat(20 + n % 60),
+                now,
+            );
+            m.tool_call = Some(ToolCall {
+                id: format!("call_{}", n - 1),
+                name: "read-file".into(),
+                arguments: serde_json::json!({"path": format!("src/module_{}.rs", n - 1)}),
+                extra: Default::default(),
+            });
+            m
+        }
+    }
+}
+
+/// Runs one `nop sessions append` through a child of this benchmark; its wall time and peak RSS.
+fn append(
+    root: &std::path::Path,
+    id: &str,
+    seal_kb: &str,
+) -> Result<(f64, f64), Box<dyn std::error::Error>> {
+    let me = std::env::current_exe()?;
+    let out = Command::new(&me)
+        .arg("--append-in")
+        .arg(root)
+        .arg(id)
+        .arg(seal_kb)
+        .output()?;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut lines = String::from_utf8_lossy(&out.stdout).into_owned();
+    lines.retain(|c| c != '\r');
+    let mut parts = lines.split_whitespace();
+    // The child's own measure of nop's wall time, without starting this benchmark again.
+    let own: f64 = parts.next().unwrap_or_default().parse()?;
+    let rss: f64 = parts.next().unwrap_or_default().parse()?;
+    Ok((own, rss))
+}
+
+/// The child: runs `nop sessions append ID TEXT` in `root`, prints its wall time (ms) and peak
+/// memory (MB).
+fn append_child(root: &str, id: &str, seal_kb: &str) -> Result<(), Box<dyn std::error::Error>> {
+    let started = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_nop"))
+        .current_dir(root)
+        .env_clear()
+        .env("HOME", root)
+        .args(["--set", &format!("session.seal_kb={seal_kb}")])
+        .args(["sessions", "append", id, "one more thing to keep in mind"])
+        .output()?;
+    let wall = started.elapsed().as_secs_f64() * 1000.0;
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rss_kb =
+        nix::sys::resource::getrusage(nix::sys::resource::UsageWho::RUSAGE_CHILDREN)?.max_rss();
+    println!("{wall:.2} {:.1}", rss_kb as f64 / 1024.0);
+    Ok(())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--append-in") {
+        return append_child(&args[i + 1], &args[i + 2], &args[i + 3]);
+    }
+    let base = std::path::Path::new("/var/tmp/nop-bench");
+    std::fs::create_dir_all(base)?;
+    let repo = tempfile::tempdir_in(base)?;
+    let init = Command::new(env!("CARGO_BIN_EXE_nop"))
+        .arg("init")
+        .current_dir(repo.path())
+        .env("HOME", repo.path())
+        .output()?;
+    assert!(init.status.success());
+    let sessions = repo.path().join(".nop/sessions");
+    println!(
+        "| messages | layout | on disk (session.json) | `nop sessions append` (process, median of 9) | its peak memory | first update of a process | later updates (median of 9) |"
+    );
+    println!("|---:|---|---:|---:|---:|---:|---:|");
+    for size in [1_000, 10_000, 50_000] {
+        for (layout, seal_kb) in [("sealed", 256usize), ("one file", 1_048_576)] {
+            let store =
+                Store::new(&sessions, Duration::from_secs(30)).with_seal_bytes(seal_kb * 1024);
+            let id = store.create("coder", Utc::now())?.session_id;
+            // Appended in batches, as a session grows.
+            for start in (0..size).step_by(1_000) {
+                store.append(
+                    &id,
+                    (start..start + 1_000).map(message).collect(),
+                    Utc::now(),
+                )?;
+            }
+            let dir = store.dir(&id);
+            let bytes: u64 = std::fs::read_dir(&dir)?
+                .flatten()
+                .filter_map(|e| e.metadata().ok())
+                .map(|m| m.len())
+                .sum();
+            let session_json = std::fs::metadata(dir.join("session.json"))?.len();
+
+            let (mut walls, mut peak) = (Vec::new(), 0f64);
+            for _ in 0..9 {
+                let (wall, rss) = append(repo.path(), &id, &seal_kb.to_string())?;
+                walls.push(wall);
+                peak = peak.max(rss);
+            }
+
+            let fresh =
+                Store::new(&sessions, Duration::from_secs(30)).with_seal_bytes(seal_kb * 1024);
+            let started = Instant::now();
+            fresh.update(&id, Utc::now(), |s| {
+                s.session.status = SessionStatus::Running;
+                Ok(())
+            })?;
+            let first = started.elapsed().as_secs_f64() * 1000.0;
+            let mut later = Vec::new();
+            for i in 0..9 {
+                let started = Instant::now();
+                fresh.update(&id, Utc::now(), |s| {
+                    s.session.status = if i % 2 == 0 {
+                        SessionStatus::Idle
+                    } else {
+                        SessionStatus::Running
+                    };
+                    Ok(())
+                })?;
+                later.push(started.elapsed().as_secs_f64() * 1000.0);
+            }
+            let count = fresh.read_session(&id)?.messages.len();
+            assert_eq!(count, size + 9);
+            println!(
+                "| {size} | {layout} | {:.1} MB ({:.2} MB) | {:.1} ms | {peak:.1} MB | {first:.1} ms | {:.1} ms |",
+                bytes as f64 / 1e6,
+                session_json as f64 / 1e6,
+                median(walls),
+                median(later),
+            );
+        }
+    }
+    Ok(())
+}
