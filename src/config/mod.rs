@@ -982,11 +982,19 @@ impl Resolved {
             layers.push((Origin::Session(id.to_string()), typed(flatten_map(map))));
         }
         let mut env = Vec::new();
+        // Each key's variable, made once and only when some `NOP_*` variable is set.
+        let mut by_var: Option<BTreeMap<String, &String>> = None;
         for (var, value) in &inputs.env {
+            if !var.starts_with("NOP_") {
+                continue;
+            }
             let alias = ENV_ALIASES.iter().find(|(a, _)| a == var).map(|(_, k)| *k);
-            let key = alias
-                .map(str::to_string)
-                .or_else(|| entries.keys().find(|k| env_var_for(k) == *var).cloned());
+            let key = alias.map(str::to_string).or_else(|| {
+                by_var
+                    .get_or_insert_with(|| entries.keys().map(|k| (env_var_for(k), k)).collect())
+                    .get(var)
+                    .map(|k| (*k).clone())
+            });
             // Other `NOP_*` variables (a key, a user name) belong to other parts of nop.
             if let Some(key) = key {
                 env.push((var.clone(), key, value.clone()));
