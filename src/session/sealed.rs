@@ -12,8 +12,10 @@
 //! rewrite removes them. A name in session.json is used only if it has the shape of one of
 //! ours, so a hand-edited `earlierMessages` cannot make the store read or remove another file.
 
+use std::collections::HashMap;
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use super::atomic;
 use super::error::{Result, SessionError};
@@ -175,14 +177,51 @@ pub(super) fn read(dir: &Path, named: &SealedMessages, first: usize) -> Result<V
     Ok(sealed.messages)
 }
 
-/// Every message of the sealed files `named`, in order.
-pub(super) fn read_all(dir: &Path, named: &[SealedMessages]) -> Result<Vec<Message>> {
-    let mut messages = Vec::with_capacity(named.iter().map(|n| n.count).sum());
-    for n in named {
-        let first = messages.len();
-        messages.extend(read(dir, n, first)?);
+/// The sealed files a process read, parsed: a run reads the whole conversation at every turn,
+/// and what is sealed never changes, so each file is parsed once. What a session's session.json
+/// no longer names is dropped at its next read.
+/// A sealed file as read: the index of its first message, and its messages.
+type Run = (usize, Arc<Vec<Message>>);
+
+#[derive(Debug, Default)]
+pub(super) struct Cache {
+    files: Mutex<HashMap<PathBuf, Run>>,
+}
+
+impl Cache {
+    /// Whether files of the session in `dir` are held (to drop them once none is named).
+    pub(super) fn holds(&self, dir: &Path) -> bool {
+        self.files
+            .lock()
+            .is_ok_and(|files| files.keys().any(|p| p.parent() == Some(dir)))
     }
-    Ok(messages)
+
+    /// Every message of the sealed files `named` of the session in `dir`, in order.
+    pub(super) fn read_all(&self, dir: &Path, named: &[SealedMessages]) -> Result<Vec<Message>> {
+        let mut messages = Vec::with_capacity(named.iter().map(|n| n.count).sum());
+        let mut held = Vec::with_capacity(named.len());
+        for n in named {
+            let path = dir.join(&n.file);
+            let first = messages.len();
+            let cached = self
+                .files
+                .lock()
+                .ok()
+                .and_then(|files| files.get(&path).cloned())
+                .filter(|(at, m)| *at == first && m.len() == n.count);
+            let run = match cached {
+                Some((_, run)) => run,
+                None => Arc::new(read(dir, n, first)?),
+            };
+            messages.extend(run.iter().cloned());
+            held.push((path, (first, run)));
+        }
+        if let Ok(mut files) = self.files.lock() {
+            files.retain(|p, _| p.parent() != Some(dir));
+            files.extend(held);
+        }
+        Ok(messages)
+    }
 }
 
 /// Removes the sealed files of `dir` that `named` does not name: what a rewrite replaced, or a

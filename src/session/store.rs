@@ -123,6 +123,8 @@ pub struct Store {
     /// When session.json's messages pass this many bytes of JSON, they are sealed into a file
     /// of their own (`session.seal_kb`).
     seal_bytes: usize,
+    /// The sealed files this store (and its clones) read, parsed.
+    sealed_cache: Arc<sealed::Cache>,
 }
 
 /// `session.seal_kb`'s default, in bytes.
@@ -136,6 +138,7 @@ impl Store {
             swept: Arc::new(std::sync::Once::new()),
             checkpointer: None,
             seal_bytes: SEAL_BYTES,
+            sealed_cache: Arc::default(),
         }
     }
 
@@ -235,14 +238,15 @@ impl Store {
     pub fn read(&self, id: &str) -> Result<SessionState> {
         let dir = self.existing_dir(id)?;
         let _lock = self.read_lock(&dir, id)?;
-        read_state(&dir, id)
+        self.read_state(&dir, id)
     }
 
     /// Reads the whole of session.json's state and every message under a shared lock.
     pub fn read_session(&self, id: &str) -> Result<SessionFile> {
         let dir = self.existing_dir(id)?;
         let _lock = self.read_lock(&dir, id)?;
-        read_whole_session(&dir, id).map(|(session, _)| session)
+        self.read_whole_session(&dir, id)
+            .map(|(session, _)| session)
     }
 
     /// Reads session.json as it is (the sealed files named, not read) and plan.xml under a
@@ -321,7 +325,7 @@ impl Store {
         self.sweep();
         let _lock = SessionLock::acquire(&dir, id, LockKind::Exclusive, self.lock_timeout)?;
         atomic::recover(&dir)?;
-        let mut state = read_state(&dir, id)?;
+        let mut state = self.read_state(&dir, id)?;
         let plan_before = state.plan.clone();
         let value = change(&mut state)?;
         state.session.updated_at = now;
@@ -463,7 +467,7 @@ impl Store {
         let dir = self.existing_dir(id)?;
         let checkpoint = self.working_files();
         let _lock = self.read_lock(&dir, id)?;
-        let state = read_state(&dir, id)?;
+        let state = self.read_state(&dir, id)?;
         write_snapshot(&dir, state, now, checkpoint).map(|s| s.snapshot_id)
     }
 
@@ -530,7 +534,7 @@ impl Store {
                 let snap = self.resolve_snapshot(&dir, id, prefix)?;
                 read_snapshot_file(&dir.join(snapshot_file_name(&snap)))?
             }
-            None => write_snapshot(&dir, read_state(&dir, id)?, now, checkpoint)?,
+            None => write_snapshot(&dir, self.read_state(&dir, id)?, now, checkpoint)?,
         };
         let snapshot_path = dir.join(snapshot_file_name(&snapshot.snapshot_id));
         let plan = snapshot.plan.to_xml();
@@ -791,6 +795,33 @@ impl NewFile {
 }
 
 impl Store {
+    fn read_state(&self, dir: &Path, id: &str) -> Result<SessionState> {
+        let (session, sealed) = self.read_whole_session(dir, id)?;
+        Ok(SessionState {
+            session,
+            plan: read_plan_file(dir)?,
+            sealed,
+        })
+    }
+
+    /// session.json with every message: those of the sealed files it names first (its
+    /// `earlier_messages` emptied), and the sealed files read. A sealed file is parsed once per
+    /// process: it never changes.
+    fn read_whole_session(
+        &self,
+        dir: &Path,
+        id: &str,
+    ) -> Result<(SessionFile, Vec<SealedMessages>)> {
+        let mut session = read_session_json(dir, id)?;
+        let named = std::mem::take(&mut session.earlier_messages);
+        if !named.is_empty() || self.sealed_cache.holds(dir) {
+            let mut messages = self.sealed_cache.read_all(dir, &named)?;
+            messages.append(&mut session.messages);
+            session.messages = messages;
+        }
+        Ok((session, named))
+    }
+
     /// The files of a new session directory holding `session` (read whole) and `plan`: its
     /// messages past the seal size in sealed files, the rest in session.json.
     fn new_session_files(&self, mut session: SessionFile, plan: &str) -> Result<Vec<NewFile>> {
@@ -887,28 +918,6 @@ pub(crate) fn pretty_json(value: &impl Serialize, what: &str) -> Result<Vec<u8>>
     })?;
     bytes.extend_from_slice(b"\n");
     Ok(bytes)
-}
-
-fn read_state(dir: &Path, id: &str) -> Result<SessionState> {
-    let (session, sealed) = read_whole_session(dir, id)?;
-    Ok(SessionState {
-        session,
-        plan: read_plan_file(dir)?,
-        sealed,
-    })
-}
-
-/// session.json with every message: those of the sealed files it names first (its
-/// `earlier_messages` emptied), and the sealed files read.
-fn read_whole_session(dir: &Path, id: &str) -> Result<(SessionFile, Vec<SealedMessages>)> {
-    let mut session = read_session_json(dir, id)?;
-    let named = std::mem::take(&mut session.earlier_messages);
-    if !named.is_empty() {
-        let mut messages = sealed::read_all(dir, &named)?;
-        messages.append(&mut session.messages);
-        session.messages = messages;
-    }
-    Ok((session, named))
 }
 
 /// session.json as it is: its state, the sealed files it names, the messages after them.
