@@ -159,7 +159,7 @@ pub(super) fn read(dir: &Path, named: &SealedMessages, first: usize) -> Result<V
             ),
         });
     }
-    let bytes = fs::read(&path).map_err(SessionError::io(&path))?;
+    let bytes = read_regular(&path)?;
     let sealed: SealedFile = parse_versioned_json(&path, &bytes, SEALED_VERSION)?;
     if sealed.first != first {
         return Err(corrupt(format!(
@@ -177,12 +177,35 @@ pub(super) fn read(dir: &Path, named: &SealedMessages, first: usize) -> Result<V
     Ok(sealed.messages)
 }
 
-/// The sealed files a process read, parsed: a run reads the whole conversation at every turn,
-/// and what is sealed never changes, so each file is parsed once. What a session's session.json
-/// no longer names is dropped at its next read.
+/// The bytes of the regular file at `path`: a symbolic link or a named pipe in a sealed file's
+/// place is an error, never followed or waited on.
+fn read_regular(path: &Path) -> Result<Vec<u8>> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_NOFOLLOW).bits())
+        .open(path)
+        .map_err(SessionError::io(path))?;
+    if !file.metadata().map_err(SessionError::io(path))?.is_file() {
+        return Err(SessionError::Corrupt {
+            path: path.to_path_buf(),
+            pos: None,
+            message: "a sealed messages file must be a regular file".into(),
+        });
+    }
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)
+        .map_err(SessionError::io(path))?;
+    Ok(bytes)
+}
+
 /// A sealed file as read: the index of its first message, and its messages.
 type Run = (usize, Arc<Vec<Message>>);
 
+/// The sealed files a process read, parsed: a run reads the whole conversation at every turn,
+/// and what is sealed never changes, so each file is parsed once. What a session's session.json
+/// no longer names is dropped at its next read.
 #[derive(Debug, Default)]
 pub(super) struct Cache {
     files: Mutex<HashMap<PathBuf, Run>>,
@@ -513,5 +536,16 @@ mod tests {
         let err = store.read(&id).expect_err("refused");
         assert!(err.to_string().contains(&first), "{err}");
         assert!(!store.check(&id).expect("check").is_empty());
+        fs::write(&path, &text).expect("write");
+
+        // A named pipe or a symbolic link in a sealed file's place: an error, never a wait.
+        let sealed = store.dir(&id).join(&first);
+        fs::remove_file(&sealed).expect("remove");
+        nix::unistd::mkfifo(&sealed, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+        let err = store.read(&id).expect_err("a pipe");
+        assert!(err.to_string().contains("regular file"), "{err}");
+        fs::remove_file(&sealed).expect("remove");
+        std::os::unix::fs::symlink(store.dir(&id).join("plan.xml"), &sealed).expect("link");
+        assert!(store.read(&id).is_err());
     }
 }
