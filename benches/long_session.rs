@@ -6,7 +6,7 @@
 //! request) and nop's resident memory (VmRSS, read by the mock as the stretch begins). Turns
 //! whose gap holds an advisor or a compaction are left out of the per-turn figure and counted.
 //!
-//! Run with `cargo bench --bench long_session`.
+//! Run with `cargo bench --bench long_session`; `-- --nop PATH` measures another build.
 
 #[allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 #[path = "../tests/support/mock.rs"]
@@ -50,7 +50,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let base = std::path::Path::new("/var/tmp/nop-bench");
     std::fs::create_dir_all(base)?;
     let repo = tempfile::tempdir_in(base)?;
-    let nop = env!("CARGO_BIN_EXE_nop");
+    let args: Vec<String> = std::env::args().collect();
+    let other = args
+        .iter()
+        .position(|a| a == "--nop")
+        .and_then(|i| args.get(i + 1).cloned());
+    let nop = other.as_deref().unwrap_or(env!("CARGO_BIN_EXE_nop"));
     assert!(
         Command::new(nop)
             .arg("init")
