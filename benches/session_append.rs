@@ -115,6 +115,18 @@ fn append_child(root: &str, id: &str, seal_kb: &str) -> Result<(), Box<dyn std::
     Ok(())
 }
 
+/// The floor of any durable write on this disk, now: one atomic replace of a 4 KB file (temp
+/// file, fsync, rename, fsync of the directory), which every append does once. Median of 20.
+fn floor(dir: &std::path::Path) -> Result<f64, Box<dyn std::error::Error>> {
+    let mut times = Vec::new();
+    for _ in 0..20 {
+        let started = Instant::now();
+        nop::session::write_atomic(&dir.join("floor.json"), &[b'x'; 4096])?;
+        times.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    Ok(median(times))
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -142,9 +154,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     assert!(init.status.success());
     let sessions = repo.path().join(".nop/sessions");
     println!(
-        "| messages | layout | on disk (session.json after) | `nop sessions append` of 1.1 KB, process (median / p90 / max) | its peak memory | first update of a process | later updates (median of 9) |"
+        "| messages | layout | on disk (session.json after) | `nop sessions append` of 1.1 KB, process (median / p90 / max) | its peak memory | first update of a process | later updates (median of 9) | the disk's floor: one atomic 4 KB write |"
     );
-    println!("|---:|---|---:|---:|---:|---:|---:|");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|");
     for size in [1_000, 10_000, 50_000] {
         for (layout, seal_kb) in [("sealed", 256usize), ("one file", 1_048_576)] {
             let store =
@@ -162,6 +174,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             // Sealed: 250 appends of 1.1 KB, from an empty session.json to past its seal and on
             // (one full cycle: the write that seals is among them). One file: 9.
             let appends = if seal_kb == 256 { 250 } else { 9 };
+            let disk = floor(repo.path())?;
             let (mut walls, mut peak) = (Vec::new(), 0f64);
             for _ in 0..appends {
                 let (wall, rss) = append(repo.path(), &id, &seal_kb.to_string())?;
@@ -201,7 +214,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             assert_eq!(count, size + appends);
             let (p50, p90, max) = spread(walls);
             println!(
-                "| {size} | {layout} | {:.1} MB ({:.2} MB) | {p50:.1} / {p90:.1} / {max:.1} ms | {peak:.1} MB | {first:.1} ms | {:.1} ms |",
+                "| {size} | {layout} | {:.1} MB ({:.2} MB) | {p50:.1} / {p90:.1} / {max:.1} ms | {peak:.1} MB | {first:.1} ms | {:.1} ms | {disk:.1} ms |",
                 bytes as f64 / 1e6,
                 session_json as f64 / 1e6,
                 median(later),
