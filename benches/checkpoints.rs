@@ -77,7 +77,10 @@ fn bench(name: &str, dirs: usize, per_dir: usize) -> Result<(), Box<dyn std::err
     }
     git(root, &["init", "-q"])?;
     git(root, &["add", "-A"])?;
-    git(root, &["commit", "-qm", "files"])?;
+    // Packed now, as a repository's objects are: a commit of 100,000 files would otherwise
+    // start git's automatic gc in the background, beside what is measured.
+    git(root, &["-c", "gc.auto=0", "commit", "-qm", "files"])?;
+    git(root, &["gc", "-q"])?;
     let to_request = first_request(root)?;
     std::fs::remove_dir_all(root.join(".nop"))?;
     let checkpoints = Checkpoints::new(root, &root.join(".nop"), 10.0);

@@ -21,9 +21,11 @@
 //! last tree without looking at all (`watch.rs`).
 
 mod isolation;
+mod objects;
 mod record;
 mod restore;
 mod scan;
+mod tree;
 mod watch;
 mod worktree;
 
@@ -680,7 +682,9 @@ pub enum How {
 }
 
 /// What checkpoints leave out, by nop's rules: `.nop/`, `.git/`, and every path a rule of any
-/// agent denies reading (read afresh for each checkpoint).
+/// agent denies reading (read afresh for each checkpoint, parsed again only when the permission
+/// files changed: [`Rules::current`]).
+#[derive(Clone)]
 struct Rules {
     root: PathBuf,
     policy: crate::permissions::Policy,
@@ -689,6 +693,29 @@ struct Rules {
 }
 
 impl Rules {
+    /// The rules of `root` as its permission files say now: the ones this process last parsed
+    /// for it when the files are the same (their fingerprint covers everything the rules are
+    /// read from), else parsed afresh.
+    fn current(root: &Path) -> std::sync::Arc<Rules> {
+        use std::sync::{Arc, Mutex, OnceLock};
+        static PARSED: OnceLock<Mutex<Vec<Arc<Rules>>>> = OnceLock::new();
+        let fingerprint = Rules::fingerprint(root);
+        let parsed = PARSED.get_or_init(Default::default);
+        if let Ok(parsed) = parsed.lock()
+            && let Some(rules) = parsed
+                .iter()
+                .find(|r| r.root == root && r.fingerprint == fingerprint)
+        {
+            return Arc::clone(rules);
+        }
+        let rules = Arc::new(Rules::load(root));
+        if let Ok(mut parsed) = parsed.lock() {
+            parsed.retain(|r| r.root != root);
+            parsed.push(Arc::clone(&rules));
+        }
+        rules
+    }
+
     fn load(root: &Path) -> Rules {
         let (policy, errors) = crate::permissions::load_every_agent(root);
         for e in errors {

@@ -95,7 +95,7 @@ impl Checkpoints {
             &self.steering_files(),
             clock,
         );
-        let rules = Rules::load(&self.root);
+        let rules = Rules::current(&self.root);
         let index = self.dir.join("index");
         if !index.exists() {
             self.seed(&index, &rules)?;
@@ -105,6 +105,16 @@ impl Checkpoints {
         {
             self.sweep(&index, &rules)?;
             self.write_if_changed(&self.dir.join("rules"), &rules.fingerprint)?;
+        }
+        // What the last checkpoints hashed without the index: git forgets it first, so that it
+        // hashes it again whatever its stat data says.
+        let forget: BTreeSet<String> = Saved::unfolded(&self.dir).into_iter().collect();
+        if index.exists() && !forget.is_empty() {
+            self.git(
+                &["update-index", "--force-remove", "-z", "--stdin"],
+                &index,
+                Some(&nul_list(&forget)),
+            )?;
         }
         let large = self.large_files()?;
         saved.restamp_globals(clock);
@@ -116,7 +126,9 @@ impl Checkpoints {
             .into_iter()
             .filter(|p| !rules.excluded(p))
             .collect();
-        let updated = self.update(&index, &rules, large, paths, &untracked, Vec::new(), None)?;
+        let untracked = split_z(&untracked);
+        let todo = self.classify(&rules, large, paths, &untracked, Vec::new())?;
+        let updated = self.apply(&index, todo)?;
         self.save(
             &mut saved,
             &updated.tree,
@@ -140,25 +152,45 @@ impl Checkpoints {
     /// read here (then everything is listed).
     fn record_changes(&self, mut saved: Saved, clock: (i64, i64)) -> Result<Option<Done>> {
         let index_path = self.dir.join("index");
-        let Some(index) = scan::Index::read(&index_path) else {
+        // The index is read while the directories are looked at.
+        let (index, changes, walked) = std::thread::scope(|scope| {
+            let delta = &saved.delta;
+            let index = scope.spawn(|| scan::Index::read(&index_path, delta));
+            let changes = saved.changed_dirs(&self.root);
+            let walked = if changes.is_empty() {
+                None
+            } else {
+                let large = self.large_files();
+                let mut saved = saved.clone();
+                saved.rewalk_trees(&self.root, &changes.trees, clock);
+                let listed = saved.rewalk(&self.root, &changes.dirs, clock);
+                Some((large, saved, listed))
+            };
+            (index.join().ok().flatten(), changes, walked)
+        });
+        let Some(index) = index else {
             return Ok(None);
         };
-        let changes = saved.changed_dirs(&self.root);
         tracing::debug!(op = "checkpoint", dirs = ?changes.dirs, trees = ?changes.trees, gone = ?changes.gone, "looked");
         let mut large = None;
         let mut listing = None;
-        if !changes.is_empty() {
-            large = Some(self.large_files()?);
-            saved.rewalk_trees(&self.root, &changes.trees, clock);
-            let listed = saved.rewalk(&self.root, &changes.dirs, clock);
-            let specs = self.relisted(&changes, &listed, &index, &saved.nested);
+        if let Some((walked_large, walked_saved, listed)) = walked {
+            large = Some(walked_large?);
+            saved = walked_saved;
+            let (specs, whole) = self.relisted(&changes, &listed, &index, &saved.nested);
             if specs.as_ref().is_none_or(|s| !s.is_empty()) {
                 let mut args = vec!["ls-files", "-z", "-o", "--exclude-standard"];
                 if let Some(specs) = &specs {
                     args.push("--");
                     args.extend(specs.iter().map(String::as_str));
                 }
-                listing = Some((self.spawn_git(&args, &index_path)?, specs));
+                // Only paths nothing recorded: git need not read the index to list them.
+                let listing_index = if whole {
+                    index_path.clone()
+                } else {
+                    self.dir.join("no-index")
+                };
+                listing = Some((self.spawn_git(&args, &listing_index)?, specs));
             }
         }
         // git lists while the recorded files are compared here.
@@ -176,13 +208,21 @@ impl Checkpoints {
                 nested: self.with_root_repository(saved.nested.clone()),
                 how: How::Unchanged,
             };
+            if tracked.verified {
+                // Files in doubt were read: the next checkpoint need not read them again.
+                saved.clock = clock;
+                let (tree, nested) = (saved.tree.clone(), saved.nested.clone());
+                if let Err(e) = saved.write(&self.dir, &tree, &nested) {
+                    tracing::warn!(op = "checkpoint", result = "partial", "{e}");
+                }
+            }
             return Ok(Some(Done {
                 recorded,
                 saved,
                 linked: Some(tracked.linked),
             }));
         }
-        let rules = Rules::load(&self.root);
+        let rules = Rules::current(&self.root);
         let large = match large {
             Some(large) => large,
             None => self.large_files()?,
@@ -199,6 +239,11 @@ impl Checkpoints {
             }
             None => Vec::new(),
         };
+        // What git lists that the last checkpoint recorded without the index is no news.
+        let untracked: Vec<String> = split_z(&untracked)
+            .into_iter()
+            .filter(|p| !index.contains(p) || tracked.paths.contains(p))
+            .collect();
         let paths: BTreeSet<String> = tracked
             .paths
             .iter()
@@ -206,25 +251,43 @@ impl Checkpoints {
             .cloned()
             .collect();
         let stale: BTreeSet<String> = tracked.stale.intersection(&paths).cloned().collect();
-        tracing::debug!(op = "checkpoint", changed = paths.len(), stale = ?stale, "compared");
-        if !stale.is_empty() {
-            self.git(
-                &["update-index", "--force-remove", "-z", "--stdin"],
-                &index_path,
-                Some(&nul_list(&stale)),
-            )?;
-        }
+        let todo = self.classify(&rules, large, paths, &untracked, nested)?;
+        tracing::debug!(
+            op = "checkpoint",
+            update = todo.paths.len(),
+            stale = stale.len(),
+            delta = saved.delta.len(),
+            "compared"
+        );
         let known = saved.tree.clone();
-        let updated = self.update(
-            &index_path,
-            &rules,
-            large,
-            paths,
-            &untracked,
-            nested,
-            Some(&known),
-        )?;
-        if updated.hashed {
+        let updated = if todo.paths.is_empty() && todo.gone.is_empty() {
+            todo.unchanged(&known)
+        } else if saved.delta.len() + todo.paths.len() + todo.gone.len() <= FOLD_AT
+            && let Some(edited) = self.edit(&mut saved, &index, &todo)?
+        {
+            edited
+        } else {
+            // Into the index, with everything hashed without it so far: git forgets those
+            // first, so it hashes them again whatever their stat data says.
+            let mut forget: BTreeSet<String> = saved.delta.keys().cloned().collect();
+            forget.extend(stale);
+            if !forget.is_empty() {
+                self.git(
+                    &["update-index", "--force-remove", "-z", "--stdin"],
+                    &index_path,
+                    Some(&nul_list(&forget)),
+                )?;
+            }
+            let mut todo = todo;
+            todo.paths.extend(
+                std::mem::take(&mut saved.delta)
+                    .into_keys()
+                    .filter(|p| !self.beneath_link(p)),
+            );
+            saved.trees.clear();
+            self.apply(&index_path, todo)?
+        };
+        if updated.hashed || tracked.verified {
             saved.clock = clock;
         }
         self.save(
@@ -248,34 +311,30 @@ impl Checkpoints {
         }))
     }
 
-    /// Hashes `paths` and the untracked files git listed (`untracked`) into the private index,
-    /// leaving out what the rules exclude and new files over the size limit, and writes the
-    /// tree. `nested`: the nested repositories known outside what was listed. `known`: the tree
-    /// the index held, returned as it is when nothing is to be hashed.
-    #[allow(clippy::too_many_arguments)]
-    fn update(
+    /// What to hash: `paths`, and the untracked files git listed (`untracked`), leaving out
+    /// what the rules exclude and new files over the size limit (`large`, kept up to date);
+    /// the nested repositories listed, with those known outside the listing (`nested`).
+    fn classify(
         &self,
-        index: &Path,
         rules: &Rules,
         large: BTreeSet<String>,
         mut paths: BTreeSet<String>,
-        untracked: &[u8],
+        untracked: &[String],
         mut nested: Vec<String>,
-        known: Option<&str>,
-    ) -> Result<Updated> {
+    ) -> Result<Todo> {
         let mut new_large = large.clone();
-        for path in split_z(untracked) {
+        for path in untracked {
             if let Some(dir) = path.strip_suffix('/') {
                 // git lists a nested repository as its directory and does not go in.
                 if !rules.excluded(dir) && !nested.iter().any(|n| n == dir) {
                     nested.push(dir.to_string());
                 }
-            } else if rules.excluded(&path) {
+            } else if rules.excluded(path) {
                 continue;
-            } else if self.is_large(&path) {
-                new_large.insert(path);
+            } else if self.is_large(path) {
+                new_large.insert(path.clone());
             } else {
-                paths.insert(path);
+                paths.insert(path.clone());
             }
         }
         nested.sort();
@@ -287,18 +346,22 @@ impl Checkpoints {
         // refuse it, and the whole update with it).
         let (gone, paths): (BTreeSet<String>, BTreeSet<String>) =
             paths.into_iter().partition(|p| self.beneath_link(p));
-        if let Some(tree) = known
-            && gone.is_empty()
-            && paths.is_empty()
-        {
-            return Ok(Updated {
-                tree: tree.to_string(),
-                nested,
-                large: new_large,
-                hashed: false,
-                linked: Vec::new(),
-            });
-        }
+        Ok(Todo {
+            paths,
+            gone,
+            nested,
+            large: new_large,
+        })
+    }
+
+    /// Hashes what `todo` names into the private index and writes its tree.
+    fn apply(&self, index: &Path, todo: Todo) -> Result<Updated> {
+        let Todo {
+            paths,
+            gone,
+            nested,
+            large,
+        } = todo;
         // Taken before git reads the files: a write after it shows.
         let linked = paths
             .iter()
@@ -361,10 +424,94 @@ impl Checkpoints {
         Ok(Updated {
             tree: String::from_utf8_lossy(&tree).trim().to_string(),
             nested,
-            large: new_large,
+            large,
             hashed: true,
             linked,
         })
+    }
+
+    /// Writes the tree of `todo` in process (see [`super::tree`]): the files hashed and written
+    /// to the store here, and only the trees on the way to them; what it hashed is kept in
+    /// `saved`'s delta, with its stat data, for the index to take in later. `None` when git
+    /// must do it: a file that changed while it was read, or that is neither a regular file,
+    /// a link nor a directory; a tree this does not know.
+    fn edit(&self, saved: &mut Saved, index: &scan::Index, todo: &Todo) -> Result<Option<Updated>> {
+        use super::{objects, tree};
+        let store_objects = self.dir.join("objects");
+        // The tree the index and what is kept over it describe must be the last one.
+        let last = saved
+            .trees
+            .get("")
+            .or_else(|| index.cached_tree(""))
+            .map(objects::hex);
+        if last.as_deref() != Some(saved.tree.as_str()) {
+            return Ok(None);
+        }
+        let mut edits = tree::Edits::new();
+        let mut kept: Vec<(String, scan::Kept, nix::sys::stat::FileStat)> = Vec::new();
+        for path in &todo.gone {
+            edits.insert(path.clone(), None);
+        }
+        for path in &todo.paths {
+            let full = self.root.join(path);
+            let Ok(st) = nix::sys::stat::lstat(&full) else {
+                edits.insert(path.clone(), None);
+                continue;
+            };
+            match tree::mode_of(&st) {
+                Some(mode) => {
+                    let link = mode == 0o120000;
+                    let Ok(id) =
+                        objects::blob_of(&full, link, st.st_size as u64, Some(&store_objects))
+                    else {
+                        return Ok(None);
+                    };
+                    edits.insert(path.clone(), Some((mode, id)));
+                    kept.push((path.clone(), scan::Kept::of(&st, mode, id), st));
+                }
+                // A directory now (what it holds is listed as new).
+                None if st.st_mode & 0o170000 == 0o040000 => {
+                    edits.insert(path.clone(), None);
+                }
+                None => return Ok(None),
+            }
+        }
+        let built = tree::rebuild(index, &saved.trees, &edits, &store_objects)
+            .map_err(super::io(&store_objects))?;
+        let Some(tree::Built {
+            root: Some(root),
+            dirs,
+        }) = built
+        else {
+            return Ok(None);
+        };
+        for (dir, id) in dirs {
+            match id {
+                Some(id) => {
+                    saved.trees.insert(dir, id);
+                }
+                None => saved.trees.retain(|d, _| *d != dir && !beneath(d, &dir)),
+            }
+        }
+        let mut linked = Vec::new();
+        for (path, edit) in &edits {
+            if edit.is_none() {
+                saved.delta.insert(path.clone(), None);
+            }
+        }
+        for (path, k, st) in kept {
+            if st.st_nlink > 1 {
+                linked.push((path.clone(), scan::Stamp::of(&st)));
+            }
+            saved.delta.insert(path, Some(k));
+        }
+        Ok(Some(Updated {
+            tree: objects::hex(&root),
+            nested: todo.nested.clone(),
+            large: todo.large.clone(),
+            hashed: true,
+            linked,
+        }))
     }
 
     /// The root's own repository counts too: a `git init` at the root of a directory that had
@@ -395,7 +542,35 @@ impl Checkpoints {
     }
 }
 
-/// What [`Checkpoints::update`] made.
+/// What a checkpoint hashes ([`Checkpoints::classify`]).
+struct Todo {
+    /// Paths to hash (or to remove, when they are gone).
+    paths: BTreeSet<String>,
+    /// Paths beneath a symbolic link: removed.
+    gone: BTreeSet<String>,
+    nested: Vec<String>,
+    /// The files left out for their size.
+    large: BTreeSet<String>,
+}
+
+impl Todo {
+    /// Nothing to hash: the tree `known` again.
+    fn unchanged(self, known: &str) -> Updated {
+        Updated {
+            tree: known.to_string(),
+            nested: self.nested,
+            large: self.large,
+            hashed: false,
+            linked: Vec::new(),
+        }
+    }
+}
+
+/// At most this many files are kept hashed without the private index; then git takes them
+/// in (reading and writing the index once).
+const FOLD_AT: usize = if cfg!(test) { 8 } else { 512 };
+
+/// What a checkpoint made.
 struct Updated {
     tree: String,
     nested: Vec<String>,
@@ -420,7 +595,8 @@ struct Done {
 const MAX_SPEC_BYTES: usize = 64 * 1024;
 
 impl Checkpoints {
-    /// What git lists again (`None`: everything): the directories whose listing steers changed,
+    /// What git lists again (`None`: everything), and whether that takes the index (directories
+    /// listed whole hold recorded files): the directories whose listing steers changed,
     /// whole; in the directories whose entries changed (`listed`, as walked again), each entry
     /// that is neither recorded (`index`) nor a directory walked before; a directory that is
     /// or was a nested repository whole. Nothing inside a nested repository (git lists nothing
@@ -431,9 +607,9 @@ impl Checkpoints {
         listed: &std::collections::BTreeMap<String, Vec<scan::Child>>,
         index: &scan::Index,
         nested: &[String],
-    ) -> Option<Vec<String>> {
+    ) -> (Option<Vec<String>>, bool) {
         if changes.trees.contains("") {
-            return None;
+            return (None, true);
         }
         let mut trees: BTreeSet<String> = changes.trees.clone();
         let mut files = BTreeSet::new();
@@ -471,23 +647,23 @@ impl Checkpoints {
             .filter(|t| !nested.iter().any(|n| beneath(t, n)))
             .cloned()
             .collect();
+        let whole = !specs.is_empty();
         specs.extend(files.iter().filter(|f| !covered(f)).cloned());
         if specs.iter().map(|s| s.len() + 1).sum::<usize>() > MAX_SPEC_BYTES {
-            let mut whole: BTreeSet<String> = trees;
-            whole.extend(listed.keys().cloned());
-            if whole.contains("") {
-                return None;
+            let mut dirs: BTreeSet<String> = trees;
+            dirs.extend(listed.keys().cloned());
+            if dirs.contains("") {
+                return (None, true);
             }
-            return Some(
-                whole
-                    .iter()
-                    .filter(|d| !whole.iter().any(|a| beneath(d, a)))
-                    .filter(|d| !nested.iter().any(|n| beneath(d, n)))
-                    .cloned()
-                    .collect(),
-            );
+            let specs = dirs
+                .iter()
+                .filter(|d| !dirs.iter().any(|a| beneath(d, a)))
+                .filter(|d| !nested.iter().any(|n| beneath(d, n)))
+                .cloned()
+                .collect();
+            return (Some(specs), true);
         }
-        Some(specs)
+        (Some(specs), whole)
     }
 }
 
@@ -553,9 +729,18 @@ mod tests {
         panic!("a checkpoint with nothing changed still ran git");
     }
 
-    /// What a checkpoint that lists everything records now.
+    /// What a checkpoint that lists everything records now (the record of the last one made
+    /// unusable, as other rules would; what it hashed without the index still read).
     fn everything(cp: &Checkpoints) -> Recorded {
-        std::fs::remove_file(cp.dir.join("scan")).expect("no record kept");
+        let kept = cp.dir.join("scan");
+        let text = std::fs::read(&kept).expect("a record kept");
+        let at = text
+            .windows(5)
+            .position(|w| w == b"\nmax ")
+            .expect("the size limit");
+        let mut text = text;
+        text.insert(at + 5, b'9');
+        std::fs::write(&kept, text).expect("write");
         let full = cp.record_full().expect("record");
         assert_eq!(full.how, How::Everything);
         full
@@ -684,7 +869,13 @@ mod tests {
     fn what_changed_is_recorded_as_a_full_listing_would_whatever_the_change() {
         let (dir, cp) = repo();
         let root = dir.path();
-        let mut seed: u64 = 0x5eed;
+        for seed in [0x5eed, 7, 1 << 40] {
+            random_changes(&cp, root, seed);
+        }
+    }
+
+    fn random_changes(cp: &Checkpoints, root: &Path, seed: u64) {
+        let mut seed = seed;
         let mut next = |n: usize| {
             seed = seed
                 .wrapping_mul(6364136223846793005)
@@ -692,11 +883,11 @@ mod tests {
             ((seed >> 33) as usize) % n
         };
         let names = ["src", "src/deep", "docs", "x", "x/y", "x/y/z", "build", "n"];
-        settle(&cp);
-        for step in 0..80 {
+        settle(cp);
+        for step in 0..60 {
             let at = names[next(names.len())];
             let full = root.join(at);
-            let what = next(11);
+            let what = next(14);
             let _ = match what {
                 0 => std::fs::create_dir_all(full.join("new")).and_then(|_| {
                     std::fs::write(full.join(format!("new/f{step}")), format!("{step}\n"))
@@ -720,19 +911,30 @@ mod tests {
                     Ok(())
                 }),
                 9 => std::fs::remove_dir_all(full.join(".git")),
+                11 => std::fs::set_permissions(
+                    full.join("f.txt"),
+                    std::os::unix::fs::PermissionsExt::from_mode(0o755),
+                ),
+                12 => std::fs::create_dir_all(&full)
+                    .and_then(|_| std::os::unix::fs::symlink("f.txt", full.join("link"))),
+                13 => std::fs::write(full.join("f.txt"), format!("t{step:03}\n")),
                 _ => std::fs::remove_dir_all(&full).and_then(|_| {
                     std::fs::create_dir_all(root.join("target"))?;
                     std::os::unix::fs::symlink("target", &full)
                 }),
             };
             let changed = cp.record_full().expect("record");
-            let full_listing = everything(&cp);
+            if step % 3 != 2 {
+                // What is hashed without the index piles up in between.
+                continue;
+            }
+            let full_listing = everything(cp);
             assert_eq!(
                 (&changed.tree, &changed.nested),
                 (&full_listing.tree, &full_listing.nested),
                 "step {step}: change {what} at {at}: {:?} against {:?}",
-                paths(&cp, &changed.tree),
-                paths(&cp, &full_listing.tree)
+                paths(cp, &changed.tree),
+                paths(cp, &full_listing.tree)
             );
         }
     }

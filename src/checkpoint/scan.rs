@@ -16,13 +16,16 @@
 //! file's mtime, written first) is kept as "racy", which never matches, so the next checkpoint
 //! looks again. Stat data is always taken before git reads what it describes.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 
 use nix::fcntl::AtFlags;
 use nix::sys::stat::{FileStat, SFlag};
+
+use super::objects::Id;
 
 /// The name of the kept record in the store, and of the file whose mtime is a checkpoint's start.
 const SAVED: &str = "scan";
@@ -142,6 +145,89 @@ pub(super) struct Saved {
     max_file_bytes: u64,
     dirs: BTreeMap<String, Stamp>,
     files: BTreeMap<String, (Steer, Option<Stamp>)>,
+    /// The files hashed since git last wrote the private index, with their stat data as the
+    /// index would hold it (`None`: removed since): `tree` holds them, the index not yet.
+    pub delta: BTreeMap<String, Option<Kept>>,
+    /// The trees written for them since, by directory ("" for the top): the index's own
+    /// (git's cache of trees) are older for these.
+    pub trees: BTreeMap<String, Id>,
+}
+
+/// The stat data of a file hashed without the index, as the index would hold it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Kept {
+    ctime: (u32, u32),
+    mtime: (u32, u32),
+    ino: u32,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    size: u32,
+    oid: Id,
+}
+
+impl Kept {
+    /// `st` (taken before the file was read), for a file of git mode `mode` hashed to `oid`.
+    pub fn of(st: &FileStat, mode: u32, oid: Id) -> Kept {
+        Kept {
+            oid,
+            ctime: (st.st_ctime as u32, st.st_ctime_nsec as u32),
+            mtime: (st.st_mtime as u32, st.st_mtime_nsec as u32),
+            ino: st.st_ino as u32,
+            mode,
+            uid: st.st_uid,
+            gid: st.st_gid,
+            size: st.st_size as u32,
+        }
+    }
+
+    fn text(&self) -> String {
+        format!(
+            "{} {} {} {} {} {} {} {} {} {}",
+            super::objects::hex(&self.oid),
+            self.ctime.0,
+            self.ctime.1,
+            self.mtime.0,
+            self.mtime.1,
+            self.ino,
+            self.mode,
+            self.uid,
+            self.gid,
+            self.size
+        )
+    }
+
+    fn parse(fields: &[&str]) -> Option<Kept> {
+        let n = |i: usize| fields.get(i + 1)?.parse::<u32>().ok();
+        Some(Kept {
+            oid: super::objects::from_hex(fields.first()?)?,
+            ctime: (n(0)?, n(1)?),
+            mtime: (n(2)?, n(3)?),
+            ino: n(4)?,
+            mode: n(5)?,
+            uid: n(6)?,
+            gid: n(7)?,
+            size: n(8)?,
+        })
+    }
+
+    fn entry(&self, path: (u32, u32)) -> Entry {
+        Entry {
+            ctime: self.ctime,
+            mtime: self.mtime,
+            ino: self.ino,
+            mode: self.mode,
+            uid: self.uid,
+            gid: self.gid,
+            size: self.size,
+            oid: self.oid,
+            // The size is the file's own: never a smudge.
+            empty_blob: true,
+            odd: false,
+            removed: false,
+            path,
+        }
+    }
 }
 
 /// What a comparison of the directories with the disk found.
@@ -186,6 +272,16 @@ impl Saved {
         .then_some(saved)
     }
 
+    /// The paths of the kept record's delta, whatever the record is worth otherwise: what the
+    /// private index may hold stale.
+    pub fn unfolded(store: &Path) -> Vec<String> {
+        std::fs::read(store.join(SAVED))
+            .ok()
+            .and_then(|bytes| Saved::parse(&bytes))
+            .map(|saved| saved.delta.into_keys().collect())
+            .unwrap_or_default()
+    }
+
     fn parse(bytes: &[u8]) -> Option<Saved> {
         let text = std::str::from_utf8(bytes).ok()?;
         let (head, records) = text.split_once("\n\n")?;
@@ -211,6 +307,23 @@ impl Saved {
             }
         }
         for record in records.split('\0').filter(|r| !r.is_empty()) {
+            if let Some(rest) = record.strip_prefix("e ") {
+                let fields: Vec<&str> = rest.splitn(11, ' ').collect();
+                let kept = Kept::parse(fields.get(..10)?)?;
+                saved.delta.insert(fields.get(10)?.to_string(), Some(kept));
+                continue;
+            }
+            if let Some(rest) = record.strip_prefix("t ") {
+                let (id, path) = rest.split_once(' ')?;
+                saved
+                    .trees
+                    .insert(path.to_string(), super::objects::from_hex(id)?);
+                continue;
+            }
+            if let Some(path) = record.strip_prefix("x ") {
+                saved.delta.insert(path.to_string(), None);
+                continue;
+            }
             let fields: Vec<&str> = record.splitn(9, ' ').collect();
             let (letter, path) = (*fields.first()?, *fields.get(8)?);
             let stamp = Stamp::parse(fields.get(1..8)?)?;
@@ -260,6 +373,15 @@ impl Saved {
         }
         for path in &self.nested {
             text.push_str(&format!("n {} {path}\0", Stamp::text(None)));
+        }
+        for (path, kept) in &self.delta {
+            match kept {
+                Some(kept) => text.push_str(&format!("e {} {path}\0", kept.text())),
+                None => text.push_str(&format!("x {path}\0")),
+            }
+        }
+        for (path, id) in &self.trees {
+            text.push_str(&format!("t {} {path}\0", super::objects::hex(id)));
         }
         let temp = store.join(format!("{SAVED}.tmp"));
         std::fs::write(&temp, text)?;
@@ -523,41 +645,120 @@ pub(super) struct Tracked {
     /// Paths whose stat data differs (changed, removed, beneath a replaced directory, or as
     /// new as the checkpoint that took it), as git's `diff-files` would list them and more.
     pub paths: BTreeSet<String>,
-    /// Those of `paths` whose difference git cannot see (below a second, or racy by nop's
-    /// clock only): git must forget them before it hashes them again, or it would keep the
-    /// old stat data and hash nothing.
+    /// Those of `paths` whose difference git cannot see by their stat data (below a second, or
+    /// racy by nop's clock only): git must forget them before it hashes them again, or it
+    /// would keep the old stat data and hash nothing.
     pub stale: BTreeSet<String>,
     /// Recorded files with more than one link, with their stat data: a write through another
     /// of their names may come from outside the tree, where no watch hears it.
     pub linked: Vec<(String, Stamp)>,
+    /// Whether a file in doubt was found unchanged by its content: from now on its stat data
+    /// proves it (the record may say so with this checkpoint's start).
+    pub verified: bool,
 }
 
-/// The private index as read here: its entries, and its own mtime (seconds).
+/// The private index as read here: its entries, their paths (one buffer), and its own mtime
+/// (seconds).
 pub(super) struct Index {
     entries: Vec<Entry>,
+    paths: Vec<u8>,
     mtime: i64,
+    /// git's cache of trees: each directory's tree as the index last had it written.
+    trees: HashMap<String, Id>,
 }
 
 impl Index {
-    /// `None` when the index cannot be read here (a format this reader does not know).
-    pub fn read(path: &Path) -> Option<Index> {
+    /// The index with `delta` over it: what the last checkpoint recorded. `None` when the
+    /// index cannot be read here (a format this reader does not know).
+    pub fn read(path: &Path, delta: &BTreeMap<String, Option<Kept>>) -> Option<Index> {
         let bytes = std::fs::read(path).ok()?;
         let mtime = nix::sys::stat::lstat(path).ok()?.st_mtime;
+        let (mut entries, mut paths, trees) = parse_index(&bytes)?;
+        if !delta.is_empty() {
+            // The delta's paths go to the end of the buffer; then both, in git's order (bytes),
+            // are merged.
+            let over: Vec<((u32, u32), &Option<Kept>)> = delta
+                .iter()
+                .map(|(path, kept)| {
+                    let start = paths.len() as u32;
+                    paths.extend_from_slice(path.as_bytes());
+                    ((start, path.len() as u32), kept)
+                })
+                .collect();
+            let mut over = over.into_iter().peekable();
+            let mut merged = Vec::with_capacity(entries.len() + delta.len());
+            for entry in entries {
+                let name = slice(&paths, entry.path);
+                while let Some((at, kept)) = over.next_if(|(at, _)| slice(&paths, *at) < name) {
+                    merged.extend(kept.map(|k| k.entry(at)));
+                }
+                match over.next_if(|(at, _)| slice(&paths, *at) == name) {
+                    Some((at, Some(kept))) => merged.push(kept.entry(at)),
+                    Some((_, None)) => merged.push(Entry {
+                        removed: true,
+                        ..entry
+                    }),
+                    None => merged.push(entry),
+                }
+            }
+            merged.extend(over.filter_map(|(at, kept)| kept.map(|k| k.entry(at))));
+            entries = merged;
+        }
         Some(Index {
-            entries: parse_index(&bytes)?,
+            entries,
+            paths,
             mtime,
+            trees,
         })
+    }
+
+    fn path(&self, e: &Entry) -> &[u8] {
+        slice(&self.paths, e.path)
     }
 
     /// The recorded paths whose directory is one of `dirs` (relative to the root).
     pub fn children(&self, dirs: &BTreeSet<&str>) -> std::collections::HashSet<String> {
         self.entries
             .iter()
-            .map(|e| String::from_utf8_lossy(&e.path))
+            .filter(|e| !e.removed)
+            .map(|e| String::from_utf8_lossy(self.path(e)))
             .filter(|path| dirs.contains(parent(path)))
             .map(|path| path.into_owned())
             .collect()
     }
+
+    /// The recorded files whose path starts with `prefix` ("" for all, else a directory and
+    /// '/'): the rest of each path, its git mode and object.
+    pub fn under<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = (&'a str, u32, Id)> + 'a {
+        let start = self
+            .entries
+            .partition_point(|e| self.path(e) < prefix.as_bytes());
+        self.entries[start..]
+            .iter()
+            .map(|e| (self.path(e), e))
+            .take_while(move |(path, _)| path.starts_with(prefix.as_bytes()))
+            .filter(|(_, e)| !e.removed)
+            .filter_map(move |(path, e)| {
+                let rest = std::str::from_utf8(&path[prefix.len()..]).ok()?;
+                Some((rest, e.mode, e.oid))
+            })
+    }
+
+    /// The tree git's cache of trees names for `dir` ("" for the top), if still valid there.
+    pub fn cached_tree(&self, dir: &str) -> Option<&Id> {
+        self.trees.get(dir)
+    }
+
+    /// Whether `path` is recorded.
+    pub fn contains(&self, path: &str) -> bool {
+        self.entries
+            .binary_search_by(|e| self.path(e).cmp(path.as_bytes()))
+            .is_ok_and(|i| !self.entries[i].removed)
+    }
+}
+
+fn slice(paths: &[u8], (start, len): (u32, u32)) -> &[u8] {
+    &paths[start as usize..(start + len) as usize]
 }
 
 /// Compares every recorded file with the private index's stat data, taken after `clock`, and
@@ -568,7 +769,9 @@ pub(super) fn tracked_changes(
     gone: &[String],
     clock: (i64, i64),
 ) -> Option<Tracked> {
-    let (entries, index_mtime) = (&index.entries, index.mtime);
+    let (entries, index_mtime, names) = (&index.entries, index.mtime, &index.paths);
+    let verified = std::sync::atomic::AtomicBool::new(false);
+    let verified = &verified;
     let root_dir = std::fs::File::open(root).ok()?;
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
@@ -582,19 +785,29 @@ pub(super) fn tracked_changes(
             .map(|(n, part)| {
                 let dir = &root_dir;
                 scope.spawn(move || {
+                    let name = |e: &Entry| OsStr::from_bytes(slice(names, e.path));
                     part.iter()
                         .enumerate()
                         .filter_map(|(i, e)| {
-                            let st = nix::sys::stat::fstatat(
-                                dir,
-                                OsStr::from_bytes(&e.path),
-                                AtFlags::AT_SYMLINK_NOFOLLOW,
-                            );
+                            let st =
+                                nix::sys::stat::fstatat(dir, name(e), AtFlags::AT_SYMLINK_NOFOLLOW);
                             let (verdict, linked) = match st {
-                                Ok(st) => (
-                                    e.compare(&st, index_mtime, clock),
-                                    (st.st_nlink > 1).then(|| Stamp::of(&st)),
-                                ),
+                                // Recorded as removed: there again.
+                                Ok(_) if e.removed => (Verdict::Changed, None),
+                                Ok(st) => {
+                                    let verdict = match e.compare(&st, index_mtime, clock) {
+                                        Verdict::Doubt { .. }
+                                            if e.holds(&root.join(name(e)), st.st_size as u64) =>
+                                        {
+                                            // Unchanged, and known so from now on.
+                                            verified.store(true, Ordering::Relaxed);
+                                            Verdict::Same
+                                        }
+                                        verdict => verdict,
+                                    };
+                                    (verdict, (st.st_nlink > 1).then(|| Stamp::of(&st)))
+                                }
+                                Err(_) if e.removed => (Verdict::Same, None),
                                 Err(_) => (Verdict::Changed, None),
                             };
                             (verdict != Verdict::Same || linked.is_some()).then_some((
@@ -614,25 +827,28 @@ pub(super) fn tracked_changes(
         }
         Some(all)
     });
-    let mut tracked = Tracked::default();
+    let mut tracked = Tracked {
+        verified: verified.load(Ordering::Relaxed),
+        ..Tracked::default()
+    };
     for (i, verdict, linked) in looked? {
-        let path = String::from_utf8_lossy(&entries[i].path).into_owned();
+        let path = String::from_utf8_lossy(index.path(&entries[i])).into_owned();
         if let Some(stamp) = linked {
             tracked.linked.push((path.clone(), stamp));
         }
         match verdict {
             Verdict::Same => continue,
-            Verdict::Stale => {
+            Verdict::Doubt { git_sees: false } => {
                 tracked.stale.insert(path.clone());
             }
-            Verdict::Changed => {}
+            Verdict::Doubt { git_sees: true } | Verdict::Changed => {}
         }
         tracked.paths.insert(path);
     }
     if !gone.is_empty() {
         for e in entries {
-            let path = String::from_utf8_lossy(&e.path);
-            if gone.iter().any(|g| path.starts_with(&format!("{g}/"))) {
+            let path = String::from_utf8_lossy(index.path(e));
+            if !e.removed && gone.iter().any(|g| path.starts_with(&format!("{g}/"))) {
                 tracked.paths.insert(path.into_owned());
             }
         }
@@ -640,9 +856,10 @@ pub(super) fn tracked_changes(
     Some(tracked)
 }
 
-/// One entry of a git index: the stat data git keeps, and the path.
+/// One entry of a git index: the stat data git keeps, its object, and the path.
 #[derive(Debug, Clone)]
-struct Entry {
+pub(super) struct Entry {
+    oid: Id,
     ctime: (u32, u32),
     mtime: (u32, u32),
     ino: u32,
@@ -654,17 +871,25 @@ struct Entry {
     empty_blob: bool,
     /// Assume-valid, skip-worktree or intent-to-add, or a merge stage: never trusted here.
     odd: bool,
-    path: Vec<u8>,
+    /// Recorded as removed since git wrote the index ([`Saved::delta`]).
+    removed: bool,
+    /// Where its path is in [`Index::paths`].
+    path: (u32, u32),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Verdict {
     Same,
-    /// git sees the difference too.
     Changed,
-    /// Only nop sees it: see [`Tracked::stale`].
-    Stale,
+    /// The stat data is git's, but racy or different below a second: the content decides.
+    /// `git_sees`: whether git would look at the content too (see [`Tracked::stale`]).
+    Doubt {
+        git_sees: bool,
+    },
 }
+
+/// A file in doubt larger than this is hashed by git, not here.
+const MAX_VERIFIED: u64 = 8 * 1024 * 1024;
 
 /// The empty blob's SHA-1.
 const EMPTY_BLOB: [u8; 20] = [
@@ -709,18 +934,29 @@ impl Entry {
         if !fraction && whole(self.mtime) < clock && whole(self.ctime) < clock {
             return Verdict::Same;
         }
-        // git looks at the content of a smudged entry, or one as new as its index (racily
-        // clean), and at nothing else whose whole seconds match.
-        if smudged || i64::from(self.mtime.0) >= index_mtime {
-            Verdict::Changed
-        } else {
-            Verdict::Stale
+        // Only the content tells now. git would look at it for a smudged entry or one as new
+        // as its index (racily clean), and at nothing else whose whole seconds match.
+        Verdict::Doubt {
+            git_sees: smudged || i64::from(self.mtime.0) >= index_mtime,
         }
+    }
+
+    /// Whether the file's content (of size `size`, by its stat data) is still the entry's
+    /// object: hashed here, not written.
+    fn holds(&self, path: &Path, size: u64) -> bool {
+        const S_IFLNK: u32 = 0o120000;
+        size <= MAX_VERIFIED
+            && super::objects::blob_of(path, self.mode & 0o170000 == S_IFLNK, size, None)
+                .is_ok_and(|id| id == self.oid)
     }
 }
 
-/// The entries of a git index (versions 2 to 4, SHA-1); `None` for anything else.
-fn parse_index(bytes: &[u8]) -> Option<Vec<Entry>> {
+/// A git index as read: its entries, their paths (one buffer), git's cache of trees.
+type Parsed = (Vec<Entry>, Vec<u8>, HashMap<String, Id>);
+
+/// The entries of a git index (versions 2 to 4, SHA-1), with their paths in one buffer, and
+/// git's cache of trees; `None` for anything else.
+fn parse_index(bytes: &[u8]) -> Option<Parsed> {
     let be32 = |at: usize| -> Option<u32> {
         Some(u32::from_be_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
     };
@@ -733,8 +969,9 @@ fn parse_index(bytes: &[u8]) -> Option<Vec<Entry>> {
     }
     let count = be32(8)? as usize;
     let mut entries = Vec::with_capacity(count);
+    let mut paths: Vec<u8> = Vec::with_capacity(bytes.len());
     let mut at = 12;
-    let mut previous: Vec<u8> = Vec::new();
+    let mut previous = (0u32, 0u32);
     for _ in 0..count {
         let start = at;
         let oid = bytes.get(start + 40..start + 60)?;
@@ -749,7 +986,8 @@ fn parse_index(bytes: &[u8]) -> Option<Vec<Entry>> {
             odd |= extended != 0;
             at += 2;
         }
-        let path = if version == 4 {
+        let begin = u32::try_from(paths.len()).ok()?;
+        if version == 4 {
             // The number of bytes to drop from the end of the previous path, as git's varint.
             let mut byte = *bytes.get(at)?;
             at += 1;
@@ -759,21 +997,22 @@ fn parse_index(bytes: &[u8]) -> Option<Vec<Entry>> {
                 at += 1;
                 strip = ((strip + 1) << 7) | u64::from(byte & 0x7f);
             }
-            let keep = previous.len().checked_sub(usize::try_from(strip).ok()?)?;
+            let keep = u64::from(previous.1).checked_sub(strip)? as usize;
             let end = at + bytes.get(at..)?.iter().position(|b| *b == 0)?;
-            let mut path = previous[..keep].to_vec();
-            path.extend_from_slice(&bytes[at..end]);
+            let from = previous.0 as usize;
+            paths.extend_from_within(from..from + keep);
+            paths.extend_from_slice(&bytes[at..end]);
             at = end + 1;
-            path
         } else {
             let end = at + bytes.get(at..)?.iter().position(|b| *b == 0)?;
-            let path = bytes[at..end].to_vec();
+            paths.extend_from_slice(&bytes[at..end]);
             // Padded with 1 to 8 NULs to a multiple of eight bytes from the entry's start.
             at = start + (end - start + 8) / 8 * 8;
-            path
-        };
-        previous.clone_from(&path);
+        }
+        let path = (begin, u32::try_from(paths.len()).ok()? - begin);
+        previous = path;
         entries.push(Entry {
+            oid: oid.try_into().ok()?,
             ctime: (be32(start)?, be32(start + 4)?),
             mtime: (be32(start + 8)?, be32(start + 12)?),
             ino: be32(start + 20)?,
@@ -783,10 +1022,53 @@ fn parse_index(bytes: &[u8]) -> Option<Vec<Entry>> {
             size: be32(start + 36)?,
             empty_blob: oid == EMPTY_BLOB,
             odd,
+            removed: false,
             path,
         });
     }
-    Some(entries)
+    // The extensions, up to the trailing hash: git's cache of trees is the one read here.
+    let mut trees = HashMap::new();
+    while at + 8 <= bytes.len().saturating_sub(20) {
+        let size = be32(at + 4)? as usize;
+        let data = bytes.get(at + 8..at + 8 + size)?;
+        if &bytes[at..at + 4] == b"TREE" {
+            let mut from = 0;
+            cache_tree(data, &mut from, "", &mut trees)?;
+        }
+        at += 8 + size;
+    }
+    Some((entries, paths, trees))
+}
+
+/// One node of git's cache of trees (`TREE`), and those below it: each valid one's id, by
+/// directory ("" for the top).
+fn cache_tree(
+    data: &[u8],
+    at: &mut usize,
+    prefix: &str,
+    trees: &mut HashMap<String, Id>,
+) -> Option<()> {
+    let rest = data.get(*at..)?;
+    let nul = rest.iter().position(|b| *b == 0)?;
+    let name = std::str::from_utf8(&rest[..nul]).ok()?;
+    let line_end = rest[nul + 1..].iter().position(|b| *b == b'\n')?;
+    let line = std::str::from_utf8(&rest[nul + 1..nul + 1 + line_end]).ok()?;
+    *at += nul + 1 + line_end + 1;
+    let (count, subtrees) = line.split_once(' ')?;
+    let count: i64 = count.parse().ok()?;
+    let subtrees: usize = subtrees.parse().ok()?;
+    let path = match (prefix, name) {
+        ("", name) => name.to_string(),
+        (prefix, name) => format!("{prefix}/{name}"),
+    };
+    if count >= 0 {
+        trees.insert(path.clone(), data.get(*at..*at + 20)?.try_into().ok()?);
+        *at += 20;
+    }
+    for _ in 0..subtrees {
+        cache_tree(data, at, &path, trees)?;
+    }
+    Some(())
 }
 
 #[cfg(test)]
@@ -831,10 +1113,10 @@ mod tests {
         for version in ["2", "3", "4"] {
             git(root, &["update-index", "--index-version", version]);
             let bytes = std::fs::read(root.join(".git/index")).expect("index");
-            let entries = parse_index(&bytes).expect("parsed");
+            let (entries, names, _) = parse_index(&bytes).expect("parsed");
             let paths: Vec<String> = entries
                 .iter()
-                .map(|e| String::from_utf8_lossy(&e.path).into_owned())
+                .map(|e| String::from_utf8_lossy(slice(&names, e.path)).into_owned())
                 .collect();
             let listed: Vec<String> = git(root, &["-c", "core.quotepath=false", "ls-files"])
                 .lines()
