@@ -39,7 +39,7 @@ impl Checkpoints {
         let mut watching = self.watch.as_ref().map(|w| w.lock());
         if quiet_will_do
             && let Some(state) = watching.as_deref_mut()
-            && let Some(mut recorded) = state.quiet(fingerprint)
+            && let Some(mut recorded) = state.quiet(fingerprint, &self.dir.join(scan::CLOCK))
         {
             recorded.how = How::Watched;
             recorded.nested = self.with_root_repository(recorded.nested);
@@ -60,9 +60,7 @@ impl Checkpoints {
         };
         tracing::debug!(op = "checkpoint", result = ?done.recorded.how, "recorded");
         if let Some(state) = watching.as_deref_mut() {
-            let clock = self.dir.join(scan::CLOCK);
-            let mut outside = vec![(clock.clone(), scan::Stamp::take(&clock))];
-            outside.extend(done.saved.unwatched(&self.root));
+            let mut outside = done.saved.unwatched(&self.root);
             let linked = done.linked.map(|linked| {
                 let n = linked.len();
                 outside.extend(
@@ -76,7 +74,7 @@ impl Checkpoints {
                 &self.root,
                 done.saved.dirs(),
                 &done.recorded,
-                fingerprint,
+                (fingerprint, &self.dir.join(scan::CLOCK)),
                 outside,
                 linked,
             );

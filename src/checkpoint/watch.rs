@@ -9,8 +9,8 @@
 //! watches are then set up again), a directory the checkpoint found that was not watched
 //! before it, a watch that cannot be added (the user's limit, a directory on another file
 //! system), more directories than [`MAX_WATCHES`], a file system inotify may not hear
-//! (anything but local ones), another nop's checkpoint since (the store's clock file), other
-//! rules, or another exclude file outside the root.
+//! (anything but local ones), another nop's checkpoint since (the store's clock file holds
+//! other bytes), other rules, or another exclude file outside the root.
 //!
 //! What inotify cannot hear: a write through a hard link from outside the tree, or through a
 //! memory mapping of a file closed before; a change on a network file system. Only processes
@@ -60,9 +60,11 @@ pub(super) struct State {
 struct Vouched {
     recorded: Recorded,
     fingerprint: String,
-    /// Stat data of the store's clock (rewritten by every checkpoint, of any nop), the exclude
-    /// files outside the root, the nested repositories' `.git`s (inside them is not watched)
-    /// and the recorded files with more than one link.
+    /// The store's clock as this checkpoint left it: every checkpoint (of any nop) writes new
+    /// bytes there.
+    clock: Vec<u8>,
+    /// Stat data of the exclude files outside the root, the nested repositories' `.git`s
+    /// (inside them is not watched) and the recorded files with more than one link.
     outside: Vec<(PathBuf, Option<Stamp>)>,
 }
 
@@ -114,10 +116,11 @@ fn local(root: &Path) -> bool {
 
 impl State {
     /// The last checkpoint, if the watch vouches that nothing changed since it began.
-    pub fn quiet(&mut self, fingerprint: &str) -> Option<Recorded> {
+    pub fn quiet(&mut self, fingerprint: &str, clock: &Path) -> Option<Recorded> {
         self.listen();
         let vouched = self.vouched.as_ref()?;
         let same = vouched.fingerprint == fingerprint
+            && std::fs::read(clock).is_ok_and(|now| now == vouched.clock)
             && vouched
                 .outside
                 .iter()
@@ -202,7 +205,7 @@ impl State {
         root: &Path,
         dirs: impl Iterator<Item = &'a str>,
         recorded: &Recorded,
-        fingerprint: &str,
+        (fingerprint, clock): (&str, &Path),
         outside: Vec<(PathBuf, Option<Stamp>)>,
         linked: Option<usize>,
     ) {
@@ -237,10 +240,14 @@ impl State {
         }
         self.listen();
         let heard = self.watcher.as_ref().is_none_or(|w| w.heard || w.stale);
-        if complete && !heard {
+        if complete
+            && !heard
+            && let Ok(clock) = std::fs::read(clock)
+        {
             self.vouched = Some(Vouched {
                 recorded: recorded.clone(),
                 fingerprint: fingerprint.to_string(),
+                clock,
                 outside,
             });
         }

@@ -772,7 +772,6 @@ fn in_checkpoint(repo: &Repo, tree: &Value, path: &str) -> Option<String> {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_open_session_starts_a_prompt_from_the_last_tree_while_nothing_changed_and_looks_again_after_any_change()
  {
-    use std::os::unix::fs::MetadataExt;
     let repo = Repo::new();
     crate::support::git(repo.path(), &["init", "-q"]);
     std::fs::write(repo.path().join("kept.txt"), "kept\n").expect("write");
@@ -794,13 +793,10 @@ async fn an_open_session_starts_a_prompt_from_the_last_tree_while_nothing_change
     ]);
     let (rt, _) = runtime(&repo, &server, None);
     let mut session = SessionHandle::open(rt, None, nop::agent::Open::default());
-    // Every checkpoint that looks at the disk (and any git it runs) writes the store's clock
-    // first; one taken from the watch writes nothing.
+    // Every checkpoint that looks at the disk (and any git it runs) writes new bytes to the
+    // store's clock first; one taken from the watch writes nothing.
     let clock = repo.path().join(".nop/checkpoints/clock");
-    let looked = || {
-        let m = std::fs::metadata(&clock).expect("clock");
-        (m.ino(), m.mtime(), m.mtime_nsec(), m.ctime_nsec())
-    };
+    let looked = || std::fs::read(&clock).expect("clock");
     async fn prompt(session: &mut SessionHandle, text: &str) -> Option<String> {
         session.submit(Op::UserInput { text: text.into() });
         match until_idle(session).await.last() {
