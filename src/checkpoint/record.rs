@@ -522,8 +522,7 @@ impl Checkpoints {
         nested
     }
 
-    /// Keeps the record of this checkpoint for the next one. A record that cannot be written
-    /// costs the next checkpoint a full listing, nothing else.
+    /// Keeps the record of this checkpoint for the next one.
     fn save(
         &self,
         saved: &mut Saved,
@@ -534,8 +533,9 @@ impl Checkpoints {
     ) {
         saved.set_large(&self.root, large, clock);
         if let Err(e) = saved.write(&self.dir, tree, nested) {
+            // The last record stays: an older state, but a whole one (the index and what it
+            // kept beside it), which the next checkpoint compares the disk with again.
             tracing::warn!(op = "checkpoint", result = "partial", "{e}");
-            let _ = std::fs::remove_file(self.dir.join("scan"));
         }
     }
 }

@@ -395,8 +395,12 @@ impl Saved {
             text.push_str(&format!("t {} {path}\0", super::objects::hex(id)));
         }
         let temp = store.join(format!("{SAVED}.tmp"));
-        std::fs::write(&temp, text)?;
-        std::fs::rename(&temp, store.join(SAVED))
+        let written =
+            std::fs::write(&temp, text).and_then(|()| std::fs::rename(&temp, store.join(SAVED)));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&temp);
+        }
+        written
     }
 
     /// A new record, for a checkpoint that lists everything: every directory under `root`
