@@ -782,6 +782,15 @@ fn escape_pattern(path: &str) -> String {
     out
 }
 
+/// Taken by this module's tests that start processes, and by those that lock and unlock a run
+/// lock in quick succession: a process started between two locks holds the first one's
+/// descriptor until it execs, and the second one would find the session running.
+#[cfg(test)]
+pub(crate) fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -795,6 +804,7 @@ mod tests {
 
     #[test]
     fn the_store_lock_is_the_sessions_flock_and_released_on_drop() {
+        let _serial = serial();
         use crate::session::{LockKind, Waited, lock_file};
         let (_dir, cp) = store();
         let held = cp.lock().expect("lock");
@@ -807,6 +817,7 @@ mod tests {
 
     #[test]
     fn a_checkpoint_sees_every_change_and_leaves_out_nop_and_large_new_files() {
+        let _serial = serial();
         let (dir, cp) = store();
         let root = dir.path();
         std::fs::write(root.join("a.txt"), "one\r\n").expect("write");

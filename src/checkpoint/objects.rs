@@ -207,6 +207,7 @@ mod tests {
 
     #[test]
     fn objects_are_named_and_stored_as_git_reads_them() {
+        let _serial = crate::checkpoint::serial();
         std::fs::create_dir_all("/var/tmp/nop-tests").expect("/var/tmp/nop-tests");
         let dir = tempfile::tempdir_in("/var/tmp/nop-tests").expect("temp");
         let store = dir.path().join("store");

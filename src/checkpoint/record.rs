@@ -750,6 +750,7 @@ mod tests {
 
     #[test]
     fn nothing_changed_runs_no_git_and_changes_are_recorded_as_a_full_listing_would() {
+        let _serial = crate::checkpoint::serial();
         let (dir, cp) = repo();
         let root = dir.path();
         let first = cp.record_full().expect("record");
@@ -783,6 +784,7 @@ mod tests {
 
     #[test]
     fn what_steers_the_listing_is_watched_too() {
+        let _serial = crate::checkpoint::serial();
         let (dir, cp) = repo();
         let root = dir.path();
         write(root, "src/keep.log", "kept out\n");
@@ -829,6 +831,7 @@ mod tests {
 
     #[test]
     fn a_file_left_out_for_its_size_is_recorded_once_it_shrinks() {
+        let _serial = crate::checkpoint::serial();
         let (dir, cp) = repo();
         let root = dir.path();
         write(root, "src/big.bin", &"x".repeat(4096));
@@ -841,6 +844,7 @@ mod tests {
 
     #[test]
     fn new_rules_list_everything_again() {
+        let _serial = crate::checkpoint::serial();
         let (dir, cp) = repo();
         let root = dir.path();
         settle(&cp);
@@ -865,6 +869,7 @@ mod tests {
     /// repositories.
     #[test]
     fn what_changed_is_recorded_as_a_full_listing_would_whatever_the_change() {
+        let _serial = crate::checkpoint::serial();
         let (dir, cp) = repo();
         let root = dir.path();
         for seed in [0x5eed, 7, 1 << 40] {

@@ -1110,6 +1110,7 @@ mod tests {
 
     #[test]
     fn every_index_version_reads_as_git_lists_it() {
+        let _serial = crate::checkpoint::serial();
         let dir = tempfile::tempdir().expect("temp");
         let root = dir.path();
         git(root, &["init", "-q"]);

@@ -387,6 +387,7 @@ mod tests {
 
     #[test]
     fn a_run_starts_from_the_last_tree_only_while_the_watch_heard_nothing() {
+        let _serial = crate::checkpoint::serial();
         let (_dir, cp) = repo();
         let root = cp.root().to_path_buf();
         let quiet_tree = quiet(&cp).tree;
@@ -424,6 +425,7 @@ mod tests {
 
     #[test]
     fn a_write_through_another_link_or_an_exclude_file_outside_is_not_missed() {
+        let _serial = crate::checkpoint::serial();
         let (dir, cp) = repo();
         let root = cp.root().to_path_buf();
         let outside = dir.path().join("outside-link");
@@ -447,6 +449,7 @@ mod tests {
 
     #[test]
     fn a_directory_renamed_or_too_many_events_or_directories_are_never_missed() {
+        let _serial = crate::checkpoint::serial();
         let (_dir, cp) = repo();
         let root = cp.root().to_path_buf();
         quiet(&cp);
