@@ -1,12 +1,18 @@
-//! What a file checkpoint costs per run (`nop::checkpoint::Checkpoints::record`, taken before
-//! and after each run): in a small repository and in one of 100,000 files in 1,000 directories,
-//! both committed with git, under /var/tmp. Reported: the first checkpoint of a repository (it
-//! hashes every file once), then a checkpoint with nothing changed and one after a run changed
-//! 10 files (median and p95 of 30), and what the store holds on disk.
+//! What a file checkpoint costs (`nop::checkpoint::Checkpoints::record`, taken before and
+//! after each run), beside what `git status` costs on the same repository: in a small
+//! repository and in one of 100,000 files in 1,000 directories, both committed with git, under
+//! /var/tmp. Reported: the first checkpoint of a repository (it hashes every file once), then,
+//! round by round, `git status` and a checkpoint with nothing changed, and both again after a
+//! run's changes (8 edits, a new file, a removed one): median and p95 of 30 rounds. The two
+//! take turns at going first, so neither always finds the other's work in the caches. Also
+//! what the store holds on disk, and how the checkpoints were taken (no git at all, git for
+//! the changes only, git for everything).
+//!
+//! `git status` is the user's: the repository's own index, git's defaults (no system or global
+//! configuration, so no untracked cache and no fsmonitor), untracked files listed.
 //!
 //! Also: how long a first `nop run` in that repository takes from its start to its first model
-//! request. The run's first checkpoint is recorded while the model answers (the first tool call
-//! waits for it), so this stays at nop's start-up cost however large the repository.
+//! request. No checkpoint runs before that request.
 //!
 //! Run with `cargo bench --bench checkpoints`.
 
@@ -14,6 +20,7 @@
 #[path = "../tests/support/mock.rs"]
 mod mock;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -70,7 +77,10 @@ fn bench(name: &str, dirs: usize, per_dir: usize) -> Result<(), Box<dyn std::err
     }
     git(root, &["init", "-q"])?;
     git(root, &["add", "-A"])?;
-    git(root, &["commit", "-qm", "files"])?;
+    // Packed now, as a repository's objects are: a commit of 100,000 files would otherwise
+    // start git's automatic gc in the background, beside what is measured.
+    git(root, &["-c", "gc.auto=0", "commit", "-qm", "files"])?;
+    git(root, &["gc", "-q"])?;
     let to_request = first_request(root)?;
     std::fs::remove_dir_all(root.join(".nop"))?;
     let checkpoints = Checkpoints::new(root, &root.join(".nop"), 10.0);
@@ -79,12 +89,29 @@ fn bench(name: &str, dirs: usize, per_dir: usize) -> Result<(), Box<dyn std::err
     checkpoints.record()?;
     let first = start.elapsed();
 
+    let mut status_unchanged = Vec::new();
     let mut unchanged = Vec::new();
+    let mut status_changed = Vec::new();
     let mut changed = Vec::new();
+    let mut how: BTreeMap<String, usize> = BTreeMap::new();
+    // Both see the same files; the order alternates.
+    let mut measure = |round: usize, status: &mut Vec<Duration>, record: &mut Vec<Duration>| {
+        let mut took = |status_first: bool| -> Result<(), Box<dyn std::error::Error>> {
+            if status_first {
+                status.push(git_status(root)?);
+            } else {
+                let start = Instant::now();
+                let recorded = checkpoints.record_full()?;
+                record.push(start.elapsed());
+                *how.entry(format!("{:?}", recorded.how)).or_default() += 1;
+            }
+            Ok(())
+        };
+        took(round.is_multiple_of(2))?;
+        took(!round.is_multiple_of(2))
+    };
     for round in 0..30 {
-        let start = Instant::now();
-        checkpoints.record()?;
-        unchanged.push(start.elapsed());
+        measure(round, &mut status_unchanged, &mut unchanged)?;
         // A run's worth of changes: 8 edits, a new file, a removed one.
         for i in 0..8 {
             let path = root.join(format!(
@@ -97,23 +124,46 @@ fn bench(name: &str, dirs: usize, per_dir: usize) -> Result<(), Box<dyn std::err
         std::fs::write(root.join(format!("new-{round}.rs")), "// new\n")?;
         let _ =
             std::fs::remove_file(root.join(format!("d{:04}/f{:03}.rs", round % dirs, per_dir - 1)));
-        let start = Instant::now();
-        checkpoints.record()?;
-        changed.push(start.elapsed());
+        measure(round, &mut status_changed, &mut changed)?;
     }
-    unchanged.sort();
-    changed.sort();
+    for v in [
+        &mut status_unchanged,
+        &mut unchanged,
+        &mut status_changed,
+        &mut changed,
+    ] {
+        v.sort();
+    }
+    let pair = |v: &[Duration]| format!("{} / {}", ms(percentile(v, 0.5)), ms(percentile(v, 0.95)));
     println!(
-        "| {name} | {} | {} | {} / {} | {} / {} | {:.1} MB |",
+        "| {name} | {} | {} | {} | **{}** | {} | **{}** | {:.1} MB |",
         ms(to_request),
         ms(first),
-        ms(percentile(&unchanged, 0.5)),
-        ms(percentile(&unchanged, 0.95)),
-        ms(percentile(&changed, 0.5)),
-        ms(percentile(&changed, 0.95)),
+        pair(&status_unchanged),
+        pair(&unchanged),
+        pair(&status_changed),
+        pair(&changed),
         du(&root.join(".nop/checkpoints")) as f64 / 1e6,
     );
+    eprintln!("{name}: checkpoints taken {how:?}");
     Ok(())
+}
+
+/// The user's `git status` in `root`: git's defaults, untracked files listed, output discarded.
+fn git_status(root: &Path) -> Result<Duration, Box<dyn std::error::Error>> {
+    let start = Instant::now();
+    let out = Command::new("git")
+        .arg("status")
+        .current_dir(root)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .stdout(std::process::Stdio::null())
+        .output()?;
+    let took = start.elapsed();
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned().into());
+    }
+    Ok(took)
 }
 
 /// A first `nop run` in `root` (its store does not exist yet): the time from its start until
@@ -150,9 +200,9 @@ fn first_request(root: &Path) -> Result<Duration, Box<dyn std::error::Error>> {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
-        "| repository | first `nop run`: start → first model request | first checkpoint (once) | nothing changed (median / p95) | 10 files changed (median / p95) | store on disk |"
+        "| repository | first `nop run`: start → first model request | first checkpoint (once) | `git status`, nothing changed | checkpoint, nothing changed | `git status` after a run's changes | checkpoint of a run's changes | store on disk |"
     );
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     bench("small (10 files)", 2, 5)?;
     bench("100,000 files in 1,000 directories", 1000, 100)?;
     Ok(())

@@ -1,6 +1,7 @@
-//! The file checkpoint of a run, as a task beside it: recorded in the background as the run
-//! begins (the first tool call waits for it, the first model request does not) and again as it
-//! ends, when the git repositories the run created are named.
+//! The file checkpoint of a run, as a task beside it: recorded in the background once the run's
+//! first model request went out (nothing of it runs before that request; the first tool call
+//! waits for it) and again as the run ends, when the git repositories the run created are
+//! named. A run that ends before its first checkpoint is written writes it with its end.
 
 use chrono::Utc;
 
@@ -9,29 +10,24 @@ use super::turn::EventSink;
 use crate::protocol::events::Event;
 
 impl Runtime {
-    /// Records the working files as the run begins, in a new turn of session.json's
-    /// `checkpoints`, in the background: the first model request does not wait for it, the
-    /// first tool call does (`ready`, opened when it is done). Returns what [`Runtime::end_turn`]
-    /// waits for: the nested repositories found, or `None` when there is no checkpoint (a
+    /// Opens a new turn of session.json's `checkpoints` with the working files as the run
+    /// begins, recorded in the background once the first model request went out (the turn
+    /// loop says so through the returned gate): nothing of it runs before that request, and
+    /// the first tool call waits for it. `messages_before`: the session's messages before this
+    /// run's. Returns what [`Runtime::end_turn`] waits for, `None` without checkpoints (a
     /// failure is a warning: the run goes on without one).
-    pub(super) async fn begin_turn(
+    pub(super) fn begin_turn(
         &self,
         session_id: &str,
         checkpoints: Option<&crate::checkpoint::Checkpoints>,
         input: Option<&str>,
         events: &EventSink,
+        messages_before: usize,
     ) -> (Option<TurnStart>, crate::tools::Ready) {
         let Some(checkpoints) = checkpoints.cloned() else {
             return (None, crate::tools::Ready::default());
         };
         let started_at = Utc::now();
-        let messages_before = match self.store.read_recent_async(session_id).await {
-            Ok(recent) => recent.message_count(),
-            Err(e) => {
-                tracing::warn!(session = %session_id, op = "checkpoint", result = "error", "{e}");
-                return (None, crate::tools::Ready::default());
-            }
-        };
         let prompt: String = match input {
             Some(text) => {
                 let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
@@ -43,12 +39,20 @@ impl Runtime {
             }
             None => "(queued messages)".to_string(),
         };
-        let (open, ready) = crate::tools::Ready::new();
+        let (gate, ready) = crate::tools::Ready::new();
+        let closing = std::sync::Arc::new(tokio::sync::Mutex::new(false));
         let store = self.store.clone();
         let id = session_id.to_string();
         let events = events.clone();
+        let claimed = std::sync::Arc::clone(&closing);
         let task = tokio::spawn(async move {
-            let recorded = tokio::task::spawn_blocking(move || checkpoints.record_full()).await;
+            let crate::tools::Gate {
+                open,
+                mut requested,
+            } = gate;
+            // Every `Ready` gone (the run ended before asking) counts as asked.
+            let _ = requested.wait_for(|asked| *asked).await;
+            let recorded = tokio::task::spawn_blocking(move || checkpoints.record_at_start()).await;
             let recorded = match recorded {
                 Ok(Ok(recorded)) => recorded,
                 Ok(Err(e)) => {
@@ -62,34 +66,50 @@ impl Runtime {
                 }
                 Err(_) => return None,
             };
-            let before = recorded.tree;
+            tracing::debug!(session = %id, op = "checkpoint", result = ?recorded.how, "began");
+            let turn = crate::protocol::TurnCheckpoint {
+                before: recorded.tree,
+                after: None,
+                started_at,
+                ended_at: None,
+                messages_before,
+                prompt,
+                undone_at: None,
+            };
+            // A run that is already closing writes the turn with its end: one write.
+            let closing = claimed.lock().await;
+            if *closing {
+                drop(open);
+                return Some(Begun {
+                    nested: recorded.nested,
+                    unwritten: Some(turn),
+                });
+            }
             let written = store
                 .update_async(&id, started_at, move |state| {
-                    state
-                        .session
-                        .checkpoints
-                        .push(crate::protocol::TurnCheckpoint {
-                            before,
-                            after: None,
-                            started_at,
-                            ended_at: None,
-                            messages_before,
-                            prompt,
-                            undone_at: None,
-                        });
+                    state.session.checkpoints.push(turn);
                     Ok(())
                 })
                 .await;
+            drop(closing);
             drop(open);
             match written {
-                Ok(_) => Some(recorded.nested),
+                Ok(_) => Some(Begun {
+                    nested: recorded.nested,
+                    unwritten: None,
+                }),
                 Err(e) => {
                     tracing::warn!(session = %id, op = "checkpoint", result = "error", "{e}");
                     None
                 }
             }
         });
-        (Some(TurnStart(task)), ready)
+        let start = TurnStart {
+            task,
+            ready: ready.clone(),
+            closing,
+        };
+        (Some(start), ready)
     }
 
     /// Records the working files as the run ends, closing the turn [`Runtime::begin_turn`]
@@ -121,15 +141,34 @@ impl Runtime {
         events: &EventSink,
         tool_calls: u32,
     ) -> Option<Closing> {
-        let TurnStart(task) = begun?;
-        let Ok(Some(nested_before)) = task.await else {
+        if tool_calls > 0
+            && let Some(checkpoints) = checkpoints
+        {
+            checkpoints.tools_ran();
+        }
+        let TurnStart {
+            task,
+            ready,
+            closing,
+        } = begun?;
+        // A run that ended before its first request went out still records how it began.
+        ready.requested();
+        *closing.lock().await = true;
+        let Ok(Some(Begun {
+            nested: nested_before,
+            unwritten,
+        })) = task.await
+        else {
             return None;
         };
         if tool_calls == 0 {
             // The agent called no tool: it changed no file, so the run ends where it began, and
             // nothing needs recording again (the next run's first checkpoint sees any change of
             // yours).
-            return Some(Closing(None));
+            return Some(Closing {
+                unwritten,
+                after: None,
+            });
         }
         let checkpoints = checkpoints.cloned()?;
         let recorded = match tokio::task::spawn_blocking(move || checkpoints.record_full()).await {
@@ -156,7 +195,11 @@ impl Runtime {
             tracing::warn!(session = %session_id, op = "checkpoint", result = "nested-repository", "{message}");
             let _ = events.send(Event::Warning { message });
         }
-        Some(Closing(Some(recorded.tree)))
+        tracing::debug!(session = %session_id, op = "checkpoint", result = ?recorded.how, "ended");
+        Some(Closing {
+            unwritten,
+            after: Some(recorded.tree),
+        })
     }
 
     /// Records the run's closing tree in a write of its own.
@@ -175,24 +218,45 @@ impl Runtime {
     }
 }
 
-/// The run's first file checkpoint, being recorded: the nested repositories it found, or
-/// `None` when it failed ([`Runtime::begin_turn`]).
-pub(super) struct TurnStart(tokio::task::JoinHandle<Option<Vec<String>>>);
+/// The run's first file checkpoint, waiting for the first request or being recorded
+/// ([`Runtime::begin_turn`]).
+pub(super) struct TurnStart {
+    task: tokio::task::JoinHandle<Option<Begun>>,
+    /// Tells the task the run asked the model (or is over).
+    ready: crate::tools::Ready,
+    /// Set when the run closes: the task then leaves the turn for the closing write.
+    closing: std::sync::Arc<tokio::sync::Mutex<bool>>,
+}
 
-/// The tree a run's turn closes with; `None`: the tree it began with.
-pub(super) struct Closing(Option<String>);
+/// What the run's first checkpoint found: the nested repositories, and the turn when the run
+/// was closing before it was written.
+struct Begun {
+    nested: Vec<String>,
+    unwritten: Option<crate::protocol::TurnCheckpoint>,
+}
+
+/// How a run's turn closes: the turn itself when it is not written yet, and the tree it ends
+/// with (`None`: the tree it began with).
+pub(super) struct Closing {
+    unwritten: Option<crate::protocol::TurnCheckpoint>,
+    after: Option<String>,
+}
 
 impl Closing {
-    /// Closes the session's open turn (the last, without an `after`).
+    /// Closes the session's open turn (the last, without an `after`), or adds it closed.
     pub(super) fn apply(
         self,
         session: &mut crate::protocol::SessionFile,
         now: chrono::DateTime<Utc>,
     ) {
-        if let Some(turn) = session.checkpoints.last_mut()
+        if let Some(mut turn) = self.unwritten {
+            turn.after = Some(self.after.unwrap_or_else(|| turn.before.clone()));
+            turn.ended_at = Some(now);
+            session.checkpoints.push(turn);
+        } else if let Some(turn) = session.checkpoints.last_mut()
             && turn.after.is_none()
         {
-            turn.after = Some(self.0.unwrap_or_else(|| turn.before.clone()));
+            turn.after = Some(self.after.unwrap_or_else(|| turn.before.clone()));
             turn.ended_at = Some(now);
         }
     }

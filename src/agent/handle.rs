@@ -137,6 +137,7 @@ impl SessionHandle {
     /// Opens a session for a person at a terminal: each [`Op::UserInput`] runs on it, an `idle`
     /// event says when the handle waits for the next one, and [`Op::Shutdown`] ends it.
     pub fn open(runtime: Runtime, approvals: Option<Approvals>, open: Open) -> SessionHandle {
+        let runtime = runtime.watching_files();
         Handle::spawn(|ops, events| serve(runtime, approvals, Plan::Open(open), ops, events))
     }
 }

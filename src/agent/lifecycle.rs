@@ -358,16 +358,7 @@ impl Runtime {
             *now,
         );
         let events = events.clone();
-        // The files as the run finds them, before anything it does (`nop undo`).
-        let checkpoints = self.ws.checkpoints(&self.config);
-        let (turn, ready) = self
-            .begin_turn(
-                &session_id,
-                checkpoints.as_ref(),
-                request.input.as_deref(),
-                &events,
-            )
-            .await;
+        let checkpoints = self.checkpoints();
 
         let engine = Engine::new(
             self.ws.clone(),
@@ -395,7 +386,6 @@ impl Runtime {
             cancel.clone(),
             true,
         )?;
-        ctx.ready = ready;
         // `@path` mentions attach files before the input is stored: session.json holds what the
         // model is sent.
         let input = match &request.input {
@@ -417,12 +407,21 @@ impl Runtime {
         };
         // The plan and the conversation are as the last checked run left them.
         let mut unchanged = false;
+        let turn;
         // A goal the last run did not meet, taken up again by this one.
         let mut reactivate = false;
         if resumed {
             // Close what a killed process left open (or answer the agent's question), then the
             // messages queued while nobody ran the session (they came first), then the input.
             let state = self.store.read_async(&session_id).await?;
+            // The files as the run finds them, before anything it does (`nop undo`).
+            (turn, ctx.ready) = self.begin_turn(
+                &session_id,
+                checkpoints.as_ref(),
+                request.input.as_deref(),
+                &events,
+                state.session.messages.len(),
+            );
             unchanged =
                 state.session.consistency_checked.as_ref().is_some_and(|c| {
                     c.covers(&state.plan, state.sealed(), state.recent_messages())
@@ -443,6 +442,13 @@ impl Runtime {
             self.update_status(&session_id, SessionStatus::Running, after)
                 .await?;
         } else {
+            (turn, ctx.ready) = self.begin_turn(
+                &session_id,
+                checkpoints.as_ref(),
+                request.input.as_deref(),
+                &events,
+                0,
+            );
             let (system, warnings) =
                 prompt::system_prompt_noting(&self.ws, &self.cwd, &agent_name, def, now)?;
             for message in warnings {

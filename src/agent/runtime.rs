@@ -49,6 +49,9 @@ pub struct Runtime {
     pub(super) cwd: std::path::PathBuf,
     /// The plugins, started once for every run of this runtime and its clones.
     pub(super) plugins: std::sync::Arc<crate::plugins::Loaded>,
+    /// The watch on the working files kept between its runs (an open handle's), so that a run
+    /// that finds them as the last one left them records nothing anew.
+    pub(super) watch: Option<crate::checkpoint::Watch>,
 }
 
 /// Who is running: the user of seed 000's per-user stack.
@@ -75,6 +78,7 @@ impl Runtime {
             approver,
             queue: RunnerIdentity { user },
             plugins: Default::default(),
+            watch: None,
         }
     }
 
@@ -83,6 +87,22 @@ impl Runtime {
     pub fn with_cwd(mut self, cwd: &std::path::Path) -> Runtime {
         self.cwd = std::fs::canonicalize(cwd).unwrap_or_else(|_| cwd.to_path_buf());
         self
+    }
+
+    /// The same runtime, keeping a watch on the working files between its runs (for a session
+    /// that runs prompt after prompt: [`super::SessionHandle::open`]).
+    pub(super) fn watching_files(mut self) -> Runtime {
+        self.watch = Some(crate::checkpoint::Watch::default());
+        self
+    }
+
+    /// The file checkpoint store of the run's root, with the runtime's watch.
+    pub(super) fn checkpoints(&self) -> Option<crate::checkpoint::Checkpoints> {
+        let checkpoints = self.ws.checkpoints(&self.config)?;
+        Some(match &self.watch {
+            Some(watch) => checkpoints.watched(watch),
+            None => checkpoints,
+        })
     }
 
     /// The user's working directory.

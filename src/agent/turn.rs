@@ -134,6 +134,9 @@ impl ModelAgent {
             stats.turns += 1;
             let mut on_event = |event: StreamEvent| {
                 let event = match event {
+                    // What waits for the first request to go out (the run's first file
+                    // checkpoint) may start.
+                    StreamEvent::Answering => return ctx.ready.requested(),
                     StreamEvent::Text(delta) => Event::Text { delta },
                     StreamEvent::Retrying {
                         attempt,

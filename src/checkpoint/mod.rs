@@ -14,9 +14,19 @@
 //! What is recorded: every file git would see in the repository (`.gitignore`d ones not, `.nop/`
 //! not), and files the repository tracks even when ignored. A new untracked file over
 //! `checkpoints.max_file_mb` is left out, and so is everything in a nested repository.
+//!
+//! Recording (`record.rs`) looks at the disk once, in process (`scan.rs`: the private index's stat
+//! data and the last checkpoint's directories), and runs git only for what changed; a process
+//! that keeps a [`Watch`] (the interactive session) starts a run that changed nothing from the
+//! last tree without looking at all (`watch.rs`).
 
 mod isolation;
+mod objects;
+mod record;
 mod restore;
+mod scan;
+mod tree;
+mod watch;
 mod worktree;
 
 use std::collections::BTreeSet;
@@ -29,6 +39,7 @@ pub use isolation::{Ended, Isolated, isolate};
 pub use restore::{
     Restored, Rewind, RewindMode, Skipped, TurnRewind, Undo, rewind, rewind_turn, undo_turn,
 };
+pub use watch::Watch;
 pub use worktree::{WorktreeFork, fork_worktree};
 
 /// Failures of the checkpoint store.
@@ -74,6 +85,8 @@ pub struct Checkpoints {
     root: PathBuf,
     dir: PathBuf,
     max_file_bytes: u64,
+    /// Kept between this process's checkpoints: [`Checkpoints::watched`].
+    watch: Option<Watch>,
 }
 
 /// The shadow store's own configuration: nothing of the user's applies (no system or global
@@ -87,12 +100,14 @@ const STORE_CONFIG: &str = "[core]
 \tautocrlf = false
 \tsafecrlf = false
 \tfsmonitor = false
-\tuntrackedCache = true
+\tuntrackedCache = false
 \tquotepath = false
 \thooksPath = /dev/null
 [index]
 \tversion = 4
 \tskipHash = true
+\trecordEndOfIndexEntries = true
+\trecordOffsetTable = true
 [gc]
 \tauto = 0
 [maintenance]
@@ -111,6 +126,23 @@ impl Checkpoints {
             root: root.to_path_buf(),
             dir: nop_dir.join("checkpoints"),
             max_file_bytes: (max_file_mb.max(0.0) * 1024.0 * 1024.0) as u64,
+            watch: None,
+        }
+    }
+
+    /// The same store, with `watch` kept between its checkpoints (one per process and root:
+    /// the interactive session's), so that a run that changed nothing starts from the last
+    /// tree without looking at the disk ([`Checkpoints::record_at_start`]).
+    pub fn watched(mut self, watch: &Watch) -> Checkpoints {
+        self.watch = Some(watch.clone());
+        self
+    }
+
+    /// Tools ran since the last checkpoint: its watch no longer vouches for it (a command may
+    /// change files where no watch hears, through a hard link made to outside the tree).
+    pub fn tools_ran(&self) {
+        if let Some(watch) = &self.watch {
+            watch.lock().distrust();
         }
     }
 
@@ -125,6 +157,7 @@ impl Checkpoints {
             root: root.to_path_buf(),
             dir: root.join(".nop").join("checkpoints"),
             max_file_bytes: self.max_file_bytes,
+            watch: None,
         }
     }
 
@@ -155,112 +188,6 @@ impl Checkpoints {
     /// Records the working tree as it is now; returns its tree id.
     pub fn record(&self) -> Result<String> {
         self.record_full().map(|r| r.tree)
-    }
-
-    /// Records the working tree as it is now: its tree id, and the nested git repositories
-    /// found in it (left out).
-    ///
-    /// Two listings run side by side (the tracked files that changed, by their stat data; the
-    /// new untracked ones, through git's untracked cache), then only those paths are hashed
-    /// into the private index and the tree is written. What is left out is decided here, by
-    /// nop's rules, not by the ignore files the agent can write: nothing under `.nop/` or
-    /// `.git/`, nothing a rule of any agent denies reading.
-    pub fn record_full(&self) -> Result<Recorded> {
-        let _lock = self.lock()?;
-        self.ensure_store()?;
-        let rules = Rules::load(&self.root);
-        let index = self.dir.join("index");
-        if !index.exists() {
-            self.seed(&index, &rules)?;
-            self.write_if_changed(&self.dir.join("rules"), &rules.fingerprint)?;
-        } else if std::fs::read_to_string(self.dir.join("rules"))
-            .map_or(true, |f| f != rules.fingerprint)
-        {
-            self.sweep(&index, &rules)?;
-            self.write_if_changed(&self.dir.join("rules"), &rules.fingerprint)?;
-        }
-        let large = self.large_files()?;
-        let changed = self.spawn_git(&["diff-files", "--name-only", "-z"], &index)?;
-        let untracked = self.spawn_git(&["ls-files", "-z", "-o", "--exclude-standard"], &index)?;
-        let changed = self.finish(changed, "diff-files")?;
-        let untracked = self.finish(untracked, "ls-files")?;
-        let mut paths: BTreeSet<String> = split_z(&changed)
-            .into_iter()
-            .filter(|p| !rules.excluded(p))
-            .collect();
-        let mut new_large = large.clone();
-        let mut nested = Vec::new();
-        for path in split_z(&untracked) {
-            if let Some(dir) = path.strip_suffix('/') {
-                // git lists a nested repository as its directory and does not go in.
-                if !rules.excluded(dir) {
-                    nested.push(dir.to_string());
-                }
-            } else if rules.excluded(&path) {
-                continue;
-            } else if self.is_large(&path) {
-                new_large.insert(path);
-            } else {
-                paths.insert(path);
-            }
-        }
-        // The root's own repository counts too: a `git init` at the root of a directory that
-        // had none is one the agent made.
-        if self.root.join(".git").symlink_metadata().is_ok() {
-            nested.insert(0, ".".to_string());
-        }
-        if new_large != large {
-            self.save_large_files(&new_large)?;
-        }
-        // A path beneath a symbolic link is gone as far as the tree is concerned (git would
-        // refuse it, and the whole update with it).
-        let (gone, paths): (BTreeSet<String>, BTreeSet<String>) =
-            paths.into_iter().partition(|p| self.beneath_link(p));
-        if !gone.is_empty() {
-            self.git(
-                &["update-index", "--force-remove", "-z", "--stdin"],
-                &index,
-                Some(&nul_list(&gone)),
-            )?;
-        }
-        if !paths.is_empty() {
-            let list = nul_list(&paths);
-            let update = self.run_git(
-                &["update-index", "--add", "--remove", "-z", "--stdin"],
-                &index,
-                &self.root,
-                Some(&list),
-            )?;
-            if !update.status.success() {
-                // A file nobody may read, or one that changed kind: let `add` skip what it
-                // cannot take rather than lose the whole checkpoint (the same paths only).
-                let add = self.run_git(
-                    &[
-                        "add",
-                        "-A",
-                        "--ignore-errors",
-                        "--pathspec-from-file=-",
-                        "--pathspec-file-nul",
-                    ],
-                    &index,
-                    &self.root,
-                    Some(&list),
-                )?;
-                if !add.status.success() {
-                    tracing::warn!(
-                        op = "checkpoint",
-                        result = "partial",
-                        "git add: {}",
-                        String::from_utf8_lossy(&add.stderr).trim()
-                    );
-                }
-            }
-        }
-        let tree = self.git(&["write-tree"], &index, None)?;
-        Ok(Recorded {
-            tree: String::from_utf8_lossy(&tree).trim().to_string(),
-            nested,
-        })
     }
 
     /// Whether a directory on the way to `rel` (inside the root) is a symbolic link.
@@ -383,7 +310,8 @@ impl Checkpoints {
     /// that keep files byte for byte, and the repository's objects as alternates.
     fn ensure_store(&self) -> Result<()> {
         if self.dir.join("HEAD").exists() {
-            return Ok(());
+            // A store made by an older nop gets this one's configuration.
+            return self.write_if_changed(&self.dir.join("config"), STORE_CONFIG);
         }
         let out = Command::new("git")
             .args(["init", "--bare", "-q"])
@@ -512,13 +440,31 @@ impl Checkpoints {
             .is_ok_and(|m| m.is_file() && m.len() > self.max_file_bytes)
     }
 
+    /// The repository's own `info/exclude`: its git directory is the parent of the objects
+    /// written as alternates.
+    fn own_exclude(&self) -> Option<PathBuf> {
+        let line = std::fs::read_to_string(self.dir.join("objects/info/alternates")).ok()?;
+        Some(Path::new(line.trim()).parent()?.join("info/exclude"))
+    }
+
+    /// The files outside the root that steer git's listing of untracked files in the store:
+    /// its exclude file, the repository's, and the user's `~/.config/git/ignore` (read by git
+    /// even without a global configuration).
+    fn steering_files(&self) -> Vec<PathBuf> {
+        let mut files = vec![self.dir.join("info/exclude")];
+        files.extend(self.own_exclude());
+        if let Some(home) = base_env().into_iter().find(|(k, _)| k == "HOME") {
+            files.push(Path::new(&home.1).join(".config/git/ignore"));
+        }
+        files
+    }
+
     fn exclude_text(&self, large: &BTreeSet<String>) -> String {
         let mut text = String::from("# written by nop\n/.nop/\n");
-        // The repository's git directory is the parent of the objects written as alternates.
-        let own = std::fs::read_to_string(self.dir.join("objects/info/alternates"))
-            .ok()
-            .and_then(|line| Some(Path::new(line.trim()).parent()?.join("info/exclude")));
-        if let Some(own) = own.and_then(|p| std::fs::read_to_string(p).ok()) {
+        if let Some(own) = self
+            .own_exclude()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+        {
             text.push_str(&own);
             text.push('\n');
         }
@@ -716,10 +662,29 @@ pub struct Recorded {
     /// relative to the root: git commands run in them read their configuration, which whoever
     /// made them wrote.
     pub nested: Vec<String>,
+    /// What it took.
+    pub how: How,
+}
+
+/// What a checkpoint took: what is logged, what benchmarks and tests look at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum How {
+    /// Nothing changed since this process's last checkpoint, by its watch: nothing was looked
+    /// at, no git ran.
+    Watched,
+    /// Nothing changed since the last checkpoint, by the stat data kept from it: no git ran.
+    Unchanged,
+    /// git listed and hashed only what changed.
+    Changes,
+    /// git compared and listed everything (the first checkpoint, new rules, or no usable
+    /// record of the last one).
+    Everything,
 }
 
 /// What checkpoints leave out, by nop's rules: `.nop/`, `.git/`, and every path a rule of any
-/// agent denies reading (read afresh for each checkpoint).
+/// agent denies reading (read afresh for each checkpoint, parsed again only when the permission
+/// files changed: [`Rules::current`]).
+#[derive(Clone)]
 struct Rules {
     root: PathBuf,
     policy: crate::permissions::Policy,
@@ -728,11 +693,43 @@ struct Rules {
 }
 
 impl Rules {
+    /// The rules of `root` as its permission files say now: the ones this process last parsed
+    /// for it when the files are the same (their fingerprint covers everything the rules are
+    /// read from), else parsed afresh.
+    fn current(root: &Path) -> std::sync::Arc<Rules> {
+        use std::sync::{Arc, Mutex, OnceLock};
+        static PARSED: OnceLock<Mutex<Vec<Arc<Rules>>>> = OnceLock::new();
+        let fingerprint = Rules::fingerprint(root);
+        let parsed = PARSED.get_or_init(Default::default);
+        if let Ok(parsed) = parsed.lock()
+            && let Some(rules) = parsed
+                .iter()
+                .find(|r| r.root == root && r.fingerprint == fingerprint)
+        {
+            return Arc::clone(rules);
+        }
+        let rules = Arc::new(Rules::load(root));
+        if let Ok(mut parsed) = parsed.lock() {
+            parsed.retain(|r| r.root != root);
+            parsed.push(Arc::clone(&rules));
+        }
+        rules
+    }
+
     fn load(root: &Path) -> Rules {
         let (policy, errors) = crate::permissions::load_every_agent(root);
         for e in errors {
             tracing::warn!(op = "checkpoint", result = "partial", "{e}");
         }
+        Rules {
+            root: root.to_path_buf(),
+            policy,
+            fingerprint: Rules::fingerprint(root),
+        }
+    }
+
+    /// The permission files' text, hashed: whether the rules changed since a checkpoint.
+    fn fingerprint(root: &Path) -> String {
         let mut hasher = std::hash::DefaultHasher::new();
         let dir = root.join(".nop/.permissions");
         let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
@@ -746,11 +743,7 @@ impl Rules {
             std::hash::Hash::hash(&file, &mut hasher);
             std::hash::Hash::hash(&std::fs::read(&file).unwrap_or_default(), &mut hasher);
         }
-        Rules {
-            root: root.to_path_buf(),
-            policy,
-            fingerprint: format!("rules {:016x}\n", std::hash::Hasher::finish(&hasher)),
-        }
+        format!("rules {:016x}\n", std::hash::Hasher::finish(&hasher))
     }
 
     /// Whether `rel` (relative to the root, as git lists it) stays out of checkpoints.
@@ -789,6 +782,15 @@ fn escape_pattern(path: &str) -> String {
     out
 }
 
+/// Taken by this module's tests that start processes, and by those that lock and unlock a run
+/// lock in quick succession: a process started between two locks holds the first one's
+/// descriptor until it execs, and the second one would find the session running.
+#[cfg(test)]
+pub(crate) fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -802,6 +804,7 @@ mod tests {
 
     #[test]
     fn the_store_lock_is_the_sessions_flock_and_released_on_drop() {
+        let _serial = serial();
         use crate::session::{LockKind, Waited, lock_file};
         let (_dir, cp) = store();
         let held = cp.lock().expect("lock");
@@ -814,6 +817,7 @@ mod tests {
 
     #[test]
     fn a_checkpoint_sees_every_change_and_leaves_out_nop_and_large_new_files() {
+        let _serial = serial();
         let (dir, cp) = store();
         let root = dir.path();
         std::fs::write(root.join("a.txt"), "one\r\n").expect("write");

@@ -641,6 +641,7 @@ mod tests {
 
     #[test]
     fn a_turn_rewind_cuts_the_conversation_back_and_refuses_a_missing_run_or_a_compaction_since() {
+        let _serial = crate::checkpoint::serial();
         let dir = tempfile::tempdir().expect("temp");
         let store = Store::new(
             dir.path().join("sessions"),

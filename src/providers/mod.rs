@@ -44,6 +44,8 @@ pub struct ChatRequest<'a> {
 /// Something the front end may show while a reply streams in.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamEvent {
+    /// The request went out and the server began to answer (once per attempt).
+    Answering,
     /// A piece of the answer's text.
     Text(String),
     /// The attempt failed and will be retried after `delay`; anything streamed so far is void.
@@ -567,6 +569,7 @@ impl Provider {
             }
             return Err(error);
         }
+        on_event(StreamEvent::Answering);
         let mut decoder: Box<dyn StreamDecoder> = match self.kind {
             ProviderKind::Openai => Box::new(openai::Decoder::default()),
             ProviderKind::Anthropic => Box::new(anthropic::Decoder::default()),

@@ -61,8 +61,8 @@ pub struct ToolContext {
     /// The user's hook commands (`before-tool`, `after-tool`, …).
     pub hooks: crate::config::HooksConfig,
     /// Opens when the run's first file checkpoint is recorded: no tool runs before it, so the
-    /// checkpoint holds the files as the run found them, while the first model request need
-    /// not wait for it.
+    /// checkpoint holds the files as the run found them. The checkpoint starts once the first
+    /// model request went out (the turn loop says so here), so it never delays that request.
     pub ready: Ready,
     /// How much of a result the model reads (`tools.output_max_bytes`); a command's output
     /// beyond it is cut as it arrives, the whole kept in an `out-<ts>.log`.
@@ -73,19 +73,47 @@ pub struct ToolContext {
 }
 
 /// A gate tool calls wait at ([`ToolContext::ready`]); open unless made with [`Ready::new`].
+/// It also carries word that the run's first model request went out ([`Ready::requested`]),
+/// which is what starts the work the gate waits for.
 #[derive(Debug, Clone, Default)]
-pub struct Ready(Option<tokio::sync::watch::Receiver<bool>>);
+pub struct Ready {
+    gate: Option<tokio::sync::watch::Receiver<bool>>,
+    requested: Option<std::sync::Arc<tokio::sync::watch::Sender<bool>>>,
+}
+
+/// The other ends of a [`Ready`].
+#[derive(Debug)]
+pub struct Gate {
+    /// Opens the gate (sending `true`, or dropped).
+    pub open: tokio::sync::watch::Sender<bool>,
+    /// Becomes `true` when the first model request went out (or every [`Ready`] is gone).
+    pub requested: tokio::sync::watch::Receiver<bool>,
+}
 
 impl Ready {
-    /// A closed gate and what opens it (sending `true`, or dropping the sender).
-    pub fn new() -> (tokio::sync::watch::Sender<bool>, Ready) {
-        let (tx, rx) = tokio::sync::watch::channel(false);
-        (tx, Ready(Some(rx)))
+    /// A closed gate, and its other ends.
+    pub fn new() -> (Gate, Ready) {
+        let (open, gate) = tokio::sync::watch::channel(false);
+        let (told, requested) = tokio::sync::watch::channel(false);
+        (
+            Gate { open, requested },
+            Ready {
+                gate: Some(gate),
+                requested: Some(std::sync::Arc::new(told)),
+            },
+        )
+    }
+
+    /// Says that the run's first model request went out (its answer began).
+    pub fn requested(&self) {
+        if let Some(told) = &self.requested {
+            told.send_replace(true);
+        }
     }
 
     /// Waits until the gate is open.
     pub async fn wait(&self) {
-        if let Some(rx) = &self.0 {
+        if let Some(rx) = &self.gate {
             let mut rx = rx.clone();
             // A dropped sender opens the gate too: a failed checkpoint never blocks the run.
             let _ = rx.wait_for(|open| *open).await;

@@ -754,3 +754,83 @@ async fn a_permission_request_hook_answers_before_a_person_and_a_notification_ho
         ]
     );
 }
+
+/// The text of `path` in checkpoint `tree` of the repository's store.
+fn in_checkpoint(repo: &Repo, tree: &Value, path: &str) -> Option<String> {
+    let tree = tree.as_str()?;
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(repo.path().join(".nop/checkpoints"))
+        .args(["cat-file", "blob", &format!("{tree}:{path}")])
+        .output()
+        .expect("git");
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_open_session_starts_a_prompt_from_the_last_tree_while_nothing_changed_and_looks_again_after_any_change()
+ {
+    let repo = Repo::new();
+    crate::support::git(repo.path(), &["init", "-q"]);
+    std::fs::write(repo.path().join("kept.txt"), "kept\n").expect("write");
+    // A second name for a recorded file, outside the tree: a write through it makes no event
+    // where the watch listens.
+    let elsewhere = crate::support::repo_dir();
+    let other_name = elsewhere.path().join("kept-too.txt");
+    std::fs::hard_link(repo.path().join("kept.txt"), &other_name).expect("link");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "shell",
+            json!({"command": "printf 'by the shell\\n' > made.txt"}),
+        )]),
+        openai::reply_text("one"),
+        openai::reply_text("two"),
+        openai::reply_text("three"),
+        openai::reply_text("four"),
+    ]);
+    let (rt, _) = runtime(&repo, &server, None);
+    let mut session = SessionHandle::open(rt, None, nop::agent::Open::default());
+    // Every checkpoint that looks at the disk (and any git it runs) writes new bytes to the
+    // store's clock first; one taken from the watch writes nothing.
+    let clock = repo.path().join(".nop/checkpoints/clock");
+    let looked = || std::fs::read(&clock).expect("clock");
+    async fn prompt(session: &mut SessionHandle, text: &str) -> Option<String> {
+        session.submit(Op::UserInput { text: text.into() });
+        match until_idle(session).await.last() {
+            Some(Event::Idle { session_id }) => session_id.clone(),
+            _ => None,
+        }
+    }
+    prompt(&mut session, "make a file").await;
+    let after_first = looked();
+    prompt(&mut session, "and now?").await;
+    assert_eq!(looked(), after_first, "nothing changed: nothing looked at");
+    std::fs::write(&other_name, "written elsewhere\n").expect("write");
+    prompt(&mut session, "anything new?").await;
+    let after_third = looked();
+    assert_ne!(after_third, after_first, "a write through another name");
+    std::fs::write(repo.path().join("yours.txt"), "yours\n").expect("write");
+    let id = prompt(&mut session, "and yours?").await.expect("a session");
+    assert_ne!(looked(), after_third, "a file of the user's");
+    session.submit(Op::Shutdown);
+    while session.next_event().await.is_some() {}
+    let turns = repo.session_json(&id)["checkpoints"].clone();
+    let turns = turns.as_array().expect("turns");
+    assert_eq!(turns.len(), 4, "{turns:?}");
+    assert_eq!(
+        in_checkpoint(&repo, &turns[0]["after"], "made.txt").as_deref(),
+        Some("by the shell\n")
+    );
+    assert_eq!(turns[1]["before"], turns[0]["after"]);
+    assert_eq!(
+        in_checkpoint(&repo, &turns[2]["before"], "kept.txt").as_deref(),
+        Some("written elsewhere\n")
+    );
+    assert_eq!(
+        in_checkpoint(&repo, &turns[3]["before"], "yours.txt").as_deref(),
+        Some("yours\n")
+    );
+}
