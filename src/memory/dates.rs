@@ -22,6 +22,32 @@ impl DateRange {
     }
 }
 
+/// The expressions [`parse`] looks for, compiled once per process (every prompt is asked
+/// whether it is about the past).
+struct Patterns {
+    iso_range: Option<regex::Regex>,
+    iso_day: Option<regex::Regex>,
+    last_days: Option<regex::Regex>,
+}
+
+fn patterns() -> &'static Patterns {
+    static PATTERNS: std::sync::OnceLock<Patterns> = std::sync::OnceLock::new();
+    PATTERNS.get_or_init(|| {
+        // Fixed patterns, checked by the tests: one that failed to compile would only leave
+        // its form unrecognised.
+        let compile = |pattern: &str| regex::Regex::new(pattern).ok();
+        Patterns {
+            iso_range: compile(
+                r"([0-9]{4}-[0-9]{2}-[0-9]{2})\s*(?:\.\.|~|to|至|到|—|–)\s*([0-9]{4}-[0-9]{2}-[0-9]{2})",
+            ),
+            iso_day: compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}"),
+            last_days: compile(
+                r"(?i)(?:最近|过去)\s*([0-9]+|[一二三四五六七八九十两]+)\s*天|(?:last|past)\s+([0-9]+)\s+days?",
+            ),
+        }
+    })
+}
+
 /// The date ranges a query names, and the query with those expressions removed.
 pub fn parse(query: &str, today: NaiveDate) -> (Vec<DateRange>, String) {
     let mut ranges = Vec::new();
@@ -39,16 +65,8 @@ pub fn parse(query: &str, today: NaiveDate) -> (Vec<DateRange>, String) {
     };
 
     // ISO ranges first, then ISO days, so a range is not read as two days.
-    for (pattern, is_range) in [
-        (
-            r"(\d{4}-\d{2}-\d{2})\s*(?:\.\.|~|to|至|到|—|–)\s*(\d{4}-\d{2}-\d{2})",
-            true,
-        ),
-        (r"\d{4}-\d{2}-\d{2}", false),
-    ] {
-        let Ok(re) = regex::Regex::new(pattern) else {
-            continue;
-        };
+    for (re, is_range) in [(&patterns().iso_range, true), (&patterns().iso_day, false)] {
+        let Some(re) = re else { continue };
         let mut found = Vec::new();
         for caps in re.captures_iter(&rest) {
             let whole = caps
@@ -81,9 +99,7 @@ pub fn parse(query: &str, today: NaiveDate) -> (Vec<DateRange>, String) {
     }
 
     // "最近7天", "最近七天", "last 7 days", "past 3 days".
-    if let Ok(re) = regex::Regex::new(
-        r"(?i)(?:最近|过去)\s*([0-9]+|[一二三四五六七八九十两]+)\s*天|(?:last|past)\s+([0-9]+)\s+days?",
-    ) {
+    if let Some(re) = &patterns().last_days {
         let mut found = Vec::new();
         for caps in re.captures_iter(&rest) {
             let n = caps
@@ -210,6 +226,12 @@ fn chinese_number(s: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_pattern_compiles() {
+        let p = patterns();
+        assert!(p.iso_range.is_some() && p.iso_day.is_some() && p.last_days.is_some());
+    }
 
     fn d(s: &str) -> NaiveDate {
         NaiveDate::parse_from_str(s, "%Y-%m-%d").expect("date")
