@@ -3,7 +3,7 @@
 //! repository of 1,000 committed files under /var/tmp (the file checkpoint is recorded around
 //! every run). The mock answers at once; 20 runs, median and p90.
 //!
-//! Run with `cargo bench --bench latency`.
+//! Run with `cargo bench --bench latency`; `-- --nop PATH` measures another build.
 
 #[allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 #[path = "../tests/support/mock.rs"]
@@ -37,7 +37,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let base = std::path::Path::new("/var/tmp/nop-bench");
     std::fs::create_dir_all(base)?;
     let repo = tempfile::tempdir_in(base)?;
-    let nop = env!("CARGO_BIN_EXE_nop");
+    let args: Vec<String> = std::env::args().collect();
+    let other = args
+        .iter()
+        .position(|a| a == "--nop")
+        .and_then(|i| args.get(i + 1).cloned());
+    let nop = other.as_deref().unwrap_or(env!("CARGO_BIN_EXE_nop"));
     git(repo.path(), &["init", "-q"])?;
     for i in 0..1_000 {
         let dir = repo.path().join(format!("src/m{}", i / 100));

@@ -76,19 +76,31 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
         .collect();
     store.append(&first, messages, Utc::now())?;
-    let text = std::fs::read_to_string(store.dir(&first).join("session.json"))?;
-    let plan = std::fs::read_to_string(store.dir(&first).join("plan.xml"))?;
-    let mut bytes = text.len();
+    std::fs::remove_file(store.dir(&first).join("summary.json"))?;
+    // Its files as the store wrote them: session.json, plan.xml and the sealed messages files.
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(store.dir(&first))? {
+        let entry = entry?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name == "session.json" || name == "plan.xml" || name.starts_with("messages-") {
+            files.push((name, std::fs::read(entry.path())?));
+        }
+    }
+    let mut bytes: usize = files.iter().map(|(_, b)| b.len()).sum();
     for _ in 1..SESSIONS {
         let id = nop::protocol::new_id();
         let dir = sessions.join(&id);
         std::fs::create_dir_all(&dir)?;
-        let copy = text.replacen(&first, &id, 1);
-        bytes += copy.len();
-        std::fs::write(dir.join("session.json"), copy)?;
-        std::fs::write(dir.join("plan.xml"), &plan)?;
+        for (name, contents) in &files {
+            if name == "session.json" {
+                let copy = String::from_utf8_lossy(contents).replacen(&first, &id, 1);
+                std::fs::write(dir.join(name), copy)?;
+            } else {
+                std::fs::write(dir.join(name), contents)?;
+            }
+        }
+        bytes += files.iter().map(|(_, b)| b.len()).sum::<usize>();
     }
-    std::fs::remove_file(store.dir(&first).join("summary.json"))?;
     println!(
         "| {SESSIONS} sessions, {:.2} GB | wall time | peak memory (max RSS) |",
         bytes as f64 / 1e9
