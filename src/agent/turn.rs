@@ -135,8 +135,8 @@ impl ModelAgent {
             let mut on_event = |event: StreamEvent| {
                 let event = match event {
                     // What waits for the first request to go out (the run's first file
-                    // checkpoint) may start.
-                    StreamEvent::Answering => return ctx.ready.requested(),
+                    // checkpoint) may start: it is recorded while the model thinks.
+                    StreamEvent::Sending => return ctx.ready.requested(),
                     StreamEvent::Text(delta) => Event::Text { delta },
                     StreamEvent::Retrying {
                         attempt,

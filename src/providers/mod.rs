@@ -44,8 +44,9 @@ pub struct ChatRequest<'a> {
 /// Something the front end may show while a reply streams in.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamEvent {
-    /// The request went out and the server began to answer (once per attempt).
-    Answering,
+    /// The request is going out (once per attempt): what waits for the model's time (the run's
+    /// first file checkpoint) may start.
+    Sending,
     /// A piece of the answer's text.
     Text(String),
     /// The attempt failed and will be retried after `delay`; anything streamed so far is void.
@@ -551,6 +552,7 @@ impl Provider {
         if self.kind == ProviderKind::Anthropic {
             builder = builder.header("anthropic-version", "2023-06-01");
         }
+        on_event(StreamEvent::Sending);
         let response = tokio::time::timeout(self.idle_timeout, builder.send())
             .await
             .map_err(|_| {
@@ -569,7 +571,6 @@ impl Provider {
             }
             return Err(error);
         }
-        on_event(StreamEvent::Answering);
         let mut decoder: Box<dyn StreamDecoder> = match self.kind {
             ProviderKind::Openai => Box::new(openai::Decoder::default()),
             ProviderKind::Anthropic => Box::new(anthropic::Decoder::default()),

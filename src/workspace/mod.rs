@@ -42,6 +42,23 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> WorkspaceError + '_ {
 }
 
 /// A configuration file's text, or an error naming the byte where it stops being UTF-8.
+/// `agents.yml` parsed, once per process for the same text: a run asks for it several times
+/// (the configuration, the admission, the system prompt), and the file rarely changes meanwhile.
+fn parsed_agents(path: &Path, text: String) -> Result<AgentsFile, WorkspaceError> {
+    type Parsed = (PathBuf, String, AgentsFile);
+    static LAST: std::sync::Mutex<Option<Parsed>> = std::sync::Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((p, t, agents)) = last.as_ref()
+        && p == path
+        && *t == text
+    {
+        return Ok(agents.clone());
+    }
+    let agents = AgentsFile::parse(path, &text)?;
+    *last = Some((path.to_path_buf(), text, agents.clone()));
+    Ok(agents)
+}
+
 fn text_of(path: &Path, bytes: Vec<u8>) -> Result<String, WorkspaceError> {
     crate::protocol::decode_utf8(bytes).map_err(|(pos, message)| {
         WorkspaceError::Config(ConfigError::Parse {
@@ -203,7 +220,7 @@ impl Workspace {
             }
             Err(e) => return Err(io(&path)(e)),
         };
-        Ok(AgentsFile::parse(&path, &text)?)
+        parsed_agents(&path, text)
     }
 
     /// The effective configuration: config.yml, then the given agent's and session's overrides,
