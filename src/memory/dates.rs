@@ -64,8 +64,18 @@ pub fn parse(query: &str, today: NaiveDate) -> (Vec<DateRange>, String) {
         to: prev_month_end,
     };
 
-    // ISO ranges first, then ISO days, so a range is not read as two days.
-    for (re, is_range) in [(&patterns().iso_range, true), (&patterns().iso_day, false)] {
+    // ISO ranges first, then ISO days, so a range is not read as two days. The expressions are
+    // compiled the first time a query could hold one (most prompts hold neither).
+    let has_digit = query.bytes().any(|b| b.is_ascii_digit());
+    let iso: [(Option<&regex::Regex>, bool); 2] = if has_digit {
+        [
+            (patterns().iso_range.as_ref(), true),
+            (patterns().iso_day.as_ref(), false),
+        ]
+    } else {
+        [(None, true), (None, false)]
+    };
+    for (re, is_range) in iso {
         let Some(re) = re else { continue };
         let mut found = Vec::new();
         for caps in re.captures_iter(&rest) {
@@ -99,7 +109,14 @@ pub fn parse(query: &str, today: NaiveDate) -> (Vec<DateRange>, String) {
     }
 
     // "最近7天", "最近七天", "last 7 days", "past 3 days".
-    if let Some(re) = &patterns().last_days {
+    let lowered = rest.to_lowercase();
+    let may_count_days = ["最近", "过去", "last", "past"]
+        .iter()
+        .any(|w| lowered.contains(w));
+    if let Some(re) = may_count_days
+        .then(|| patterns().last_days.as_ref())
+        .flatten()
+    {
         let mut found = Vec::new();
         for caps in re.captures_iter(&rest) {
             let n = caps
@@ -293,6 +310,11 @@ mod tests {
         assert_eq!(ranges("this week", TODAY), one("2026-11-16", "2026-11-22"));
         assert_eq!(
             ranges("last 10 days", TODAY),
+            one("2026-11-13", "2026-11-22")
+        );
+        // Case does not hide it from the quick look before the expression.
+        assert_eq!(
+            ranges("PAST 10 Days", TODAY),
             one("2026-11-13", "2026-11-22")
         );
         assert_eq!(ranges("this month", TODAY), one("2026-11-01", "2026-11-22"));
