@@ -117,28 +117,61 @@ impl Runtime {
         super::meter::Meter::new(&self.config, provider.model())
             .check_priced()
             .map_err(RunError::Agent)?;
-        let agents = self.ws.agents()?;
-        let agent_name = match &request.session {
-            Some(id) => self.blocking_read(id).await?.agent,
-            None => request
+        let now = Utc::now();
+        // A new session is written (four fsyncs) while its agent and rules are checked; a run
+        // they refuse removes it again.
+        let creating = request.session.is_none().then(|| {
+            let store = self.store.clone();
+            let agent = request
                 .agent
                 .clone()
-                .unwrap_or_else(|| self.config.agent.default.clone()),
-        };
-        // A broken permission file stops the run before anything happens (fail closed).
-        load_policy(&self.ws.root, &agent_name)?;
-        let def = agents.get(&agent_name);
-        if request.session.is_none() {
-            agents
-                .for_new_session(&agent_name, &self.ws.agents_path())
-                .map_err(RunError::Agent)?;
+                .unwrap_or_else(|| self.config.agent.default.clone());
+            // On a thread of its own at once (a spawned task would wait for this one to yield).
+            tokio::task::spawn_blocking(move || store.create(&agent, now))
+        });
+        let checked = async {
+            let agents = self.ws.agents()?;
+            let agent_name = match &request.session {
+                Some(id) => self.blocking_read(id).await?.agent,
+                None => request
+                    .agent
+                    .clone()
+                    .unwrap_or_else(|| self.config.agent.default.clone()),
+            };
+            // A broken permission file stops the run before anything happens (fail closed).
+            load_policy(&self.ws.root, &agent_name)?;
+            if request.session.is_none() {
+                agents
+                    .for_new_session(&agent_name, &self.ws.agents_path())
+                    .map_err(RunError::Agent)?;
+            }
+            Ok::<_, RunError>((agents, agent_name))
         }
-        let now = Utc::now();
-        let (session_id, resumed) = match &request.session {
-            Some(id) => (id.clone(), true),
-            None => {
-                let session = self.store.create_async(&agent_name, now).await?;
-                (session.session_id, false)
+        .await;
+        let created = match creating {
+            Some(task) => Some(
+                task.await
+                    .map_err(|e| RunError::Agent(format!("creating the session: {e}")))
+                    .and_then(|created| created.map_err(RunError::from)),
+            ),
+            None => None,
+        };
+        let (agents, agent_name) = match checked {
+            Ok(checked) => checked,
+            Err(e) => {
+                if let Some(Ok(session)) = &created {
+                    // Made a moment ago for this run only.
+                    let _ = std::fs::remove_dir_all(self.store.dir(&session.session_id));
+                }
+                return Err(e);
+            }
+        };
+        let def = agents.get(&agent_name);
+        let (session_id, resumed) = match (&request.session, created) {
+            (Some(id), _) => (id.clone(), true),
+            (None, Some(created)) => (created?.session_id, false),
+            (None, None) => {
+                return Err(RunError::Agent("no session was created for the run".into()));
             }
         };
         // Seed 000: agents with a priority take part in preemption; the others never wait.

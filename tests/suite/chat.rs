@@ -339,6 +339,20 @@ fn a_chat_with_a_disabled_agent_is_refused_as_a_run_would_be() {
     assert!(stderr.contains("agent `resting` is disabled"), "{stderr}");
     assert_eq!(repo.run(&["sessions", "list", "--json"]).trim(), "[]");
     assert!(server.requests().is_empty());
+    // A run with it is refused the same way, and the session written meanwhile is removed.
+    let out = repo
+        .nop_model(&server, "openai")
+        .args(["run", "--agent", "resting", "hello"])
+        .output()
+        .expect("run");
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("agent `resting` is disabled"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(repo.run(&["sessions", "list", "--json"]).trim(), "[]");
+    assert!(server.requests().is_empty());
 }
 
 #[test]

@@ -470,6 +470,18 @@ fn a_broken_permission_file_fails_closed_without_init() {
             stderr(&out)
         );
         assert!(server.requests().is_empty(), "{file}: the model was asked");
+        // The session is written while the rules are read: the refused run removes it.
+        let sessions: Vec<String> = fs::read_dir(repo.path().join(".nop/sessions"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| !n.starts_with('.'))
+            .collect();
+        assert!(
+            sessions.is_empty(),
+            "{file}: a session was left: {sessions:?}"
+        );
         let checked = repo
             .nop()
             .args(["permissions", "check"])
