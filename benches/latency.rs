@@ -1,7 +1,7 @@
 //! nop's own time around the model (issue 31): from the start of `nop run` to its first model
 //! request, and from the model's last answer to the process's exit, for a one-turn task in a git
 //! repository of 1,000 committed files under /var/tmp (the file checkpoint is recorded around
-//! every run). The mock answers at once; 20 runs, median and p90.
+//! every run). The mock answers at once, then after 100 ms; 20 runs each, median and p90.
 //!
 //! Run with `cargo bench --bench latency`; `-- --nop PATH` measures another build.
 
@@ -11,7 +11,7 @@ mod mock;
 
 use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use mock::{MockServer, openai};
 
@@ -54,26 +54,52 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     git(repo.path(), &["add", "-A"])?;
     git(repo.path(), &["commit", "-qm", "files"])?;
+    println!("| one-turn run, 1,000-file git repository | median | p90 |");
+    println!("|---|---:|---:|");
+    // At once: everything nop does around the answer is in the way. After 100 ms (any real
+    // model takes longer to its first token): what nop starts while the model thinks is done.
+    for think in [0u64, 100] {
+        let (first, last) = measure(repo.path(), nop, Duration::from_millis(think))?;
+        let (fm, fp) = stats(first);
+        let (lm, lp) = stats(last);
+        println!(
+            "| model answers after {think} ms: start → first model request | {fm:.1} ms | {fp:.1} ms |"
+        );
+        println!("| model answers after {think} ms: its answer → exit | {lm:.1} ms | {lp:.1} ms |");
+    }
+    Ok(())
+}
+
+/// `RUNS` one-turn runs (after one that is not counted: the checkpoint store's first record is
+/// a one-time cost) against a mock that answers `think` after each request arrives: from the
+/// start to the first request's arrival, and from the last answer to the exit, in ms.
+fn measure(
+    repo: &std::path::Path,
+    nop: &str,
+    think: Duration,
+) -> Result<(Vec<f64>, Vec<f64>), Box<dyn std::error::Error>> {
     let mut first = Vec::new();
     let mut last = Vec::new();
-    // One run first: the checkpoint store's first record is a one-time cost.
     for run in 0..=RUNS {
-        let arrivals = Arc::new(Mutex::new(Vec::new()));
+        // (arrived, answered) per request.
+        let times = Arc::new(Mutex::new(Vec::new()));
         let server = {
-            let arrivals = Arc::clone(&arrivals);
+            let times = Arc::clone(&times);
             MockServer::start_with(Box::new(move |_| {
-                arrivals
+                let arrived = Instant::now();
+                std::thread::sleep(think);
+                times
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .push(Instant::now());
+                    .push((arrived, Instant::now()));
                 openai::reply_text("Done: nothing to change.")
             }))
         };
         let started = Instant::now();
         let output = Command::new(nop)
-            .current_dir(repo.path())
+            .current_dir(repo)
             .env_clear()
-            .env("HOME", repo.path())
+            .env("HOME", repo)
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("NOP_BASE_URL", server.openai_base_url())
             .env("NOP_MODEL", "mock")
@@ -88,17 +114,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         if run == 0 {
             continue;
         }
-        let arrivals = arrivals.lock().unwrap_or_else(|e| e.into_inner());
-        if let (Some(a), Some(b)) = (arrivals.first(), arrivals.last()) {
-            first.push(a.duration_since(started).as_secs_f64() * 1000.0);
-            last.push(ended.duration_since(*b).as_secs_f64() * 1000.0);
+        let times = times.lock().unwrap_or_else(|e| e.into_inner());
+        if let (Some((arrived, _)), Some((_, answered))) = (times.first(), times.last()) {
+            first.push(arrived.duration_since(started).as_secs_f64() * 1000.0);
+            last.push(ended.duration_since(*answered).as_secs_f64() * 1000.0);
         }
     }
-    let (fm, fp) = stats(first);
-    let (lm, lp) = stats(last);
-    println!("| one-turn run, 1,000-file git repository | median | p90 |");
-    println!("|---|---:|---:|");
-    println!("| start → first model request | {fm:.1} ms | {fp:.1} ms |");
-    println!("| last answer → exit | {lm:.1} ms | {lp:.1} ms |");
-    Ok(())
+    Ok((first, last))
 }
