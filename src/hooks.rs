@@ -105,6 +105,11 @@ struct Entry<'a> {
     shape: Shape,
 }
 
+/// Whether any command is set for `hook` (nop's own or Claude Code's).
+pub fn configured(config: &HooksConfig, hook: Hook) -> bool {
+    !entries(config, hook).is_empty()
+}
+
 fn entries<'a>(config: &'a HooksConfig, hook: Hook) -> Vec<Entry<'a>> {
     let own = config.commands(hook.name()).iter().map(|c| Entry {
         command: c.command(),

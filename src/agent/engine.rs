@@ -203,6 +203,19 @@ impl Engine {
         events: &'a EventSink,
         stats: &'a mut TurnStats,
     ) -> BoxFuture<'a, Result<Result<AgentResponse, Interrupted>, ToolError>> {
+        self.drive_holding(ctx, max_turns, events, stats, None)
+    }
+
+    /// [`Engine::drive`], the final answer kept in `held` when given (a run writes it with
+    /// its closing write).
+    pub fn drive_holding<'a>(
+        &'a self,
+        ctx: &'a ToolContext,
+        max_turns: u32,
+        events: &'a EventSink,
+        stats: &'a mut TurnStats,
+        held: Option<super::conversation::HeldAnswer>,
+    ) -> BoxFuture<'a, Result<Result<AgentResponse, Interrupted>, ToolError>> {
         Box::pin(async move {
             let agent = ModelAgent {
                 provider: self.0.provider.clone(),
@@ -212,10 +225,11 @@ impl Engine {
                 output_max_bytes: self.0.config.tools.output_max_bytes,
                 run: std::sync::Arc::new(self.clone()),
             };
-            let conversation = super::conversation::Conversation::new(
-                self.0.store.clone(),
-                ctx.session_id.clone(),
-            );
+            let (store, id) = (self.0.store.clone(), ctx.session_id.clone());
+            let conversation = match held {
+                Some(held) => super::conversation::Conversation::holding_answer(store, id, held),
+                None => super::conversation::Conversation::new(store, id),
+            };
             agent.respond(&conversation, ctx, events, stats).await
         })
     }

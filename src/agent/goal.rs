@@ -103,6 +103,7 @@ pub(super) async fn check(
     ctx: &ToolContext,
     last_answer: &str,
     events: &EventSink,
+    held: &super::conversation::HeldAnswer,
 ) -> Result<Option<Verdict>, ToolError> {
     let state = engine.store().read_recent_async(&ctx.session_id).await?;
     let Some(goal) = state
@@ -113,6 +114,8 @@ pub(super) async fn check(
     else {
         return Ok(None);
     };
+    // The check (and what follows it) writes the session: the answer goes first.
+    held.flush(engine.store(), &ctx.session_id).await?;
     let (exit_code, tail) = match &goal.until {
         Some(cmd) => run_until(ctx, cmd).await,
         None => (None, None),

@@ -48,6 +48,9 @@ pub(super) struct Opened {
     /// repaired them, or they were as the last checked run left them): the run's end records
     /// what it leaves, so that the next load with nothing changed skips the check.
     pub consistent: bool,
+    /// The run's final answer, written with the run's closing write (or before whatever the
+    /// run writes next).
+    pub held: super::conversation::HeldAnswer,
 }
 
 impl Runtime {
@@ -559,6 +562,7 @@ impl Runtime {
             checkpoints,
             turn,
             consistent,
+            held: Default::default(),
         })
     }
 
@@ -571,18 +575,32 @@ impl Runtime {
         events: &EventSink,
         stats: &mut TurnStats,
     ) -> Answer {
-        let Opened { engine, ctx, .. } = opened;
+        let Opened {
+            engine, ctx, held, ..
+        } = opened;
+        let flush = || held.flush(&self.store, &ctx.session_id);
         let max_turns = max_turns.unwrap_or(self.config.agent.max_turns);
         let deadline = std::time::Instant::now()
             + std::time::Duration::from_secs_f64(self.config.agent.goal_timeout_s);
-        let mut answer = engine.drive(ctx, max_turns, events, stats).await;
+        let mut answer = engine
+            .drive_holding(ctx, max_turns, events, stats, Some(held.clone()))
+            .await;
         let mut kept_going = 0;
         loop {
             // Seed 004: what is still queued when the task ends is processed, one message at a
             // time.
             while matches!(&answer, Ok(Ok(r)) if r.status == AgentStatus::Completed) {
+                // A queued message comes after the answer.
+                if engine.queued(ctx).await.is_empty() {
+                    break;
+                }
+                flush().await?;
                 match engine.take_next(ctx).await {
-                    Ok(Some(())) => answer = engine.drive(ctx, max_turns, events, stats).await,
+                    Ok(Some(())) => {
+                        answer = engine
+                            .drive_holding(ctx, max_turns, events, stats, Some(held.clone()))
+                            .await
+                    }
                     Ok(None) => break,
                     Err(e) => {
                         answer = Err(e);
@@ -597,7 +615,12 @@ impl Runtime {
             // The `stop` hooks may keep the agent going, a bounded number of times and never
             // past the run's turns.
             let left = max_turns.saturating_sub(stats.turns);
-            if kept_going < self.config.hooks.max_stop_continuations && left > 0 {
+            if kept_going < self.config.hooks.max_stop_continuations
+                && left > 0
+                && hooks::configured(&self.config.hooks, Hook::Stop)
+            {
+                // The hook may read the session: the answer is in it.
+                flush().await?;
                 let final_message = last.clone();
                 let outcome = hooks::fire(&self.config.hooks, Hook::Stop, &self.ws.root, || {
                     serde_json::json!({"session_id": ctx.session_id, "agent": ctx.agent, "final_message": final_message, "stop_hook_active": kept_going > 0})
@@ -613,12 +636,14 @@ impl Runtime {
                     {
                         return Err(ToolError::fatal_from(e));
                     }
-                    answer = engine.drive(ctx, left, events, stats).await;
+                    answer = engine
+                        .drive_holding(ctx, left, events, stats, Some(held.clone()))
+                        .await;
                     continue;
                 }
             }
             // The agent stopped: the session's goal, if it has one, decides whether it goes on.
-            let verdict = match super::goal::check(engine, ctx, &last, events).await {
+            let verdict = match super::goal::check(engine, ctx, &last, events, held).await {
                 Ok(Some(verdict)) => verdict,
                 Ok(None) => return answer,
                 Err(e) => return Err(e),
@@ -664,7 +689,9 @@ impl Runtime {
             if let Err(e) = pushed {
                 return Err(e.into());
             }
-            answer = engine.drive(ctx, left, events, stats).await;
+            answer = engine
+                .drive_holding(ctx, left, events, stats, Some(held.clone()))
+                .await;
         }
     }
 
@@ -699,6 +726,7 @@ impl Runtime {
             checkpoints,
             turn,
             consistent,
+            held,
             ..
         } = opened;
         let (status, session_status, message, question) = match answer {
@@ -747,6 +775,7 @@ impl Runtime {
             }
             Err(fatal) => {
                 // The session may be unwritable; try to mark it, but report the real failure.
+                let _ = held.flush(&self.store, &session_id).await;
                 let _ = self
                     .store
                     .set_status_async(&session_id, SessionStatus::Error)
@@ -776,8 +805,13 @@ impl Runtime {
                 stats.tool_calls,
             )
             .await;
+        // The final answer, when the run held it, is written with the status: one write.
+        let answer = held.take();
         self.store
             .update_async(&session_id, Utc::now(), move |state| {
+                if let Some(answer) = answer {
+                    super::conversation::HeldAnswer::apply(answer, &mut state.session);
+                }
                 if let Some(closing) = closing {
                     closing.apply(&mut state.session, Utc::now());
                 }

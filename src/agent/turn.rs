@@ -236,15 +236,18 @@ impl ModelAgent {
             let now = Utc::now();
             let mut assistant = Message::new(Role::Assistant, reply.text.clone(), now);
             assistant.tool_calls = reply.tool_calls.clone();
-            conversation
-                .push(vec![assistant], Some((reply.usage, cost)))
-                .await?;
             if reply.tool_calls.is_empty() {
+                conversation
+                    .push_answer(assistant, (reply.usage, cost))
+                    .await?;
                 return Ok(Ok(AgentResponse {
                     status: AgentStatus::Completed,
                     message: reply.text,
                 }));
             }
+            conversation
+                .push(vec![assistant], Some((reply.usage, cost)))
+                .await?;
             match self
                 .run_calls(&reply.tool_calls, conversation, ctx, events, stats)
                 .await?

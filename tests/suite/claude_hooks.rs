@@ -184,6 +184,18 @@ if not data["stop_hook_active"]:
     );
     let stops = fs::read_to_string(repo.path().join("work/stops.log")).expect("stops");
     assert_eq!(stops, "False\nTrue\n");
+    // The first answer is in the conversation before the hook's reason, in the request that
+    // followed and in session.json.
+    assert!(requests[1].raw_body.contains("done, I think"));
+    let id = out["session_id"].as_str().expect("id");
+    let conversation = repo.conversation(id);
+    let at = |line: &str| conversation.iter().position(|l| l == line);
+    assert!(
+        at("assistant: done, I think") < at("user: run the tests first")
+            && at("user: run the tests first") < at("assistant: tests pass; done")
+            && at("assistant: done, I think").is_some(),
+        "{conversation:#?}"
+    );
 }
 
 #[test]

@@ -84,7 +84,15 @@ fn a_goal_not_met_at_the_first_check_is_met_at_the_second() {
         "{:?}",
         requests[2].user_messages()
     );
+    // The answer the checker judged is in the conversation before its reason.
+    assert!(requests[2].raw_body.contains("Done, I believe."));
     let id = result["session_id"].as_str().expect("id");
+    let conversation = repo.conversation(id);
+    assert_eq!(conversation.len(), 6, "{conversation:#?}");
+    assert_eq!(conversation[1], "assistant: Done, I believe.");
+    assert!(conversation[2].starts_with("user: The goal is not met yet"));
+    assert_eq!(conversation[3], "assistant: calls write-file");
+    assert_eq!(conversation[5], "assistant: Wrote hello.txt.");
     let goal = &repo.session_json(id)["goal"];
     assert_eq!(goal["status"], "met", "{goal}");
     assert_eq!(goal["until"], "test -f hello.txt");

@@ -222,6 +222,35 @@ impl Repo {
     pub fn store(&self) -> Store {
         Store::new(self.sessions_dir(), Duration::from_secs(10))
     }
+
+    /// Session `id`'s messages after the system prompt, as `role: content` lines in order
+    /// (an assistant message that calls tools names them).
+    pub fn conversation(&self, id: &str) -> Vec<String> {
+        let session = self.session_json(id);
+        session["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| m["role"] != "system")
+            .map(|m| {
+                let calls: Vec<&str> = m["toolCalls"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c["name"].as_str())
+                    .collect();
+                let text = m["content"].as_str().unwrap_or_default();
+                match calls.is_empty() {
+                    true => format!("{}: {text}", m["role"].as_str().unwrap_or_default()),
+                    false => format!(
+                        "{}: calls {}",
+                        m["role"].as_str().unwrap_or_default(),
+                        calls.join(", ")
+                    ),
+                }
+            })
+            .collect()
+    }
 }
 
 /// The command lines of the processes on this machine that hold `marker`.
