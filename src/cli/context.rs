@@ -122,6 +122,10 @@ impl Context {
         agent: Option<&str>,
         session: Option<&SessionFile>,
     ) -> Result<Resolved> {
+        if agent.is_none() && session.is_none() {
+            // What the context resolved as it opened: the same files, environment and flags.
+            return Ok(self.resolved.clone());
+        }
         Ok(self
             .ws
             .config(agent, session, self.env.clone(), self.settings.clone())?)
