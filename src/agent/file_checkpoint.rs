@@ -1,5 +1,5 @@
-//! The file checkpoint of a run, as a task beside it: recorded in the background once the run's
-//! first model request went out (nothing of it runs before that request; the first tool call
+//! The file checkpoint of a run, as a task beside it: recorded in the background as the run's
+//! first model request goes out (nothing of it runs before that request; the first tool call
 //! waits for it) and again as the run ends, when the git repositories the run created are
 //! named. A run that ends before its first checkpoint is written writes it with its end.
 
@@ -11,7 +11,7 @@ use crate::protocol::events::Event;
 
 impl Runtime {
     /// Opens a new turn of session.json's `checkpoints` with the working files as the run
-    /// begins, recorded in the background once the first model request went out (the turn
+    /// begins, recorded in the background as the first model request goes out (the turn
     /// loop says so through the returned gate): nothing of it runs before that request, and
     /// the first tool call waits for it. `messages_before`: the session's messages before this
     /// run's. Returns what [`Runtime::end_turn`] waits for, `None` without checkpoints (a

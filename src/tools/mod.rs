@@ -61,8 +61,8 @@ pub struct ToolContext {
     /// The user's hook commands (`before-tool`, `after-tool`, …).
     pub hooks: crate::config::HooksConfig,
     /// Opens when the run's first file checkpoint is recorded: no tool runs before it, so the
-    /// checkpoint holds the files as the run found them. The checkpoint starts once the first
-    /// model request went out (the turn loop says so here), so it never delays that request.
+    /// checkpoint holds the files as the run found them. The checkpoint starts as the first
+    /// model request goes out (the turn loop says so here), so it never delays that request.
     pub ready: Ready,
     /// How much of a result the model reads (`tools.output_max_bytes`); a command's output
     /// beyond it is cut as it arrives, the whole kept in an `out-<ts>.log`.
@@ -73,7 +73,7 @@ pub struct ToolContext {
 }
 
 /// A gate tool calls wait at ([`ToolContext::ready`]); open unless made with [`Ready::new`].
-/// It also carries word that the run's first model request went out ([`Ready::requested`]),
+/// It also carries word that the run's first model request is going out ([`Ready::requested`]),
 /// which is what starts the work the gate waits for.
 #[derive(Debug, Clone, Default)]
 pub struct Ready {
@@ -86,7 +86,7 @@ pub struct Ready {
 pub struct Gate {
     /// Opens the gate (sending `true`, or dropped).
     pub open: tokio::sync::watch::Sender<bool>,
-    /// Becomes `true` when the first model request went out (or every [`Ready`] is gone).
+    /// Becomes `true` as the first model request goes out (or when every [`Ready`] is gone).
     pub requested: tokio::sync::watch::Receiver<bool>,
 }
 
@@ -104,7 +104,7 @@ impl Ready {
         )
     }
 
-    /// Says that the run's first model request went out (its answer began).
+    /// Says that the run's first model request is going out.
     pub fn requested(&self) {
         if let Some(told) = &self.requested {
             told.send_replace(true);

@@ -41,7 +41,6 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> WorkspaceError + '_ {
     }
 }
 
-/// A configuration file's text, or an error naming the byte where it stops being UTF-8.
 /// `agents.yml` parsed, once per process for the same text: a run asks for it several times
 /// (the configuration, the admission, the system prompt), and the file rarely changes meanwhile.
 fn parsed_agents(path: &Path, text: String) -> Result<AgentsFile, WorkspaceError> {
@@ -59,6 +58,7 @@ fn parsed_agents(path: &Path, text: String) -> Result<AgentsFile, WorkspaceError
     Ok(agents)
 }
 
+/// A configuration file's text, or an error naming the byte where it stops being UTF-8.
 fn text_of(path: &Path, bytes: Vec<u8>) -> Result<String, WorkspaceError> {
     crate::protocol::decode_utf8(bytes).map_err(|(pos, message)| {
         WorkspaceError::Config(ConfigError::Parse {
