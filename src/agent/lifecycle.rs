@@ -39,6 +39,14 @@ pub(super) struct Admitted {
 }
 
 /// A run under way: the engine, the top-level tool context and the open file checkpoint.
+/// The session a run is admitted to: one to continue, or one being created.
+enum Target {
+    Resume(String),
+    Create(
+        tokio::task::JoinHandle<Result<crate::protocol::SessionFile, crate::session::SessionError>>,
+    ),
+}
+
 pub(super) struct Opened {
     pub engine: Engine,
     pub ctx: ToolContext,
@@ -121,29 +129,33 @@ impl Runtime {
             .check_priced()
             .map_err(RunError::Agent)?;
         let now = Utc::now();
-        // A new session is written (four fsyncs) while its agent and rules are checked; a run
-        // they refuse removes it again.
-        let creating = request.session.is_none().then(|| {
-            let store = self.store.clone();
-            let agent = request
+        let new_agent = || {
+            request
                 .agent
                 .clone()
-                .unwrap_or_else(|| self.config.agent.default.clone());
-            // On a thread of its own at once (a spawned task would wait for this one to yield).
-            tokio::task::spawn_blocking(move || store.create(&agent, now))
-        });
+                .unwrap_or_else(|| self.config.agent.default.clone())
+        };
+        // A new session is written (four fsyncs) while its agent and rules are checked, on a
+        // thread of its own at once (a spawned task would wait for this one to yield); a run
+        // they refuse removes it again.
+        let target = match &request.session {
+            Some(id) => Target::Resume(id.clone()),
+            None => {
+                let (store, agent) = (self.store.clone(), new_agent());
+                Target::Create(tokio::task::spawn_blocking(move || {
+                    store.create(&agent, now)
+                }))
+            }
+        };
         let checked = async {
             let agents = self.ws.agents()?;
-            let agent_name = match &request.session {
-                Some(id) => self.blocking_read(id).await?.agent,
-                None => request
-                    .agent
-                    .clone()
-                    .unwrap_or_else(|| self.config.agent.default.clone()),
+            let agent_name = match &target {
+                Target::Resume(id) => self.blocking_read(id).await?.agent,
+                Target::Create(_) => new_agent(),
             };
             // A broken permission file stops the run before anything happens (fail closed).
             load_policy(&self.ws.root, &agent_name)?;
-            if request.session.is_none() {
+            if let Target::Create(_) = target {
                 agents
                     .for_new_session(&agent_name, &self.ws.agents_path())
                     .map_err(RunError::Agent)?;
@@ -151,32 +163,25 @@ impl Runtime {
             Ok::<_, RunError>((agents, agent_name))
         }
         .await;
-        let created = match creating {
-            Some(task) => Some(
-                task.await
-                    .map_err(|e| RunError::Agent(format!("creating the session: {e}")))
-                    .and_then(|created| created.map_err(RunError::from)),
-            ),
-            None => None,
+        let admitted_to = match target {
+            Target::Resume(id) => Ok((id, true)),
+            Target::Create(task) => task
+                .await
+                .map_err(|e| RunError::Agent(format!("creating the session: {e}")))
+                .and_then(|created| Ok((created?.session_id, false))),
         };
         let (agents, agent_name) = match checked {
             Ok(checked) => checked,
             Err(e) => {
-                if let Some(Ok(session)) = &created {
+                if let Ok((id, false)) = &admitted_to {
                     // Made a moment ago for this run only.
-                    let _ = std::fs::remove_dir_all(self.store.dir(&session.session_id));
+                    let _ = std::fs::remove_dir_all(self.store.dir(id));
                 }
                 return Err(e);
             }
         };
+        let (session_id, resumed) = admitted_to?;
         let def = agents.get(&agent_name);
-        let (session_id, resumed) = match (&request.session, created) {
-            (Some(id), _) => (id.clone(), true),
-            (None, Some(created)) => (created?.session_id, false),
-            (None, None) => {
-                return Err(RunError::Agent("no session was created for the run".into()));
-            }
-        };
         // Seed 000: agents with a priority take part in preemption; the others never wait.
         let minute = {
             use chrono::Timelike;
