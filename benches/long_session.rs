@@ -11,6 +11,8 @@
 #[allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 #[path = "../tests/support/mock.rs"]
 mod mock;
+#[path = "support/under_test.rs"]
+mod under_test;
 
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -50,12 +52,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let base = std::path::Path::new("/var/tmp/nop-bench");
     std::fs::create_dir_all(base)?;
     let repo = tempfile::tempdir_in(base)?;
-    let args: Vec<String> = std::env::args().collect();
-    let other = args
-        .iter()
-        .position(|a| a == "--nop")
-        .and_then(|i| args.get(i + 1).cloned());
-    let nop = other.as_deref().unwrap_or(env!("CARGO_BIN_EXE_nop"));
+    let nop = &under_test::nop();
     assert!(
         Command::new(nop)
             .arg("init")
