@@ -666,7 +666,7 @@ impl Checkpoints {
 }
 
 /// Whether `path` is strictly beneath the directory `dir`.
-fn beneath(path: &str, dir: &str) -> bool {
+pub(super) fn beneath(path: &str, dir: &str) -> bool {
     path.len() > dir.len() && path.starts_with(dir) && path.as_bytes()[dir.len()] == b'/'
 }
 

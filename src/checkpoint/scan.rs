@@ -442,6 +442,11 @@ impl Saved {
     pub fn changed_dirs(&self, root: &Path) -> Changes {
         let mut changes = Changes::default();
         for (path, stamp) in &self.dirs {
+            // Beneath a directory that is gone (each comes after its parent): its path may now
+            // lead through a link out of the root, so it is not looked at.
+            if changes.gone.iter().any(|g| super::record::beneath(path, g)) {
+                continue;
+            }
             let now = Stamp::take(&join(root, path));
             if now == Some(*stamp) {
                 continue;
@@ -1171,5 +1176,27 @@ mod tests {
         let racy = Saved::fresh(root, "r", 1, &[], (0, 0));
         let changes = racy.changed_dirs(root);
         assert_eq!((changes.dirs.len(), changes.trees.len()), (3, 0));
+    }
+
+    #[test]
+    fn a_directory_replaced_by_a_link_out_of_the_root_is_gone_and_nothing_beneath_is_walked() {
+        // The agent records `x/usr`, then swaps `x` for a link to a tree outside the root
+        // that has a `usr` of its own: nothing out there may be looked at again.
+        let dir = tempfile::tempdir().expect("temp");
+        let root = dir.path().join("root");
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(root.join("x/usr/deep")).expect("mkdir");
+        std::fs::create_dir_all(outside.join("usr/deep")).expect("mkdir");
+        let far = (i64::MAX, 0);
+        let mut saved = Saved::fresh(&root, "r", 1, &[], far);
+        std::fs::remove_dir_all(root.join("x")).expect("rm");
+        std::os::unix::fs::symlink(&outside, root.join("x")).expect("link");
+        let changes = saved.changed_dirs(&root);
+        assert_eq!(changes.gone, ["x"]);
+        assert!(changes.trees.is_empty(), "{:?}", changes.trees);
+        assert_eq!(changes.dirs.iter().collect::<Vec<_>>(), [""]);
+        saved.rewalk_trees(&root, &changes.trees, far);
+        saved.rewalk(&root, &changes.dirs, far);
+        assert_eq!(saved.dirs().collect::<Vec<_>>(), [""]);
     }
 }
