@@ -127,6 +127,12 @@ pub(super) fn blob_of(
     if !file.metadata()?.is_file() {
         return Err(std::io::Error::other("not a regular file"));
     }
+    // The file opened is the one named, not one a directory swapped for a link since the
+    // stat leads to (O_NOFOLLOW guards the last name only).
+    use std::os::fd::AsRawFd;
+    if std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))? != path {
+        return Err(std::io::Error::other("reached through a link"));
+    }
     let temp = temp_in(objects)?;
     let mut writer = Writer::new("blob", size, temp.as_ref().map(|t| t.reopen()).transpose()?)?;
     let mut buf = vec![0u8; BLOCK];
@@ -260,5 +266,21 @@ mod tests {
             .expect("git");
         assert!(fsck.status.success(), "{fsck:?}");
         assert_eq!(from_hex(&hex(&id)), Some(id));
+    }
+
+    #[test]
+    fn a_file_reached_through_a_link_or_a_pipe_is_not_read() {
+        let dir = tempfile::tempdir().expect("temp");
+        // A directory the agent swapped for a link to somewhere outside, after the stat.
+        std::fs::create_dir(dir.path().join("outside")).expect("mkdir");
+        std::fs::write(dir.path().join("outside/secret"), "s3cret").expect("write");
+        std::os::unix::fs::symlink(dir.path().join("outside"), dir.path().join("src"))
+            .expect("link");
+        let through = blob_of(&dir.path().join("src/secret"), false, 6, None);
+        assert!(through.is_err(), "{through:?}");
+        assert!(blob_of(&dir.path().join("outside/secret"), false, 6, None).is_ok());
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).expect("mkfifo");
+        assert!(blob_of(&fifo, false, 0, None).is_err());
     }
 }

@@ -457,6 +457,8 @@ impl Checkpoints {
                 continue;
             };
             match tree::mode_of(&st) {
+                // git stores a large file compressed; written here, it would be stored whole.
+                Some(_) if st.st_size as u64 > self.max_file_bytes => return Ok(None),
                 Some(mode) => {
                     let link = mode == 0o120000;
                     let Ok(id) =
@@ -940,5 +942,63 @@ mod tests {
                 paths(cp, &full_listing.tree)
             );
         }
+    }
+
+    #[test]
+    fn names_that_are_not_utf8_are_recorded_as_a_full_listing_would() {
+        use std::os::unix::ffi::OsStrExt;
+        let _serial = crate::checkpoint::serial();
+        let (dir, cp) = repo();
+        let root = dir.path();
+        cp.record_full().expect("record");
+        settle(&cp);
+        let odd_dir = root
+            .join("src")
+            .join(std::ffi::OsStr::from_bytes(b"odd-\xff"));
+        std::fs::create_dir(&odd_dir).expect("mkdir");
+        std::fs::write(odd_dir.join("f.txt"), "f\n").expect("write");
+        let odd_file = root
+            .join("docs")
+            .join(std::ffi::OsStr::from_bytes(b"name-\xfe.md"));
+        std::fs::write(&odd_file, "n\n").expect("write");
+        let quick = cp.record_full().expect("record");
+        assert_eq!(quick.tree, everything(&cp).tree, "new");
+        settle(&cp);
+        // A change inside the directory with the odd name, and to the file with one.
+        std::fs::write(odd_dir.join("f.txt"), "changed\n").expect("write");
+        std::fs::write(&odd_file, "changed too\n").expect("write");
+        std::fs::write(root.join("src/a.rs"), "a2\n").expect("write");
+        let quick = cp.record_full().expect("record");
+        assert_eq!(quick.tree, everything(&cp).tree, "changed");
+    }
+
+    #[test]
+    fn a_tracked_file_grown_past_the_size_limit_is_stored_compressed_by_git() {
+        let _serial = crate::checkpoint::serial();
+        let (dir, cp) = repo();
+        let root = dir.path();
+        cp.record_full().expect("record");
+        settle(&cp);
+        // The agent makes a tracked file 64 MiB of nothing (sparse: no disk for it here).
+        std::fs::File::options()
+            .write(true)
+            .open(root.join("src/a.rs"))
+            .and_then(|f| f.set_len(64 << 20))
+            .expect("grow");
+        let grown = cp.record_full().expect("record");
+        assert_eq!(grown.tree, everything(&cp).tree);
+        fn size(dir: &Path) -> u64 {
+            std::fs::read_dir(dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| match e.file_type() {
+                    Ok(t) if t.is_dir() => size(&e.path()),
+                    _ => e.metadata().map(|m| m.len()).unwrap_or(0),
+                })
+                .sum()
+        }
+        let stored = size(&cp.dir.join("objects"));
+        assert!(stored < 8 << 20, "the store holds {stored} bytes");
     }
 }
