@@ -1009,15 +1009,9 @@ fn parse_index(bytes: &[u8]) -> Option<Parsed> {
         let begin = u32::try_from(paths.len()).ok()?;
         if version == 4 {
             // The number of bytes to drop from the end of the previous path, as git's varint.
-            let mut byte = *bytes.get(at)?;
-            at += 1;
-            let mut strip = u64::from(byte & 0x7f);
-            while byte & 0x80 != 0 {
-                byte = *bytes.get(at)?;
-                at += 1;
-                strip = ((strip + 1) << 7) | u64::from(byte & 0x7f);
-            }
-            let keep = u64::from(previous.1).checked_sub(strip)? as usize;
+            let (strip, used) = crate::permissions::index_varint(bytes.get(at..)?)?;
+            at += used;
+            let keep = (previous.1 as usize).checked_sub(strip)?;
             let end = at + bytes.get(at..)?.iter().position(|b| *b == 0)?;
             let from = previous.0 as usize;
             paths.extend_from_within(from..from + keep);
@@ -1198,5 +1192,16 @@ mod tests {
         saved.rewalk_trees(&root, &changes.trees, far);
         saved.rewalk(&root, &changes.dirs, far);
         assert_eq!(saved.dirs().collect::<Vec<_>>(), [""]);
+    }
+
+    #[test]
+    fn a_corrupt_prefix_length_in_an_index_is_refused_not_overflowed() {
+        // A version-4 path's prefix length that never ends, or ends past any number.
+        assert_eq!(crate::permissions::index_varint(&[0xff; 20]), None);
+        assert_eq!(crate::permissions::index_varint(&[0x80, 0x80]), None);
+        assert_eq!(
+            crate::permissions::index_varint(&[0x81, 0x00]),
+            Some((256, 2))
+        );
     }
 }

@@ -134,8 +134,9 @@ fn entries(bytes: &[u8]) -> Option<Vec<(u32, String)>> {
     Some(links)
 }
 
-/// git's offset encoding (varint.c): returns the value and the bytes it took.
-fn varint(bytes: &[u8]) -> Option<(usize, usize)> {
+/// git's offset encoding (varint.c): returns the value and the bytes it took; `None` past the
+/// end or on a value too large (a corrupt index).
+pub(crate) fn varint(bytes: &[u8]) -> Option<(usize, usize)> {
     let mut used = 0;
     let mut byte = *bytes.first()?;
     used += 1;

@@ -27,6 +27,7 @@ mod policy;
 mod scope;
 mod shell_view;
 pub use gitlinks::git_tracks;
+pub(crate) use gitlinks::varint as index_varint;
 #[cfg(test)]
 pub(crate) use shell_view::test_support;
 pub use shell_view::{Effect, Protection, ShellOptions, ShellView, shell_view};
