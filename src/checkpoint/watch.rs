@@ -171,28 +171,15 @@ impl State {
                 }
             }
         }
-        let mut failed = None;
-        if let Some(watcher) = self.watcher.as_mut() {
-            for dir in dirs {
-                if watcher.watched.contains(dir) {
-                    continue;
-                }
-                match watcher.add(root, dir) {
-                    // Gone since: the checkpoint sees that.
-                    Ok(_) | Err(nix::errno::Errno::ENOENT) | Err(nix::errno::Errno::ENOTDIR) => {}
-                    Err(e) => {
-                        failed = Some(format!("watching {dir}: {e}"));
-                        break;
-                    }
-                }
-                if watcher.watched.len() > MAX_WATCHES {
-                    failed = Some(format!("more than {MAX_WATCHES} directories"));
-                    break;
-                }
+        let added = match self.watcher.as_mut() {
+            Some(watcher) => {
+                let added = watcher.add_all(root, dirs);
+                watcher.heard = false;
+                added
             }
-            watcher.heard = false;
-        }
-        if let Some(why) = failed {
+            None => Ok(false),
+        };
+        if let Err(why) = added {
             self.give_up(why);
         }
     }
@@ -214,30 +201,15 @@ impl State {
         };
         // Files with other names may be written where no watch hears: each is looked at (their
         // stat data is in `outside`), and a checkpoint that did not count them is not vouched for.
-        let mut complete = linked.is_some_and(|n| n <= MAX_LINKED);
-        let mut failed = None;
-        for dir in dirs {
-            if watcher.watched.contains(dir) {
-                continue;
+        // A directory found by this checkpoint is watched from now on, vouched for from the
+        // next one.
+        let complete = match watcher.add_all(root, dirs) {
+            Ok(added) => !added && linked.is_some_and(|n| n <= MAX_LINKED),
+            Err(why) => {
+                self.give_up(why);
+                return;
             }
-            // Found by this checkpoint: watched from now on, vouched for from the next one.
-            complete = false;
-            match watcher.add(root, dir) {
-                Ok(_) | Err(nix::errno::Errno::ENOENT) | Err(nix::errno::Errno::ENOTDIR) => {}
-                Err(e) => {
-                    failed = Some(format!("watching {dir}: {e}"));
-                    break;
-                }
-            }
-            if watcher.watched.len() > MAX_WATCHES {
-                failed = Some(format!("more than {MAX_WATCHES} directories"));
-                break;
-            }
-        }
-        if let Some(why) = failed {
-            self.give_up(why);
-            return;
-        }
+        };
         self.listen();
         let heard = self.watcher.as_ref().is_none_or(|w| w.heard || w.stale);
         if complete
@@ -310,6 +282,39 @@ impl State {
 }
 
 impl Watcher {
+    /// Watches each of `dirs` not watched yet (parents before what they hold); whether any
+    /// was. One gone since, or that nop may not read, stays unwatched (the checkpoint sees it,
+    /// and a walk with an unwatched directory is never vouched for), and so does what is
+    /// beneath it: its path may lead through a link swapped in since. `Err`: why the watch
+    /// cannot go on.
+    fn add_all<'a>(
+        &mut self,
+        root: &Path,
+        dirs: impl IntoIterator<Item = &'a str>,
+    ) -> Result<bool, String> {
+        let mut added = false;
+        let mut unwatched: Vec<&str> = Vec::new();
+        for dir in dirs {
+            if self.watched.contains(dir)
+                || unwatched.iter().any(|u| super::record::beneath(dir, u))
+            {
+                continue;
+            }
+            added = true;
+            match self.add(root, dir) {
+                Ok(()) => {}
+                Err(nix::errno::Errno::ENOENT)
+                | Err(nix::errno::Errno::ENOTDIR)
+                | Err(nix::errno::Errno::EACCES) => unwatched.push(dir),
+                Err(e) => return Err(format!("watching {dir}: {e}")),
+            }
+            if self.watched.len() > MAX_WATCHES {
+                return Err(format!("more than {MAX_WATCHES} directories"));
+            }
+        }
+        Ok(added)
+    }
+
     /// Watches `dir` (relative to the root): never through a symbolic link, never on another
     /// file system (`EXDEV`).
     fn add(&mut self, root: &Path, dir: &str) -> nix::Result<()> {
@@ -481,5 +486,28 @@ mod tests {
         write(&root, "many/d7/late.txt", "late\n");
         let late = cp.record_at_start().expect("record");
         assert!(has(&cp, &late.tree, "many/d7/late.txt", "late\n"));
+    }
+
+    #[test]
+    fn nothing_beneath_a_directory_swapped_for_a_link_is_watched() {
+        let dir = tempfile::tempdir().expect("temp");
+        let root = dir.path().join("root");
+        let outside = dir.path().join("outside");
+        std::fs::create_dir_all(root.join("x")).expect("mkdir");
+        std::fs::create_dir_all(outside.join("usr")).expect("mkdir");
+        std::os::unix::fs::symlink(&outside, root.join("x").with_file_name("y")).expect("link");
+        // Recorded as directories; `x` is a link to the outside by the time they are watched.
+        std::fs::remove_dir(root.join("x")).expect("rm");
+        std::fs::rename(root.join("y"), root.join("x")).expect("swap");
+        let mut watcher = Watcher {
+            inotify: Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)
+                .expect("inotify"),
+            dev: nix::sys::stat::lstat(&root).expect("stat").st_dev,
+            watched: HashSet::new(),
+            heard: false,
+            stale: false,
+        };
+        assert_eq!(watcher.add_all(&root, ["", "x", "x/usr"]), Ok(true));
+        assert_eq!(watcher.watched, HashSet::from([String::new()]));
     }
 }
