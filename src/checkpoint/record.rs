@@ -719,7 +719,10 @@ mod tests {
     /// start is looked at once more by the next one); the tree must not move meanwhile.
     fn settle(cp: &Checkpoints) -> Recorded {
         let first = cp.record_full().expect("record");
-        for _ in 0..4 {
+        // Stat data settles once the file system's clock has moved past it (a tick of up to
+        // 10 ms): wait for that, at most a second, rather than count on a number of tries.
+        for _ in 0..50 {
+            std::thread::sleep(std::time::Duration::from_millis(20));
             let next = cp.record_full().expect("record");
             assert_eq!(next.tree, first.tree, "nothing changed, same tree");
             if next.how == How::Unchanged {
