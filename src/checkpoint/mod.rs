@@ -693,13 +693,14 @@ struct Rules {
 }
 
 impl Rules {
-    /// The rules of `root` as its permission files say now: the ones this process last parsed
+    /// The rules of `root` as its permission files say now (`fingerprint`, from
+    /// [`Rules::fingerprint`] at this checkpoint's start): the ones this process last parsed
     /// for it when the files are the same (their fingerprint covers everything the rules are
     /// read from), else parsed afresh.
-    fn current(root: &Path) -> std::sync::Arc<Rules> {
+    fn current(root: &Path, fingerprint: &str) -> std::sync::Arc<Rules> {
         use std::sync::{Arc, Mutex, OnceLock};
         static PARSED: OnceLock<Mutex<Vec<Arc<Rules>>>> = OnceLock::new();
-        let fingerprint = Rules::fingerprint(root);
+        let fingerprint = format!("{}\n", fingerprint.trim());
         let parsed = PARSED.get_or_init(Default::default);
         if let Ok(parsed) = parsed.lock()
             && let Some(rules) = parsed
@@ -708,7 +709,7 @@ impl Rules {
         {
             return Arc::clone(rules);
         }
-        let rules = Arc::new(Rules::load(root));
+        let rules = Arc::new(Rules::load(root, fingerprint));
         if let Ok(mut parsed) = parsed.lock() {
             parsed.retain(|r| r.root != root);
             parsed.push(Arc::clone(&rules));
@@ -716,7 +717,7 @@ impl Rules {
         rules
     }
 
-    fn load(root: &Path) -> Rules {
+    fn load(root: &Path, fingerprint: String) -> Rules {
         let (policy, errors) = crate::permissions::load_every_agent(root);
         for e in errors {
             tracing::warn!(op = "checkpoint", result = "partial", "{e}");
@@ -724,7 +725,7 @@ impl Rules {
         Rules {
             root: root.to_path_buf(),
             policy,
-            fingerprint: Rules::fingerprint(root),
+            fingerprint,
         }
     }
 

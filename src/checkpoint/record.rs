@@ -93,7 +93,7 @@ impl Checkpoints {
             &self.steering_files(),
             clock,
         );
-        let rules = Rules::current(&self.root);
+        let rules = Rules::current(&self.root, fingerprint);
         let index = self.dir.join("index");
         if !index.exists() {
             self.seed(&index, &rules)?;
@@ -220,7 +220,7 @@ impl Checkpoints {
                 linked: Some(tracked.linked),
             }));
         }
-        let rules = Rules::current(&self.root);
+        let rules = Rules::current(&self.root, &saved.fingerprint);
         let large = match large {
             Some(large) => large,
             None => self.large_files()?,

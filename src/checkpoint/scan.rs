@@ -152,7 +152,9 @@ pub(super) struct Saved {
     /// The start of the checkpoint whose git last looked at the recorded files: their stat data
     /// in the index was taken after it.
     pub clock: (i64, i64),
-    fingerprint: String,
+    /// The permission files' fingerprint the record was made under (it is read only under
+    /// the same).
+    pub fingerprint: String,
     max_file_bytes: u64,
     dirs: BTreeMap<String, Stamp>,
     files: BTreeMap<String, (Steer, Option<Stamp>)>,
