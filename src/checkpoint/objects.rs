@@ -57,15 +57,21 @@ impl Writer {
 
     fn feed(&mut self, mut data: &[u8]) -> std::io::Result<()> {
         self.sha.update(data);
-        let (mut a, mut b) = self.adler;
-        for byte in data {
-            a = (a + u32::from(*byte)) % 65_521;
-            b = (b + a) % 65_521;
-        }
-        self.adler = (a, b);
+        // Only an object written needs zlib's checksum (a file verified is only named).
         if self.out.is_none() {
             return Ok(());
         }
+        // Adler-32, reduced every 5,552 bytes as zlib does: the most that keeps `b` in a u32.
+        let (mut a, mut b) = self.adler;
+        for chunk in data.chunks(5_552) {
+            for byte in chunk {
+                a += u32::from(*byte);
+                b += a;
+            }
+            a %= 65_521;
+            b %= 65_521;
+        }
+        self.adler = (a, b);
         while !data.is_empty() {
             let room = BLOCK - self.pending.len();
             let (now, later) = data.split_at(room.min(data.len()));

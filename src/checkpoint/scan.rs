@@ -569,7 +569,7 @@ impl Saved {
 
     /// Forgets `dir` and everything recorded beneath it.
     fn forget(&mut self, dir: &str) {
-        let beneath = |p: &String| p == dir || p.starts_with(&format!("{dir}/"));
+        let beneath = |p: &String| p == dir || super::record::beneath(p, dir);
         self.dirs.retain(|p, _| !beneath(p));
         self.files
             .retain(|p, (steer, _)| *steer == Steer::Global || !beneath(p));
