@@ -211,11 +211,16 @@ impl Checkpoints {
             .into_iter()
             .filter(|p| rules.excluded(p))
             .collect();
-        if !gone.is_empty() {
+        self.remove_from_index(index, &gone)
+    }
+
+    /// Takes `paths` out of `index` (nothing to do when there are none).
+    fn remove_from_index(&self, index: &Path, paths: &BTreeSet<String>) -> Result<()> {
+        if !paths.is_empty() {
             self.git(
                 &["update-index", "--force-remove", "-z", "--stdin"],
                 index,
-                Some(&nul_list(&gone)),
+                Some(&nul_list(paths)),
             )?;
         }
         Ok(())

@@ -107,12 +107,8 @@ impl Checkpoints {
         // What the last checkpoints hashed without the index: git forgets it first, so that it
         // hashes it again whatever its stat data says.
         let forget: BTreeSet<String> = Saved::unfolded(&self.dir).into_iter().collect();
-        if index.exists() && !forget.is_empty() {
-            self.git(
-                &["update-index", "--force-remove", "-z", "--stdin"],
-                &index,
-                Some(&nul_list(&forget)),
-            )?;
+        if index.exists() {
+            self.remove_from_index(&index, &forget)?;
         }
         let large = self.large_files()?;
         saved.restamp_globals(clock);
@@ -269,13 +265,7 @@ impl Checkpoints {
             // first, so it hashes them again whatever their stat data says.
             let mut forget: BTreeSet<String> = saved.delta.keys().cloned().collect();
             forget.extend(stale);
-            if !forget.is_empty() {
-                self.git(
-                    &["update-index", "--force-remove", "-z", "--stdin"],
-                    &index_path,
-                    Some(&nul_list(&forget)),
-                )?;
-            }
+            self.remove_from_index(&index_path, &forget)?;
             let mut todo = todo;
             todo.paths.extend(
                 std::mem::take(&mut saved.delta)
@@ -368,13 +358,7 @@ impl Checkpoints {
                 (st.st_nlink > 1).then(|| (p.clone(), scan::Stamp::of(&st)))
             })
             .collect();
-        if !gone.is_empty() {
-            self.git(
-                &["update-index", "--force-remove", "-z", "--stdin"],
-                index,
-                Some(&nul_list(&gone)),
-            )?;
-        }
+        self.remove_from_index(index, &gone)?;
         if !paths.is_empty() {
             let list = nul_list(&paths);
             // The index is written even when git finds every file the same: an entry as new
