@@ -768,6 +768,11 @@ fn nul_list(paths: &BTreeSet<String>) -> Vec<u8> {
     list
 }
 
+/// Whether `path` is strictly beneath the directory `dir` (both relative to the root).
+fn beneath(path: &str, dir: &str) -> bool {
+    path.len() > dir.len() && path.starts_with(dir) && path.as_bytes()[dir.len()] == b'/'
+}
+
 fn split_z(bytes: &[u8]) -> Vec<String> {
     bytes
         .split(|b| *b == 0)

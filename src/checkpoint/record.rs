@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 use std::path::Path;
 
 use super::scan::{self, Saved};
-use super::{Checkpoints, How, Recorded, Result, Rules, io, nul_list, split_z};
+use super::{Checkpoints, How, Recorded, Result, Rules, beneath, io, nul_list, split_z};
 
 impl Checkpoints {
     /// Records the working tree as it is now: its tree id, and the nested git repositories
@@ -649,11 +649,6 @@ impl Checkpoints {
         }
         (Some(specs), whole)
     }
-}
-
-/// Whether `path` is strictly beneath the directory `dir`.
-pub(super) fn beneath(path: &str, dir: &str) -> bool {
-    path.len() > dir.len() && path.starts_with(dir) && path.as_bytes()[dir.len()] == b'/'
 }
 
 #[cfg(test)]

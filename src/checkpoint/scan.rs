@@ -446,7 +446,7 @@ impl Saved {
         for (path, stamp) in &self.dirs {
             // Beneath a directory that is gone (each comes after its parent): its path may now
             // lead through a link out of the root, so it is not looked at.
-            if changes.gone.iter().any(|g| super::record::beneath(path, g)) {
+            if changes.gone.iter().any(|g| super::beneath(path, g)) {
                 continue;
             }
             let now = Stamp::take(&join(root, path));
@@ -569,7 +569,7 @@ impl Saved {
 
     /// Forgets `dir` and everything recorded beneath it.
     fn forget(&mut self, dir: &str) {
-        let beneath = |p: &String| p == dir || super::record::beneath(p, dir);
+        let beneath = |p: &String| p == dir || super::beneath(p, dir);
         self.dirs.retain(|p, _| !beneath(p));
         self.files
             .retain(|p, (steer, _)| *steer == Steer::Global || !beneath(p));

@@ -295,9 +295,7 @@ impl Watcher {
         let mut added = false;
         let mut unwatched: Vec<&str> = Vec::new();
         for dir in dirs {
-            if self.watched.contains(dir)
-                || unwatched.iter().any(|u| super::record::beneath(dir, u))
-            {
+            if self.watched.contains(dir) || unwatched.iter().any(|u| super::beneath(dir, u)) {
                 continue;
             }
             added = true;
