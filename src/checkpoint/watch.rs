@@ -30,7 +30,7 @@ use super::scan::Stamp;
 
 /// At most this many directories are watched; a tree with more is looked at every time (each
 /// watch costs the kernel about a kilobyte, and the user's limit is shared with editors).
-pub(super) const MAX_WATCHES: usize = if cfg!(test) { 64 } else { 16_384 };
+const MAX_WATCHES: usize = if cfg!(test) { 64 } else { 16_384 };
 
 /// At most this many recorded files with more than one link are looked at instead; more, and
 /// the watch vouches for nothing.
@@ -49,8 +49,8 @@ impl Watch {
 #[derive(Debug, Default)]
 pub(super) struct State {
     watcher: Option<Watcher>,
-    /// Why no watch is possible in this process, once found.
-    unavailable: Option<String>,
+    /// No watch is possible in this process (the reason is logged as it is found).
+    unavailable: bool,
     /// The last checkpoint, while the watch vouches for it.
     vouched: Option<Vouched>,
 }
@@ -136,7 +136,7 @@ impl State {
     /// events so far taken in (the checkpoint sees what they say).
     pub fn prepare<'a>(&mut self, root: &Path, dirs: impl Iterator<Item = &'a str>) {
         self.vouched = None;
-        if self.unavailable.is_some() {
+        if self.unavailable {
             return;
         }
         self.listen();
@@ -277,7 +277,7 @@ impl State {
         tracing::debug!(op = "checkpoint", result = "unwatched", "{why}");
         self.watcher = None;
         self.vouched = None;
-        self.unavailable = Some(why);
+        self.unavailable = true;
     }
 }
 
@@ -347,6 +347,8 @@ mod tests {
         let out = Command::new("git")
             .args(["init", "-q"])
             .current_dir(&root)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .output()
             .expect("git");
         assert!(out.status.success());
