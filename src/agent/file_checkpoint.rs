@@ -261,3 +261,52 @@ impl Closing {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::{SessionFile, TurnCheckpoint};
+
+    fn turn(before: &str) -> TurnCheckpoint {
+        TurnCheckpoint {
+            before: before.to_string(),
+            after: None,
+            started_at: Utc::now(),
+            ended_at: None,
+            messages_before: 2,
+            prompt: "p".to_string(),
+            undone_at: None,
+        }
+    }
+
+    #[test]
+    fn a_turn_not_yet_written_is_added_closed_and_a_written_one_is_closed_in_place() {
+        let now = Utc::now();
+        // Closing before the first checkpoint was written: the turn comes with the closing.
+        let mut session = SessionFile::new("s".into(), "coder".into(), now);
+        let closing = Closing {
+            unwritten: Some(turn("t0")),
+            after: None,
+        };
+        closing.apply(&mut session, now);
+        assert_eq!(session.checkpoints.len(), 1);
+        assert_eq!(session.checkpoints[0].after.as_deref(), Some("t0"));
+        assert_eq!(session.checkpoints[0].ended_at, Some(now));
+        // Written already: the open turn is closed with the tree the run ends with.
+        session.checkpoints.push(turn("t1"));
+        let closing = Closing {
+            unwritten: None,
+            after: Some("t2".to_string()),
+        };
+        closing.apply(&mut session, now);
+        assert_eq!(session.checkpoints.len(), 2);
+        assert_eq!(session.checkpoints[1].after.as_deref(), Some("t2"));
+        // Nothing open: nothing changes.
+        let closing = Closing {
+            unwritten: None,
+            after: Some("t3".to_string()),
+        };
+        closing.apply(&mut session, now);
+        assert_eq!(session.checkpoints[1].after.as_deref(), Some("t2"));
+    }
+}
