@@ -24,7 +24,7 @@ mod error;
 mod lock;
 mod logs;
 mod nonblocking;
-pub(crate) use nonblocking::off_thread;
+pub(crate) use nonblocking::{joined, off_thread};
 mod run_lock;
 mod sealed;
 mod store;

@@ -77,9 +77,15 @@ impl Store {
 async fn blocking<T: Send + 'static>(
     work: impl FnOnce() -> Result<T> + Send + 'static,
 ) -> Result<T> {
-    match off_thread(work).await {
-        Some(result) => result,
-        None => Err(SessionError::Io {
+    joined(tokio::task::spawn_blocking(work)).await
+}
+
+/// What store work on tokio's blocking pool came to (a panic there goes on as the panic it was).
+pub(crate) async fn joined<T>(task: tokio::task::JoinHandle<Result<T>>) -> Result<T> {
+    match task.await {
+        Ok(result) => result,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(_) => Err(SessionError::Io {
             path: std::path::PathBuf::new(),
             source: std::io::Error::other("a store task was cancelled"),
         }),

@@ -11,6 +11,7 @@ use serde::Serialize;
 use super::atomic::{self, TEMP_PREFIX};
 use super::error::{Result, SessionError};
 use super::lock::{LockKind, SessionLock};
+use super::run_lock::RunGuard;
 use super::sealed;
 use super::summary_cache;
 use super::{PLAN_FILE, SESSION_FILE, SESSION_LOG, snapshot_file_name};
@@ -125,6 +126,8 @@ pub struct Store {
     seal_bytes: usize,
     /// The sealed files this store (and its clones) read, parsed.
     sealed_cache: Arc<sealed::Cache>,
+    /// How many times this store (and its clones) wrote each session's session.json.
+    writes: Arc<std::sync::Mutex<std::collections::HashMap<PathBuf, u64>>>,
 }
 
 /// `session.seal_kb`'s default, in bytes.
@@ -139,7 +142,16 @@ impl Store {
             checkpointer: None,
             seal_bytes: SEAL_BYTES,
             sealed_cache: Arc::default(),
+            writes: Arc::default(),
         }
+    }
+
+    /// How many times this store and its clones have written session `id` (other processes'
+    /// writes are not counted): what was read of it is still what it holds while the count
+    /// stays the same.
+    pub fn writes(&self, id: &str) -> u64 {
+        let writes = self.writes.lock().unwrap_or_else(|e| e.into_inner());
+        writes.get(&self.dir(id)).copied().unwrap_or(0)
     }
 
     /// Seals session.json's messages into a file of their own once they pass `bytes` of JSON.
@@ -209,28 +221,55 @@ impl Store {
 
     /// Creates a new, empty session for `agent`.
     pub fn create(&self, agent: &str, now: DateTime<Utc>) -> Result<SessionFile> {
-        fs::create_dir_all(&self.sessions_dir).map_err(SessionError::io(&self.sessions_dir))?;
-        let plan = Plan::default().to_xml();
         let mut last_err = None;
         for _ in 0..8 {
-            let session = SessionFile::new(new_id(), agent.to_string(), now);
-            let files = [
-                NewFile::new(SESSION_FILE, session_bytes(&session)?),
-                NewFile::new(PLAN_FILE, plan.clone().into_bytes()),
-            ];
-            match self.publish_new_dir(&session.session_id, &files, None) {
-                Ok(()) => {
-                    let dir = self.dir(&session.session_id);
-                    let key = summary_cache::Key::now(&dir);
-                    let facts = summary_cache::Facts::of(&session);
-                    let summary = summary_cache::summarize(&session, 0, &facts);
-                    summary_cache::write(&dir, key, &summary, &facts);
+            match self.create_running(&new_id(), agent, now) {
+                Ok((session, _)) => {
+                    self.sweep();
                     return Ok(session);
                 }
                 Err(e) => last_err = Some(e),
             }
         }
         Err(last_err.unwrap_or_else(|| SessionError::NotFound("new session".into())))
+    }
+
+    /// An id no session has yet, to name a session before it is written
+    /// ([`Store::create_running`]).
+    pub fn unused_id(&self) -> String {
+        let mut id = new_id();
+        for _ in 0..8 {
+            if !self.dir(&id).exists() {
+                break;
+            }
+            id = new_id();
+        }
+        id
+    }
+
+    /// Creates the new, empty session `id` for `agent` to be run: its run lock is taken before
+    /// the session can be seen, so no other process runs it in between. An id taken meanwhile
+    /// is an error (ids are unique but for a clash in the same millisecond). What killed
+    /// creates left is swept by the run's first write, not here.
+    pub fn create_running(
+        &self,
+        id: &str,
+        agent: &str,
+        now: DateTime<Utc>,
+    ) -> Result<(SessionFile, RunGuard)> {
+        fs::create_dir_all(&self.sessions_dir).map_err(SessionError::io(&self.sessions_dir))?;
+        let session = SessionFile::new(id.to_string(), agent.to_string(), now);
+        let files = [
+            NewFile::new(SESSION_FILE, session_bytes(&session)?),
+            NewFile::new(PLAN_FILE, Plan::default().to_xml().into_bytes()),
+        ];
+        let guard = self.publish_new_dir(id, &files, None)?;
+        let dir = self.dir(id);
+        let key = summary_cache::Key::now(&dir);
+        let facts = summary_cache::Facts::of(&session);
+        let summary = summary_cache::summarize(&session, 0, &facts);
+        summary_cache::write(&dir, key, &summary, &facts);
+        Ok((session, guard))
     }
 
     /// Reads the whole session (every message, the sealed files' too) and plan.xml under a
@@ -398,6 +437,13 @@ impl Store {
         plan: Option<&Plan>,
         replaced: bool,
     ) -> Result<()> {
+        // Counted before it is made: a write that fails halfway may have changed the files.
+        *self
+            .writes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(dir.to_path_buf())
+            .or_default() += 1;
         let mut bytes = session_bytes(session)?;
         let mut to_seal = Vec::new();
         if bytes.len() > self.seal_bytes && !session.messages.is_empty() {
@@ -561,10 +607,11 @@ impl Store {
             let files = self.new_session_files(child.clone(), &plan)?;
             let link = (snapshot_path.as_path(), snapshot.snapshot_id.as_str());
             match target.publish_new_dir(&child.session_id, &files, Some(link)) {
-                Ok(()) => {
+                Ok(_) => {
                     let dir = target.dir(&child.session_id);
                     let key = summary_cache::Key::now(&dir);
                     summary_cache::write(&dir, key, &summary, &facts);
+                    target.sweep();
                     return Ok((child, snapshot));
                 }
                 Err(e) if child_id.is_some() => return Err(e),
@@ -726,8 +773,7 @@ impl Store {
         id: &str,
         files: &[NewFile],
         snapshot: Option<(&Path, &str)>,
-    ) -> Result<()> {
-        self.sweep();
+    ) -> Result<RunGuard> {
         let (temp, _hold) = loop {
             let temp = tempfile::Builder::new()
                 .prefix(TEMP_PREFIX)
@@ -759,6 +805,11 @@ impl Store {
                 atomic::create_new_atomic(&target, &contents, true)?;
             }
         }
+        // Taken inside the directory before it has its name (the lock's file goes with it): no
+        // other process can run the new session before its maker lets go.
+        let guard = RunGuard::try_acquire(temp.path())
+            .and_then(|guard| guard.ok_or_else(|| std::io::ErrorKind::WouldBlock.into()))
+            .map_err(SessionError::io(temp.path()))?;
         atomic::sync_dir(temp.path())?;
         let target = self.dir(id);
         if target.exists() {
@@ -772,7 +823,8 @@ impl Store {
             let _ = fs::remove_dir_all(&temp_path);
             SessionError::io(&target)(e)
         })?;
-        atomic::sync_dir(&self.sessions_dir)
+        atomic::sync_dir(&self.sessions_dir)?;
+        Ok(guard)
     }
 }
 

@@ -279,13 +279,13 @@ fn corrupt_session_json_is_reported_with_position_and_left_unchanged() {
     assert!(stdout.contains(&format!("ok       {healthy}")), "{stdout}");
     assert!(stdout.contains(&format!("problem  {id}")), "{stdout}");
     assert_eq!(fs::read_to_string(&path).expect("read"), broken);
-    // Only what create made is there (the summary `sessions list` reads among it): no temp
-    // files, no snapshot.
+    // Only what create made is there (the summary `sessions list` reads among it, and the
+    // locks): no temp files, no snapshot.
     let names: Vec<String> = fs::read_dir(repo.session_dir(&id))
         .expect("dir")
         .filter_map(Result::ok)
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| !n.ends_with(".log") && n != "session.lock")
+        .filter(|n| !n.ends_with(".log") && n != "session.lock" && n != "run.lock")
         .collect();
     let mut names = names;
     names.sort();
