@@ -52,8 +52,9 @@ impl ChatSession {
     /// gets its system prompt, with the project instructions down to `cwd`.
     pub(super) async fn open(
         runtime: &super::Runtime,
-        admitted: super::lifecycle::Admitted,
+        mut admitted: super::lifecycle::Admitted,
     ) -> Result<ChatSession, RunError> {
+        admitted.created().await?;
         let (ws, config, store) = (runtime.workspace(), runtime.config(), runtime.store());
         let resumed = admitted.resumed;
         let id = admitted.session_id.clone();

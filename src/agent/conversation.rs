@@ -1,7 +1,8 @@
 //! The conversation of one session as the agent sees it (seed 003): the messages are read from
 //! and appended to the store, never kept apart from it, but for a run's final answer, which
 //! may wait (a few milliseconds, in this process) to be written with the run's closing write
-//! ([`HeldAnswer`]).
+//! ([`HeldAnswer`]), and a run's first write, made while its first request goes out
+//! ([`FirstWrite`]).
 
 use chrono::Utc;
 
@@ -16,6 +17,61 @@ pub struct Conversation {
     session_id: String,
     /// Where the final answer waits, when the run writes it with its end.
     held: Option<HeldAnswer>,
+    /// The run's first write, until it is waited for.
+    first: std::sync::Mutex<Option<FirstWrite>>,
+}
+
+/// A run's first write, made on a thread of its own while the first request goes out: it
+/// holds the session's write lock from before the run goes on, so whatever reads or writes the
+/// session next (in this process or another) comes after it. The first request is sent the
+/// conversation as the write leaves it, from memory, unless something wrote the session in
+/// between.
+pub struct FirstWrite {
+    /// The conversation as the write leaves it, and the store's count of the session's writes
+    /// once it is made.
+    known: Option<(Vec<Message>, u64)>,
+    task: tokio::task::JoinHandle<Result<(), crate::session::SessionError>>,
+}
+
+impl FirstWrite {
+    /// Starts writing `messages` (and `status`) to session `id` on a thread of its own;
+    /// returns once the write holds the session's lock. The first request is sent `messages`
+    /// from memory when the session held nothing before them.
+    pub async fn start(
+        store: &Store,
+        id: &str,
+        messages: Vec<Message>,
+        status: crate::protocol::SessionStatus,
+    ) -> Result<FirstWrite, crate::session::SessionError> {
+        let (locked, is_locked) = tokio::sync::oneshot::channel();
+        let (writer, session, written) = (store.clone(), id.to_string(), messages.clone());
+        let task = tokio::task::spawn_blocking(move || {
+            writer.update(&session, Utc::now(), move |state| {
+                // Whether the session holds nothing else (another process may have appended
+                // to it since it was made).
+                let alone =
+                    state.session.messages.is_empty() && state.session.earlier_messages.is_empty();
+                let _ = locked.send(alone);
+                state.session.status = status;
+                state.session.messages.extend(written);
+                Ok(())
+            })
+        });
+        let Ok(alone) = is_locked.await else {
+            // It ended before it took the lock: its error is the run's.
+            return Err(match crate::session::joined(task).await {
+                Err(e) => e,
+                Ok(()) => crate::session::SessionError::Io {
+                    path: store.dir(id),
+                    source: std::io::Error::other("the first write ended without writing"),
+                },
+            });
+        };
+        Ok(FirstWrite {
+            known: alone.then(|| (messages, store.writes(id) + 1)),
+            task,
+        })
+    }
 }
 
 impl Conversation {
@@ -24,6 +80,7 @@ impl Conversation {
             store,
             session_id,
             held: None,
+            first: Default::default(),
         }
     }
 
@@ -34,7 +91,28 @@ impl Conversation {
             store,
             session_id,
             held: Some(held),
+            first: Default::default(),
         }
+    }
+
+    /// A conversation whose first write is still being made ([`Conversation::settle`]).
+    pub fn after(mut self, first: Option<FirstWrite>) -> Conversation {
+        self.first = std::sync::Mutex::new(first);
+        self
+    }
+
+    /// Waits for the run's first write: an error writing it is the run's.
+    pub async fn settle(&self) -> Result<(), ToolError> {
+        let task = self
+            .first
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+            .map(|f| f.task);
+        if let Some(task) = task {
+            crate::session::joined(task).await?;
+        }
+        Ok(())
     }
 
     /// Records the agent's final answer: kept for the caller when it holds answers, written
@@ -57,11 +135,21 @@ impl Conversation {
     }
 
     pub async fn messages(&self) -> Result<Vec<Message>, ToolError> {
+        if let Some(known) = self.known() {
+            return Ok(known);
+        }
         Ok(self
             .store
             .read_session_async(&self.session_id)
             .await?
             .messages)
+    }
+
+    /// The conversation the first write leaves, once, while nothing else wrote the session.
+    fn known(&self) -> Option<Vec<Message>> {
+        let mut first = self.first.lock().unwrap_or_else(|e| e.into_inner());
+        let (messages, writes) = first.as_mut()?.known.take()?;
+        (self.store.writes(&self.session_id) <= writes).then_some(messages)
     }
 
     /// Appends messages (and a model request's tokens and cost) in one write.
@@ -128,5 +216,90 @@ impl HeldAnswer {
             })
             .await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use crate::protocol::{Role, SessionStatus};
+
+    fn store() -> (tempfile::TempDir, Store, String) {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = Store::new(
+            dir.path().join("sessions"),
+            std::time::Duration::from_secs(5),
+        );
+        let id = store
+            .create("coder", Utc::now())
+            .expect("create")
+            .session_id;
+        (dir, store, id)
+    }
+
+    async fn first_write(store: &Store, id: &str, messages: Vec<Message>) -> FirstWrite {
+        FirstWrite::start(store, id, messages, SessionStatus::Running)
+            .await
+            .expect("the write takes the lock")
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn the_first_request_is_sent_the_first_write_from_memory_once() {
+        let (_dir, store, id) = store();
+        let first = vec![Message::new(Role::User, "hello", Utc::now())];
+        let written = first_write(&store, &id, first.clone()).await;
+        let conversation = Conversation::new(store.clone(), id.clone()).after(Some(written));
+        assert_eq!(conversation.messages().await.unwrap(), first);
+        conversation.settle().await.unwrap();
+        // Written, and read from the store from then on.
+        store
+            .append(
+                &id,
+                vec![Message::new(Role::Assistant, "hi", Utc::now())],
+                Utc::now(),
+            )
+            .unwrap();
+        assert_eq!(conversation.messages().await.unwrap().len(), 2);
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_write_after_the_first_one_is_read_from_the_store() {
+        let (_dir, store, id) = store();
+        let first = vec![Message::new(Role::User, "hello", Utc::now())];
+        let written = first_write(&store, &id, first).await;
+        let conversation = Conversation::new(store.clone(), id.clone()).after(Some(written));
+        // A message queued for the session goes in before the first request: it waits for the
+        // first write's lock, and the request must carry it.
+        let (s, i) = (store.clone(), id.clone());
+        tokio::task::spawn_blocking(move || {
+            s.append(
+                &i,
+                vec![Message::new(Role::User, "queued", Utc::now())],
+                Utc::now(),
+            )
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        let sent = conversation.messages().await.unwrap();
+        let texts: Vec<_> = sent.iter().map(|m| m.content.as_str()).collect();
+        assert_eq!(texts, ["hello", "queued"]);
+        conversation.settle().await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_first_write_that_failed_fails_the_run() {
+        let (_dir, store, id) = store();
+        let task = tokio::task::spawn_blocking(|| {
+            Err(crate::session::SessionError::NotFound("gone".into()))
+        });
+        let written = FirstWrite { known: None, task };
+        let conversation = Conversation::new(store, id).after(Some(written));
+        let error = conversation.settle().await.expect_err("the write's error");
+        assert!(error.to_string().contains("gone"), "{error}");
+        // Said once: waiting again has nothing left to wait for.
+        conversation.settle().await.unwrap();
     }
 }

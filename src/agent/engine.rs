@@ -203,7 +203,7 @@ impl Engine {
         events: &'a EventSink,
         stats: &'a mut TurnStats,
     ) -> BoxFuture<'a, Result<Result<AgentResponse, Interrupted>, ToolError>> {
-        self.drive_holding(ctx, max_turns, events, stats, None)
+        self.drive_holding(ctx, max_turns, events, stats, None, None)
     }
 
     /// [`Engine::drive`], the final answer kept in `held` when given (a run writes it with
@@ -215,6 +215,7 @@ impl Engine {
         events: &'a EventSink,
         stats: &'a mut TurnStats,
         held: Option<super::conversation::HeldAnswer>,
+        first: Option<super::conversation::FirstWrite>,
     ) -> BoxFuture<'a, Result<Result<AgentResponse, Interrupted>, ToolError>> {
         Box::pin(async move {
             let agent = ModelAgent {
@@ -229,8 +230,13 @@ impl Engine {
             let conversation = match held {
                 Some(held) => super::conversation::Conversation::holding_answer(store, id, held),
                 None => super::conversation::Conversation::new(store, id),
-            };
-            agent.respond(&conversation, ctx, events, stats).await
+            }
+            .after(first);
+            let answer = agent.respond(&conversation, ctx, events, stats).await;
+            // Answered before the first request went out (stopped, over budget): the first
+            // write is in before the run ends.
+            conversation.settle().await?;
+            answer
         })
     }
 }

@@ -34,19 +34,65 @@ pub(super) struct Admitted {
     pub coordinator: Option<crate::queue::priority::Coordinator>,
     pub provider: Provider,
     pub now: DateTime<Utc>,
+    /// A new session being written, with its run lock: awaited by whatever writes to it first
+    /// ([`Admitted::created`]).
+    creating: Option<Creating>,
     /// Held until the run is finished.
-    _guard: crate::queue::RunGuard,
+    guard: Option<crate::queue::RunGuard>,
+}
+
+/// A new session's directory being written, on a thread of its own.
+type Creating = tokio::task::JoinHandle<
+    Result<(crate::protocol::SessionFile, crate::queue::RunGuard), crate::session::SessionError>,
+>;
+
+/// Waits for a new session to be written; its run lock, or `None` when there was nothing to
+/// wait for.
+async fn settle(
+    creating: &mut Option<Creating>,
+) -> Result<Option<crate::queue::RunGuard>, RunError> {
+    let Some(task) = creating.take() else {
+        return Ok(None);
+    };
+    let (_, guard) = task
+        .await
+        .map_err(|e| RunError::Agent(format!("creating the session: {e}")))??;
+    Ok(Some(guard))
+}
+
+/// Removes session `id`, made for this run only (the run was refused), once it is written.
+async fn discard(store: &crate::session::Store, id: &str, creating: &mut Option<Creating>) {
+    if settle(creating).await.is_ok() {
+        let _ = std::fs::remove_dir_all(store.dir(id));
+    }
+}
+
+impl Admitted {
+    /// Waits until a new session is written (its first write must follow it); a session
+    /// continued is there already.
+    pub(super) async fn created(&mut self) -> Result<(), RunError> {
+        if let Some(guard) = settle(&mut self.creating).await? {
+            self.guard = Some(guard);
+        }
+        Ok(())
+    }
+
+    /// Removes the session when it was made for this run only (the run was refused).
+    pub(super) async fn discard(&mut self, store: &crate::session::Store) {
+        if !self.resumed {
+            discard(store, &self.session_id, &mut self.creating).await;
+        }
+    }
+}
+
+/// The session a run is admitted to: one to continue, or one being created under the id it
+/// was given.
+enum Target {
+    Resume(String),
+    Create(String, Creating),
 }
 
 /// A run under way: the engine, the top-level tool context and the open file checkpoint.
-/// The session a run is admitted to: one to continue, or one being created.
-enum Target {
-    Resume(String),
-    Create(
-        tokio::task::JoinHandle<Result<crate::protocol::SessionFile, crate::session::SessionError>>,
-    ),
-}
-
 pub(super) struct Opened {
     pub engine: Engine,
     pub ctx: ToolContext,
@@ -59,6 +105,8 @@ pub(super) struct Opened {
     /// The run's final answer, written with the run's closing write (or before whatever the
     /// run writes next).
     pub held: super::conversation::HeldAnswer,
+    /// A new session's first write, made while the first request goes out.
+    pub first: Option<super::conversation::FirstWrite>,
 }
 
 impl Runtime {
@@ -135,27 +183,30 @@ impl Runtime {
                 .clone()
                 .unwrap_or_else(|| self.config.agent.default.clone())
         };
-        // A new session is written (four fsyncs) while its agent and rules are checked, on a
-        // thread of its own at once (a spawned task would wait for this one to yield); a run
-        // they refuse removes it again.
+        // A new session is written (four fsyncs) while the run is checked and opened, on a
+        // thread of its own at once (a spawned task would wait for this one to yield); its
+        // first write waits for it, and a run refused removes it again.
         let target = match &request.session {
             Some(id) => Target::Resume(id.clone()),
             None => {
                 let (store, agent) = (self.store.clone(), new_agent());
-                Target::Create(tokio::task::spawn_blocking(move || {
-                    store.create(&agent, now)
-                }))
+                let id = store.unused_id();
+                let named = id.clone();
+                Target::Create(
+                    id,
+                    tokio::task::spawn_blocking(move || store.create_running(&named, &agent, now)),
+                )
             }
         };
         let checked = async {
             let agents = self.ws.agents()?;
             let agent_name = match &target {
                 Target::Resume(id) => self.blocking_read(id).await?.agent,
-                Target::Create(_) => new_agent(),
+                Target::Create(..) => new_agent(),
             };
             // A broken permission file stops the run before anything happens (fail closed).
             load_policy(&self.ws.root, &agent_name)?;
-            if let Target::Create(_) = target {
+            if let Target::Create(..) = target {
                 agents
                     .for_new_session(&agent_name, &self.ws.agents_path())
                     .map_err(RunError::Agent)?;
@@ -163,24 +214,21 @@ impl Runtime {
             Ok::<_, RunError>((agents, agent_name))
         }
         .await;
-        let admitted_to = match target {
-            Target::Resume(id) => Ok((id, true)),
-            Target::Create(task) => task
-                .await
-                .map_err(|e| RunError::Agent(format!("creating the session: {e}")))
-                .and_then(|created| Ok((created?.session_id, false))),
+        let (session_id, resumed, mut creating) = match target {
+            Target::Resume(id) => (id, true, None),
+            Target::Create(id, task) => (id, false, Some(task)),
         };
         let (agents, agent_name) = match checked {
             Ok(checked) => checked,
             Err(e) => {
-                if let Ok((id, false)) = &admitted_to {
+                if !resumed {
                     // Made a moment ago for this run only.
-                    let _ = std::fs::remove_dir_all(self.store.dir(id));
+                    discard(&self.store, &session_id, &mut creating).await;
                 }
                 return Err(e);
             }
         };
-        let (session_id, resumed) = admitted_to?;
+        let mut guard = None;
         let def = agents.get(&agent_name);
         // Seed 000: agents with a priority take part in preemption; the others never wait.
         let minute = {
@@ -212,6 +260,7 @@ impl Runtime {
             match coordinator.admit(&session_id, &agent_name, priority, interruptible)? {
                 crate::queue::priority::Admission::Admitted { paused } => {
                     // Seed 000 §3: the session stores the priority it runs with.
+                    guard = settle(&mut creating).await?;
                     let why = emergency.clone();
                     self.record(&session_id, move |s| {
                         s.priority = Some(priority);
@@ -236,19 +285,22 @@ impl Runtime {
                     tracing::info!(agent = %agent_name, op = "priority", result = "refused", "{reason}");
                     if !resumed {
                         // The session was created a moment ago for this run only.
-                        let _ = std::fs::remove_dir_all(self.store.dir(&session_id));
+                        discard(&self.store, &session_id, &mut creating).await;
                     }
                     return Err(RunError::Refused(reason));
                 }
             }
         }
-        let guard = match request.guard.take() {
-            Some(guard) => guard,
-            None => match crate::queue::RunGuard::try_acquire(&self.store.dir(&session_id)) {
-                Ok(Some(guard)) => guard,
+        let guard = match (request.guard.take(), resumed) {
+            (Some(taken), _) => Some(taken),
+            (None, true) => match crate::queue::RunGuard::try_acquire(&self.store.dir(&session_id))
+            {
+                Ok(Some(guard)) => Some(guard),
                 Ok(None) => return Err(RunError::Busy(session_id)),
                 Err(e) => return Err(RunError::Agent(e.to_string())),
             },
+            // A new session's run lock comes with it.
+            (None, false) => guard,
         };
         Ok(Admitted {
             session_id,
@@ -260,7 +312,8 @@ impl Runtime {
             coordinator,
             provider,
             now,
-            _guard: guard,
+            creating,
+            guard,
         })
     }
 
@@ -268,12 +321,17 @@ impl Runtime {
     /// for it is removed, nothing is stored) or add context, given to the model after it.
     pub(super) async fn submit_prompt(
         &self,
-        admitted: &Admitted,
+        admitted: &mut Admitted,
         request: &mut RunRequest,
     ) -> Result<(), RunError> {
         let Some(prompt) = request.input.clone() else {
             return Ok(());
         };
+        if !hooks::configured(&self.config.hooks, Hook::UserPromptSubmit) {
+            return Ok(());
+        }
+        // A hook may look at the session it is given.
+        admitted.created().await?;
         let outcome = hooks::fire(
             &self.config.hooks,
             Hook::UserPromptSubmit,
@@ -288,10 +346,8 @@ impl Runtime {
                 if let Some(c) = &admitted.coordinator {
                     let _ = c.finish(&admitted.session_id);
                 }
-                if !admitted.resumed {
-                    // The session was created a moment ago for this prompt only.
-                    let _ = std::fs::remove_dir_all(self.store.dir(&admitted.session_id));
-                }
+                // The session was created a moment ago for this prompt only.
+                admitted.discard(&self.store).await;
                 tracing::info!(session = %admitted.session_id, op = "hook", event = "user-prompt-submit", result = "blocked", "{reason}");
                 Err(RunError::Refused(format!(
                     "a user-prompt-submit hook blocked the prompt: {reason}"
@@ -373,7 +429,7 @@ impl Runtime {
     /// session-start hooks, and for a loaded session the parent and consistency checks.
     pub(super) async fn open(
         &self,
-        admitted: &Admitted,
+        admitted: &mut Admitted,
         request: &RunRequest,
         events: &EventSink,
         cancel: &CancellationToken,
@@ -389,15 +445,19 @@ impl Runtime {
             provider,
             now,
             ..
-        } = admitted;
-        let (session_id, resumed, agent_name, def, priority, now) = (
+        } = &*admitted;
+        let (session_id, resumed, agent_name, def, priority, emergency, coordinator, provider, now) = (
             session_id.clone(),
             *resumed,
             agent_name.clone(),
-            def.as_ref(),
+            def.clone(),
             *priority,
+            emergency.clone(),
+            coordinator.clone(),
+            provider.clone(),
             *now,
         );
+        let def = def.as_ref();
         let events = events.clone();
         let checkpoints = self.checkpoints();
 
@@ -431,6 +491,10 @@ impl Runtime {
         // model is sent.
         let input = match &request.input {
             Some(text) => {
+                if text.contains('@') {
+                    // What attaches a file may ask, log or run a hook about the session.
+                    admitted.created().await?;
+                }
                 let expanded = super::mentions::expand(&ctx, &self.cwd, text).await;
                 for message in expanded.warnings {
                     let _ = events.send(Event::Warning { message });
@@ -448,6 +512,7 @@ impl Runtime {
         };
         // The plan and the conversation are as the last checked run left them.
         let mut unchanged = false;
+        let mut first_write = None;
         let turn;
         // A goal the last run did not meet, taken up again by this one.
         let mut reactivate = false;
@@ -502,8 +567,23 @@ impl Runtime {
             if let Some(input) = input {
                 first.push(Message::new(Role::User, input, now));
             }
-            self.update_status(&session_id, SessionStatus::Running, first)
-                .await?;
+            admitted.created().await?;
+            if hooks::configured(&self.config.hooks, Hook::SessionStart) {
+                // Its hooks may read the session.
+                self.update_status(&session_id, SessionStatus::Running, first)
+                    .await?;
+            } else {
+                // Written while the first request goes out, which is sent them from memory.
+                first_write = Some(
+                    super::conversation::FirstWrite::start(
+                        &self.store,
+                        &session_id,
+                        first,
+                        SessionStatus::Running,
+                    )
+                    .await?,
+                );
+            }
         }
         // The session's goal: the one set now, or the one it had, taken up again by this run
         // (a write only when there is one: most runs have none).
@@ -568,6 +648,7 @@ impl Runtime {
             turn,
             consistent,
             held: Default::default(),
+            first: first_write,
         })
     }
 
@@ -575,20 +656,21 @@ impl Runtime {
     /// ends, one message at a time.
     pub(super) async fn drive(
         &self,
-        opened: &Opened,
+        opened: &mut Opened,
         max_turns: Option<u32>,
         events: &EventSink,
         stats: &mut TurnStats,
     ) -> Answer {
+        let first = opened.first.take();
         let Opened {
             engine, ctx, held, ..
-        } = opened;
+        } = &*opened;
         let flush = || held.flush(&self.store, &ctx.session_id);
         let max_turns = max_turns.unwrap_or(self.config.agent.max_turns);
         let deadline = std::time::Instant::now()
             + std::time::Duration::from_secs_f64(self.config.agent.goal_timeout_s);
         let mut answer = engine
-            .drive_holding(ctx, max_turns, events, stats, Some(held.clone()))
+            .drive_holding(ctx, max_turns, events, stats, Some(held.clone()), first)
             .await;
         let mut kept_going = 0;
         loop {
@@ -603,7 +685,7 @@ impl Runtime {
                 match engine.take_next(ctx).await {
                     Ok(Some(())) => {
                         answer = engine
-                            .drive_holding(ctx, max_turns, events, stats, Some(held.clone()))
+                            .drive_holding(ctx, max_turns, events, stats, Some(held.clone()), None)
                             .await
                     }
                     Ok(None) => break,
@@ -642,7 +724,7 @@ impl Runtime {
                         return Err(ToolError::fatal_from(e));
                     }
                     answer = engine
-                        .drive_holding(ctx, left, events, stats, Some(held.clone()))
+                        .drive_holding(ctx, left, events, stats, Some(held.clone()), None)
                         .await;
                     continue;
                 }
@@ -695,7 +777,7 @@ impl Runtime {
                 return Err(e.into());
             }
             answer = engine
-                .drive_holding(ctx, left, events, stats, Some(held.clone()))
+                .drive_holding(ctx, left, events, stats, Some(held.clone()), None)
                 .await;
         }
     }

@@ -166,15 +166,15 @@ impl Runtime {
         events: EventSink,
         cancel: CancellationToken,
     ) -> Result<RunOutcome, RunError> {
-        let admitted = self.admit(&mut request).await?;
-        self.submit_prompt(&admitted, &mut request).await?;
+        let mut admitted = self.admit(&mut request).await?;
+        self.submit_prompt(&mut admitted, &mut request).await?;
         // Claude Code's settings as the run finds them: one the run changes may hold a hook
         // the agent planted, which would run outside the sandbox later.
         let settings = crate::config::project_settings_now(&self.ws.root);
-        let opened = self.open(&admitted, &request, &events, &cancel).await?;
+        let mut opened = self.open(&mut admitted, &request, &events, &cancel).await?;
         let mut stats = TurnStats::default();
         let answer = self
-            .drive(&opened, request.max_turns, &events, &mut stats)
+            .drive(&mut opened, request.max_turns, &events, &mut stats)
             .await;
         self.distrust_changed_settings(&settings, &events);
         self.finish(admitted, opened, answer, stats, &events).await

@@ -163,11 +163,14 @@ impl ModelAgent {
                 tools: &specs,
                 cache_key: Some(&ctx.session_id),
             };
-            let reply = match self
+            let sent = self
                 .provider
                 .complete(request, &ctx.cancel, &mut on_event)
-                .await
-            {
+                .await;
+            // The run's first write, made while the request went out, is in before anything
+            // that follows.
+            conversation.settle().await?;
+            let reply = match sent {
                 Ok(reply) => reply,
                 Err(ProviderError::Cancelled) => return Ok(Err(Interrupted)),
                 Err(e @ ProviderError::ContextOverflow { .. }) if !compacted_for_overflow => {
