@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 mod cli;
 
 use cli::{Cli, Outside, exit};
@@ -15,7 +15,11 @@ fn main() -> ExitCode {
         std::process::exit(nop::sandbox::sandbox_main(&args[2..]));
     }
     nop::sandbox::protect_this_process();
-    let cli = Cli::parse_from(cli::implicit_run(args));
+    // Built once (it is most of what parsing costs): for the short forms, then for parsing.
+    let command = Cli::command();
+    let args = cli::implicit_run(&command, args);
+    let cli = Cli::from_arg_matches(&command.get_matches_from(args))
+        .unwrap_or_else(|e| e.format(&mut Cli::command()).exit());
     let outside = Outside {
         cwd: std::env::current_dir().unwrap_or_else(|_| ".".into()),
         // Configuration reads NOP_* variables; the provider reads its key variable. Variables

@@ -3,10 +3,6 @@
 
 use std::ffi::OsString;
 
-use clap::CommandFactory;
-
-use super::Cli;
-
 /// The arguments as clap should read them:
 /// - `nop "PROMPT"` and `nop fix the failing test` are `nop run …`, unless the first word is a
 ///   command; a lone word close to a command's name (`nop sesions`) is left for clap to say "did
@@ -15,9 +11,8 @@ use super::Cli;
 ///   `nop -p "…"` (print mode);
 /// - `nop -r [ID] [PROMPT]` (`--resume`) is `nop resume [ID] [PROMPT]`;
 /// - for `run` and `exec`, the words of the prompt given unquoted are one prompt.
-pub fn implicit_run(mut args: Vec<OsString>) -> Vec<OsString> {
-    let cli = Cli::command();
-    let globals = Options::of(&cli);
+pub fn implicit_run(cli: &clap::Command, mut args: Vec<OsString>) -> Vec<OsString> {
+    let globals = Options::of(cli);
     let Some(run) = cli.find_subcommand("run").map(Options::of) else {
         return args;
     };
@@ -170,11 +165,14 @@ impl Options {
 
 #[cfg(test)]
 mod tests {
+    use clap::CommandFactory;
+
+    use super::super::Cli;
     use super::*;
 
     fn args(list: &[&str]) -> Vec<String> {
         let os = list.iter().map(OsString::from).collect();
-        implicit_run(os)
+        implicit_run(&Cli::command(), os)
             .into_iter()
             .map(|a| a.to_string_lossy().into_owned())
             .collect()
