@@ -784,19 +784,26 @@ impl Store {
                 break (temp, hold);
             }
         };
+        // All written before any is synced: the first fsync's journal commit then carries the
+        // others' entries too.
+        let mut written = Vec::with_capacity(files.len());
         for file in files {
             let path = temp.path().join(&file.name);
-            fs::write(&path, &file.bytes)
+            let opened = fs::write(&path, &file.bytes)
                 .and_then(|()| {
-                    let written = fs::File::open(&path)?;
+                    let opened = fs::File::open(&path)?;
                     if file.read_only {
-                        let mut perms = written.metadata()?.permissions();
+                        let mut perms = opened.metadata()?.permissions();
                         perms.set_readonly(true);
-                        written.set_permissions(perms)?;
+                        opened.set_permissions(perms)?;
                     }
-                    written.sync_all()
+                    Ok(opened)
                 })
                 .map_err(SessionError::io(&path))?;
+            written.push((path, opened));
+        }
+        for (path, opened) in written {
+            opened.sync_all().map_err(SessionError::io(&path))?;
         }
         if let Some((source, snapshot_id)) = snapshot {
             let target = temp.path().join(snapshot_file_name(snapshot_id));
