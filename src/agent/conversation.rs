@@ -46,18 +46,19 @@ impl FirstWrite {
         let (locked, is_locked) = tokio::sync::oneshot::channel();
         let (writer, session, written) = (store.clone(), id.to_string(), messages.clone());
         let task = tokio::task::spawn_blocking(move || {
-            writer.update(&session, Utc::now(), move |state| {
+            writer.update(&session, Utc::now(), |state| {
                 // Whether the session holds nothing else (another process may have appended
-                // to it since it was made).
+                // to it since it was made), and the count of writes before this one, under
+                // the lock: none can come in between.
                 let alone =
                     state.session.messages.is_empty() && state.session.earlier_messages.is_empty();
-                let _ = locked.send(alone);
+                let _ = locked.send((alone, writer.writes(&session)));
                 state.session.status = status;
                 state.session.messages.extend(written);
                 Ok(())
             })
         });
-        let Ok(alone) = is_locked.await else {
+        let Ok((alone, writes)) = is_locked.await else {
             // It ended before it took the lock: its error is the run's.
             return Err(match crate::session::joined(task).await {
                 Err(e) => e,
@@ -68,7 +69,7 @@ impl FirstWrite {
             });
         };
         Ok(FirstWrite {
-            known: alone.then(|| (messages, store.writes(id) + 1)),
+            known: alone.then(|| (messages, writes + 1)),
             task,
         })
     }
