@@ -48,8 +48,22 @@ pub fn exit_code(status: RunStatus) -> ExitCode {
 
 pub(super) fn tokio_runtime() -> Result<tokio::runtime::Runtime> {
     Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers())
         .enable_all()
         .build()?)
+}
+
+/// The runtime's worker threads: one per CPU this process may use, at most four. nop waits on
+/// the model, files and child processes, and runs what takes CPU on blocking threads; tokio's
+/// own count reads the cgroup files at every start and starts a thread per core.
+fn workers() -> usize {
+    use nix::sched::{CpuSet, sched_getaffinity};
+    let usable = sched_getaffinity(nix::unistd::Pid::from_raw(0)).map_or(1, |set| {
+        (0..CpuSet::count())
+            .filter(|&cpu| set.is_set(cpu).unwrap_or(false))
+            .count()
+    });
+    usable.clamp(1, 4)
 }
 
 /// The prompt of `nop run`: the argument, `-` for stdin, or none (interactive on a terminal).
