@@ -456,7 +456,16 @@ fn parse_args<A: DeserializeOwned>(args: Value) -> Result<A, ToolError> {
 }
 
 /// The JSON schema of `A`, as an object schema without the meta keys some servers reject.
-pub fn schema_of<A: JsonSchema>() -> Value {
+pub fn schema_of<A: JsonSchema + 'static>() -> Value {
+    // Made once per process: a run's first request, every subagent and every drive ask again.
+    static MADE: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<std::any::TypeId, Value>>,
+    > = std::sync::OnceLock::new();
+    let made = MADE.get_or_init(Default::default);
+    let key = std::any::TypeId::of::<A>();
+    if let Some(schema) = made.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return schema.clone();
+    }
     let mut schema = serde_json::to_value(schemars::schema_for!(A)).unwrap_or(Value::Null);
     if let Value::Object(map) = &mut schema {
         map.remove("$schema");
@@ -464,6 +473,9 @@ pub fn schema_of<A: JsonSchema>() -> Value {
         map.entry("properties")
             .or_insert_with(|| Value::Object(Default::default()));
     }
+    made.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key, schema.clone());
     schema
 }
 
