@@ -567,6 +567,9 @@ impl Runtime {
             if let Some(input) = input {
                 first.push(Message::new(Role::User, input, now));
             }
+            // The tools' schemas the first request carries are made (once per process) while the
+            // new session is still being written.
+            let _ = engine.registry().specs();
             admitted.created().await?;
             if hooks::configured(&self.config.hooks, Hook::SessionStart) {
                 // Its hooks may read the session.
