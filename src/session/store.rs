@@ -312,8 +312,21 @@ impl Store {
         now: DateTime<Utc>,
         change: impl FnOnce(&mut Recent) -> Result<T>,
     ) -> Result<T> {
-        let dir = self.existing_dir(id)?;
+        let value = self.update_locked(id, now, change);
+        // What killed creates and forks left in the sessions directory (once per process):
+        // after the write, so that it never holds up the lock or whoever waits for the write
+        // (a run's first write, which a new run's first request waits to see locked).
         self.sweep();
+        value
+    }
+
+    fn update_locked<T>(
+        &self,
+        id: &str,
+        now: DateTime<Utc>,
+        change: impl FnOnce(&mut Recent) -> Result<T>,
+    ) -> Result<T> {
+        let dir = self.existing_dir(id)?;
         let _lock = SessionLock::acquire(&dir, id, LockKind::Exclusive, self.lock_timeout)?;
         atomic::recover(&dir)?;
         // Read under the lock: it describes the session.json about to be read, or nothing.
