@@ -66,12 +66,6 @@ impl Store {
         })
         .await
     }
-
-    /// [`Store::create`], off the async threads.
-    pub async fn create_async(&self, agent: &str, now: DateTime<Utc>) -> Result<SessionFile> {
-        let (store, agent) = (self.clone(), agent.to_string());
-        blocking(move || store.create(&agent, now)).await
-    }
 }
 
 async fn blocking<T: Send + 'static>(
