@@ -76,14 +76,12 @@ async fn blocking<T: Send + 'static>(
 
 /// What store work on tokio's blocking pool came to (a panic there goes on as the panic it was).
 pub(crate) async fn joined<T>(task: tokio::task::JoinHandle<Result<T>>) -> Result<T> {
-    match task.await {
-        Ok(result) => result,
-        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-        Err(_) => Err(SessionError::Io {
+    finished(task).await.unwrap_or_else(|| {
+        Err(SessionError::Io {
             path: std::path::PathBuf::new(),
             source: std::io::Error::other("a store task was cancelled"),
-        }),
-    }
+        })
+    })
 }
 
 /// Runs `work` on tokio's blocking pool (file reads and `flock`s from async code). A panic there
@@ -92,7 +90,12 @@ pub(crate) async fn joined<T>(task: tokio::task::JoinHandle<Result<T>>) -> Resul
 pub(crate) async fn off_thread<T: Send + 'static>(
     work: impl FnOnce() -> T + Send + 'static,
 ) -> Option<T> {
-    match tokio::task::spawn_blocking(work).await {
+    finished(tokio::task::spawn_blocking(work)).await
+}
+
+/// A task's outcome; a panic goes on as the panic it was, `None` when it was cancelled.
+async fn finished<T>(task: tokio::task::JoinHandle<T>) -> Option<T> {
+    match task.await {
         Ok(result) => Some(result),
         Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
         Err(_) => None,
