@@ -802,9 +802,9 @@ impl Store {
         let mut written = Vec::with_capacity(files.len());
         for file in files {
             let path = temp.path().join(&file.name);
-            let opened = fs::write(&path, &file.bytes)
-                .and_then(|()| {
-                    let opened = fs::File::open(&path)?;
+            let opened = fs::File::create_new(&path)
+                .and_then(|mut opened| {
+                    std::io::Write::write_all(&mut opened, &file.bytes)?;
                     if file.read_only {
                         let mut perms = opened.metadata()?.permissions();
                         perms.set_readonly(true);
