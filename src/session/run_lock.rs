@@ -46,4 +46,24 @@ mod tests {
         assert!(!RunGuard::is_busy(dir.path()));
         Ok(())
     }
+
+    #[test]
+    fn a_session_created_to_be_run_comes_locked_and_its_id_cannot_be_made_twice()
+    -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let store = crate::session::Store::new(dir.path(), std::time::Duration::from_secs(5));
+        let id = store.unused_id();
+        let (session, guard) = store.create_running(&id, "coder", chrono::Utc::now())?;
+        assert_eq!(session.session_id, id);
+        // Another process asking to run it (or to delete it) finds it taken.
+        assert!(RunGuard::is_busy(&store.dir(&id)));
+        assert!(
+            store
+                .create_running(&id, "coder", chrono::Utc::now())
+                .is_err()
+        );
+        drop(guard);
+        assert!(!RunGuard::is_busy(&store.dir(&id)));
+        Ok(())
+    }
 }
