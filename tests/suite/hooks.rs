@@ -144,3 +144,42 @@ fn a_hook_never_gets_the_provider_key() {
         assert!(!env.contains("sk-hook-canary"), "{name}: {env}");
     }
 }
+
+#[test]
+fn prompt_and_session_start_hooks_find_the_new_session_written() {
+    // A new session is written beside the run and its first request; a hook given its id may
+    // read it, so the run waits for it where a hook runs. What a hook sees is checked here; a
+    // hook's own start takes longer than the write, so this cannot catch a run that forgot to
+    // wait (the unit tests of `FirstWrite` hold the ordering).
+    let copy = |to: &str| {
+        format!(
+            "'id=$(sed -n \"s/.*\\\"session_id\\\":\\\"\\([^\\\"]*\\)\\\".*/\\1/p\"); cp .nop/sessions/$id/session.json work/{to}'"
+        )
+    };
+    let repo = with_hooks(&format!(
+        "  user-prompt-submit:\n    - {}\n  session-start:\n    - {}\n",
+        copy("at-prompt.json"),
+        copy("at-start.json")
+    ));
+    let server = MockServer::start(vec![openai::reply_text("hello")]);
+    let out = repo
+        .nop_model(&server, "openai")
+        .args(["run", "say hi"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let read = |name: &str| -> Value {
+        let text = fs::read_to_string(repo.path().join("work").join(name)).expect(name);
+        serde_json::from_str(&text).expect("json")
+    };
+    // At the prompt: the session exists, nothing in it yet.
+    assert_eq!(read("at-prompt.json")["messages"], json!([]));
+    // At the start: the first messages are in it, the input last.
+    let at_start = read("at-start.json");
+    let messages = at_start["messages"].as_array().expect("messages");
+    assert_eq!(
+        messages.last().map(|m| &m["content"]),
+        Some(&json!("say hi"))
+    );
+    assert_eq!(at_start["status"], json!("running"));
+}
