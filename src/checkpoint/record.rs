@@ -34,6 +34,18 @@ impl Checkpoints {
     fn record_with(&self, quiet_will_do: bool) -> Result<Recorded> {
         let _lock = self.lock()?;
         self.ensure_store()?;
+        if quiet_will_do {
+            // As a run begins, off the way of its first request: the packs of earlier
+            // checkpoints stay few.
+            let objects = self.dir.join("objects");
+            if let Err(e) = super::objects::roll_up(&objects) {
+                tracing::warn!(
+                    op = "checkpoint",
+                    result = "partial",
+                    "rolling up packs: {e}"
+                );
+            }
+        }
         let fingerprint = Rules::fingerprint(&self.root);
         let fingerprint = fingerprint.trim();
         let mut watching = self.watch.as_ref().map(|w| w.lock());
@@ -413,13 +425,14 @@ impl Checkpoints {
     }
 
     /// Writes the tree of `todo` in process (see [`super::tree`]): the files hashed and written
-    /// to the store here, and only the trees on the way to them; what it hashed is kept in
-    /// `saved`'s delta, with its stat data, for the index to take in later. `None` when git
-    /// must do it: a file that changed while it was read, or that is neither a regular file,
-    /// a link nor a directory; a tree this does not know.
+    /// to the store here, and only the trees on the way to them, all in one pack; what it
+    /// hashed is kept in `saved`'s delta, with its stat data, for the index to take in later.
+    /// `None` when git must do it: a file that changed while it was read, or that is neither a
+    /// regular file, a link nor a directory; a tree this does not know.
     fn edit(&self, saved: &mut Saved, index: &scan::Index, todo: &Todo) -> Result<Option<Updated>> {
         use super::{objects, tree};
-        let store_objects = self.dir.join("objects");
+        let objects = self.dir.join("objects");
+        let mut pack = objects::Pack::new(&objects);
         // The tree the index and what is kept over it describe must be the last one.
         let last = saved
             .trees
@@ -445,9 +458,7 @@ impl Checkpoints {
                 Some(_) if st.st_size as u64 > self.max_file_bytes => return Ok(None),
                 Some(mode) => {
                     let link = mode == 0o120000;
-                    let Ok(id) =
-                        objects::blob_of(&full, link, st.st_size as u64, Some(&store_objects))
-                    else {
+                    let Ok(id) = pack.blob_of(&full, link, st.st_size as u64) else {
                         return Ok(None);
                     };
                     edits.insert(path.clone(), Some((mode, id)));
@@ -460,8 +471,8 @@ impl Checkpoints {
                 None => return Ok(None),
             }
         }
-        let built = tree::rebuild(index, &saved.trees, &edits, &store_objects)
-            .map_err(super::io(&store_objects))?;
+        let built =
+            tree::rebuild(index, &saved.trees, &edits, &mut pack).map_err(super::io(&objects))?;
         let Some(tree::Built {
             root: Some(root),
             dirs,
@@ -469,6 +480,8 @@ impl Checkpoints {
         else {
             return Ok(None);
         };
+        // Seen by git before anything names its objects.
+        pack.finish().map_err(super::io(&objects))?;
         for (dir, id) in dirs {
             match id {
                 Some(id) => {
@@ -982,5 +995,46 @@ mod tests {
         }
         let stored = size(&cp.dir.join("objects"));
         assert!(stored < 8 << 20, "the store holds {stored} bytes");
+    }
+
+    #[test]
+    fn checkpoints_of_changes_stay_in_few_packs_and_each_keeps_its_files() {
+        let _serial = super::super::serial();
+        let (dir, cp) = repo();
+        let root = dir.path();
+        settle(&cp);
+        let packs = || {
+            std::fs::read_dir(cp.dir.join("objects/pack"))
+                .map(|d| d.flatten().count() / 2)
+                .unwrap_or(0)
+        };
+        let mut recorded = Vec::new();
+        for n in 0..40 {
+            write(root, "src/a.rs", &format!("a, take {n}\n"));
+            write(root, &format!("new/{n}.rs"), "new\n");
+            let r = cp.record_full().expect("record");
+            assert_eq!(r.how, How::Changes);
+            recorded.push((r.tree, n));
+            if n % 10 == 9 {
+                // A run begins: the packs are rolled up.
+                cp.record_at_start().expect("record");
+                assert!(packs() <= 16, "{} packs", packs());
+            }
+        }
+        assert!((1..=16).contains(&packs()), "{} packs", packs());
+        for (tree, n) in recorded {
+            let entries = cp.entries(&tree).expect("entries");
+            let out = cp.dir.join("out");
+            let id = entries["src/a.rs"].rsplit(' ').next().expect("an id");
+            cp.blob_to(id, &out).expect("blob");
+            assert_eq!(
+                std::fs::read_to_string(&out).expect("read"),
+                format!("a, take {n}\n")
+            );
+            assert_eq!(
+                entries.keys().filter(|p| p.starts_with("new/")).count(),
+                n + 1
+            );
+        }
     }
 }

@@ -968,7 +968,7 @@ impl Entry {
     fn holds(&self, path: &Path, size: u64) -> bool {
         const S_IFLNK: u32 = 0o120000;
         size <= MAX_VERIFIED
-            && super::objects::blob_of(path, self.mode & 0o170000 == S_IFLNK, size, None)
+            && super::objects::blob_id(path, self.mode & 0o170000 == S_IFLNK, size)
                 .is_ok_and(|id| id == self.oid)
     }
 }

@@ -6,7 +6,6 @@
 //! neither read by git nor written.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::path::Path;
 
 use super::objects::{self, Id};
 use super::scan::Index;
@@ -22,13 +21,13 @@ pub(super) struct Built {
 }
 
 /// The tree of what `index` records with `edits` applied, its directories' trees written to
-/// `objects`. `written`: trees written by earlier checkpoints since git last wrote the index.
+/// `pack`. `written`: trees written by earlier checkpoints since git last wrote the index.
 /// `None` when a tree this needs is known to neither (git must write them).
 pub(super) fn rebuild(
     index: &Index,
     written: &BTreeMap<String, Id>,
     edits: &Edits,
-    objects: &Path,
+    pack: &mut objects::Pack,
 ) -> std::io::Result<Option<Built>> {
     // Every directory on the way to a change, deepest first.
     let mut dirs: BTreeMap<String, usize> = BTreeMap::new();
@@ -113,7 +112,7 @@ pub(super) fn rebuild(
             body.push(0);
             body.extend_from_slice(id);
         }
-        built.insert(dir.clone(), Some(objects::tree(&body, objects)?));
+        built.insert(dir.clone(), Some(pack.tree(&body)?));
     }
     let root = built.get("").copied().flatten();
     Ok(Some(Built {
