@@ -20,6 +20,7 @@
 //! that keeps a [`Watch`] (the interactive session) starts a run that changed nothing from the
 //! last tree without looking at all (`watch.rs`).
 
+mod ignored;
 mod isolation;
 mod objects;
 mod record;
@@ -458,9 +459,7 @@ impl Checkpoints {
     fn steering_files(&self) -> Vec<PathBuf> {
         let mut files = vec![self.dir.join("info/exclude")];
         files.extend(self.own_exclude());
-        if let Some(home) = base_env().into_iter().find(|(k, _)| k == "HOME") {
-            files.push(Path::new(&home.1).join(".config/git/ignore"));
-        }
+        files.extend(global_ignore());
         files
     }
 
@@ -561,6 +560,8 @@ impl Checkpoints {
     }
 
     fn command(&self, args: &[&str], index: &Path, work_tree: &Path, stdin: bool) -> Command {
+        #[cfg(test)]
+        GIT_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut command = Command::new("git");
         command
             .args(args)
@@ -596,6 +597,13 @@ impl crate::session::Checkpointer for Checkpoints {
 
 /// The environment of every git nop runs for checkpoints: PATH and HOME to find and run git,
 /// no system or global configuration, no prompts, and none of the caller's `GIT_*` variables.
+/// The user's exclude file as the store's git reads it: `~/.config/git/ignore` (no global
+/// configuration and no `XDG_CONFIG_HOME` reach that git, so nothing else).
+fn global_ignore() -> Option<PathBuf> {
+    let home = base_env().into_iter().find(|(k, _)| k == "HOME")?;
+    Some(Path::new(&home.1).join(".config/git/ignore"))
+}
+
 fn base_env() -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = ["PATH", "HOME"]
         .iter()
@@ -792,6 +800,10 @@ fn escape_pattern(path: &str) -> String {
     }
     out
 }
+
+/// How many git commands the store started: tests that count them hold [`serial`].
+#[cfg(test)]
+pub(crate) static GIT_RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// Taken by this module's tests that start processes, and by those that lock and unlock a run
 /// lock in quick succession: a process started between two locks holds the first one's

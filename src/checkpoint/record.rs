@@ -11,6 +11,7 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use super::ignored::Excludes;
 use super::scan::{self, Saved};
 use super::{Checkpoints, How, Recorded, Result, Rules, beneath, io, nul_list, split_z};
 
@@ -185,24 +186,36 @@ impl Checkpoints {
             saved = walked_saved;
             let (specs, whole) = self.relisted(&changes, &listed, &index, &saved.nested);
             if specs.as_ref().is_none_or(|s| !s.is_empty()) {
-                let mut args = vec!["ls-files", "-z", "-o", "--exclude-standard"];
-                if let Some(specs) = &specs {
-                    args.push("--");
-                    args.extend(specs.iter().map(String::as_str));
-                }
-                // Only paths nothing recorded: git need not read the index to list them.
-                let listing_index = if whole {
-                    index_path.clone()
-                } else {
-                    self.dir.join("no-index")
+                let here = match &specs {
+                    Some(files) if !whole => self.untracked_here(files),
+                    _ => None,
                 };
-                listing = Some((self.spawn_git(&args, &listing_index)?, specs));
+                listing = Some(match here {
+                    Some(out) => (Listing::Here(out), specs),
+                    None => {
+                        let mut args = vec!["ls-files", "-z", "-o", "--exclude-standard"];
+                        if let Some(specs) = &specs {
+                            args.push("--");
+                            args.extend(specs.iter().map(String::as_str));
+                        }
+                        // Only paths nothing recorded: git need not read the index to list
+                        // them.
+                        let listing_index = if whole {
+                            index_path.clone()
+                        } else {
+                            self.dir.join("no-index")
+                        };
+                        let child = self.spawn_git(&args, &listing_index)?;
+                        (Listing::Git(child), specs)
+                    }
+                });
             }
         }
         // git lists while the recorded files are compared here.
         let tracked = scan::tracked_changes(&self.root, &index, &changes.gone, saved.clock);
         let listed = match listing {
-            Some((child, specs)) => Some((self.finish(child, "ls-files")?, specs)),
+            Some((Listing::Git(child), specs)) => Some((self.finish(child, "ls-files")?, specs)),
+            Some((Listing::Here(out), specs)) => Some((out, specs)),
             None => None,
         };
         let Some(tracked) = tracked else {
@@ -539,6 +552,14 @@ impl Checkpoints {
     }
 }
 
+/// Where the untracked files of a checkpoint are listed.
+enum Listing {
+    /// By git, still running.
+    Git(std::process::Child),
+    /// Here, as git would list them.
+    Here(Vec<u8>),
+}
+
 /// What a checkpoint hashes ([`Checkpoints::classify`]).
 struct Todo {
     /// Paths to hash (or to remove, when they are gone).
@@ -592,6 +613,30 @@ struct Done {
 const MAX_SPEC_BYTES: usize = 64 * 1024;
 
 impl Checkpoints {
+    /// What git would list of the new files `files` (none of them recorded), as it lists
+    /// them (NUL after each), decided here by [`super::ignored`]: `None` when git must say.
+    fn untracked_here(&self, files: &[String]) -> Option<Vec<u8>> {
+        let mut outside = vec![self.dir.join("info/exclude")];
+        outside.extend(super::global_ignore());
+        let mut excludes = Excludes::new(&self.root, &outside)?;
+        let mut out = Vec::new();
+        for file in files {
+            let Ok(meta) = std::fs::symlink_metadata(self.root.join(file)) else {
+                continue; // gone since
+            };
+            let kind = meta.file_type();
+            if kind.is_dir() {
+                return None; // a directory since: git lists what it holds
+            }
+            // git lists files and links, nothing else (a pipe, a socket).
+            if (kind.is_file() || kind.is_symlink()) && excludes.listed(file)? {
+                out.extend_from_slice(file.as_bytes());
+                out.push(0);
+            }
+        }
+        Some(out)
+    }
+
     /// What git lists again (`None`: everything), and whether that takes the index (directories
     /// listed whole hold recorded files): the directories whose listing steers changed,
     /// whole; in the directories whose entries changed (`listed`, as walked again), each entry
@@ -995,6 +1040,37 @@ mod tests {
         }
         let stored = size(&cp.dir.join("objects"));
         assert!(stored < 8 << 20, "the store holds {stored} bytes");
+    }
+
+    #[test]
+    fn new_files_in_known_directories_are_listed_without_git_unless_a_rule_reads_ambiguously() {
+        let _serial = super::super::serial();
+        let (dir, cp) = repo();
+        let root = dir.path();
+        settle(&cp);
+        let runs = || super::super::GIT_RUNS.load(std::sync::atomic::Ordering::Relaxed);
+        let before = runs();
+        write(root, "src/new.rs", "new\n");
+        write(root, "src/deep/noise.log", "ignored\n");
+        write(root, "docs/d.md", "d\n");
+        let changed = cp.record_full().expect("record");
+        assert_eq!(changed.how, How::Changes);
+        assert_eq!(runs(), before, "no git process for a few new files");
+        assert!(paths(&cp, &changed.tree).contains(&"src/new.rs".to_string()));
+        assert_eq!(everything(&cp).tree, changed.tree);
+        settle(&cp);
+        // A pattern with an escape: git says what it means.
+        write(root, "docs/.gitignore", "\\#odd\n");
+        settle(&cp);
+        write(root, "docs/#odd", "odd\n");
+        write(root, "docs/e.md", "e\n");
+        let before = runs();
+        let changed = cp.record_full().expect("record");
+        assert!(runs() > before, "git lists");
+        let listed = paths(&cp, &changed.tree);
+        assert!(listed.contains(&"docs/e.md".to_string()), "{listed:?}");
+        assert!(!listed.contains(&"docs/#odd".to_string()), "{listed:?}");
+        assert_eq!(everything(&cp).tree, changed.tree);
     }
 
     #[test]
