@@ -14,7 +14,13 @@
 //! Also: how long a first `nop run` in that repository takes from its start to its first model
 //! request. No checkpoint runs before that request.
 //!
-//! Run with `cargo bench --bench checkpoints`.
+//! Then a long session's worth in the small repository: 2,000 runs, each a checkpoint as it
+//! begins (where the store's packs are rolled up) and one of its changes (an edit, a new file,
+//! the last run's new file removed: the tree stays the same size), reported per stretch of 400: the median cost of the checkpoint of changes, and how many
+//! packs and files the store holds at the stretch's end.
+//!
+//! Run with `cargo bench --bench checkpoints`; with `SMALL=1` in the environment the large
+//! repository (a minute to build) is left out.
 
 #[allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 #[path = "../tests/support/mock.rs"]
@@ -149,6 +155,74 @@ fn bench(name: &str, dirs: usize, per_dir: usize) -> Result<(), Box<dyn std::err
     Ok(())
 }
 
+/// 2,000 runs' checkpoints in a small repository: what one of changes costs as the store grows.
+fn long_run() -> Result<(), Box<dyn std::error::Error>> {
+    std::fs::create_dir_all("/var/tmp/nop-bench")?;
+    let repo = tempfile::tempdir_in("/var/tmp/nop-bench")?;
+    let root = repo.path();
+    for f in 0..10 {
+        std::fs::write(root.join(format!("f{f}.rs")), format!("// file {f}\n"))?;
+    }
+    git(root, &["init", "-q"])?;
+    git(root, &["add", "-A"])?;
+    git(root, &["-c", "gc.auto=0", "commit", "-qm", "files"])?;
+    let checkpoints = Checkpoints::new(root, &root.join(".nop"), 10.0);
+    checkpoints.record()?;
+    println!();
+    println!(
+        "| runs | checkpoint of a run's changes (median / p95) | packs in the store | files in the store |"
+    );
+    println!("|---|---:|---:|---:|");
+    let mut stretch = Vec::new();
+    for run in 0..2_000 {
+        checkpoints.record_at_start()?;
+        std::fs::create_dir_all(root.join("new"))?;
+        std::fs::write(
+            root.join(format!("f{}.rs", run % 10)),
+            format!("// run {run}\n"),
+        )?;
+        std::fs::write(root.join(format!("new/n{run}.rs")), "// new\n")?;
+        if run > 0 {
+            std::fs::remove_file(root.join(format!("new/n{}.rs", run - 1)))?;
+        }
+        let start = Instant::now();
+        checkpoints.record_full()?;
+        stretch.push(start.elapsed());
+        if stretch.len() == 400 {
+            stretch.sort();
+            let count = |dir: &Path| -> usize {
+                std::fs::read_dir(dir)
+                    .map(|d| d.flatten().count())
+                    .unwrap_or(0)
+            };
+            let packs = count(&root.join(".nop/checkpoints/objects/pack")) / 2;
+            let files = walk_count(&root.join(".nop/checkpoints"));
+            println!(
+                "| {}–{} | {} / {} | {packs} | {files} |",
+                run + 1 - 399,
+                run + 1,
+                ms(percentile(&stretch, 0.5)),
+                ms(percentile(&stretch, 0.95)),
+            );
+            stretch.clear();
+        }
+    }
+    Ok(())
+}
+
+fn walk_count(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|d| {
+            d.flatten()
+                .map(|e| match e.file_type() {
+                    Ok(t) if t.is_dir() => walk_count(&e.path()),
+                    _ => 1,
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
 /// The user's `git status` in `root`: git's defaults, untracked files listed, output discarded.
 fn git_status(root: &Path) -> Result<Duration, Box<dyn std::error::Error>> {
     let start = Instant::now();
@@ -204,6 +278,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");
     bench("small (10 files)", 2, 5)?;
-    bench("100,000 files in 1,000 directories", 1000, 100)?;
+    if std::env::var_os("SMALL").is_none() {
+        bench("100,000 files in 1,000 directories", 1000, 100)?;
+    }
+    long_run()?;
     Ok(())
 }
