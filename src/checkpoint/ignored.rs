@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use ignore::Match;
+
+use super::scan::parent;
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 
 /// The largest ignore file read here.
@@ -210,10 +212,6 @@ fn plain(line: &str) -> bool {
         from = at + 2;
     }
     true
-}
-
-fn parent(path: &str) -> &str {
-    path.rsplit_once('/').map_or("", |(p, _)| p)
 }
 
 #[cfg(test)]

@@ -615,26 +615,35 @@ mod tests {
     use pretty_assertions::assert_eq;
     use std::process::Command;
 
-    #[test]
-    fn objects_are_named_and_packed_as_git_reads_them() {
-        let _serial = crate::checkpoint::serial();
+    /// A bare git store under /var/tmp (where the checkpoints of a user's repository are): its
+    /// temporary directory, and the store in it.
+    fn bare_store() -> (tempfile::TempDir, PathBuf) {
         std::fs::create_dir_all("/var/tmp/nop-tests").expect("/var/tmp/nop-tests");
         let dir = tempfile::tempdir_in("/var/tmp/nop-tests").expect("temp");
         let store = dir.path().join("store");
-        let git = |args: &[&str]| {
-            Command::new("git")
-                .arg("--git-dir")
-                .arg(&store)
-                .args(args)
-                .output()
-                .expect("git")
-        };
         let out = Command::new("git")
             .args(["init", "-q", "--bare"])
             .arg(&store)
             .output()
             .expect("git");
         assert!(out.status.success());
+        (dir, store)
+    }
+
+    fn git_in(store: &Path, args: &[&str]) -> std::process::Output {
+        Command::new("git")
+            .arg("--git-dir")
+            .arg(store)
+            .args(args)
+            .output()
+            .expect("git")
+    }
+
+    #[test]
+    fn objects_are_named_and_packed_as_git_reads_them() {
+        let _serial = crate::checkpoint::serial();
+        let (dir, store) = bare_store();
+        let git = |args: &[&str]| git_in(&store, args);
         let objects = store.join("objects");
         let mut pack = Pack::new(&objects);
         // Empty, small, larger than a stored block; the same content twice is packed once.
@@ -705,23 +714,8 @@ mod tests {
     #[test]
     fn packs_roll_up_geometrically_and_keep_every_object() {
         let _serial = crate::checkpoint::serial();
-        std::fs::create_dir_all("/var/tmp/nop-tests").expect("/var/tmp/nop-tests");
-        let dir = tempfile::tempdir_in("/var/tmp/nop-tests").expect("temp");
-        let store = dir.path().join("store");
-        let git = |args: &[&str]| {
-            Command::new("git")
-                .arg("--git-dir")
-                .arg(&store)
-                .args(args)
-                .output()
-                .expect("git")
-        };
-        let out = Command::new("git")
-            .args(["init", "-q", "--bare"])
-            .arg(&store)
-            .output()
-            .expect("git");
-        assert!(out.status.success());
+        let (dir, store) = bare_store();
+        let git = |args: &[&str]| git_in(&store, args);
         let objects = store.join("objects");
         let packs = || -> Vec<String> {
             let mut names: Vec<String> = std::fs::read_dir(objects.join("pack"))

@@ -657,7 +657,8 @@ fn child(dir: &str, name: &str) -> String {
     }
 }
 
-fn parent(path: &str) -> &str {
+/// The directory `path` is in ("" for the root).
+pub(super) fn parent(path: &str) -> &str {
     path.rsplit_once('/').map_or("", |(p, _)| p)
 }
 
