@@ -175,6 +175,11 @@ impl Runtime {
             Ok(Ok(recorded)) => recorded,
             Ok(Err(e)) => {
                 tracing::warn!(session = %session_id, op = "checkpoint", result = "error", "{e}");
+                let _ = events.send(Event::Warning {
+                    message: format!(
+                        "no file checkpoint at the end of this run (`nop undo` cannot undo it): {e}"
+                    ),
+                });
                 return None;
             }
             Err(_) => return None,

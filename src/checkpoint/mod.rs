@@ -118,6 +118,9 @@ const STORE_CONFIG: &str = "[core]
 ";
 
 /// Every file is stored as its bytes: no filter (LFS), no end-of-line or encoding conversion.
+/// git's empty tree, which every git knows without having it.
+const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+
 const STORE_ATTRIBUTES: &str = "* -text -filter -ident -working-tree-encoding\n";
 
 impl Checkpoints {
@@ -572,6 +575,11 @@ impl Checkpoints {
             .env("GIT_WORK_TREE", work_tree)
             .env("GIT_INDEX_FILE", index)
             .env("GIT_LITERAL_PATHSPECS", "1")
+            // Attributes come from the store's own `info/attributes` only, never from the
+            // tree's `.gitattributes`: they change nothing there, and a named pipe planted
+            // under that name would keep git waiting for ever on every file it hashes or
+            // writes (git 2.40 and later; an older git ignores this).
+            .env("GIT_ATTR_SOURCE", EMPTY_TREE)
             .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());

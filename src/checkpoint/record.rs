@@ -106,6 +106,7 @@ impl Checkpoints {
             &self.steering_files(),
             clock,
         );
+        refuse_blocking(&saved)?;
         let rules = Rules::current(&self.root, fingerprint);
         let index = self.dir.join("index");
         if !index.exists() {
@@ -184,6 +185,7 @@ impl Checkpoints {
         if let Some((walked_large, walked_saved, listed)) = walked {
             large = Some(walked_large?);
             saved = walked_saved;
+            refuse_blocking(&saved)?;
             let (specs, whole) = self.relisted(&changes, &listed, &index, &saved.nested);
             if specs.as_ref().is_none_or(|s| !s.is_empty()) {
                 let here = match &specs {
@@ -549,6 +551,18 @@ impl Checkpoints {
             // kept beside it), which the next checkpoint compares the disk with again.
             tracing::warn!(op = "checkpoint", result = "partial", "{e}");
         }
+    }
+}
+
+/// Refuses a checkpoint whose listing git would never finish: a `.gitignore` that is a named
+/// pipe (or a device) keeps git waiting for ever, in `ls-files` and `add` alike.
+fn refuse_blocking(saved: &Saved) -> Result<()> {
+    match saved.blocking_ignore() {
+        Some(path) => Err(super::CheckpointError::Refused(format!(
+            "{path} is a named pipe or a device, which git would wait on for ever as it reads \
+             ignore rules: no file checkpoint is taken until it is removed"
+        ))),
+        None => Ok(()),
     }
 }
 
@@ -1071,6 +1085,54 @@ mod tests {
         assert!(listed.contains(&"docs/e.md".to_string()), "{listed:?}");
         assert!(!listed.contains(&"docs/#odd".to_string()), "{listed:?}");
         assert_eq!(everything(&cp).tree, changed.tree);
+    }
+
+    /// A checkpoint in a thread of its own: its result, or `None` when it took over a minute.
+    fn within_a_minute(
+        cp: &Checkpoints,
+        record: fn(&Checkpoints) -> Result<Recorded>,
+    ) -> Option<Result<Recorded>> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let cp = Checkpoints::new(&cp.root, cp.dir.parent().expect("nop dir"), 0.001);
+        std::thread::spawn(move || tx.send(record(&cp)));
+        rx.recv_timeout(std::time::Duration::from_secs(60)).ok()
+    }
+
+    #[test]
+    fn hostile_named_pipes_where_git_reads_rules_never_hold_up_a_checkpoint() {
+        let _serial = super::super::serial();
+        let (dir, cp) = repo();
+        let root = dir.path();
+        settle(&cp);
+        // Read by git for every file it hashes: never, from the tree.
+        nix::unistd::mkfifo(
+            &root.join("src/.gitattributes"),
+            nix::sys::stat::Mode::S_IRWXU,
+        )
+        .expect("mkfifo");
+        write(root, "src/a.rs", "changed\n");
+        let full = within_a_minute(&cp, |cp| {
+            everything(cp);
+            cp.record_full()
+        })
+        .expect("the checkpoint ends");
+        assert!(full.is_ok(), "{full:?}");
+        // Read by git as it lists: the checkpoint is refused, at once, naming it.
+        std::fs::create_dir(root.join("fresh")).expect("mkdir");
+        nix::unistd::mkfifo(
+            &root.join("fresh/.gitignore"),
+            nix::sys::stat::Mode::S_IRWXU,
+        )
+        .expect("mkfifo");
+        write(root, "fresh/f.rs", "f\n");
+        for record in [Checkpoints::record_full, Checkpoints::record_at_start] {
+            let refused = within_a_minute(&cp, record).expect("the checkpoint ends");
+            let message = format!("{refused:?}");
+            assert!(message.contains("fresh/.gitignore"), "{message}");
+        }
+        std::fs::remove_file(root.join("fresh/.gitignore")).expect("rm");
+        let taken = cp.record_full().expect("record");
+        assert!(paths(&cp, &taken.tree).contains(&"fresh/f.rs".to_string()));
     }
 
     #[test]

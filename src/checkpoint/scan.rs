@@ -596,6 +596,19 @@ impl Saved {
         }
     }
 
+    /// A `.gitignore` walked that git would wait on for ever as it lists (a named pipe, a
+    /// device): its path, relative to the root.
+    pub fn blocking_ignore(&self) -> Option<&str> {
+        self.files.iter().find_map(|(path, (steer, stamp))| {
+            let kind = stamp.as_ref()?.mode & SFlag::S_IFMT.bits();
+            let blocks = kind == SFlag::S_IFIFO.bits()
+                || kind == SFlag::S_IFCHR.bits()
+                || kind == SFlag::S_IFBLK.bits();
+            (*steer == Steer::Local && path.rsplit('/').next() == Some(".gitignore") && blocks)
+                .then_some(path.as_str())
+        })
+    }
+
     /// The directories walked, relative to the root ("" for the root): what a watch watches.
     pub fn dirs(&self) -> impl Iterator<Item = &str> {
         self.dirs.keys().map(String::as_str)

@@ -7,6 +7,7 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 
@@ -755,4 +756,42 @@ fn hostile_named_pipes_planted_where_nop_reads_other_agents_files_never_hold_it_
         let out = finishes_within(cmd, 30);
         assert!(out.status.code().is_some(), "{args:?}");
     }
+}
+
+#[test]
+fn hostile_named_pipes_where_git_reads_rules_never_hold_up_a_checkpoint_or_undo() {
+    let s = Setup::new();
+    let run = |command: &str| {
+        let server = MockServer::start(vec![shell(1, command), openai::reply_text("done")]);
+        s.command()
+            .envs(crate::support::model_env(&server, "openai"))
+            .args(["run", "go"])
+            .timeout(Duration::from_secs(60))
+            .output()
+            .unwrap()
+    };
+    // Where git reads attributes, for every file it hashes or writes (the user's own `git
+    // status` waits on it too: that is git's).
+    let out = run("mkfifo .gitattributes && echo changed > README.md && echo ok");
+    crate::support::assert_ok(&out);
+    let undo = s
+        .command()
+        .args(["undo"])
+        .timeout(Duration::from_secs(60))
+        .output()
+        .unwrap();
+    crate::support::assert_ok(&undo);
+    assert_eq!(
+        fs::read_to_string(s.root().join("README.md")).unwrap(),
+        "# project\n"
+    );
+    // Where git reads ignore rules, in a directory git must list: the checkpoint is not taken,
+    // and says why.
+    let out = run("mkdir sub && mkfifo sub/.gitignore && echo x > sub/new.txt && echo ok");
+    crate::support::assert_ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("sub/.gitignore") && stderr.contains("named pipe"),
+        "{stderr}"
+    );
 }
