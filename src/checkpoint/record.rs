@@ -92,6 +92,10 @@ impl Checkpoints {
                 linked,
             );
         }
+        if quiet_will_do {
+            // The run's checkpoint of its changes is what the user waits for.
+            Excludes::warm(&self.root, &self.exclude_files());
+        }
         Ok(done.recorded)
     }
 
@@ -627,12 +631,18 @@ struct Done {
 const MAX_SPEC_BYTES: usize = 64 * 1024;
 
 impl Checkpoints {
+    /// The exclude files outside the tree as the store's git reads them, the first to say
+    /// first: the store's `info/exclude`, then the user's.
+    fn exclude_files(&self) -> Vec<std::path::PathBuf> {
+        let mut files = vec![self.dir.join("info/exclude")];
+        files.extend(super::global_ignore());
+        files
+    }
+
     /// What git would list of the new files `files` (none of them recorded), as it lists
     /// them (NUL after each), decided here by [`super::ignored`]: `None` when git must say.
     fn untracked_here(&self, files: &[String]) -> Option<Vec<u8>> {
-        let mut outside = vec![self.dir.join("info/exclude")];
-        outside.extend(super::global_ignore());
-        let mut excludes = Excludes::new(&self.root, &outside)?;
+        let mut excludes = Excludes::new(&self.root, &self.exclude_files())?;
         let mut out = Vec::new();
         for file in files {
             let Ok(meta) = std::fs::symlink_metadata(self.root.join(file)) else {
