@@ -491,7 +491,8 @@ fn copy_entries(pack: &mut Pack, path: &Path, entries: &[Entry]) -> std::io::Res
         .collect();
     let mut buf = Vec::new();
     for (e, end) in by_offset.iter().zip(ends) {
-        if end <= e.offset || e.offset < 12 {
+        // An index that names places outside its pack is not followed (nor read into memory).
+        if end <= e.offset || e.offset < 12 || end > len.saturating_sub(20) {
             return Err(std::io::Error::other("entries out of place"));
         }
         if pack.ids.contains(&e.id) {
@@ -806,6 +807,24 @@ mod tests {
         std::fs::write(victim, bytes).expect("write");
         assert!(!roll_up(&objects).expect("roll up"));
         assert_eq!(pack_files(), before, "nothing removed, nothing added");
+        // An index naming a place far beyond its pack: refused, never read up to there.
+        let mut pack = Pack::new(&objects);
+        pack.tree(b"one").expect("object");
+        pack.tree(b"two").expect("object");
+        let mut entries = pack.entries.clone();
+        pack.finish().expect("finish");
+        let written = pack_files()
+            .into_iter()
+            .find(|p| !before.contains(p) && p.extension().is_some_and(|e| e == "pack"))
+            .expect("the new pack");
+        entries.sort_by_key(|e| e.offset);
+        entries[1].offset = 1 << 40;
+        let copied = copy_entries(
+            &mut Pack::new(&dir.path().join("other")),
+            &written,
+            &entries,
+        );
+        assert!(copied.is_err(), "{copied:?}");
     }
 
     #[test]
