@@ -53,13 +53,17 @@ fn ms(d: Duration) -> String {
     format!("{:.1} ms", d.as_secs_f64() * 1000.0)
 }
 
-fn du(dir: &Path) -> u64 {
-    let mut total = 0;
+/// The bytes and the files beneath `dir`.
+fn du(dir: &Path) -> (u64, usize) {
+    let mut total = (0, 0);
     if let Ok(entries) = std::fs::read_dir(dir) {
         for entry in entries.flatten() {
             match entry.metadata() {
-                Ok(m) if m.is_dir() => total += du(&entry.path()),
-                Ok(m) => total += m.len(),
+                Ok(m) if m.is_dir() => {
+                    let (bytes, files) = du(&entry.path());
+                    total = (total.0 + bytes, total.1 + files);
+                }
+                Ok(m) => total = (total.0 + m.len(), total.1 + 1),
                 Err(_) => {}
             }
         }
@@ -149,7 +153,7 @@ fn bench(name: &str, dirs: usize, per_dir: usize) -> Result<(), Box<dyn std::err
         pair(&unchanged),
         pair(&status_changed),
         pair(&changed),
-        du(&root.join(".nop/checkpoints")) as f64 / 1e6,
+        du(&root.join(".nop/checkpoints")).0 as f64 / 1e6,
     );
     eprintln!("{name}: checkpoints taken {how:?}");
     Ok(())
@@ -196,7 +200,7 @@ fn long_run() -> Result<(), Box<dyn std::error::Error>> {
                     .unwrap_or(0)
             };
             let packs = count(&root.join(".nop/checkpoints/objects/pack")) / 2;
-            let files = walk_count(&root.join(".nop/checkpoints"));
+            let (_, files) = du(&root.join(".nop/checkpoints"));
             println!(
                 "| {}–{} | {} / {} | {packs} | {files} |",
                 run + 1 - 399,
@@ -208,19 +212,6 @@ fn long_run() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
     Ok(())
-}
-
-fn walk_count(dir: &Path) -> usize {
-    std::fs::read_dir(dir)
-        .map(|d| {
-            d.flatten()
-                .map(|e| match e.file_type() {
-                    Ok(t) if t.is_dir() => walk_count(&e.path()),
-                    _ => 1,
-                })
-                .sum()
-        })
-        .unwrap_or(0)
 }
 
 /// The user's `git status` in `root`: git's defaults, untracked files listed, output discarded.

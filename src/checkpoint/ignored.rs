@@ -237,10 +237,8 @@ mod tests {
     #[test]
     fn new_files_are_left_out_as_git_leaves_them_out() {
         let _serial = crate::checkpoint::serial();
-        std::fs::create_dir_all("/var/tmp/nop-tests").expect("/var/tmp/nop-tests");
-        let dir = tempfile::tempdir_in("/var/tmp/nop-tests").expect("temp");
+        let (dir, store) = crate::checkpoint::bare_store();
         let root = dir.path().join("tree");
-        let store = dir.path().join("store");
         let home = dir.path().join("home");
         let write = |path: &Path, text: &str| {
             std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
@@ -298,12 +296,6 @@ mod tests {
         for f in files {
             write(&root.join(f), "x\n");
         }
-        let out = Command::new("git")
-            .args(["init", "-q", "--bare"])
-            .arg(&store)
-            .output()
-            .expect("git");
-        assert!(out.status.success());
         let listed = Command::new("git")
             .args(["ls-files", "-z", "-o", "--exclude-standard", "--"])
             .args(files)

@@ -460,8 +460,15 @@ impl Checkpoints {
     /// its exclude file, the repository's, and the user's `~/.config/git/ignore` (read by git
     /// even without a global configuration).
     fn steering_files(&self) -> Vec<PathBuf> {
-        let mut files = vec![self.dir.join("info/exclude")];
+        let mut files = self.exclude_files();
         files.extend(self.own_exclude());
+        files
+    }
+
+    /// The exclude files outside the tree the store's git reads, the first to say first: the
+    /// store's `info/exclude` (which holds the repository's), then the user's.
+    fn exclude_files(&self) -> Vec<PathBuf> {
+        let mut files = vec![self.dir.join("info/exclude")];
         files.extend(global_ignore());
         files
     }
@@ -807,6 +814,22 @@ fn escape_pattern(path: &str) -> String {
         out.push(c);
     }
     out
+}
+
+/// A bare git store under /var/tmp (where a user's repository is, not /tmp): its temporary
+/// directory, and the store in it (`store`).
+#[cfg(test)]
+pub(crate) fn bare_store() -> (tempfile::TempDir, PathBuf) {
+    std::fs::create_dir_all("/var/tmp/nop-tests").expect("/var/tmp/nop-tests");
+    let dir = tempfile::tempdir_in("/var/tmp/nop-tests").expect("temp");
+    let store = dir.path().join("store");
+    let out = Command::new("git")
+        .args(["init", "-q", "--bare"])
+        .arg(&store)
+        .output()
+        .expect("git");
+    assert!(out.status.success(), "{out:?}");
+    (dir, store)
 }
 
 /// How many git commands the store started: tests that count them hold [`serial`].

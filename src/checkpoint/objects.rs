@@ -616,21 +616,6 @@ mod tests {
     use pretty_assertions::assert_eq;
     use std::process::Command;
 
-    /// A bare git store under /var/tmp (where the checkpoints of a user's repository are): its
-    /// temporary directory, and the store in it.
-    fn bare_store() -> (tempfile::TempDir, PathBuf) {
-        std::fs::create_dir_all("/var/tmp/nop-tests").expect("/var/tmp/nop-tests");
-        let dir = tempfile::tempdir_in("/var/tmp/nop-tests").expect("temp");
-        let store = dir.path().join("store");
-        let out = Command::new("git")
-            .args(["init", "-q", "--bare"])
-            .arg(&store)
-            .output()
-            .expect("git");
-        assert!(out.status.success());
-        (dir, store)
-    }
-
     fn git_in(store: &Path, args: &[&str]) -> std::process::Output {
         Command::new("git")
             .arg("--git-dir")
@@ -643,7 +628,7 @@ mod tests {
     #[test]
     fn objects_are_named_and_packed_as_git_reads_them() {
         let _serial = crate::checkpoint::serial();
-        let (dir, store) = bare_store();
+        let (dir, store) = crate::checkpoint::bare_store();
         let git = |args: &[&str]| git_in(&store, args);
         let objects = store.join("objects");
         let mut pack = Pack::new(&objects);
@@ -715,7 +700,7 @@ mod tests {
     #[test]
     fn packs_roll_up_geometrically_and_keep_every_object() {
         let _serial = crate::checkpoint::serial();
-        let (dir, store) = bare_store();
+        let (dir, store) = crate::checkpoint::bare_store();
         let git = |args: &[&str]| git_in(&store, args);
         let objects = store.join("objects");
         let packs = || -> Vec<String> {

@@ -631,14 +631,6 @@ struct Done {
 const MAX_SPEC_BYTES: usize = 64 * 1024;
 
 impl Checkpoints {
-    /// The exclude files outside the tree as the store's git reads them, the first to say
-    /// first: the store's `info/exclude`, then the user's.
-    fn exclude_files(&self) -> Vec<std::path::PathBuf> {
-        let mut files = vec![self.dir.join("info/exclude")];
-        files.extend(super::global_ignore());
-        files
-    }
-
     /// What git would list of the new files `files` (none of them recorded), as it lists
     /// them (NUL after each), decided here by [`super::ignored`]: `None` when git must say.
     fn untracked_here(&self, files: &[String]) -> Option<Vec<u8>> {
