@@ -192,29 +192,7 @@ impl Checkpoints {
             refuse_blocking(&saved)?;
             let (specs, whole) = self.relisted(&changes, &listed, &index, &saved.nested);
             if specs.as_ref().is_none_or(|s| !s.is_empty()) {
-                let here = match &specs {
-                    Some(files) if !whole => self.untracked_here(files),
-                    _ => None,
-                };
-                listing = Some(match here {
-                    Some(out) => (Listing::Here(out), specs),
-                    None => {
-                        let mut args = vec!["ls-files", "-z", "-o", "--exclude-standard"];
-                        if let Some(specs) = &specs {
-                            args.push("--");
-                            args.extend(specs.iter().map(String::as_str));
-                        }
-                        // Only paths nothing recorded: git need not read the index to list
-                        // them.
-                        let listing_index = if whole {
-                            index_path.clone()
-                        } else {
-                            self.dir.join("no-index")
-                        };
-                        let child = self.spawn_git(&args, &listing_index)?;
-                        (Listing::Git(child), specs)
-                    }
-                });
+                listing = Some((self.start_listing(specs.as_deref(), whole)?, specs));
             }
         }
         // git lists while the recorded files are compared here.
@@ -631,6 +609,25 @@ struct Done {
 const MAX_SPEC_BYTES: usize = 64 * 1024;
 
 impl Checkpoints {
+    /// Lists the untracked files of `specs` (everything when `None`; `whole`: directories
+    /// among them): here when only new files are asked about and their rules read plainly,
+    /// else by git, started now and read by whoever takes the listing.
+    fn start_listing(&self, specs: Option<&[String]>, whole: bool) -> Result<Listing> {
+        if let Some(files) = specs.filter(|_| !whole)
+            && let Some(out) = self.untracked_here(files)
+        {
+            return Ok(Listing::Here(out));
+        }
+        let mut args = vec!["ls-files", "-z", "-o", "--exclude-standard"];
+        if let Some(specs) = specs {
+            args.push("--");
+            args.extend(specs.iter().map(String::as_str));
+        }
+        // Only paths nothing recorded: git need not read the index to list them.
+        let index = self.dir.join(if whole { "index" } else { "no-index" });
+        Ok(Listing::Git(self.spawn_git(&args, &index)?))
+    }
+
     /// What git would list of the new files `files` (none of them recorded), as it lists
     /// them (NUL after each), decided here by [`super::ignored`]: `None` when git must say.
     fn untracked_here(&self, files: &[String]) -> Option<Vec<u8>> {
