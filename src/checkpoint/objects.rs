@@ -216,11 +216,11 @@ fn crc32(mut crc: u32, data: &[u8]) -> u32 {
     !crc
 }
 
-/// What an entry being written goes through: the pack file, its length so far, the entry's
-/// CRC-32.
+/// What an entry being written goes through: the pack file; the entry's length and CRC-32 so
+/// far.
 struct Counted<'a> {
     out: &'a mut std::io::BufWriter<std::fs::File>,
-    len: &'a mut u64,
+    written: u64,
     crc: u32,
 }
 
@@ -228,7 +228,7 @@ impl Write for Counted<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let n = self.out.write(buf)?;
         self.crc = crc32(self.crc, &buf[..n]);
-        *self.len += n as u64;
+        self.written += n as u64;
         Ok(n)
     }
 
@@ -260,7 +260,8 @@ impl Pack {
         Pack {
             dir: objects.join("pack"),
             temp: None,
-            len: 0,
+            // The header, written as the file is made.
+            len: 12,
             entries: Vec::new(),
             ids: HashSet::new(),
         }
@@ -302,7 +303,6 @@ impl Pack {
             // The number of objects is written over at the end.
             out.write_all(b"PACK\0\0\0\x02\0\0\0\0")?;
             self.temp = Some((temp, out));
-            self.len = 12;
         }
         match self.temp.as_mut() {
             Some((_, out)) => Ok(out),
@@ -311,16 +311,12 @@ impl Pack {
     }
 
     fn put(&mut self, kind: u8, content: &Content) -> std::io::Result<Id> {
-        self.out()?;
-        let Some((_, out)) = self.temp.as_mut() else {
-            return Err(std::io::Error::other("no pack"));
-        };
         let size = content.size();
         let offset = self.len;
         let mut sha = sha_of(if kind == BLOB { "blob" } else { "tree" }, size);
         let mut entry = Counted {
-            out,
-            len: &mut self.len,
+            out: self.out()?,
+            written: 0,
             crc: 0,
         };
         // The entry's header: its type and size, seven bits at a time after the first four.
@@ -340,16 +336,17 @@ impl Pack {
             deflate.feed(data, &mut entry)
         })?;
         deflate.finish(&mut entry)?;
-        let crc = entry.crc;
+        let (crc, written) = (entry.crc, entry.written);
         let id = id_of(sha);
         if !self.ids.insert(id) {
             // Already in this pack: the entry is taken back.
+            let out = self.out()?;
             out.flush()?;
             out.get_mut().set_len(offset)?;
             out.seek(SeekFrom::Start(offset))?;
-            self.len = offset;
             return Ok(id);
         }
+        self.len = offset + written;
         self.entries.push(Entry { id, crc, offset });
         Ok(id)
     }
