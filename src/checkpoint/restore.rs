@@ -270,7 +270,7 @@ pub fn undo_turn(
                 .collect();
             if !force && !changed.is_empty() {
                 return Err(CheckpointError::Refused(format!(
-                    "run {} of session {id} did not end normally (its process was killed?), so nop cannot tell its changes from yours; changed since it began: {}. `nop undo --force` puts all of them back as they were before it",
+                    "run {} of session {id} did not end normally, or its end was not recorded (its process was killed, or the checkpoint at its end failed and warned why), so nop cannot tell its changes from yours; changed since it began: {}. `nop undo --force` puts all of them back as they were before it",
                     index + 1,
                     list(&changed.into_iter().collect::<Vec<_>>())
                 )));
