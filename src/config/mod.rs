@@ -15,6 +15,7 @@ mod edit;
 mod file;
 mod hooks;
 mod keys;
+pub mod servers;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -33,6 +34,7 @@ pub use hooks::{
     untrusted_settings_path,
 };
 pub use keys::{canonical_key, distance as edit_distance, is_secret_key};
+pub use servers::McpConfig;
 
 use crate::protocol::TextPos;
 

@@ -18,7 +18,7 @@
 //!     input_schema: {type: object, properties: {name: {type: string}}, required: [name]}
 //! ```
 //!
-//! Plugins are declared there, and in the places other agents keep MCP servers (`sources.rs`:
+//! Plugins are declared there, and in the places other agents keep MCP servers (`config::servers`:
 //! `.mcp.json`, `~/.claude.json`, `~/.config/nop/plugins`, Codex's `config.toml`, in that order
 //! of precedence). They start all at once when the first run of a process needs them and live as
 //! long as the process ([`Loaded`]); one that fails (bad YAML, missing command, crash at start,
@@ -36,7 +36,6 @@ mod content;
 #[cfg(feature = "mcp")]
 mod mcp;
 pub mod server;
-mod sources;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -47,6 +46,8 @@ use futures_util::future::BoxFuture;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+pub use crate::config::McpConfig;
+use crate::config::servers as sources;
 use crate::providers::ToolSpec;
 use crate::tools::ToolErrorKind;
 use crate::tools::{SandboxSettings, TimeLimit, Tool, ToolContext, ToolError, ToolOutput};
@@ -61,56 +62,6 @@ struct PluginFile {
     mcp: Option<McpConfig>,
     #[serde(default)]
     tools: Vec<CommandToolConfig>,
-}
-
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct McpConfig {
-    /// The program of a stdio server (or `url` for a remote one).
-    #[serde(default)]
-    pub command: String,
-    /// A remote server's endpoint (streamable HTTP).
-    #[serde(default)]
-    pub url: Option<String>,
-    /// HTTP headers sent to a remote server, `${VAR}` expanded.
-    #[serde(default)]
-    pub headers: BTreeMap<String, String>,
-    /// The variable holding the bearer token sent to a remote server (`Authorization`).
-    #[serde(default)]
-    pub bearer_token_env_var: Option<String>,
-    #[serde(default)]
-    pub args: Vec<String>,
-    #[serde(default)]
-    pub env: BTreeMap<String, String>,
-    #[serde(default = "default_startup")]
-    pub startup_timeout_s: f64,
-    /// Each call's time limit; `tools.timeout_s` when not set.
-    #[serde(default)]
-    pub timeout_s: Option<f64>,
-    /// The working directory (relative to the repository root); a private empty directory
-    /// outside the repository when not set.
-    #[serde(default)]
-    pub cwd: Option<String>,
-}
-
-fn default_startup() -> f64 {
-    20.0
-}
-
-impl Default for McpConfig {
-    fn default() -> McpConfig {
-        McpConfig {
-            command: String::new(),
-            url: None,
-            headers: BTreeMap::new(),
-            bearer_token_env_var: None,
-            args: Vec::new(),
-            env: BTreeMap::new(),
-            startup_timeout_s: default_startup(),
-            timeout_s: None,
-            cwd: None,
-        }
-    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -213,14 +164,15 @@ impl Loaded {
 }
 
 /// Every plugin's tools, and what happened to each plugin, from every place plugins are
-/// declared (`sources.rs`; `env` is nop's environment, which finds the user's files). MCP servers
+/// declared (`config::servers`; `env` is nop's environment, which finds the user's files). MCP servers
 /// get the environment of shell commands under `settings` (see [`server`]).
 pub async fn load_all(
     root: &Path,
     settings: &SandboxSettings,
     env: &BTreeMap<String, String>,
 ) -> (Vec<Arc<dyn Tool>>, Vec<PluginStatus>) {
-    let (found, shadowed) = sources::discover(root, env);
+    let (found, shadowed) =
+        sources::discover(root, env, |name| crate::permissions::git_tracks(root, name));
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     let mut statuses = Vec::new();
     // All at once, each under its own start-up limit; reported in order.

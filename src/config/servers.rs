@@ -15,9 +15,59 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use serde::Deserialize;
 use serde_json::Value;
 
-use super::McpConfig;
+/// One MCP server as nop starts it: a stdio command or a streamable-HTTP endpoint.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpConfig {
+    /// The program of a stdio server (or `url` for a remote one).
+    #[serde(default)]
+    pub command: String,
+    /// A remote server's endpoint (streamable HTTP).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// HTTP headers sent to a remote server, `${VAR}` expanded.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// The variable holding the bearer token sent to a remote server (`Authorization`).
+    #[serde(default)]
+    pub bearer_token_env_var: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    #[serde(default = "default_startup")]
+    pub startup_timeout_s: f64,
+    /// Each call's time limit; `tools.timeout_s` when not set.
+    #[serde(default)]
+    pub timeout_s: Option<f64>,
+    /// The working directory (relative to the repository root); a private empty directory
+    /// outside the repository when not set.
+    #[serde(default)]
+    pub cwd: Option<String>,
+}
+
+fn default_startup() -> f64 {
+    20.0
+}
+
+impl Default for McpConfig {
+    fn default() -> McpConfig {
+        McpConfig {
+            command: String::new(),
+            url: None,
+            headers: BTreeMap::new(),
+            bearer_token_env_var: None,
+            args: Vec::new(),
+            env: BTreeMap::new(),
+            startup_timeout_s: default_startup(),
+            timeout_s: None,
+            cwd: None,
+        }
+    }
+}
 
 /// The largest file read here (`~/.claude.json` also holds Claude Code's history).
 pub const MAX_FILE: u64 = 32 << 20;
@@ -45,6 +95,7 @@ pub struct Found {
 pub fn discover(
     root: &Path,
     env: &BTreeMap<String, String>,
+    tracked: impl Fn(&str) -> bool,
 ) -> (Vec<Found>, Vec<(Found, PathBuf)>) {
     let home = env
         .get("HOME")
@@ -54,7 +105,7 @@ pub fn discover(
     let claude_json = claude.as_ref().and_then(|p| read_claude_json(p));
     let mut all = Vec::new();
     all.extend(dirs(&root.join(".nop/plugins")));
-    all.extend(project_mcp_json(root));
+    all.extend(project_mcp_json(root, tracked));
     if let (Some(path), Some(json)) = (&claude, &claude_json) {
         match json {
             Ok(json) => all.extend(claude_local(path, json, root)),
@@ -171,12 +222,12 @@ fn read_claude_json(path: &Path) -> Option<Result<Value, String>> {
 /// server runs unconfined later, so the file counts only when git tracks it: a file the user
 /// added, not one the model wrote (`.mcp.json` itself is read-only to the agent, but a name that
 /// does not exist yet cannot be protected from a shell command).
-fn project_mcp_json(root: &Path) -> Vec<Found> {
+fn project_mcp_json(root: &Path, tracked: impl Fn(&str) -> bool) -> Vec<Found> {
     let path = root.join(".mcp.json");
     let Some(json) = read_json(&path) else {
         return Vec::new();
     };
-    let tracked = crate::permissions::git_tracks(root, ".mcp.json");
+    let tracked = tracked(".mcp.json");
     if !tracked {
         return vec![unreadable(
             &path,
