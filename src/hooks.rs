@@ -103,6 +103,8 @@ struct Entry<'a> {
     matcher: &'a str,
     timeout: Duration,
     shape: Shape,
+    /// The Claude Code settings file it comes from.
+    origin: Option<&'a Path>,
 }
 
 /// Whether any command is set for `hook` (nop's own or Claude Code's).
@@ -116,6 +118,7 @@ fn entries<'a>(config: &'a HooksConfig, hook: Hook) -> Vec<Entry<'a>> {
         matcher: c.matcher(),
         timeout: c.timeout_s().map_or(config.timeout(), seconds),
         shape: Shape::Nop,
+        origin: None,
     });
     let claude = config
         .claude
@@ -126,6 +129,7 @@ fn entries<'a>(config: &'a HooksConfig, hook: Hook) -> Vec<Entry<'a>> {
             matcher: &c.matcher,
             timeout: c.timeout_s.map_or(config.timeout(), seconds),
             shape: Shape::Claude,
+            origin: Some(c.origin.as_path()),
         });
     own.chain(claude).collect()
 }
@@ -182,11 +186,18 @@ pub async fn fire(
     let mut claude_input = None;
     let mut context = Vec::new();
     let mut allowed = false;
+    let gate = crate::trust::Gate::new(config.trust_dir.clone().map(crate::trust::Store::at));
     for entry in entries {
         if !matches(
             entry.matcher,
             subject(hook, &payload, entry.shape).as_deref(),
         ) {
+            continue;
+        }
+        // Decided now, from the record and what the files hold now: a settings file or a
+        // script changed since the user trusted it (by the agent, a merge, an undo) never runs.
+        if let Err(untrusted) = gate.hook(root, entry.command, entry.origin) {
+            tracing::warn!(op = "hook", event = hook.name(), result = "untrusted", hook = %entry.command, "{}", untrusted.warning());
             continue;
         }
         let input = match entry.shape {

@@ -31,4 +31,5 @@ pub mod skills;
 pub mod slash_commands;
 pub mod templates;
 pub mod tools;
+pub mod trust;
 pub mod workspace;

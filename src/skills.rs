@@ -116,28 +116,43 @@ fn skill_folders(source: &Path) -> Vec<PathBuf> {
     dirs
 }
 
-/// The skills of the repository at `root` and of the user whose home is `HOME`.
-pub fn discover(root: &Path) -> Discovery {
-    discover_in(root, home().as_deref())
+/// The skills of the repository at `root` and of the user whose home is `HOME` that the agent
+/// may read (`readable`, over the SKILL.md's real path).
+pub fn discover(root: &Path, readable: &dyn Fn(&Path) -> bool) -> Discovery {
+    discover_in(root, home().as_deref(), readable)
 }
 
-/// The skills of the repository at `root` and of the user whose home is `home`.
-pub fn discover_in(root: &Path, home: Option<&Path>) -> Discovery {
+/// The skills of the repository at `root` and of the user whose home is `home`. A skill is
+/// listed only where the agent's rules let it read its SKILL.md, links resolved (`readable`
+/// decides, over the real path): a folder linked into a denied directory (`private/**`) is
+/// left out, one linked from a shared folder the rules let the agent read is listed. A
+/// SKILL.md that is a link out of its own folder is left out.
+pub fn discover_in(
+    root: &Path,
+    home: Option<&Path>,
+    readable: &dyn Fn(&Path) -> bool,
+) -> Discovery {
     let mut found = Discovery::default();
-    let canonical_root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
     for (source, user) in roots(root, home) {
         for dir in skill_folders(&source) {
             let file = dir.join("SKILL.md");
-            // The agent can write the repository's skill folders: a SKILL.md there that is a
-            // link out of its folder or out of the repository (to ~/.aws/credentials) would be
-            // read by nop, outside the agent's rules.
-            if !user && !stays_inside(&dir, &canonical_root) {
-                found.warnings.push(format!(
-                    "{}: a symbolic link out of its folder or of the repository; this skill is \
-                     left out",
-                    file.display()
-                ));
-                continue;
+            match real_skill_file(&dir) {
+                Some(real) if readable(&real) => {}
+                Some(_) => {
+                    found.warnings.push(format!(
+                        "{}: the agent's rules do not let it read {}; this skill is left out",
+                        file.display(),
+                        if user { "it" } else { "where it leads" }
+                    ));
+                    continue;
+                }
+                None => {
+                    found.warnings.push(format!(
+                        "{}: a symbolic link out of its folder; this skill is left out",
+                        file.display()
+                    ));
+                    continue;
+                }
             }
             let skill = match read_skill(&file) {
                 Ok(meta) => meta,
@@ -174,16 +189,13 @@ pub fn discover_in(root: &Path, home: Option<&Path>) -> Discovery {
     found
 }
 
-/// Whether the folder `dir` and its SKILL.md, links resolved, are inside `root` (canonical) and
-/// the SKILL.md inside the folder.
-fn stays_inside(dir: &Path, root: &Path) -> bool {
-    match (
-        std::fs::canonicalize(dir),
-        std::fs::canonicalize(dir.join("SKILL.md")),
-    ) {
-        (Ok(dir), Ok(file)) => dir.starts_with(root) && file.parent() == Some(dir.as_path()),
-        _ => false,
-    }
+/// The real path of `dir`'s SKILL.md (links resolved), when it lies in the folder's real path.
+fn real_skill_file(dir: &Path) -> Option<PathBuf> {
+    let (dir, file) = (
+        std::fs::canonicalize(dir).ok()?,
+        std::fs::canonicalize(dir.join("SKILL.md")).ok()?,
+    );
+    (file.parent() == Some(dir.as_path())).then_some(file)
 }
 
 fn read_skill(file: &Path) -> Result<Meta, String> {
@@ -356,16 +368,25 @@ mod tests {
         );
         skill(&home.join(".agents/skills"), "plain", "# no front matter\n");
         std::fs::create_dir_all(home.join(".codex/skills/empty")).unwrap();
-        let found = discover_in(&root, Some(&home));
+        // A folder the rules hide is left out, wherever its SKILL.md really is.
+        skill(&root.join("private"), "secret", "---\nname: secret\n---\n");
+        std::os::unix::fs::symlink(
+            root.join("private/secret"),
+            root.join(".claude/skills/secret"),
+        )
+        .unwrap();
+        let private = std::fs::canonicalize(root.join("private")).unwrap();
+        let found = discover_in(&root, Some(&home), &|p| !p.starts_with(&private));
         let names: Vec<&str> = found.skills.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["review", "plain"]);
         assert_eq!(found.skills[0].description, "repo");
         assert!(!found.skills[0].user && found.skills[1].user);
         assert_eq!(found.shadowed.len(), 1);
         assert_eq!(found.shadowed[0].description, "user");
-        assert_eq!(found.warnings.len(), 1);
+        assert_eq!(found.warnings.len(), 2, "{:?}", found.warnings);
+        assert!(found.warnings[0].contains("skills/secret/SKILL.md: the agent's rules"));
         assert!(
-            found.warnings[0].contains("broken/SKILL.md"),
+            found.warnings[1].contains("broken/SKILL.md"),
             "{:?}",
             found.warnings
         );

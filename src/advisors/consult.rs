@@ -464,6 +464,7 @@ mod tests {
             ready: Default::default(),
             output_max_bytes: 30_000,
             events: None,
+            outer: Vec::new(),
         };
         Ok((ctx, FakeHost::new(store, answer)))
     }

@@ -191,6 +191,7 @@ impl Engine {
             ready: Default::default(),
             output_max_bytes: inner.config.tools.output_max_bytes,
             events: Some(inner.events.clone()),
+            outer: Vec::new(),
         })
     }
 

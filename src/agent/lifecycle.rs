@@ -361,69 +361,6 @@ impl Runtime {
         }
     }
 
-    /// Lists the project's Claude Code settings files that changed during the run (from
-    /// `before`) as untrusted, with their new text: their hooks are not run until the user
-    /// looks. The sandbox keeps the agent from changing an existing one, not from creating one.
-    pub(super) fn distrust_changed_settings(
-        &self,
-        before: &[(std::path::PathBuf, Option<String>)],
-        events: &EventSink,
-    ) {
-        let root = &self.ws.root;
-        let now = crate::config::project_settings_now(root);
-        let changed: Vec<_> = now
-            .into_iter()
-            .filter(|(path, text)| {
-                text.is_some() && before.iter().all(|(p, t)| p != path || t != text)
-            })
-            .collect();
-        if changed.is_empty() {
-            return;
-        }
-        // A list that cannot be read is not overwritten; nop trusts none of the project's
-        // settings while it stays so.
-        let mut list = match crate::config::untrusted_settings(root) {
-            Ok(list) => Some(list),
-            Err(why) => {
-                tracing::error!(op = "hook", result = "error", "{why}");
-                None
-            }
-        };
-        for (path, text) in &changed {
-            if let (Some(list), Some(text)) = (list.as_mut(), text) {
-                list.insert(path.to_string_lossy().into_owned(), text.clone());
-            }
-            let message = format!(
-                "{} changed while the agent ran: its hooks will not be run until you review it \
-                 (see {})",
-                path.display(),
-                crate::config::untrusted_settings_path(root).display()
-            );
-            tracing::warn!(op = "hook", result = "distrusted", "{message}");
-            let _ = events.send(Event::Warning { message });
-        }
-        let Some(list) = list else {
-            return;
-        };
-        let file = crate::config::untrusted_settings_path(root);
-        let written = serde_json::to_vec_pretty(&list)
-            .map_err(|e| e.to_string())
-            .and_then(|bytes| {
-                if let Some(dir) = file.parent() {
-                    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
-                }
-                crate::session::write_atomic(&file, &bytes).map_err(|e| e.to_string())
-            });
-        if let Err(e) = written {
-            tracing::error!(
-                op = "hook",
-                result = "error",
-                "{} could not be written: {e}",
-                file.display()
-            );
-        }
-    }
-
     /// Opens an admitted run: the file checkpoint (in the background), the engine and its
     /// plugins, the input recorded (mentions attached, memory recalled), `session_started`, the
     /// session-start hooks, and for a loaded session the parent and consistency checks.
@@ -616,6 +553,7 @@ impl Runtime {
             priority,
             emergency: emergency.clone(),
         });
+        super::untrusted::report(&self.ws, &self.env, &events);
         for message in &self.config.hooks.warnings {
             tracing::warn!(session = %session_id, op = "hook", result = "set aside", "{message}");
             let _ = events.send(Event::Warning {

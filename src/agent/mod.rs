@@ -25,6 +25,7 @@ pub mod runtime;
 mod subagent;
 pub mod summarize;
 mod turn;
+mod untrusted;
 
 pub use chat_handle::{ChatHandle, Quiet};
 pub use conversation::Conversation;

@@ -135,7 +135,16 @@ fn build(
         prompt.push_str(&section);
     }
     warnings.extend(instructions.warnings);
-    let skills = crate::skills::discover(&ws.root);
+    // Only the skills this agent may read, links resolved: a description is read by nop, and
+    // would otherwise carry a denied file's words into every prompt.
+    let rules = crate::permissions::load_chain(&ws.root, agent_name, ancestors).ok();
+    let readable = |real: &Path| {
+        rules.as_ref().is_some_and(|p| {
+            p.check_resolved(real, crate::permissions::Access::Read)
+                .is_allowed()
+        })
+    };
+    let skills = crate::skills::discover(&ws.root, &readable);
     for warning in &skills.warnings {
         tracing::warn!(op = "skills", result = "left out", "{warning}");
     }

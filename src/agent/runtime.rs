@@ -168,15 +168,11 @@ impl Runtime {
     ) -> Result<RunOutcome, RunError> {
         let mut admitted = self.admit(&mut request).await?;
         self.submit_prompt(&mut admitted, &mut request).await?;
-        // Claude Code's settings as the run finds them: one the run changes may hold a hook
-        // the agent planted, which would run outside the sandbox later.
-        let settings = crate::config::project_settings_now(&self.ws.root);
         let mut opened = self.open(&mut admitted, &request, &events, &cancel).await?;
         let mut stats = TurnStats::default();
         let answer = self
             .drive(&mut opened, request.max_turns, &events, &mut stats)
             .await;
-        self.distrust_changed_settings(&settings, &events);
         self.finish(admitted, opened, answer, stats, &events).await
     }
 

@@ -166,9 +166,21 @@ impl Engine {
                 let root = isolated
                     .as_ref()
                     .map_or_else(|| parent.root.clone(), |i| i.path.clone());
+                // Its caller's callers in other roots confine it too.
+                ctx.outer = parent.outer.clone();
                 if root != ctx.root {
-                    ctx.policy = crate::permissions::load_chain(&root, target, &ctx.ancestors)?;
+                    // Its own root's rules, and its caller's wherever they reach (the caller's
+                    // repository by its path beside the worktree).
+                    ctx.outer.insert(
+                        0,
+                        crate::tools::Outer {
+                            root: ctx.root.clone(),
+                            agent: target.to_string(),
+                            ancestors: ctx.ancestors.clone(),
+                        },
+                    );
                     ctx.root = root;
+                    ctx.policy = ctx.load_policy()?;
                 }
                 Ok(ctx)
             });

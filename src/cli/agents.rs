@@ -76,7 +76,16 @@ pub fn skills(ctx: &Context, json: bool, out: &mut impl Write) -> Result<ExitCod
         .get("HOME")
         .map(PathBuf::from)
         .filter(|h| h.is_absolute());
-    let found = nop::skills::discover_in(&ctx.ws.root, home.as_deref());
+    // As the default agent sees them: a skill its rules do not let it read is not listed.
+    let agent = &ctx.config().agent.default;
+    let rules = nop::permissions::load_policy(&ctx.ws.root, agent).ok();
+    let readable = |real: &Path| {
+        rules.as_ref().is_some_and(|p| {
+            p.check_resolved(real, nop::permissions::Access::Read)
+                .is_allowed()
+        })
+    };
+    let found = nop::skills::discover_in(&ctx.ws.root, home.as_deref(), &readable);
     let shown = |p: &Path| shown_path(p, &ctx.ws.root, home.as_deref());
     let first_line = |d: &str| one_line(d.lines().next().unwrap_or(""));
     let row = |s: &nop::skills::Skill| {

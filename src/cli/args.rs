@@ -108,6 +108,19 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// What of this repository nop would run outside the sandbox, or let widen the agent's rules,
+    /// that you have not trusted (hooks and the scripts they run, MCP servers, plugins, a
+    /// `.nop/`, git hooks in the tree), each with why; `--yes` trusts all of it as it is now.
+    Trust {
+        /// Trust everything listed, as it is now.
+        #[arg(long, conflicts_with = "revoke")]
+        yes: bool,
+        /// Take back the trust of a file (or of everything under a directory).
+        #[arg(long, value_name = "PATH")]
+        revoke: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
     /// List, show, check and create sessions.
     #[command(subcommand)]
     Sessions(SessionsCommand),

@@ -99,7 +99,24 @@ pub fn set(
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| anyhow!("{}: {e}", dir.display()))?;
     }
+    // The user's own command: a workspace they trusted (or one with nothing to trust yet) stays
+    // trusted with this value; one they have not trusted is not trusted by it.
+    let trusted_before = match &ws {
+        Ok(ws) if !user_file => Some(ws.root.clone()).filter(|root| {
+            nop::trust::workspace_check_in(root, nop::trust::Store::from_env(env).as_ref()).is_ok()
+        }),
+        _ => None,
+    };
     nop::session::replace_file(&path, edit.text.as_bytes())?;
+    if let Some(root) = trusted_before {
+        // The scripts a hook set here names are the user's choice too.
+        let commands = nop::config::hook_commands_of(&[(edit.key.clone(), edit.value.clone())]);
+        let accepted = nop::trust::accept_workspace(env, &root)
+            .and_then(|()| nop::trust::accept_commands(env, &root, &commands));
+        if let Err(e) = accepted {
+            eprintln!("warning: {e}");
+        }
+    }
     let shown = match &edit.value {
         serde_json::Value::String(s) => s.clone(),
         other => other.to_string(),

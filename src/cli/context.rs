@@ -48,6 +48,8 @@ impl Invocation {
             .or_else(|| outside.env.get("LOGNAME").cloned())
             .filter(|u| !u.trim().is_empty())
             .unwrap_or_else(|| "user".to_string());
+        // What the user trusts is found from this environment, by the library too.
+        nop::trust::use_env(&outside.env);
         Ok(Invocation {
             cwd,
             env: outside.env,

@@ -15,6 +15,20 @@ use super::context::Invocation;
 pub fn init(inv: Invocation, force: bool, out: &mut impl Write) -> Result<ExitCode> {
     let root = Workspace::discover(&inv.cwd, inv.home())?.root;
     let report = workspace::init(&root, force, Utc::now())?;
+    // What init wrote is the user's own: trusted, unless it kept a file of someone else's
+    // (a cloned repository's) that differs from what it would have written.
+    let nop_dir = root.join(workspace::NOP_DIR);
+    let foreign = report.iter().any(|(path, action)| {
+        *action == InitAction::Kept
+            && path
+                .strip_prefix(&nop_dir)
+                .ok()
+                .and_then(|rel| nop::templates::get(&rel.to_string_lossy()))
+                .is_none_or(|text| std::fs::read(path).ok().as_deref() != Some(text.as_bytes()))
+    });
+    if !foreign && let Err(e) = nop::trust::accept_workspace(&inv.env, &root) {
+        writeln!(out, "warning: {e}")?;
+    }
     let ws = Workspace::discover(&inv.cwd, inv.home())?;
     // The root is canonical; so are the paths shown relative to the working directory.
     let cwd = std::fs::canonicalize(&inv.cwd).unwrap_or(inv.cwd.clone());

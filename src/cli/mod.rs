@@ -29,6 +29,7 @@ mod slash;
 mod start;
 mod term;
 mod transcript;
+mod trust;
 
 pub use args::{
     AccessArg, AgentsCommand, Cli, Command, CommandsCommand, ConfigCommand, MemoryCommand,
@@ -78,7 +79,7 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             let _ = Cli::command().write_help(&mut err);
             return Ok(ExitCode::from(exit::USAGE));
         }
-        let ctx = inv.open()?;
+        let ctx = trusted(inv.open()?, true)?;
         if setup::has_model(&ctx) {
             return start::interactive(&ctx);
         }
@@ -103,8 +104,31 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             clap_complete::generate(shell, &mut Cli::command(), "nop", &mut out);
             Ok(ExitCode::SUCCESS)
         }
-        command => dispatch(command, &inv.open()?, &mut out),
+        command => {
+            let ask = asks_trust(&command);
+            dispatch(command, &trusted(inv.open()?, ask)?, &mut out)
+        }
     }
+}
+
+/// Whether `command` runs the agent for a person at a terminal (not headless): the start of
+/// such a run shows what of the repository is not trusted and asks once.
+fn asks_trust(command: &Command) -> bool {
+    match command {
+        Command::Run(args) => !args.print && args.output_format == OutputFormat::Text,
+        Command::Resume { output_format, .. } => *output_format == OutputFormat::Text,
+        Command::Chat { .. } => true,
+        _ => false,
+    }
+}
+
+/// `ctx`, opened again when the user trusted something at the question (`ask`): what it
+/// resolved (widening settings, hooks) depends on it.
+fn trusted(ctx: Context, ask: bool) -> Result<Context> {
+    if ask && trust::ask(&ctx)? {
+        return ctx.into_invocation().open();
+    }
+    Ok(ctx)
 }
 
 /// Runs a command that works in the repository, with its context.
@@ -131,6 +155,9 @@ fn dispatch(command: Command, ctx: &Context, out: &mut impl Write) -> Result<Exi
         Command::Stop { session } => start::stop(ctx, &session),
         Command::Compact { id } => start::compact(ctx, &id),
         Command::Memory(command) => memory::memory(ctx, command),
+        Command::Trust { yes, revoke, json } => {
+            trust::command(ctx, &ctx.ws, yes, revoke.as_deref(), json, out)
+        }
         Command::Config(ConfigCommand::Show {
             json,
             session,

@@ -3,7 +3,7 @@
 //! every rule that cannot be translated printed with the reason. The user's command, run outside
 //! any sandbox: `.nop/.permissions/` is denied to the agent.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -48,6 +48,25 @@ pub fn import(
             "{} does not exist: run `nop init` first, so that the rules have a file to go to",
             dir.display()
         );
+    }
+    // Only what the user trusts: a settings file in the repository may be the model's work
+    // (written in a run, or merged from a branch it committed on). On a terminal the question
+    // is asked below, once the rules are shown; elsewhere it is `nop trust`'s.
+    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    let mut to_trust = Vec::new();
+    for path in &sources {
+        let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.clone());
+        let (base, subject, verdict) = nop::trust::permission_rules_check(root, &real, &ctx.env);
+        if let Err(untrusted) = verdict {
+            if !interactive && !dry_run {
+                bail!(
+                    "{}: not imported: {}",
+                    shown(root, home.as_deref(), path),
+                    untrusted.warning()
+                );
+            }
+            to_trust.extend(subject.map(|s| (base, s)));
+        }
     }
     let target = dir.join(format!("agent-{agent}.yml"));
     let old = match std::fs::read_to_string(&target) {
@@ -182,11 +201,37 @@ pub fn import(
         writeln!(out, "dry run: nothing written")?;
         return Ok(ExitCode::SUCCESS);
     }
+    if !to_trust.is_empty() {
+        let files: Vec<String> = to_trust.iter().flat_map(|(_, s)| s.files()).collect();
+        out.flush()?;
+        eprint!(
+            "{} {} not trusted in this repository (it may be the agent's work). Import these rules \
+             from it? [y/N] ",
+            files.join(", "),
+            if files.len() == 1 { "is" } else { "are" }
+        );
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line)?;
+        if !matches!(line.trim(), "y" | "Y" | "yes") {
+            writeln!(out, "nothing written")?;
+            return Ok(ExitCode::from(super::exit::ERROR));
+        }
+        for (base, subject) in &to_trust {
+            nop::trust::accept(&ctx.env, base, std::slice::from_ref(subject))?;
+        }
+    }
+    // The user's own command: a workspace they trusted stays trusted with these rules.
+    let trusted_before =
+        nop::trust::workspace_check_in(root, nop::trust::Store::from_env(&ctx.env).as_ref())
+            .is_ok();
     if !merged.added.is_empty() {
         nop::session::replace_file(&target, merged.text.as_bytes())?;
     }
     if let Some((path, text)) = config_edit {
         nop::session::replace_file(&path, text.as_bytes())?;
+    }
+    if trusted_before && let Err(e) = nop::trust::accept_workspace(&ctx.env, root) {
+        writeln!(out, "warning: {e}")?;
     }
     let state = ctx.ws.nop_dir().join("state");
     for (label, permissions) in &read {

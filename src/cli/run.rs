@@ -175,23 +175,19 @@ async fn ask_on_terminal(event: &Event) -> ApprovalAnswer {
     .unwrap_or(ApprovalAnswer::No)
 }
 
-/// Interrupts the session on the first SIGINT or SIGTERM; a second one exits at once.
+/// Interrupts the session on the first SIGINT, SIGTERM or SIGHUP; a second one exits at once.
+/// A hang-up (the terminal closed) ends the run in the same order as SIGTERM: what nop would
+/// print goes to /dev/null from then on, since the terminal is gone.
 fn interrupt_on_signals(session: nop::agent::handle::Submitter) {
+    use tokio::signal::unix::{SignalKind, signal};
     tokio::spawn(async move {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let mut term = signal(SignalKind::terminate()).ok();
+        let mut hangup = signal(SignalKind::hangup()).ok();
         for round in 0..2 {
-            let terminated = async {
-                match term.as_mut() {
-                    Some(t) => {
-                        t.recv().await;
-                    }
-                    None => std::future::pending::<()>().await,
-                }
-            };
             tokio::select! {
                 _ = tokio::signal::ctrl_c() => {}
-                () = terminated => {}
+                () = received(term.as_mut()) => {}
+                () = received(hangup.as_mut()) => detach_from_terminal(),
             }
             if round > 0 {
                 eprintln!("stopped again: exiting without waiting");
@@ -200,6 +196,57 @@ fn interrupt_on_signals(session: nop::agent::handle::Submitter) {
             session.submit(Op::Interrupt);
         }
     });
+}
+
+/// The interactive session's end on SIGHUP (the terminal closed) or SIGTERM: what nop prints
+/// goes to /dev/null from then on, the running turn (if any) is stopped as Esc stops it, and
+/// reading the prompt ends as at Ctrl-D, so the session closes in order. The flag says it
+/// happened.
+fn end_on_hangup(
+    rt: &tokio::runtime::Runtime,
+    current: std::sync::Arc<std::sync::Mutex<Option<nop::agent::handle::Submitter>>>,
+) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let set = std::sync::Arc::clone(&flag);
+    rt.spawn(async move {
+        let mut term = signal(SignalKind::terminate()).ok();
+        let mut hangup = signal(SignalKind::hangup()).ok();
+        tokio::select! {
+            () = received(term.as_mut()) => {}
+            () = received(hangup.as_mut()) => {}
+        }
+        set.store(true, std::sync::atomic::Ordering::SeqCst);
+        detach_from_terminal();
+        if let Some(session) = current.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            session.submit(Op::Interrupt);
+        }
+    });
+    flag
+}
+
+/// The next of signal `s`, or never when it could not be set up.
+async fn received(s: Option<&mut tokio::signal::unix::Signal>) {
+    match s {
+        Some(s) => {
+            s.recv().await;
+        }
+        None => std::future::pending::<()>().await,
+    }
+}
+
+/// Points standard input, output and error at /dev/null: after a hang-up, writing to the
+/// terminal fails, and a failed write must not stop the run from ending in order.
+fn detach_from_terminal() {
+    if let Ok(null) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    {
+        let _ = nix::unistd::dup2_stdin(&null);
+        let _ = nix::unistd::dup2_stdout(&null);
+        let _ = nix::unistd::dup2_stderr(&null);
+    }
 }
 
 /// Runs one request headless: a renderer of the session handle's events in `format`.
@@ -457,7 +504,9 @@ pub fn interactive(
         renderer: Renderer::new(OutputFormat::Text).interactive(),
         root: ws.root.clone(),
         command_dirs,
+        current: Default::default(),
     };
+    let hung_up = end_on_hangup(&rt, std::sync::Arc::clone(&here.current));
     here.switch(&rt, session);
     let mut interrupted = false;
     // Typed while the last answer came, not queued: the next prompt begins with it.
@@ -498,6 +547,9 @@ pub fn interactive(
                 continue;
             }
             Err(rustyline::error::ReadlineError::Eof) => break,
+            // After a hang-up the terminal is gone: reading it fails, and the session closes
+            // as at Ctrl-D.
+            Err(_) if hung_up.load(std::sync::atomic::Ordering::SeqCst) => break,
             Err(e) => return Err(e.into()),
         };
         let input = line.trim();
@@ -565,6 +617,8 @@ struct Interactive {
     root: std::path::PathBuf,
     /// The user's folders of custom slash commands (after the repository's).
     command_dirs: Vec<std::path::PathBuf>,
+    /// Where a hang-up or SIGTERM finds the open handle, to stop its run in order.
+    current: std::sync::Arc<std::sync::Mutex<Option<nop::agent::handle::Submitter>>>,
 }
 
 /// What a slash command leaves to do.
@@ -895,11 +949,9 @@ impl Interactive {
             agent: self.agent.clone(),
             max_turns: self.max_turns,
         };
-        self.handle = Some(SessionHandle::open(
-            self.runtime.clone(),
-            self.prompts.clone(),
-            open,
-        ));
+        let handle = SessionHandle::open(self.runtime.clone(), self.prompts.clone(), open);
+        *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Some(handle.submitter());
+        self.handle = Some(handle);
     }
 
     /// `/goal`: the session's goal and its checks; `/goal clear`; `/goal TEXT` sets one and
@@ -1002,7 +1054,9 @@ pub fn compact(runtime: Runtime, id: &str) -> Result<ExitCode> {
     ));
     while let Ok(event) = shown.try_recv() {
         match event {
-            Event::Warning { message } => eprintln!("warning: {message}"),
+            Event::Warning { message } | Event::Untrusted { message, .. } => {
+                eprintln!("warning: {message}")
+            }
             Event::Compacted {
                 snapshot_id,
                 messages_before,

@@ -569,7 +569,7 @@ impl Live {
             | Event::Usage { .. }
             | Event::ToolOutput { .. } => {}
             Event::Text { .. } => {}
-            Event::Warning { message } => {
+            Event::Warning { message } | Event::Untrusted { message, .. } => {
                 eprintln!("{}", err.yellow(&format!("warning: {}", visible(message))))
             }
             Event::Error { message } => {

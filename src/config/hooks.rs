@@ -2,7 +2,8 @@
 //! or `{matcher, command, timeout_s}`), and Claude Code's, read as they are from
 //! `.claude/settings.json`, `.claude/settings.local.json` and `~/.claude/settings.json`
 //! (`hooks` key only). A settings file that cannot be read or parsed is set aside with a
-//! warning; it never stops a run.
+//! warning; it never stops a run. Whether a hook of the repository's may run is decided as it
+//! is about to (`crate::trust`), not here.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -120,43 +121,10 @@ pub fn claude_project_files(root: &Path) -> [PathBuf; 2] {
     ]
 }
 
-/// Where nop lists the project settings files that changed while its agent ran, with the
-/// text they had then: their hooks are not run (the agent may have written them; the
-/// sandbox cannot protect a file that does not exist yet). Read-only to the agent.
-pub fn untrusted_settings_path(root: &Path) -> PathBuf {
-    root.join(".nop/state/untrusted-hooks.json")
-}
-
-/// The project's settings files as they are now: each path with its text, `None` when absent
-/// or unreadable.
-pub fn project_settings_now(root: &Path) -> Vec<(PathBuf, Option<String>)> {
-    claude_project_files(root)
-        .into_iter()
-        .map(|path| {
-            let text = read_text(&path).ok().flatten();
-            (path, text)
-        })
-        .collect()
-}
-
-/// The list at [`untrusted_settings_path`]: path → the text it had when it changed. A list
-/// that cannot be read trusts nothing of the project's (fail closed) and says so.
-pub fn untrusted_settings(root: &Path) -> Result<BTreeMap<String, String>, String> {
-    let path = untrusted_settings_path(root);
-    match read_text(&path) {
-        Ok(None) => Ok(BTreeMap::new()),
-        Ok(Some(text)) => serde_json::from_str(&text)
-            .map_err(|e| format!("{} is not valid JSON ({e})", path.display())),
-        Err(why) => Err(format!("{} {why}", path.display())),
-    }
-}
-
 /// The hooks of Claude Code's settings files, and a warning for each file or entry set aside.
 pub fn claude_hooks(root: &Path, env: &BTreeMap<String, String>) -> (Vec<ClaudeHook>, Vec<String>) {
     let mut hooks = Vec::new();
     let mut warnings = Vec::new();
-    let project = claude_project_files(root);
-    let untrusted = untrusted_settings(root);
     let mut seen: Vec<PathBuf> = Vec::new();
     for path in claude_settings_files(root, env) {
         // HOME may be the repository itself: one file is read once.
@@ -164,34 +132,7 @@ pub fn claude_hooks(root: &Path, env: &BTreeMap<String, String>) -> (Vec<ClaudeH
         if seen.contains(&real) {
             continue;
         }
-        // The project's file, also when reached as the user's (HOME is the repository).
-        let project_file = project
-            .iter()
-            .find(|p| std::fs::canonicalize(p).map_or(**p == path, |r| r == real));
         seen.push(real);
-        if let Some(project_path) = project_file {
-            let text = read_text(&path).ok().flatten();
-            let listed = match (&untrusted, &text) {
-                (_, None) => false,
-                (Err(_), Some(_)) => true,
-                (Ok(list), Some(text)) => list
-                    .get(&project_path.to_string_lossy().into_owned())
-                    .is_some_and(|t| t == text),
-            };
-            if listed {
-                let why = match &untrusted {
-                    Err(why) => why.clone(),
-                    Ok(_) => "it changed while nop's agent was running".to_string(),
-                };
-                warnings.push(format!(
-                    "{}: its hooks are not run: {why}. Review it, then remove its entry from {} \
-                     (or edit the file yourself)",
-                    path.display(),
-                    untrusted_settings_path(root).display()
-                ));
-                continue;
-            }
-        }
         match read_settings(&path) {
             Ok(Some(value)) => parse_settings(&path, &value, &mut hooks, &mut warnings),
             Ok(None) => {}

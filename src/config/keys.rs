@@ -5,6 +5,25 @@
 
 use serde_json::Value;
 
+/// The keys that run commands with the user's rights, loosen the shell's confinement or the
+/// approvals, or send the provider's key somewhere: what a repository's files may set only while
+/// the user trusts them (`crate::trust`). Every `hooks.*` key is one.
+pub const WIDENING: &[&str] = &[
+    "sandbox",
+    "approval",
+    "shell.network",
+    "shell.namespaces",
+    "shell.env_exclude",
+    "shell.env_keep",
+    "provider.base_url",
+    "provider.api_key_env",
+];
+
+/// Whether `key` is one of [`WIDENING`] or a hook.
+pub fn widens(key: &str) -> bool {
+    key.starts_with("hooks.") || key == "hooks" || WIDENING.contains(&key)
+}
+
 /// The values a numeric key accepts. Every numeric key has one (a unit test sees to it), so a
 /// message about a bad number can always say what would have been right.
 #[derive(Debug, Clone, Copy)]

@@ -30,10 +30,9 @@ use file::{must_be, parse_file};
 pub use file::{read_config_text, user_config_path};
 pub use hooks::{
     CLAUDE_EVENTS, ClaudeHook, HookCommand, MatchedHook, claude_hooks, claude_project_files,
-    claude_settings_files, pattern as matcher_pattern, project_settings_now, untrusted_settings,
-    untrusted_settings_path,
+    claude_settings_files, pattern as matcher_pattern,
 };
-pub use keys::{canonical_key, distance as edit_distance, is_secret_key};
+pub use keys::{WIDENING, canonical_key, distance as edit_distance, is_secret_key, widens};
 pub use servers::McpConfig;
 
 use crate::protocol::TextPos;
@@ -162,6 +161,10 @@ pub struct HooksConfig {
     /// What was set aside while reading Claude Code's settings files.
     #[serde(skip)]
     pub warnings: Vec<String>,
+    /// Where the user's trust record is (`crate::trust::Store`): a hook whose settings or
+    /// scripts the user has not trusted is not run. `None`: nothing of the repository's runs.
+    #[serde(skip)]
+    pub trust_dir: Option<PathBuf>,
 }
 
 /// The variables the provider may read its API key from: never given to a child process.
@@ -223,6 +226,7 @@ impl Default for HooksConfig {
             key_vars: Vec::new(),
             claude: Vec::new(),
             warnings: Vec::new(),
+            trust_dir: None,
         }
     }
 }
@@ -913,6 +917,9 @@ pub struct ConfigInputs<'a> {
     pub env: BTreeMap<String, String>,
     /// Command-line settings: (flag as typed, key, value text).
     pub cli: Vec<(String, String, String)>,
+    /// Why the repository's `.nop/` is not trusted, if it is not: then what its config.yml and
+    /// agents.yml set that widens ([`widens`]) is left out.
+    pub untrusted: Option<String>,
 }
 
 /// The effective configuration with the value and origin of every key.
@@ -920,6 +927,9 @@ pub struct ConfigInputs<'a> {
 pub struct Resolved {
     pub config: Config,
     pub entries: BTreeMap<String, (Value, Origin)>,
+    /// Keys left out, one sentence each: a repository file's widening keys while it is not
+    /// trusted, a session's always (a session file travels; what it says runs nothing).
+    pub set_aside: Vec<String>,
 }
 
 /// Environment variables that name a key other than by the `NOP_<KEY>` rule.
@@ -972,16 +982,36 @@ impl Resolved {
             let values = parse_file(&origin, text)?;
             layers.push((origin, typed(values)));
         }
+        let mut set_aside = Vec::new();
+        let mut keep = |origin: &Origin, values: Vec<(String, Value)>, why: Option<&str>| {
+            let Some(why) = why else { return values };
+            let (left, kept): (Vec<_>, Vec<_>) =
+                values.into_iter().partition(|(key, _)| widens(key));
+            if !left.is_empty() {
+                let keys: Vec<&str> = left.iter().map(|(k, _)| k.as_str()).collect();
+                set_aside.push(format!("{origin}: {} left out: {why}", keys.join(", ")));
+            }
+            kept
+        };
+        let untrusted = inputs.untrusted.as_deref();
         if let Some((path, text)) = inputs.file {
             let origin = Origin::File(path.to_path_buf());
-            let values = parse_file(&origin, text)?;
+            let values = keep(&origin, parse_file(&origin, text)?, untrusted);
             layers.push((origin, typed(values)));
         }
         if let Some((name, map)) = inputs.agent {
-            layers.push((Origin::Agent(name.to_string()), typed(flatten_map(map))));
+            let origin = Origin::Agent(name.to_string());
+            let values = keep(&origin, flatten_map(map), untrusted);
+            layers.push((origin, typed(values)));
         }
         if let Some((id, map)) = inputs.session {
-            layers.push((Origin::Session(id.to_string()), typed(flatten_map(map))));
+            let origin = Origin::Session(id.to_string());
+            let values = keep(
+                &origin,
+                flatten_map(map),
+                Some("a session file never widens what the agent may do or runs a command"),
+            );
+            layers.push((origin, typed(values)));
         }
         let mut env = Vec::new();
         // Each key's variable, made once and only when some `NOP_*` variable is set.
@@ -1075,8 +1105,69 @@ impl Resolved {
                 message,
             });
         }
-        Ok(Resolved { config, entries })
+        Ok(Resolved {
+            config,
+            entries,
+            set_aside,
+        })
     }
+}
+
+/// What a configuration file's text sets that widens ([`keys::widens`]), one `key: value` line
+/// each in the file's order, for the trust record; text that does not parse is its own
+/// widening (it cannot be known what it sets).
+pub fn widening_text(text: &str) -> String {
+    match file::parse_file(&Origin::Default, text) {
+        Ok(values) => values
+            .into_iter()
+            .filter(|(key, _)| keys::widens(key))
+            .map(|(key, value)| format!("{key}: {value}\n"))
+            .collect(),
+        Err(_) => text.to_string(),
+    }
+}
+
+/// What an agent's `config:` overrides set that widens, as [`widening_text`] says it.
+pub fn widening_overrides(map: &Map<String, Value>) -> String {
+    flatten_map(map)
+        .into_iter()
+        .filter(|(key, _)| keys::widens(key))
+        .map(|(key, value)| format!("{key}: {value}\n"))
+        .collect()
+}
+
+/// The hook commands `values` (a file's keys) set, for every event.
+pub fn hook_commands_of(values: &[(String, Value)]) -> Vec<String> {
+    let mut commands = Vec::new();
+    for (key, value) in values {
+        if !key.starts_with("hooks.") {
+            continue;
+        }
+        for item in value.as_array().into_iter().flatten() {
+            match item {
+                Value::String(command) => commands.push(command.clone()),
+                Value::Object(map) => {
+                    if let Some(Value::String(command)) = map.get("command") {
+                        commands.push(command.clone());
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    commands
+}
+
+/// The hook commands a configuration file's text sets (none when it does not parse).
+pub fn hook_commands(text: &str) -> Vec<String> {
+    file::parse_file(&Origin::Default, text)
+        .map(|values| hook_commands_of(&values))
+        .unwrap_or_default()
+}
+
+/// The hook commands an agent's `config:` overrides set.
+pub fn hook_commands_in_overrides(map: &Map<String, Value>) -> Vec<String> {
+    hook_commands_of(&flatten_map(map))
 }
 
 /// The first line of a YAML error message, without the `error: line N column M:` that the

@@ -1,7 +1,7 @@
 //! Where plugins are declared, in order of precedence (the first to name a plugin wins):
 //!
 //! 1. `.nop/plugins/<name>/config.yml` in the repository;
-//! 2. the repository's `.mcp.json` (Claude Code's project servers), only when git tracks it;
+//! 2. the repository's `.mcp.json` (Claude Code's project servers);
 //! 3. the user's `~/.claude.json`, `projects["<repository root>"].mcpServers` (Claude Code's
 //!    local scope);
 //! 4. the user's `~/.config/nop/plugins/<name>/config.yml` (`$XDG_CONFIG_HOME/nop/plugins`);
@@ -92,10 +92,12 @@ pub struct Found {
 /// Every plugin declared for the repository at `root` given nop's environment `env`, first
 /// declaration of each name first; and the declarations a name clash set aside, with the source
 /// that won.
+///
+/// Found is not started: whether a server the repository declares (or whose command names its
+/// files) may start is `crate::trust`'s to say, when it is about to.
 pub fn discover(
     root: &Path,
     env: &BTreeMap<String, String>,
-    tracked: impl Fn(&str) -> bool,
 ) -> (Vec<Found>, Vec<(Found, PathBuf)>) {
     let home = env
         .get("HOME")
@@ -105,7 +107,7 @@ pub fn discover(
     let claude_json = claude.as_ref().and_then(|p| read_claude_json(p));
     let mut all = Vec::new();
     all.extend(dirs(&root.join(".nop/plugins")));
-    all.extend(project_mcp_json(root, tracked));
+    all.extend(project_mcp_json(root));
     if let (Some(path), Some(json)) = (&claude, &claude_json) {
         match json {
             Ok(json) => all.extend(claude_local(path, json, root)),
@@ -218,29 +220,13 @@ fn read_claude_json(path: &Path) -> Option<Result<Value, String>> {
     }))
 }
 
-/// The servers of the repository's `.mcp.json`. The agent may write in the repository, and a
-/// server runs unconfined later, so the file counts only when git tracks it: a file the user
-/// added, not one the model wrote (`.mcp.json` itself is read-only to the agent, but a name that
-/// does not exist yet cannot be protected from a shell command).
-fn project_mcp_json(root: &Path, tracked: impl Fn(&str) -> bool) -> Vec<Found> {
+/// The servers of the repository's `.mcp.json`.
+fn project_mcp_json(root: &Path) -> Vec<Found> {
     let path = root.join(".mcp.json");
-    let Some(json) = read_json(&path) else {
-        return Vec::new();
-    };
-    let tracked = tracked(".mcp.json");
-    if !tracked {
-        return vec![unreadable(
-            &path,
-            &format!(
-                "{}: set aside: git does not track it, and a file nobody added may have been \
-                 written by the agent (`git add .mcp.json` to use it)",
-                path.display()
-            ),
-        )];
-    }
-    match json {
-        Ok(json) => servers(&path, json.get("mcpServers")),
-        Err(why) => vec![unreadable(&path, &why)],
+    match read_json(&path) {
+        None => Vec::new(),
+        Some(Ok(json)) => servers(&path, json.get("mcpServers")),
+        Some(Err(why)) => vec![unreadable(&path, &why)],
     }
 }
 

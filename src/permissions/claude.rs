@@ -410,6 +410,14 @@ pub fn unimported(root: &Path, state_dir: &Path) -> Vec<String> {
     let mut warnings = Vec::new();
     for label in PROJECT_FILES {
         let path = root.join(label);
+        // Never a suggestion to import what the user has not trusted: the file may be the
+        // model's bait (a harmless deny beside an allow of the secrets).
+        let real = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+        let (_, _, verdict) =
+            crate::trust::permission_rules_check(root, &real, &crate::trust::process_env());
+        if verdict.is_err() {
+            continue;
+        }
         let settings = match load(&path, root, None) {
             Ok(Some(settings)) => settings,
             Ok(None) => continue,
@@ -567,6 +575,16 @@ pub fn merge(
                     ));
                     continue;
                 }
+                // An allow goes first in the file: above a deny (a read-only, an ask) it would
+                // lift it. The user's rules stand; the allow is not imported.
+                if widens && let Some(lifted) = current.and_then(|p| lifts(p, pattern, access)) {
+                    merged.refused.push(format!(
+                        "{pattern}: {} (not imported: it would lift {lifted}; change that rule \
+                         yourself if the settings file is right)",
+                        access.as_str()
+                    ));
+                    continue;
+                }
                 if widens && let Some(source) = current.and_then(|p| granted(p, pattern, access)) {
                     merged.already.push(format!(
                         "{pattern}: {} (already allowed by {source})",
@@ -646,6 +664,52 @@ fn granted(policy: &super::Policy, pattern: &str, access: FileAccess) -> Option<
         (_, super::Decision::Allow { source }) => Some(source.to_string()),
         _ => None,
     }
+}
+
+/// The first rule of `policy` (not the floor: nothing lifts it) that an allow of `access` to
+/// `pattern`, put first, would lift: a `deny` or `ask` where the two patterns meet, a
+/// `read-only` where the allow also writes. Said as `pattern: access (file:line)`.
+fn lifts(policy: &super::Policy, pattern: &str, access: FileAccess) -> Option<String> {
+    let allow = super::policy::FileRule::new(pattern, access, super::Source::Floor).ok()?;
+    let root = policy.root();
+    let narrower = |rule: &super::policy::FileRule| match rule.access {
+        FileAccess::Deny | FileAccess::Ask => true,
+        FileAccess::ReadOnly => access == FileAccess::Read,
+        FileAccess::Read => false,
+    };
+    policy
+        .sets()
+        .iter()
+        .flat_map(|s| s.rules.iter())
+        .filter(|r| r.source != super::Source::Floor && narrower(r))
+        .find(|r| meet(root, &allow, r))
+        .map(|r| format!("`{}: {}` ({})", r.pattern, r.access.as_str(), r.source))
+}
+
+/// Whether two rules cover a common path: one's literal part (or a name beneath it) is
+/// matched by both.
+fn meet(root: &Path, a: &super::policy::FileRule, b: &super::policy::FileRule) -> bool {
+    let place = |rule: &super::policy::FileRule| {
+        let prefix = rule.literal_prefix();
+        if rule.is_absolute() {
+            PathBuf::from(prefix)
+        } else {
+            root.join(prefix)
+        }
+    };
+    let mut candidates = Vec::new();
+    for p in [place(a), place(b)] {
+        candidates.push(p.join("nop_probe_name"));
+        candidates.push(p);
+    }
+    candidates.iter().any(|path| {
+        let relative = path
+            .strip_prefix(root)
+            .ok()
+            .map(|r| r.to_string_lossy().into_owned());
+        let absolute = path.to_string_lossy();
+        a.matches(relative.as_deref(), &absolute) && b.matches(relative.as_deref(), &absolute)
+    })
 }
 
 /// Puts `block` (lines starting with `INDENT`) at the top of `file-access`.

@@ -95,7 +95,18 @@ fn without_directory(root: &Path) -> bool {
 /// Parses agent `name`'s file at `path` (in the repository at `root`), or its built-in text when
 /// the repository has no permission directory; `Ok(None)` when there is neither. The flag says
 /// the rules are built in.
-fn parse(root: &Path, path: &Path, name: &str) -> Result<Option<(File, bool)>, PermissionError> {
+fn parse(
+    root: &Path,
+    path: &Path,
+    name: &str,
+    built_in_only: bool,
+) -> Result<Option<(File, bool)>, PermissionError> {
+    if built_in_only {
+        return match built_in(name) {
+            Some(text) => parse_text(path, text).map(|file| Some((file, true))),
+            None => Ok(None),
+        };
+    }
     let (text, builtin) = match std::fs::read_to_string(path) {
         Ok(text) => (text, false),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -175,6 +186,26 @@ fn parse_text(path: &Path, text: &str) -> Result<File, PermissionError> {
 
 /// The rule set of one agent: its file (or agent-default.yml), then what it extends.
 pub fn load_ruleset(root: &Path, agent: &str) -> Result<RuleSet, PermissionError> {
+    load_ruleset_from(root, agent, false)
+}
+
+/// The rule sets that bound agent `agent` (every one must allow): its files' rules; and, in a
+/// workspace the user has not trusted (`crate::trust`: a cloned repository, a `.nop/` nobody
+/// looked at), the built-in rules beside them, so that the repository's files may narrow what
+/// the agent does (their deny, read-only and ask rules all hold) and never widen it.
+fn rulesets(root: &Path, agent: &str) -> Result<Vec<RuleSet>, PermissionError> {
+    let set = load_ruleset_from(root, agent, false)?;
+    if without_directory(root) || crate::trust::workspace_check(root).is_ok() {
+        return Ok(vec![set]);
+    }
+    Ok(vec![set, load_ruleset_from(root, agent, true)?])
+}
+
+fn load_ruleset_from(
+    root: &Path,
+    agent: &str,
+    built_in_only: bool,
+) -> Result<RuleSet, PermissionError> {
     let mut chain: Vec<String> = Vec::new();
     let mut set = RuleSet::empty(agent);
     let mut tools_allowed_done = false;
@@ -192,7 +223,7 @@ pub fn load_ruleset(root: &Path, agent: &str) -> Result<RuleSet, PermissionError
         }
         chain.push(name.clone());
         let path = file_of(root, &name);
-        let (file, path, name) = match parse(root, &path, &name)? {
+        let (file, path, name) = match parse(root, &path, &name, built_in_only)? {
             Some(file) => (file, path, name),
             // A file named by `extends` must exist: a typo never silently means "default".
             None if named_by.is_some() => {
@@ -206,7 +237,7 @@ pub fn load_ruleset(root: &Path, agent: &str) -> Result<RuleSet, PermissionError
             }
             None if name != "default" => {
                 let default = file_of(root, "default");
-                match parse(root, &default, "default")? {
+                match parse(root, &default, "default", built_in_only)? {
                     Some(file) => (file, default, "default".to_string()),
                     None => {
                         return Err(PermissionError::Missing {
@@ -304,7 +335,7 @@ fn parse_err(path: &Path, at: &Spanned<String>, message: String) -> PermissionEr
 
 /// The policy of `agent` in the repository at `root` (canonical).
 pub fn load_policy(root: &Path, agent: &str) -> Result<Policy, PermissionError> {
-    Ok(Policy::new(root.to_path_buf(), vec![load_ruleset(root, agent)?]).with_user_skills())
+    Ok(Policy::new(root.to_path_buf(), rulesets(root, agent)?).with_user_skills())
 }
 
 /// The agents that have permission files (the built-in ones where the repository has no
@@ -352,8 +383,8 @@ pub fn load_every_agent(root: &Path) -> (Policy, Vec<PermissionError>) {
     let mut sets = vec![RuleSet::empty("floor")];
     let mut errors = Vec::new();
     for name in agent_names(root) {
-        match load_ruleset(root, &name) {
-            Ok(set) => sets.push(set),
+        match rulesets(root, &name) {
+            Ok(more) => sets.extend(more),
             Err(e) => errors.push(e),
         }
     }
@@ -367,9 +398,9 @@ pub fn load_chain(
     agent: &str,
     ancestors: &[String],
 ) -> Result<Policy, PermissionError> {
-    let mut sets = vec![load_ruleset(root, agent)?];
+    let mut sets = rulesets(root, agent)?;
     for ancestor in ancestors {
-        sets.push(load_ruleset(root, ancestor)?);
+        sets.extend(rulesets(root, ancestor)?);
     }
     Ok(Policy::new(root.to_path_buf(), sets).with_user_skills())
 }
@@ -415,6 +446,7 @@ mod tests {
             "splitter",
             "someone-else",
         ] {
+            crate::trust::accept_workspace(&crate::trust::process_env(), initialised.path())?;
             let built_in = load_ruleset(bare.path(), agent)?;
             let installed = load_ruleset(initialised.path(), agent)?;
             assert_eq!(said(&built_in), said(&installed), "{agent}");
@@ -474,6 +506,7 @@ mod tests {
             dir.join("agent-default.yml"),
             "tools:\n  allowed: [read-file]\nfile-access:\n  - pattern: \"**\"\n    access: read-only\n",
         )?;
+        crate::trust::accept_workspace(&crate::trust::process_env(), root.path())?;
         let set = load_ruleset(root.path(), "retry-advisor")?;
         assert_eq!(set.files, [dir.join("agent-default.yml")]);
         assert!(set.built_in.is_empty());

@@ -373,6 +373,47 @@ pub(super) fn floor() -> &'static [FileRule] {
     })
 }
 
+/// The floor's part that depends on the user and the repository: the record of what the user
+/// trusts (`crate::trust`) hidden wherever it is (HOME may be the repository, XDG_STATE_HOME a
+/// temp directory), and what trust covers read-only, so that a trusted hook script, server or
+/// `core.hooksPath` hook cannot be rewritten during a run. Absolute rules: they hold for a
+/// subagent in another root too.
+fn trust_floor(root: &Path) -> Vec<FileRule> {
+    let mut rules = Vec::new();
+    let mut add = |pattern: String, access: FileAccess| {
+        if let Ok(rule) = FileRule::new(&pattern, access, Source::Floor) {
+            rules.push(rule);
+        }
+    };
+    if let Some(store) = crate::trust::process_store() {
+        // Made now if need be: a directory that does not exist cannot be masked, and the agent
+        // could make it with a record of its own.
+        let _ = store.ensure();
+        let dir = std::fs::canonicalize(store.dir()).unwrap_or_else(|_| store.dir().to_path_buf());
+        add(format!("{}/**", glob_escape(&dir)), FileAccess::Deny);
+    }
+    let (files, dirs) = crate::trust::covered(root, &crate::trust::process_env());
+    for file in files {
+        add(glob_escape(&file), FileAccess::ReadOnly);
+    }
+    for dir in dirs {
+        add(format!("{}/**", glob_escape(&dir)), FileAccess::ReadOnly);
+    }
+    rules
+}
+
+/// `path` as a glob that matches it alone.
+pub(super) fn glob_escape(path: &Path) -> String {
+    let mut out = String::new();
+    for c in path.to_string_lossy().chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '{' | '}' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
 /// The git directories outside the root that its `.git` names: the gitdir of a worktree or
 /// submodule checkout (`.git` is a file), and the common directory it or `.git/commondir` points
 /// at; canonical. Read-only to the agent like `.git` itself.
@@ -436,6 +477,14 @@ pub struct Policy {
 impl Policy {
     pub fn new(root: PathBuf, sets: Vec<RuleSet>) -> Policy {
         let git_dirs = git_protected(&root);
+        let trusted = trust_floor(&root);
+        let sets = sets
+            .into_iter()
+            .map(|mut set| {
+                set.rules = trusted.iter().cloned().chain(set.rules).collect();
+                set
+            })
+            .collect();
         Policy {
             root,
             sets,
@@ -474,6 +523,60 @@ impl Policy {
 
     pub fn sets(&self) -> &[RuleSet] {
         &self.sets
+    }
+
+    /// This policy (a subagent's in a root of its own: an isolated worktree) limited by its
+    /// caller's rules wherever they reach: each `deny`, `read-only` and `ask` rule of `caller`,
+    /// the floor's included, anchored at the caller's root as an absolute rule and put first.
+    /// So the subagent's shell and file tools meet, at the caller's repository (by its path
+    /// beside the worktree), what the caller's agent would meet there: its secrets hidden, its
+    /// `.nop/.permissions` and checkpoint store hidden, its `.git` read-only.
+    pub fn confined_by(mut self, caller: &Policy) -> Policy {
+        if caller.root == self.root {
+            return self.narrowed_by(caller);
+        }
+        let anchored = caller.anchored_narrowing();
+        for set in &mut self.sets {
+            set.rules = anchored
+                .iter()
+                .cloned()
+                .chain(set.rules.drain(..))
+                .collect();
+        }
+        for dir in &caller.git_dirs {
+            if !self.git_dirs.contains(dir) {
+                self.git_dirs.push(dir.clone());
+            }
+        }
+        self
+    }
+
+    /// The rules of this policy that narrow (deny, read-only, ask), the floor's first, as
+    /// absolute rules anchored at its root.
+    fn anchored_narrowing(&self) -> Vec<FileRule> {
+        let root = glob_escape(&self.root);
+        let rules = floor()
+            .iter()
+            .chain(self.sets.iter().flat_map(|s| s.rules.iter()))
+            .filter(|r| r.access != FileAccess::Read);
+        let mut out: Vec<FileRule> = Vec::new();
+        for rule in rules {
+            let pattern = if rule.is_absolute() {
+                rule.pattern.clone()
+            } else {
+                format!("{root}/{}", rule.pattern)
+            };
+            if out
+                .iter()
+                .any(|r| r.pattern == pattern && r.access == rule.access)
+            {
+                continue;
+            }
+            if let Ok(anchored) = FileRule::new(&pattern, rule.access, rule.source.clone()) {
+                out.push(anchored);
+            }
+        }
+        out
     }
 
     /// This policy limited by `parent`'s: a subagent can never do what its caller may not.

@@ -473,8 +473,10 @@ pub(crate) mod test_support {
         (dir, root)
     }
 
-    /// The namespace view of `agent`'s rules in `root`, with no temp directories.
+    /// The namespace view of `agent`'s rules in `root`, with no temp directories; its rules
+    /// are trusted as they are.
     pub(crate) fn view_of(root: &Path, agent: &str) -> ShellView {
+        crate::trust::accept_workspace(&crate::trust::process_env(), root).unwrap();
         let policy = crate::permissions::load_policy(root, agent).unwrap();
         shell_view(
             &policy,
@@ -493,10 +495,13 @@ mod tests {
     use super::test_support::view_of;
     use super::*;
 
+    /// The view's mounts but the one that masks the unit tests' trust record.
     fn mounts(view: &ShellView, root: &Path) -> Vec<(String, MountKind)> {
+        let home = crate::trust::process_env()["HOME"].clone();
         view.spec
             .mounts
             .iter()
+            .filter(|m| !m.path.starts_with(&home))
             .map(|m| {
                 let shown = m.path.strip_prefix(root).unwrap_or(&m.path);
                 (shown.display().to_string(), m.kind)

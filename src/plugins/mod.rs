@@ -171,10 +171,26 @@ pub async fn load_all(
     settings: &SandboxSettings,
     env: &BTreeMap<String, String>,
 ) -> (Vec<Arc<dyn Tool>>, Vec<PluginStatus>) {
-    let (found, shadowed) =
-        sources::discover(root, env, |name| crate::permissions::git_tracks(root, name));
+    let (found, shadowed) = sources::discover(root, env);
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     let mut statuses = Vec::new();
+    // Decided as they are about to start: a server the repository declares, or whose command
+    // names its files, starts only as the user trusted it (`nop trust`).
+    let untrusted = crate::trust::untrusted_servers(root, env);
+    let (found, refused): (Vec<_>, Vec<_>) = found
+        .into_iter()
+        .partition(|f| !untrusted.contains_key(&f.name));
+    for found in refused {
+        let why = untrusted[&found.name].warning();
+        tracing::warn!(op = "plugin", plugin = %found.name, result = "untrusted", "{why}");
+        statuses.push(PluginStatus {
+            name: found.name,
+            state: format!("untrusted: {why}"),
+            source: found.source.display().to_string(),
+            tools: Vec::new(),
+            notes: Vec::new(),
+        });
+    }
     // All at once, each under its own start-up limit; reported in order.
     let loaded =
         futures_util::future::join_all(found.iter().map(|f| load_one(root, settings, f))).await;

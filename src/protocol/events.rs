@@ -96,6 +96,20 @@ pub enum Event {
     },
     /// Something the user should know that does not stop the run.
     Warning { message: String },
+    /// Something of the repository nop would run outside the sandbox, or let widen the agent's
+    /// rules, that the user has not trusted: left out of this run (`nop trust`).
+    Untrusted {
+        /// `workspace`, `hooks`, `mcp-server`, `plugin`, `git-hooks`.
+        kind: String,
+        /// What it is ("hooks of .claude/settings.json").
+        name: String,
+        /// The files it is made of, relative to the repository.
+        files: Vec<String>,
+        /// `new`, `changed`, `untrustable` or `record-unusable`.
+        why: String,
+        /// The warning, in words.
+        message: String,
+    },
     /// The agent stopped and goal-checker judged the session's goal: `checks` so far.
     GoalChecked {
         met: bool,

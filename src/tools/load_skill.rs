@@ -29,7 +29,12 @@ impl TypedTool for LoadSkill {
         "Load a skill's full instructions by name (skills are listed in the system prompt).";
 
     async fn run(&self, args: LoadSkillArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let found = crate::skills::discover(&ctx.root);
+        let readable = |real: &std::path::Path| {
+            ctx.policy
+                .check_resolved(real, crate::permissions::Access::Read)
+                .is_allowed()
+        };
+        let found = crate::skills::discover(&ctx.root, &readable);
         let Some(skill) = found.get(args.name.trim()) else {
             let known: Vec<&str> = found.skills.iter().map(|s| s.name.as_str()).collect();
             return Err(ToolError::model(

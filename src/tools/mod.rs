@@ -70,6 +70,18 @@ pub struct ToolContext {
     /// Where a command's live tail goes (`Event::ToolOutput`), the run's event sink; `None`
     /// where nobody watches.
     pub events: Option<tokio::sync::mpsc::UnboundedSender<crate::protocol::events::Event>>,
+    /// Callers that work in another root (an isolated subagent's caller, in the repository
+    /// beside its worktree), nearest first: their rules confine this agent wherever they reach.
+    pub outer: Vec<Outer>,
+}
+
+/// A caller in another root: its root, its agent and that agent's callers, whose rules are read
+/// afresh with this agent's for every call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outer {
+    pub root: PathBuf,
+    pub agent: String,
+    pub ancestors: Vec<String>,
 }
 
 /// A gate tool calls wait at ([`ToolContext::ready`]); open unless made with [`Ready::new`].
@@ -174,6 +186,20 @@ impl SandboxSettings {
 impl ToolContext {
     pub fn nop_dir(&self) -> PathBuf {
         self.root.join(crate::workspace::NOP_DIR)
+    }
+
+    /// The agent's rules as its files say now: its own and its callers' in this root, and those
+    /// of its callers in other roots wherever they reach.
+    pub fn load_policy(
+        &self,
+    ) -> Result<crate::permissions::Policy, crate::permissions::PermissionError> {
+        let mut policy = crate::permissions::load_chain(&self.root, &self.agent, &self.ancestors)?;
+        for outer in &self.outer {
+            let theirs =
+                crate::permissions::load_chain(&outer.root, &outer.agent, &outer.ancestors)?;
+            policy = policy.confined_by(&theirs);
+        }
+        Ok(policy)
     }
 }
 

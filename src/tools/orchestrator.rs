@@ -89,13 +89,12 @@ async fn run(
     };
     // Permissions are read afresh for every call: an edited file applies at once, and a broken
     // one refuses everything (fail closed) rather than falling back to anything.
-    let policy =
-        crate::permissions::load_chain(&ctx.root, &ctx.agent, &ctx.ancestors).map_err(|e| {
-            ToolError::model(
-                ToolErrorKind::PermissionDenied,
-                format!("the permission files cannot be read, so nothing is allowed: {e}"),
-            )
-        })?;
+    let policy = ctx.load_policy().map_err(|e| {
+        ToolError::model(
+            ToolErrorKind::PermissionDenied,
+            format!("the permission files cannot be read, so nothing is allowed: {e}"),
+        )
+    })?;
     let mut call_ctx = ctx.clone();
     call_ctx.policy = policy;
     let ctx = &call_ctx;
@@ -492,6 +491,7 @@ mod tests {
             ready: Default::default(),
             output_max_bytes: 30_000,
             events: None,
+            outer: Vec::new(),
         })
     }
 

@@ -74,6 +74,9 @@ fn text_of(path: &Path, bytes: Vec<u8>) -> Result<String, WorkspaceError> {
 pub struct Workspace {
     /// The repository root: the directory that holds (or will hold) `.nop/`.
     pub root: PathBuf,
+    /// Directories below the repository's top whose `.nop/config.yml` would have made them the
+    /// root, passed over because the user has not trusted them (`nop trust`).
+    pub set_aside: Vec<PathBuf>,
 }
 
 impl Workspace {
@@ -87,26 +90,44 @@ impl Workspace {
     /// The `.nop/` of `home` counts only when `start` is `home` itself: `nop init` run in `~` does
     /// not make `~` the root of everything beneath it. A `.nop/` without config.yml (such as a
     /// user's `~/.nop/` of personal skills, or one made by a first run) never marks a root.
+    ///
+    /// A `.nop/` below the repository's top (below the outermost one, outside git) marks a root
+    /// only when the user trusts it (`crate::trust`, from the process's record): the agent can
+    /// write such a directory, and a root of its own making would take the repository's rules
+    /// (its deny rules too) away from what lies under it. One not trusted is named in
+    /// `set_aside` and the search goes on upwards.
     pub fn discover(start: &Path, home: Option<&Path>) -> Result<Workspace, WorkspaceError> {
         let start = fs::canonicalize(start).map_err(io(start))?;
         let home = home.map(|h| fs::canonicalize(h).unwrap_or_else(|_| h.to_path_buf()));
         let git_root = start.ancestors().find(|dir| dir.join(".git").exists());
+        let mut candidates: Vec<&Path> = Vec::new();
         for dir in start.ancestors() {
             let home_above = dir != start && home.as_deref() == Some(dir);
             if home_above && git_root.is_none() {
                 break;
             }
             if !home_above && dir.join(NOP_DIR).join(CONFIG_FILE).is_file() {
-                return Ok(Workspace {
-                    root: dir.to_path_buf(),
-                });
+                candidates.push(dir);
             }
             if Some(dir) == git_root {
                 break;
             }
         }
+        let outermost = git_root.or(candidates.last().copied());
+        let mut set_aside = Vec::new();
+        for dir in candidates {
+            let trusted = |outer: &Path| crate::trust::nested_workspace_check(dir, outer).is_ok();
+            if Some(dir) == outermost || outermost.is_some_and(trusted) {
+                return Ok(Workspace {
+                    root: dir.to_path_buf(),
+                    set_aside,
+                });
+            }
+            set_aside.push(dir.to_path_buf());
+        }
         Ok(Workspace {
             root: git_root.map_or(start.clone(), Path::to_path_buf),
+            set_aside,
         })
     }
 
@@ -242,14 +263,20 @@ impl Workspace {
         let agents = self.agents()?;
         let agent_name = agent.or(session.map(|s| s.agent.as_str()));
         let agent_def = agent_name.and_then(|name| agents.get(name));
+        let store = crate::trust::Store::from_env(&env);
+        let untrusted = crate::trust::workspace_check_in(&self.root, store.as_ref())
+            .err()
+            .map(|_| "this .nop/ is not trusted (`nop trust` shows why)".to_string());
         let inputs = ConfigInputs {
             file: text.as_deref().map(|text| (path.as_path(), text)),
             agent: agent_def.map(|a| (a.name.as_str(), &a.config)),
             session: session.map(|s| (s.session_id.as_str(), &s.config)),
             env,
             cli,
+            untrusted,
         };
         let mut resolved = Resolved::from_inputs(&inputs)?;
+        resolved.config.hooks.trust_dir = store.map(|s| s.dir().to_path_buf());
         // Claude Code's hooks, as its users wrote them; a file that cannot be used is a warning.
         let (claude, warnings) = crate::config::claude_hooks(&self.root, &inputs.env);
         resolved.config.hooks.claude = claude;
@@ -448,6 +475,13 @@ mod tests {
         fs::create_dir_all(repo.join(".git"))?;
         let nested = initialised(&repo.join("packages/web"))?;
         fs::create_dir_all(nested.join("src"))?;
+        // Not before the user trusts it: anyone who can write the repository could make one.
+        let found = Workspace::discover(&nested.join("src"), Some(home.path()))?;
+        assert_eq!(
+            (found.root, found.set_aside),
+            (fs::canonicalize(&repo)?, vec![nested.clone()])
+        );
+        crate::trust::accept_workspace(&crate::trust::process_env(), &nested)?;
         assert_eq!(
             Workspace::discover(&nested.join("src"), Some(home.path()))?.root,
             nested
@@ -480,6 +514,7 @@ mod tests {
             session: None,
             env: BTreeMap::new(),
             cli: Vec::new(),
+            untrusted: None,
         })?;
         let without = Resolved::from_inputs(&ConfigInputs {
             file: None,
@@ -487,6 +522,7 @@ mod tests {
             session: None,
             env: BTreeMap::new(),
             cli: Vec::new(),
+            untrusted: None,
         })?;
         assert_eq!(
             serde_json::to_value(&with_file.config)?,

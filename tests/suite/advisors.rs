@@ -397,6 +397,8 @@ fn a_subagent_cannot_exceed_its_callers_permissions() {
     )
     .expect("write");
     helper_may_do_anything(&repo);
+    // The user wrote the agents and their rules by hand: used once the user trusts them.
+    repo.trust();
     let server = MockServer::start(vec![
         openai::reply_tool_calls(&[(
             "c1",
@@ -461,6 +463,8 @@ fn a_subagents_session_records_where_its_permissions_come_from() {
     )
     .expect("write");
     helper_may_do_anything(&repo);
+    // The user wrote the agents and their rules by hand: used once the user trusts them.
+    repo.trust();
     let server = MockServer::start(vec![
         openai::reply_tool_calls(&[(
             "c1",

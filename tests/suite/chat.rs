@@ -275,6 +275,7 @@ fn a_chat_session_holds_the_run_lock_has_a_status_and_runs_the_session_hooks() {
         ),
     )
     .expect("write");
+    repo.trust();
     // A one-shot batch: both hooks ran, and the session is idle afterwards.
     let server = MockServer::start(vec![
         openai::reply_text(&replies_json(&[("hi", 0)])),

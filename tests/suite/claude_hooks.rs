@@ -10,7 +10,8 @@ use serde_json::{Value, json};
 use crate::support::Repo;
 use crate::support::mock::{MockServer, openai};
 
-/// A repository with Claude Code's `settings` and hook scripts in `.claude/hooks/`.
+/// A repository with Claude Code's `settings` and hook scripts in `.claude/hooks/`, written by
+/// the user and trusted (`nop trust --yes`).
 fn with_claude(settings: Value, scripts: &[(&str, &str)]) -> Repo {
     let repo = Repo::new();
     let dir = repo.path().join(".claude/hooks");
@@ -27,6 +28,7 @@ fn with_claude(settings: Value, scripts: &[(&str, &str)]) -> Repo {
     )
     .expect("write settings");
     fs::create_dir_all(repo.path().join("work")).expect("mkdir");
+    repo.trust();
     repo
 }
 
@@ -211,6 +213,7 @@ fn a_stop_hook_that_always_blocks_is_bounded() {
         ),
     )
     .expect("write");
+    repo.trust();
     let server = MockServer::start(vec![
         openai::reply_text("one"),
         openai::reply_text("two"),
@@ -280,6 +283,7 @@ fn nops_own_hooks_take_matchers_and_the_new_events() {
         ),
     )
     .expect("write");
+    repo.trust();
     let server = MockServer::start(vec![
         openai::reply_tool_calls(&[
             ("c1", "shell", json!({"command": "echo hi"})),
@@ -368,11 +372,18 @@ fn a_broken_claude_settings_file_is_a_warning_and_the_run_goes_on() {
     );
 }
 
+/// Changed by design: a settings file written between runs is no longer trusted for having been
+/// written while no run was working; a headless run leaves its hooks out until the user trusts
+/// it (`nop trust --yes`), and runs them from then on.
 #[test]
 fn a_settings_file_the_user_writes_between_runs_is_trusted() {
     let repo = Repo::new();
     fs::create_dir_all(repo.path().join("work")).expect("mkdir");
-    let server = MockServer::start(vec![openai::reply_text("one"), openai::reply_text("two")]);
+    let server = MockServer::start(vec![
+        openai::reply_text("one"),
+        openai::reply_text("two"),
+        openai::reply_text("three"),
+    ]);
     repo.model_ok(&server, &["run", "first"]);
     fs::create_dir_all(repo.path().join(".claude")).expect("mkdir");
     fs::write(
@@ -380,7 +391,15 @@ fn a_settings_file_the_user_writes_between_runs_is_trusted() {
         json!({"hooks": {"SessionStart": [{"hooks": [{"type": "command", "command": "touch work/started"}]}]}}).to_string(),
     )
     .expect("write");
-    repo.model_ok(&server, &["run", "second"]);
+    let out = repo.model_ok(&server, &["run", "second"]);
+    assert!(!repo.path().join("work/started").exists());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("not trusted") && stderr.contains(".claude/settings.local.json"),
+        "{stderr}"
+    );
+    repo.trust();
+    repo.model_ok(&server, &["run", "third"]);
     assert!(repo.path().join("work/started").exists());
 }
 
@@ -489,16 +508,18 @@ fn hostile_a_model_cannot_plant_a_claude_code_hook() {
             assert!(!text.contains("touch"), "{name}: {text}");
         } else {
             // A file that does not exist yet cannot be mounted read-only: the command makes
-            // it, and nop sets it aside because it changed while the agent ran.
+            // it, and nop leaves its hooks out because the user never trusted them.
             assert!(text.contains("touch"), "{name}: {results:?}");
         }
-        // The next run runs no hook of it, and says why.
+        // The next run runs no hook of it, and says why. (Changed by design: the warning was
+        // "its hooks are not run: it changed while nop's agent was running"; now what the user
+        // never trusted is left out, whoever wrote it, and the warning names the file.)
         let out = run(&server, "next");
         assert!(!canary.exists(), "{name}: a planted hook ran");
         if !existing {
             let stderr = String::from_utf8_lossy(&out.stderr);
             assert!(
-                stderr.contains("its hooks are not run: it changed while nop's agent was running"),
+                stderr.contains("not trusted") && stderr.contains(&path),
                 "{stderr}"
             );
         }

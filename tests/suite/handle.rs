@@ -17,6 +17,18 @@ use nop::workspace::Workspace;
 use crate::support::mock::{MockResponse, MockServer, RecordedRequest, openai};
 use crate::support::{Repo, model_env};
 
+/// The in-process environment of the user's record of what they trust
+/// (`crate::support::in_process_env`), with the repository trusted as the test left it: what
+/// `nop init` wrote and what the test wrote by hand, as `nop trust --yes` would (`nop init`
+/// recorded its trust in the state directory of the nop processes, not in this process's).
+/// Called before anything else of the library's, once the test has written its files.
+fn trusted(repo: &Repo) -> std::collections::BTreeMap<String, String> {
+    let env = crate::support::in_process_env();
+    let root = repo.path().canonicalize().expect("root");
+    nop::trust::accept_all(&root, &[], &env).unwrap();
+    env
+}
+
 /// A runtime on `repo` speaking to `server`, and the approval questions when `ask` is set.
 fn runtime(
     repo: &Repo,
@@ -26,9 +38,9 @@ fn runtime(
     Runtime,
     Option<tokio::sync::mpsc::UnboundedReceiver<nop::permissions::ApprovalRequest>>,
 ) {
+    let mut env = trusted(repo);
+    env.extend(model_env(server, "openai"));
     let ws = Workspace::discover(repo.path(), None).expect("workspace");
-    let env: std::collections::BTreeMap<String, String> =
-        model_env(server, "openai").into_iter().collect();
     let resolved = ws
         .config(None, None, env.clone(), Vec::new())
         .expect("config");
@@ -530,9 +542,9 @@ async fn an_open_handle_runs_each_input_on_one_session_and_compacts_on_request()
         openai::reply_text("second answer"),
         openai::reply_text("the gist"),
     ]);
+    let mut env = trusted(&repo);
+    env.extend(model_env(&server, "openai"));
     let ws = Workspace::discover(repo.path(), None).expect("workspace");
-    let mut env: std::collections::BTreeMap<String, String> =
-        model_env(&server, "openai").into_iter().collect();
     env.insert("NOP_COMPACTION_KEEP_LAST".into(), "1".into());
     let config = ws
         .config(None, None, env.clone(), Vec::new())

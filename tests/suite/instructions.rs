@@ -256,6 +256,15 @@ fn an_import_the_rules_deny_stays_out_with_a_note_in_the_log() {
         "tools:\n  allowed: [\"*\"]\nfile-access:\n  - pattern: \".env\"\n    access: deny\n  \
          - pattern: \"ask/**\"\n    access: ask\n  - pattern: \"**\"\n    access: read\n",
     );
+    // The user wrote the rules by hand and trusts them, with the environment of the run below.
+    crate::support::assert_ok(
+        &repo
+            .nop()
+            .env("HOME", home.path())
+            .args(["trust", "--yes"])
+            .output()
+            .expect("trust"),
+    );
     write(&repo.path().join(".env"), "API_KEY=DOTENV-SECRET\n");
     write(&repo.path().join("ask/x.md"), "ASK-SECRET\n");
     write(&home.path().join("notes.md"), "HOME-SECRET\n");

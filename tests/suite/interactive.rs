@@ -62,6 +62,8 @@ fn an_approval_is_asked_on_the_terminal_and_always_holds_for_the_rest_of_the_ses
         "agent: coder\ntools:\n  allowed: [\"*\"]\nfile-access:\n  - pattern: \"notes/**\"\n    access: ask\n  - pattern: \"**\"\n    access: read\n",
     )
     .expect("permissions");
+    // Trusted before the session starts (else it would first ask whether to trust it).
+    repo.trust();
     let write = |text: &str| {
         openai::reply_tool_calls(&[(
             "w",
@@ -276,6 +278,8 @@ fn an_approval_is_one_key_t_tells_the_agent_what_to_do_instead_and_esc_stops_the
         "agent: coder\ntools:\n  allowed: [\"*\"]\nfile-access:\n  - pattern: \"notes/**\"\n    access: ask\n  - pattern: \"**\"\n    access: read\n",
     )
     .expect("permissions");
+    // Trusted before the session starts (else it would first ask whether to trust it).
+    repo.trust();
     let write = |content: &str| {
         openai::reply_tool_calls(&[(
             "w",

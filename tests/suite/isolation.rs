@@ -74,6 +74,20 @@ impl Setup {
             .to_string()
     }
 
+    /// `nop trust --yes`, with the environment of [`Setup::run`]: what the user does after
+    /// writing rules by hand.
+    fn trust(&self) {
+        let out = self
+            .repo
+            .nop()
+            .env("HOME", self.home.path())
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .args(["trust", "--yes"])
+            .output()
+            .unwrap();
+        crate::support::assert_ok(&out);
+    }
+
     /// The branches nop made.
     fn nop_branches(&self) -> Vec<String> {
         self.git(&["branch", "--list", "nop/*", "--format=%(refname:short)"])
@@ -335,6 +349,7 @@ fn the_rules_of_an_isolated_subagent_and_of_its_callers_hold_in_its_worktree() {
         ),
     )
     .unwrap();
+    s.trust();
     let server = server(HashMap::from([
         ("delegate".to_string(), vec![call_workers(&["try"])]),
         (
@@ -568,11 +583,17 @@ fn isolation_where_nops_root_is_a_subdirectory_of_the_repository_is_refused() {
     // nop's root is the nearest `.nop/config.yml` inside the repository: here `sub/`.
     let sub = Repo {
         dir: tempfile::TempDir::new_in(s.root()).unwrap(),
+        state: repo_dir(),
     };
     fs::create_dir(sub.path().join(".nop")).unwrap();
     fs::write(sub.path().join(".nop/config.yml"), "").unwrap();
+    // A `.nop/` below the repository's top is the root only once the user trusts it.
+    sub.trust();
     sub.run(&["init"]);
     add_worker(&sub);
+    // `nop init` kept the config.yml written by hand above (not its template), so what it
+    // created is not trusted by it; the user trusts the workspace as it now is.
+    sub.trust();
     let server = server(HashMap::from([
         ("delegate".to_string(), vec![call_workers(&["do it"])]),
         ("do it".to_string(), vec![shell("echo x > x.txt")]),

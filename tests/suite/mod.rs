@@ -38,4 +38,5 @@ mod shell_sandbox;
 mod skills;
 mod slash_commands;
 mod terminal_safety;
+mod trust;
 mod user_config;

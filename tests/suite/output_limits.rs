@@ -82,6 +82,7 @@ fn a_plugin_command_printing_megabytes_gives_the_model_head_and_tail() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(dir.join("flood.sh"), std::fs::Permissions::from_mode(0o755))
         .expect("chmod");
+    repo.trust();
     let server = MockServer::start(vec![
         openai::reply_tool_calls(&[("p1", "big__flood", json!({}))]),
         openai::reply_text("done"),

@@ -30,6 +30,13 @@ fn nop(repo: &Repo, home: &Path, args: &[&str]) -> (Option<i32>, String, String)
     )
 }
 
+/// What the user does once they have looked at the settings files they wrote by hand:
+/// `nop trust --yes`, with the same environment as the commands that follow.
+fn trust(repo: &Repo, home: &Path) {
+    let (code, out, stderr) = nop(repo, home, &["trust", "--yes"]);
+    assert_eq!(code, Some(0), "{out}{stderr}");
+}
+
 fn settings() -> Value {
     json!({
         "model": "sonnet",
@@ -57,6 +64,7 @@ fn import_translates_claude_code_rules_and_names_each_it_cannot() {
         &repo.path().join(".claude/settings.local.json"),
         r#"{"permissions": {"deny": ["Read(//etc/shadow)"]}}"#,
     );
+    trust(&repo, home.path());
     let file = repo.path().join(".nop/.permissions/agent-default.yml");
     let before = std::fs::read_to_string(&file).expect("read");
 
@@ -181,6 +189,7 @@ fn an_imported_deny_rule_keeps_the_file_from_the_agent() {
         &repo.path().join(".claude/settings.json"),
         r#"{"permissions": {"deny": ["Read(./secrets/**)"]}}"#,
     );
+    trust(&repo, home.path());
     let (code, _, stderr) = nop(&repo, home.path(), &["permissions", "import"]);
     assert_eq!(code, Some(0), "{stderr}");
     let server = MockServer::start(vec![
@@ -209,6 +218,7 @@ fn a_file_that_cannot_be_parsed_is_never_overwritten() {
         r#"{"permissions": {"deny": ["Read(./secrets/**)"]}}"#,
     );
     std::fs::write(&file, "tools: [\n").expect("break it");
+    trust(&repo, home.path());
     let (code, out, stderr) = nop(&repo, home.path(), &["permissions", "import"]);
     assert_eq!(code, Some(1), "{out}");
     assert!(stderr.contains("agent-default.yml"), "{stderr}");
@@ -217,6 +227,7 @@ fn a_file_that_cannot_be_parsed_is_never_overwritten() {
 
     // A settings file that is not JSON: an error naming it, nothing written.
     write(&repo.path().join(".claude/settings.json"), "{ not json");
+    trust(&repo, home.path());
     let (code, _, stderr) = nop(&repo, home.path(), &["permissions", "import"]);
     assert_eq!(code, Some(1));
     assert!(
@@ -256,6 +267,10 @@ fn a_settings_file_never_imported_is_said_once_until_it_changes() {
                     read: its 1 deny rule protects nothing under nop until imported; run `nop \
                     permissions import` to translate them into nop's rules (this warning is \
                     given once for this content of the file)";
+    // Changed by design: nop suggests importing only rules the user trusts (an untrusted file
+    // may be the model's bait), so the user trusts each version of the file they write.
+    assert_eq!(run_warnings(&repo, home.path()), Vec::<String>::new());
+    trust(&repo, home.path());
     assert_eq!(run_warnings(&repo, home.path()), [expected]);
     assert_eq!(run_warnings(&repo, home.path()), Vec::<String>::new());
     // Changed: said again.
@@ -263,11 +278,13 @@ fn a_settings_file_never_imported_is_said_once_until_it_changes() {
         &settings,
         r#"{"permissions": {"deny": ["Read(./secrets/**)", "Read(.env)"]}}"#,
     );
+    trust(&repo, home.path());
     let warnings = run_warnings(&repo, home.path());
     assert_eq!(warnings.len(), 1, "{warnings:?}");
     assert!(warnings[0].contains("its 2 deny rules protect nothing under nop until imported"));
     // Imported: never said.
     write(&settings, r#"{"permissions": {"deny": ["Read(.env)"]}}"#);
+    trust(&repo, home.path());
     let (code, _, stderr) = nop(&repo, home.path(), &["permissions", "import"]);
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(run_warnings(&repo, home.path()), Vec::<String>::new());
@@ -289,6 +306,7 @@ fn a_settings_file_never_loosens_the_approval_mode_you_chose() {
         &repo.path().join(".claude/settings.json"),
         r#"{"permissions": {"defaultMode": "acceptEdits"}}"#,
     );
+    trust(&repo, home.path());
     let (code, out, stderr) = nop(&repo, home.path(), &["permissions", "import"]);
     assert_eq!(code, Some(0), "{stderr}");
     assert!(

@@ -57,6 +57,8 @@ struct Fixture {
     root: PathBuf,
     outside: PathBuf,
     outside_file: PathBuf,
+    /// The environment that finds the user's record of what they trust.
+    env: std::collections::BTreeMap<String, String>,
 }
 
 fn write(path: &Path, text: &str) {
@@ -66,6 +68,7 @@ fn write(path: &Path, text: &str) {
 
 impl Fixture {
     fn new() -> Fixture {
+        let env = crate::support::in_process_env();
         let base = tempfile::tempdir().expect("temp dir");
         let base_path = fs::canonicalize(base.path()).expect("canonical base");
         let root = base_path.join("repo");
@@ -105,12 +108,20 @@ impl Fixture {
         link(Path::new("loop1"), "loop2");
         link(&outside_file, "link-outside-file");
 
-        Fixture {
+        let fx = Fixture {
             _base: base,
             root,
             outside,
             outside_file,
-        }
+            env,
+        };
+        fx.trust();
+        fx
+    }
+
+    /// What the user does after writing permission files by hand: `nop trust --yes`.
+    fn trust(&self) {
+        nop::trust::accept_all(&self.root, &[], &self.env).unwrap();
     }
 
     fn policy(&self, agent: &str) -> Policy {
@@ -366,9 +377,18 @@ fn decisions_name_their_source() {
     let fx = Fixture::new();
     let policy = fx.policy("default");
     let file = fx.permission_file("default");
-    assert_eq!(policy.sets()[0].rules[0].access, FileAccess::Deny);
-    assert_eq!(policy.sets()[0].rules[1].access, FileAccess::ReadOnly);
-    assert_eq!(policy.sets()[0].rules[2].access, FileAccess::Read);
+    // The file's rules, in order. (The floor's rules about the user's trust record come first
+    // in every set now: they are left out here.)
+    let rules: Vec<FileAccess> = policy.sets()[0]
+        .rules
+        .iter()
+        .filter(|r| r.source != Source::Floor)
+        .map(|r| r.access)
+        .collect();
+    assert_eq!(
+        rules,
+        [FileAccess::Deny, FileAccess::ReadOnly, FileAccess::Read]
+    );
 
     let (_, decision) = policy.check_path("src/main.rs", Access::Write);
     assert_eq!(
@@ -435,6 +455,7 @@ fn no_file_can_lift_the_floor() {
             fx.root.display()
         ),
     );
+    fx.trust();
     let policy = fx.policy("lift");
     for (path, access) in [
         (".nop/.permissions/agent-default.yml", Access::Read),
@@ -474,6 +495,7 @@ fn outside_the_root_only_an_absolute_rule_grants_access() {
             fx.outside.display()
         ),
     );
+    fx.trust();
     let policy = fx.policy("abs");
     for path in [
         fx.outside_file.display().to_string(),
@@ -709,6 +731,7 @@ fn tool_rules_denied_first_star_everything_and_globs() {
         &fx.permission_file("deny-first"),
         "tools:\n  allowed: [\"*\", shell]\n  denied: [shell, \"git*\"]\n",
     );
+    fx.trust();
     let policy = fx.policy("deny-first");
     let file = fx.permission_file("deny-first");
     assert_eq!(
@@ -740,6 +763,7 @@ fn tool_rules_denied_first_star_everything_and_globs() {
         &fx.permission_file("github"),
         "tools:\n  allowed: [\"github.*\"]\n",
     );
+    fx.trust();
     let policy = fx.policy("github");
     assert!(policy.check_tool("github.issue").is_allowed());
     assert!(policy.check_tool("github.pr.create").is_allowed());
@@ -771,6 +795,7 @@ fn tool_rules_denied_first_star_everything_and_globs() {
     );
 
     write(&fx.permission_file("none"), "tools:\n  allowed: []\n");
+    fx.trust();
     assert!(matches!(
         fx.policy("none").check_tool("read-file"),
         Decision::Deny { .. }
@@ -783,6 +808,7 @@ fn tool_rules_denied_first_star_everything_and_globs() {
 fn parse_error(fx: &Fixture, agent: &str, text: &str) -> (PermissionError, PathBuf) {
     let path = fx.permission_file(agent);
     write(&path, text);
+    fx.trust();
     match load_policy(&fx.root, agent) {
         Ok(_) => panic!("agent-{agent}.yml loaded:\n{text}"),
         Err(e) => (e, path),
@@ -887,6 +913,7 @@ fn other_broken_files_fail_closed() {
     assert!(e.to_string().contains(&path.display().to_string()), "{e}");
     // A broken default breaks every agent that falls back to it.
     write(&fx.permission_file("default"), "tools: [\n");
+    fx.trust();
     assert!(matches!(
         load_policy(&fx.root, "default"),
         Err(PermissionError::Parse { .. })
@@ -897,6 +924,7 @@ fn other_broken_files_fail_closed() {
     ));
     // No file at all.
     fs::remove_file(fx.permission_file("default")).expect("remove default");
+    fx.trust();
     assert!(matches!(
         load_policy(&fx.root, "someone"),
         Err(PermissionError::Missing { .. })
@@ -912,6 +940,7 @@ fn extends_cycles_are_errors() {
     );
     write(&fx.permission_file("b"), "extends: c\n");
     write(&fx.permission_file("c"), "extends: a\n");
+    fx.trust();
     match load_policy(&fx.root, "a") {
         Err(PermissionError::Cycle { chain }) => {
             assert_eq!(
@@ -932,6 +961,7 @@ fn extends_cycles_are_errors() {
     ));
 
     write(&fx.permission_file("me"), "extends: me\n");
+    fx.trust();
     assert!(matches!(
         load_policy(&fx.root, "me"),
         Err(PermissionError::Cycle { .. })
@@ -943,6 +973,7 @@ fn extends_cycles_are_errors() {
         &fx.permission_file("default"),
         &format!("extends: d\n{DEFAULT_RULES}"),
     );
+    fx.trust();
     assert!(matches!(
         load_policy(&fx.root, "default"),
         Err(PermissionError::Cycle { .. })

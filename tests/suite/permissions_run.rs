@@ -24,6 +24,8 @@ fn repo_with_rules(extra_tools: &str) -> Repo {
     fs::write(repo.path().join("secret/key"), "hunter2\n").expect("write");
     fs::create_dir_all(repo.path().join("work")).expect("mkdir");
     fs::write(repo.path().join("notes.md"), "notes\n").expect("write");
+    // The user wrote the rules by hand: they are used once the user trusts them.
+    repo.trust();
     repo
 }
 
@@ -257,6 +259,7 @@ fn explain_names_the_rule_and_a_subagent_cannot_widen_its_parent() {
         "tools:\n  allowed: [read-file]\nfile-access:\n  - pattern: \"**\"\n    access: read-only\n",
     )
     .expect("write");
+    repo.trust();
     let explain = |args: &[&str]| {
         let out = repo
             .nop()
@@ -317,6 +320,7 @@ fn the_example_permission_files_load_and_mean_what_they_say() {
         };
         fs::copy(&path, repo.path().join(".nop/.permissions").join(target)).expect("copy");
     }
+    repo.trust();
     let out = repo
         .nop()
         .args(["permissions", "check"])

@@ -30,6 +30,8 @@ fn repo_with_demo_plugin() -> Repo {
     .expect("write");
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(dir.join("greet.sh"), fs::Permissions::from_mode(0o755)).expect("chmod");
+    // The user wrote the plugin by hand: its server starts once they trust it.
+    repo.trust();
     repo
 }
 
@@ -84,6 +86,7 @@ fn a_denied_plugin_tool_is_refused() {
         "tools:\n  allowed: [\"*\"]\n  denied: [\"demo.*\"]\nfile-access:\n  - pattern: \"**\"\n    access: read\n",
     )
     .expect("write");
+    repo.trust();
     let server = MockServer::start(vec![
         openai::reply_tool_calls(&[("p1", "demo__echo", json!({"text": "hi"}))]),
         openai::reply_text("ok"),
@@ -112,6 +115,7 @@ fn a_broken_plugin_does_not_stop_the_run() {
         fs::create_dir_all(&dir).expect("mkdir");
         fs::write(dir.join("config.yml"), config).expect("write");
     }
+    repo.trust();
     let server = MockServer::start(vec![openai::reply_text("fine")]);
     let out = repo
         .nop_model(&server, "openai")
@@ -218,6 +222,7 @@ fn repo_with_spy_plugin(mcp_env: &str) -> Repo {
         ),
     )
     .expect("write");
+    repo.trust();
     repo
 }
 
@@ -289,14 +294,25 @@ fn mcp_servers_get_the_filtered_environment_and_start_outside_the_repository() {
 
 #[test]
 fn without_a_runtime_directory_the_server_starts_outside_the_repository_too() {
-    // HOME is the repository here, so nothing beneath it will do.
+    // HOME is the repository here, so nothing beneath it will do. No XDG_STATE_HOME either (the
+    // state directory would do): the user's record of what they trust is then beneath HOME too,
+    // and `nop trust --yes` runs with that same environment.
     let repo = repo_with_spy_plugin("{}");
+    crate::support::assert_ok(
+        &repo
+            .nop()
+            .env_remove("XDG_STATE_HOME")
+            .args(["trust", "--yes"])
+            .output()
+            .expect("trust"),
+    );
     let server = MockServer::start(vec![
         openai::reply_tool_calls(&[("p1", "spy__whoami", json!({}))]),
         openai::reply_text("done"),
     ]);
     let out = repo
         .nop_model(&server, "openai")
+        .env_remove("XDG_STATE_HOME")
         .env("SPY_LABEL", "red")
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .args(["run", "--output-format", "json", "spy"])
@@ -413,6 +429,7 @@ fn add_mcp_plugin(repo: &Repo, name: &str, args: &[&str], extra: &str) {
 fn an_mcp_call_is_cut_at_its_plugin_limit_and_a_timeout_argument_changes_nothing() {
     let repo = Repo::new();
     add_mcp_plugin(&repo, "slow", &[], "  timeout_s: 1\n");
+    repo.trust();
     let server = MockServer::start(vec![
         openai::reply_tool_calls(&[("p1", "slow__sleep", json!({"seconds": 30, "timeout_s": 60}))]),
         openai::reply_text("too slow"),
@@ -488,6 +505,7 @@ fn a_servers_stderr_goes_to_the_log_and_its_tail_into_the_start_up_warning() {
     let repo = Repo::new();
     add_mcp_plugin(&repo, "broken", &["--fail-at-start"], "");
     add_mcp_plugin(&repo, "chatty", &[], "");
+    repo.trust();
     let server = MockServer::start(vec![openai::reply_text("fine")]);
     let out = repo
         .nop_model(&server, "openai")
@@ -537,6 +555,7 @@ fn servers_start_concurrently() {
         &[&format!("--rendezvous={place}:two:one")],
         "  startup_timeout_s: 20\n",
     );
+    repo.trust();
     let out = repo.run(&["plugins", "list"]);
     assert!(
         out.contains("one.echo") && out.contains("two.echo") && !out.contains("failed"),
@@ -616,6 +635,15 @@ fn servers_come_from_every_place_users_keep_them_in_order_of_precedence() {
         ),
     )
     .expect("write");
+    // The user trusts what they wrote, with the environment of the commands below.
+    crate::support::assert_ok(
+        &repo
+            .nop()
+            .env("HOME", home.path())
+            .args(["trust", "--yes"])
+            .output()
+            .expect("trust"),
+    );
     let list = repo
         .nop()
         .env("HOME", home.path())
@@ -744,6 +772,7 @@ fn the_agent_cannot_plant_an_mcp_server_for_later() {
         ]),
         openai::reply_text("done"),
         openai::reply_text("second run"),
+        openai::reply_text("third run"),
     ]);
     repo.model_ok(&server, &["run", "plant a server"]);
     let r = server.requests()[1].tool_results();
@@ -758,19 +787,30 @@ fn the_agent_cannot_plant_an_mcp_server_for_later() {
         );
     }
     // A shell command may create the file where none was (a name that does not exist cannot be
-    // protected): nop then sets it aside, as git does not track it.
-    let out = repo
-        .nop_model(&server, "openai")
-        .args(["run", "--output-format", "stream-json", "hello again"])
-        .output()
-        .expect("run");
-    assert_eq!(out.status.code(), Some(0));
-    assert!(!starts.exists(), "the planted server was started");
-    if repo.path().join(".mcp.json").exists() {
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(stdout.contains("git does not track it"), "{stdout}");
+    // protected): nop then leaves its server out, as the user never trusted it. (Changed by
+    // design: it used to be set aside because git did not track it; being tracked no longer
+    // makes a `.mcp.json` trusted, so the same holds once git tracks the planted file.)
+    let planted_exists = repo.path().join(".mcp.json").exists();
+    for prompt in ["hello again", "and again, tracked"] {
+        let out = repo
+            .nop_model(&server, "openai")
+            .args(["run", "--output-format", "stream-json", prompt])
+            .output()
+            .expect("run");
+        assert_eq!(out.status.code(), Some(0));
+        assert!(!starts.exists(), "the planted server was started");
+        if planted_exists {
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                stdout.contains("\"untrusted\"")
+                    && stdout.contains("not trusted")
+                    && stdout.contains("MCP server `evil` of .mcp.json"),
+                "{stdout}"
+            );
+            git(repo.path(), &["add", ".mcp.json"]);
+        }
     }
-    // Once the user tracks a .mcp.json, the agent cannot change it.
+    // Once a .mcp.json exists (the user's, here tracked), the agent cannot change it.
     fs::write(repo.path().join(".mcp.json"), "{\"mcpServers\": {}}").expect("write");
     git(repo.path(), &["add", ".mcp.json"]);
     let server = MockServer::start(vec![
@@ -799,6 +839,7 @@ fn a_configured_cwd_and_the_project_variable_name_the_repository_and_the_warning
         "  cwd: tools\n",
     );
     add_mcp_plugin(&repo, "away", &[], "");
+    repo.trust();
     let server = MockServer::start(vec![
         openai::reply_tool_calls(&[
             ("p1", "here__whoami", json!({})),
@@ -850,6 +891,7 @@ fn a_remote_server_over_streamable_http_gets_its_headers_and_the_token_is_never_
         ),
     )
     .expect("write");
+    repo.trust();
     const TOKEN: &str = "tok-remote-4444-SECRET";
     let server = MockServer::start(vec![
         openai::reply_tool_calls(&[("p1", "remote__echo", json!({"text": "over http"}))]),

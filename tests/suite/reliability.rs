@@ -215,6 +215,7 @@ fn read_file_refuses_a_fifo_or_a_device_at_once() {
          - pattern: \"**\"\n    access: read\n",
     )
     .unwrap();
+    repo.trust();
     command.args(["run", "read them"]);
     let out = output_within(command, 20);
     crate::support::assert_ok(&out);
@@ -294,6 +295,7 @@ fn two_compactions_at_once_lose_nothing_appended_meanwhile() {
         ),
     )
     .unwrap();
+    repo.trust();
     std::fs::create_dir_all(repo.path().join("gates")).unwrap();
     let id = repo.new_session();
     for i in 0..30 {

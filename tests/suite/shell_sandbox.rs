@@ -76,6 +76,9 @@ fn sh(repo: &Repo, mode: Mode, script: &str, env: &[(&str, &str)]) -> Output {
         .current_dir(repo.path())
         .env_clear()
         .env("HOME", repo.path())
+        // The user's state, as every other nop command of the repository has it: what they
+        // trust (`nop init`, `nop trust --yes`) is recorded there.
+        .env("XDG_STATE_HOME", repo.state.path())
         .env("PATH", "/usr/local/bin:/usr/bin:/bin")
         .envs(env.iter().copied())
         .output()
@@ -237,6 +240,8 @@ fn guarded_repo() -> (Repo, tempfile::TempDir) {
     let outside = repo_dir();
     fs::write(outside.path().join("outside.txt"), "outside\n").unwrap();
     std::os::unix::fs::symlink(outside.path(), root.join("out-link")).unwrap();
+    // The user wrote the rules by hand: they hold once the user trusts them.
+    repo.trust();
     (repo, outside)
 }
 
@@ -867,6 +872,7 @@ fn credentials_of_every_shape_never_reach_a_shell_command() {
             text.replace("  # env_keep: []\n", "  env_keep: [\"wanted_*\"]\n"),
         )
         .unwrap();
+        repo.trust();
         let mut env = secrets.to_vec();
         env.extend(ordinary);
         if mode == Mode::LandlockOnly {

@@ -104,6 +104,7 @@ fn a_plugin_command_tool_runs_in_a_session_of_its_own() {
     .expect("write");
     use std::os::unix::fs::PermissionsExt;
     fs::set_permissions(dir.join("session.sh"), fs::Permissions::from_mode(0o755)).expect("chmod");
+    repo.trust();
     let server = MockServer::start(vec![
         openai::reply_tool_calls(&[("p1", "where__session", json!({}))]),
         openai::reply_text("done"),

@@ -71,6 +71,21 @@ pub fn model_env(server: &mock::MockServer, kind: &str) -> Vec<(String, String)>
     ]
 }
 
+/// The environment an in-process test gives the library (`Runtime::new`'s env) for the user's
+/// record of what they trust: one state directory for the whole test process, also made the
+/// library's own (`nop::trust::use_env`), so that the permission checks read the same record.
+/// Call it before anything of the library's in an in-process test.
+pub fn in_process_env() -> std::collections::BTreeMap<String, String> {
+    static STATE: std::sync::OnceLock<TempDir> = std::sync::OnceLock::new();
+    let state = STATE.get_or_init(repo_dir);
+    let env = std::collections::BTreeMap::from([(
+        "XDG_STATE_HOME".to_string(),
+        state.path().display().to_string(),
+    )]);
+    nop::trust::use_env(&env);
+    env
+}
+
 /// A fresh directory under `/var/tmp/nop-tests` (outside every writable root of the sandbox),
 /// removed when dropped.
 pub fn repo_dir() -> TempDir {
@@ -82,9 +97,11 @@ pub fn repo_dir() -> TempDir {
         .expect("temp dir")
 }
 
-/// A temporary repository on which `nop init` has run.
+/// A temporary repository on which `nop init` has run, with the user's state (the record of
+/// what they trust, `XDG_STATE_HOME`) beside it, outside the repository.
 pub struct Repo {
     pub dir: TempDir,
+    pub state: TempDir,
 }
 
 impl Repo {
@@ -98,7 +115,15 @@ impl Repo {
     /// `/tmp`, which the shipped rules and the shell sandbox treat specially (a repository there
     /// would hide what happens in `~/src/project`).
     pub fn bare() -> Repo {
-        Repo { dir: repo_dir() }
+        Repo {
+            dir: repo_dir(),
+            state: repo_dir(),
+        }
+    }
+
+    /// What the user does once they have looked at what they wrote by hand: `nop trust --yes`.
+    pub fn trust(&self) {
+        self.run(&["trust", "--yes"]);
     }
 
     pub fn path(&self) -> &Path {
@@ -112,7 +137,10 @@ impl Repo {
 
     pub fn nop_in(&self, dir: &Path) -> Command {
         let mut cmd = Command::cargo_bin("nop").expect("nop binary");
-        cmd.current_dir(dir).env_clear().env("HOME", self.path());
+        cmd.current_dir(dir)
+            .env_clear()
+            .env("HOME", self.path())
+            .env("XDG_STATE_HOME", self.state.path());
         cmd
     }
 
@@ -169,6 +197,7 @@ impl Repo {
         cmd.current_dir(self.path())
             .env_clear()
             .env("HOME", self.path())
+            .env("XDG_STATE_HOME", self.state.path())
             .envs(model_env(server, kind));
         cmd
     }
@@ -284,6 +313,7 @@ pub fn start_until(repo: &Repo, args: &[&str], marker: &str, count: usize) -> st
         .current_dir(repo.path())
         .env_clear()
         .env("HOME", repo.path())
+        .env("XDG_STATE_HOME", repo.state.path())
         .env("PATH", "/usr/bin:/bin")
         .stderr(std::process::Stdio::null())
         .spawn()

@@ -47,9 +47,10 @@ impl Terminal {
         let nop = assert_cmd::cargo::cargo_bin("nop");
         let env: Vec<String> = env.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let command = format!(
-            "cd {} && env -i HOME={} {} {} {args}; sleep 30",
+            "cd {} && env -i HOME={} XDG_STATE_HOME={} {} {} {args}; sleep 30",
             repo.path().display(),
             repo.path().display(),
+            repo.state.path().display(),
             env.join(" "),
             nop.display()
         );

@@ -104,7 +104,7 @@ impl Text {
             }
             // Answered by whoever drives the handle before the renderer sees anything else.
             Event::ApprovalRequested { .. } => {}
-            Event::Warning { message } => {
+            Event::Warning { message } | Event::Untrusted { message, .. } => {
                 self.end_line(&mut out);
                 eprintln!("warning: {}", visible(message));
             }
