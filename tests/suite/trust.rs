@@ -66,6 +66,17 @@ impl Setup {
         fs::write(&path, text).unwrap();
     }
 
+    /// Puts `rules` (YAML list items after `file-access:`) first in the default agent's rules.
+    fn rules_first(&self, rules: &str) {
+        let path = ".nop/.permissions/agent-default.yml";
+        let text = fs::read_to_string(self.root().join(path)).unwrap();
+        let rules = rules.strip_prefix("file-access:\n").unwrap_or(rules);
+        self.write(
+            path,
+            &text.replace("file-access:\n", &format!("file-access:\n{rules}")),
+        );
+    }
+
     fn executable(&self, path: &str, text: &str) {
         self.write(path, text);
         fs::set_permissions(self.root().join(path), fs::Permissions::from_mode(0o755)).unwrap();
@@ -415,14 +426,7 @@ fn hostile_a_trusted_mcp_server_script_the_model_rewrites_never_starts() {
 fn hostile_a_rewritten_permission_request_hook_never_approves_a_later_headless_call() {
     let s = Setup::new();
     // The user's rules: writing under deploy/ needs a person; their hook approves nothing.
-    let rules = fs::read_to_string(s.root().join(".nop/.permissions/agent-default.yml")).unwrap();
-    s.write(
-        ".nop/.permissions/agent-default.yml",
-        &rules.replace(
-            "file-access:\n",
-            "file-access:\n  - pattern: \"deploy/**\"\n    access: ask\n",
-        ),
-    );
+    s.rules_first("  - pattern: \"deploy/**\"\n    access: ask\n");
     s.executable(".claude/hooks/approve.sh", "#!/bin/sh\nexit 0\n");
     s.write(
         ".claude/settings.json",
@@ -590,14 +594,7 @@ fn hostile_a_worktree_fork_never_runs_settings_the_model_planted() {
 #[test]
 fn hostile_a_nested_nop_dir_the_model_made_never_becomes_the_workspace() {
     let s = Setup::new();
-    let rules = fs::read_to_string(s.root().join(".nop/.permissions/agent-default.yml")).unwrap();
-    s.write(
-        ".nop/.permissions/agent-default.yml",
-        &rules.replace(
-            "file-access:\n",
-            "file-access:\n  - pattern: \"secrets/**\"\n    access: deny\n",
-        ),
-    );
+    s.rules_first("  - pattern: \"secrets/**\"\n    access: deny\n");
     s.trust();
     s.write("secrets/key.txt", "SECRET-KEY-1234\n");
     let config = format!(
@@ -649,14 +646,7 @@ fn hostile_a_nested_nop_dir_the_model_made_never_becomes_the_workspace() {
 #[test]
 fn hostile_permission_import_never_lifts_a_deny_for_a_planted_settings_file() {
     let s = Setup::new();
-    let rules = fs::read_to_string(s.root().join(".nop/.permissions/agent-default.yml")).unwrap();
-    s.write(
-        ".nop/.permissions/agent-default.yml",
-        &rules.replace(
-            "file-access:\n",
-            "file-access:\n  - pattern: \"secrets/**\"\n    access: deny\n",
-        ),
-    );
+    s.rules_first("  - pattern: \"secrets/**\"\n    access: deny\n");
     s.trust();
     s.write("secrets/key.txt", "SECRET-KEY-1234\n");
     let bait =
@@ -751,13 +741,8 @@ fn call_worker(task: &str) -> MockResponse {
 fn hostile_an_isolated_subagent_is_confined_by_its_callers_rules() {
     let s = Setup::new();
     add_worker(&s);
-    let rules = fs::read_to_string(s.root().join(".nop/.permissions/agent-default.yml")).unwrap();
-    s.write(
-        ".nop/.permissions/agent-default.yml",
-        &rules.replace(
-            "file-access:\n",
-            "file-access:\n  - pattern: \"secrets/**\"\n    access: deny\n  - pattern: \".env\"\n    access: deny\n",
-        ),
+    s.rules_first(
+        "  - pattern: \"secrets/**\"\n    access: deny\n  - pattern: \".env\"\n    access: deny\n",
     );
     s.trust();
     s.write("secrets/key.txt", "SECRET-KEY-1234\n");
@@ -862,14 +847,7 @@ fn hostile_what_an_isolated_subagent_commits_is_never_trusted_in_its_worktree_or
 #[test]
 fn hostile_a_skill_linked_into_a_denied_folder_is_not_listed() {
     let s = Setup::new();
-    let rules = fs::read_to_string(s.root().join(".nop/.permissions/agent-default.yml")).unwrap();
-    s.write(
-        ".nop/.permissions/agent-default.yml",
-        &rules.replace(
-            "file-access:\n",
-            "file-access:\n  - pattern: \"private/**\"\n    access: deny\n",
-        ),
-    );
+    s.rules_first("  - pattern: \"private/**\"\n    access: deny\n");
     s.trust();
     s.write(
         "private/skills/internal/SKILL.md",
@@ -902,17 +880,10 @@ fn a_skill_linked_from_a_shared_folder_the_rules_let_the_agent_read_is_listed() 
         "---\nname: review\ndescription: SHARED-REVIEW-SKILL\n---\nsteps\n",
     )
     .unwrap();
-    let rules = fs::read_to_string(s.root().join(".nop/.permissions/agent-default.yml")).unwrap();
-    s.write(
-        ".nop/.permissions/agent-default.yml",
-        &rules.replace(
-            "file-access:\n",
-            &format!(
-                "file-access:\n  - pattern: \"{}/**\"\n    access: read-only\n",
-                shared_path.display()
-            ),
-        ),
-    );
+    s.rules_first(&format!(
+        "file-access:\n  - pattern: \"{}/**\"\n    access: read-only\n",
+        shared_path.display()
+    ));
     s.trust();
     fs::create_dir_all(s.root().join(".claude/skills")).unwrap();
     std::os::unix::fs::symlink(
@@ -1092,16 +1063,9 @@ fn a_cloned_repositorys_permission_files_narrow_but_never_widen_until_trusted() 
     // What a repository someone else wrote may hold: a read-only rule, and a rule that would
     // let the agent write outside the repository (here, the canaries' directory).
     let outside = s.canaries.path().display().to_string();
-    let rules = fs::read_to_string(s.root().join(".nop/.permissions/agent-default.yml")).unwrap();
-    s.write(
-        ".nop/.permissions/agent-default.yml",
-        &rules.replace(
-            "file-access:\n",
-            &format!(
+    s.rules_first(&format!(
                 "file-access:\n  - pattern: \"docs/**\"\n    access: read-only\n  - pattern: \"{outside}/**\"\n    access: read\n"
-            ),
-        ),
-    );
+            ));
     fs::create_dir_all(s.root().join("docs")).unwrap();
     let attempt = || {
         MockServer::start(vec![
