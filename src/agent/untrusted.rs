@@ -10,7 +10,8 @@ use crate::workspace::Workspace;
 
 use super::turn::EventSink;
 
-/// Sends an `untrusted` event for each subject of `ws` a run would use but may not.
+/// Sends an `untrusted` event for each subject of `ws` a run would use but may not, once per
+/// process for the same message (an interactive session runs a run per prompt).
 pub(super) fn report(
     ws: &Workspace,
     env: &std::collections::BTreeMap<String, String>,
@@ -24,6 +25,7 @@ pub(super) fn report(
         .filter_map(|dir| crate::trust::workspace(dir, &base))
         .collect();
     found.extend(record.untrusted(&nested));
+    static SAID: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
     for untrusted in found {
         let mut message = untrusted.warning();
         if nested.contains(&untrusted.subject) {
@@ -33,6 +35,12 @@ pub(super) fn report(
             );
         }
         tracing::warn!(op = "trust", result = "left out", "{message}");
+        let mut said = SAID.lock().unwrap_or_else(|e| e.into_inner());
+        if said.contains(&message) {
+            continue;
+        }
+        said.push(message.clone());
+        drop(said);
         let _ = events.send(Event::Untrusted {
             kind: untrusted.subject.kind.as_str().to_string(),
             name: untrusted.subject.name.clone(),

@@ -381,13 +381,37 @@ pub fn nested_workspace_check(dir: &Path, outermost: &Path) -> Result<(), Untrus
     Record::load(process_store().as_ref(), &base).check(&subject)
 }
 
-/// [`workspace_check`] with the record of `store`.
+/// [`workspace_check`] with the record of `store`. The answer is kept while none of the files
+/// it was read from changed (the permission files are read for every tool call, by every
+/// agent's rules).
 pub fn workspace_check_in(dir: &Path, store: Option<&Store>) -> Result<(), Untrusted> {
+    /// The workspace, the store, what the answer was read from, the answer.
+    type Kept = (
+        PathBuf,
+        Option<Store>,
+        Vec<subjects::Stamp>,
+        Result<(), Untrusted>,
+    );
+    static LAST: std::sync::Mutex<Vec<Kept>> = std::sync::Mutex::new(Vec::new());
     let base = Base::of(dir);
-    let Some(subject) = subjects::workspace(dir, &base) else {
-        return Ok(());
+    let stamps = subjects::workspace_stamps(dir, store.map(|s| s.file_for(&base.top)).as_deref());
+    let mut last = LAST.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((.., answer)) = last
+        .iter()
+        .find(|(d, s, st, _)| d == dir && s.as_ref() == store && *st == stamps)
+    {
+        return answer.clone();
+    }
+    let answer = match subjects::workspace(dir, &base) {
+        None => Ok(()),
+        Some(subject) => Record::load(store, &base).check(&subject),
     };
-    Record::load(store, &base).check(&subject)
+    last.retain(|(d, s, ..)| !(d == dir && s.as_ref() == store));
+    if last.len() >= 16 {
+        drop(last.remove(0));
+    }
+    last.push((dir.to_path_buf(), store.cloned(), stamps, answer.clone()));
+    answer
 }
 
 /// Decides, at the moment of use, whether a hook command may run: the part of its settings

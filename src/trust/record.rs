@@ -53,7 +53,8 @@ impl Store {
             .create(&self.dir)
     }
 
-    fn file_for(&self, top: &Path) -> PathBuf {
+    /// The record of the repository whose work tree's top is `top`.
+    pub fn file_for(&self, top: &Path) -> PathBuf {
         let digest =
             ring::digest::digest(&ring::digest::SHA256, top.as_os_str().as_encoded_bytes());
         let name: String = digest.as_ref()[..16]

@@ -560,11 +560,40 @@ fn named_by_configuration(
 }
 
 /// A file's identity and state, to notice that it changed.
-type Stamp = (PathBuf, Option<(i64, i64, u64, u64)>);
+pub type Stamp = (PathBuf, Option<(i64, i64, u64, u64)>);
+
+fn stamp(path: PathBuf) -> Stamp {
+    use std::os::unix::fs::MetadataExt;
+    let state = std::fs::metadata(&path)
+        .ok()
+        .map(|m| (m.mtime(), m.mtime_nsec(), m.ino(), m.size()));
+    (path, state)
+}
+
+/// What [`workspace`] of `dir` is read from, and the record (`record`), each with its stamp.
+pub fn workspace_stamps(dir: &Path, record: Option<&Path>) -> Vec<Stamp> {
+    let nop = dir.join(".nop");
+    let mut paths = vec![
+        nop.join("config.yml"),
+        nop.join("agents.yml"),
+        nop.join(".permissions"),
+    ];
+    paths.extend(
+        std::fs::read_dir(nop.join(".permissions"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .take(MAX_ENTRIES)
+            .map(|e| e.path()),
+    );
+    paths.extend(record.map(Path::to_path_buf));
+    // The repository's identity: a `.git` that appears or moves changes the record's base.
+    paths.push(dir.join(".git"));
+    paths.into_iter().map(stamp).collect()
+}
 
 /// The files that declare hooks, servers and `core.hooksPath`, each with its stamp.
 fn declarations(root: &Path, env: &BTreeMap<String, String>) -> Vec<Stamp> {
-    use std::os::unix::fs::MetadataExt;
     let mut paths: Vec<PathBuf> = crate::config::claude_settings_files(root, env);
     paths.extend([
         root.join(".mcp.json"),
@@ -605,15 +634,7 @@ fn declarations(root: &Path, env: &BTreeMap<String, String>) -> Vec<Stamp> {
         paths.push(repo.common.join("config"));
         paths.push(repo.gitdir.join("config.worktree"));
     }
-    paths
-        .into_iter()
-        .map(|p| {
-            let stamp = std::fs::metadata(&p)
-                .ok()
-                .map(|m| (m.mtime(), m.mtime_nsec(), m.ino(), m.size()));
-            (p, stamp)
-        })
-        .collect()
+    paths.into_iter().map(stamp).collect()
 }
 
 fn dedup(facets: &mut Vec<Facet>) {
