@@ -87,6 +87,8 @@ fn bench(
     let root = std::fs::canonicalize(root)?;
     let policy = load_policy(&root, "coder")?;
     let options = ShellOptions {
+        layers: Default::default(),
+        read_only: false,
         mechanism,
         required: false,
         network: true,

@@ -60,13 +60,14 @@ pub fn sandbox(
             let Some((program, args)) = command.split_first() else {
                 return Ok(ExitCode::from(exit::USAGE));
             };
-            let mut confined = match confine::confine(&policy, &settings, program, args) {
-                Ok(c) => c,
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    return Ok(ExitCode::from(exit::ERROR));
-                }
-            };
+            let mut confined =
+                match confine::confine(&policy, &settings, program, args, Default::default()) {
+                    Ok(c) => c,
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return Ok(ExitCode::from(exit::ERROR));
+                    }
+                };
             if let Some(note) = &confined.note {
                 eprintln!("{note}");
             }

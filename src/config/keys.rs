@@ -75,6 +75,13 @@ const LIMITS: &[(&str, Limit)] = &[
     ("provider.max_tokens", Limit::Whole { min: 0, max: U32 }),
     ("tools.timeout_s", seconds(false, 86_400.0)),
     (
+        "shell.caches_max_mb",
+        Limit::Whole {
+            min: 0,
+            max: Some(1_048_576),
+        },
+    ),
+    (
         "tools.output_max_bytes",
         Limit::Whole {
             min: 1000,

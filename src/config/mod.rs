@@ -526,7 +526,30 @@ pub struct ShellConfig {
     /// Variables kept even when `env_exclude` or a URL with a password would remove them (the
     /// provider's key variable is removed all the same).
     pub env_keep: Vec<String>,
+    /// Caches outside the repository (`~/…` for your home) that shell commands write through a
+    /// copy-on-write layer of the session's: downloads and builds work, your real cache is never
+    /// changed. Those that exist are layered.
+    pub caches: Vec<String>,
+    /// Megabytes of cache layers a session keeps between runs; a run that finds more starts
+    /// them anew.
+    pub caches_max_mb: u64,
 }
+
+/// The caches package managers and toolchains write.
+pub const DEFAULT_CACHES: &[&str] = &[
+    "~/.cargo",
+    "~/.rustup",
+    "~/.npm",
+    "~/.cache",
+    "~/go",
+    "~/.m2",
+    "~/.gradle",
+    "~/.yarn",
+    "~/.pnpm-store",
+    "~/.bun",
+    "~/.deno",
+    "~/.nuget",
+];
 
 impl Default for ShellConfig {
     fn default() -> Self {
@@ -550,6 +573,8 @@ impl Default for ShellConfig {
             .map(|s| s.to_string())
             .collect(),
             env_keep: Vec::new(),
+            caches: DEFAULT_CACHES.iter().map(|s| s.to_string()).collect(),
+            caches_max_mb: 4096,
         }
     }
 }

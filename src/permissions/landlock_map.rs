@@ -40,10 +40,16 @@ pub(super) fn landlock_view(policy: &Policy, options: &ShellOptions) -> ShellVie
         unlistable: Vec::new(),
     };
     walker.read_grants(Path::new("/"));
-    walker.walk(policy.root(), Access::Write);
+    // Plan mode: the repository is read as the rules allow, written nowhere.
+    let repository = if options.read_only {
+        Access::Read
+    } else {
+        Access::Write
+    };
+    walker.walk(policy.root(), repository);
     // Writable places outside the repository that rules name (`/tmp/**: read`).
     let mut walked: Vec<PathBuf> = Vec::new();
-    for set in policy.sets() {
+    for set in policy.sets().iter().filter(|_| !options.read_only) {
         for rule in &set.rules {
             if rule.is_absolute() && rule.is_subtree() && rule.access == FileAccess::Read {
                 let path = PathBuf::from(rule.literal_prefix());
@@ -143,6 +149,7 @@ pub(super) fn landlock_view(policy: &Policy, options: &ShellOptions) -> ShellVie
         writable_roots,
         protections,
         limits,
+        git_layers: Vec::new(),
     }
 }
 
@@ -362,6 +369,8 @@ mod tests {
         let view = landlock_view(
             &policy,
             &ShellOptions {
+                layers: Default::default(),
+                read_only: false,
                 mechanism: Mechanism::Landlock,
                 required: false,
                 network: true,

@@ -26,11 +26,11 @@ mod load;
 mod policy;
 mod scope;
 mod shell_view;
-pub use gitlinks::git_tracks;
 pub(crate) use gitlinks::varint as index_varint;
+pub use gitlinks::{git_tracks, gitlinks};
 #[cfg(test)]
 pub(crate) use shell_view::test_support;
-pub use shell_view::{Effect, Protection, ShellOptions, ShellView, shell_view};
+pub use shell_view::{Effect, Layers, Protection, ShellOptions, ShellView, shell_view};
 
 pub use approval::{ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, Ask, Denial, Gate};
 pub use load::{

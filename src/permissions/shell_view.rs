@@ -54,6 +54,26 @@ pub struct ShellOptions {
     /// Scratch directories every command may write (`/tmp`, `$TMPDIR`, `/dev/shm`), unless a rule
     /// names them with less.
     pub temp_dirs: Vec<PathBuf>,
+    /// Where writes that must not reach their place go instead (namespaces only).
+    pub layers: Layers,
+    /// Plan mode: nothing the rules make writable is, but the temp directories (and the
+    /// layers' caches): commands read, nothing changes.
+    pub read_only: bool,
+}
+
+/// The copy-on-write layers of one command ([`MountKind::Overlay`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Layers {
+    /// A fresh directory of nop's for this command's git layers: `.git` (and the git directories
+    /// a `.git` file names) are written through overlays whose upper layers are `git/<n>`
+    /// beneath it; nop applies what git's objects, refs and index need after the command.
+    /// `None`: read-only, as without layers.
+    pub git: Option<PathBuf>,
+    /// Caches outside the writable roots (`~/.cargo`, `~/.npm`, `~/.cache`…), each with the
+    /// session's layer it is written through: the real one is never changed.
+    pub caches: Vec<(PathBuf, PathBuf)>,
+    /// Plan mode ([`ShellOptions::read_only`]): nothing of the repository is written.
+    pub read_only: bool,
 }
 
 impl ShellOptions {
@@ -87,6 +107,10 @@ pub struct ShellView {
     pub protections: Vec<Protection>,
     /// What the rules say that this mechanism cannot do for the shell, one sentence each.
     pub limits: Vec<String>,
+    /// The git directories written through a layer, each with its layer: what nop applies
+    /// after the command.
+    #[serde(skip)]
+    pub git_layers: Vec<(PathBuf, PathBuf)>,
 }
 
 /// A path the shell sees differently from what is around it.
@@ -109,6 +133,9 @@ pub enum Effect {
     Writable,
     /// Writable, but cannot be renamed or removed: it holds protected paths.
     Pinned,
+    /// Written through a layer of nop's: the real one is never changed by the command (a git
+    /// directory: what git's objects, refs and index need is applied after it).
+    Layered,
 }
 
 impl Effect {
@@ -118,6 +145,7 @@ impl Effect {
             Effect::Hidden => "hidden",
             Effect::Writable => "writable",
             Effect::Pinned => "pinned",
+            Effect::Layered => "copy-on-write",
         }
     }
 }
@@ -161,6 +189,7 @@ impl ShellView {
                     format!("hidden: cannot be read, listed or written ({})", p.reason)
                 }
                 Effect::Writable | Effect::Pinned => format!("writable ({})", p.reason),
+                Effect::Layered => format!("copy-on-write ({})", p.reason),
             },
             None if self.under_writable_root(path) => "writable".to_string(),
             None => "read-only: outside the places shell commands may write".to_string(),
@@ -185,6 +214,7 @@ pub fn shell_view(policy: &Policy, options: &ShellOptions) -> ShellView {
             writable_roots: vec![PathBuf::from("/")],
             protections: Vec::new(),
             limits: vec!["nothing is confined: commands run with your rights".to_string()],
+            git_layers: Vec::new(),
         },
     }
 }
@@ -192,6 +222,9 @@ pub fn shell_view(policy: &Policy, options: &ShellOptions) -> ShellView {
 /// Writable roots: the repository, the temp directories, and the subtrees absolute `read`
 /// rules name, existing and canonical, outermost first.
 pub(super) fn writable_roots(policy: &Policy, options: &ShellOptions) -> Vec<PathBuf> {
+    if options.read_only {
+        return options.temp_dirs.clone();
+    }
     let mut roots = vec![policy.root().to_path_buf()];
     roots.extend(options.temp_dirs.iter().cloned());
     for set in policy.sets() {
@@ -263,6 +296,8 @@ fn namespace_view(policy: &Policy, options: &ShellOptions) -> ShellView {
             continue;
         }
         let (kind, effect) = match level {
+            // Plan mode: what the rules let be written is read-only as it lies.
+            Level::Write if options.read_only => continue,
             Level::Write if !under_root(path) => {
                 limits.push(format!(
                     "{} is writable by the rules but lies outside the writable roots; name it \
@@ -276,10 +311,7 @@ fn namespace_view(policy: &Policy, options: &ShellOptions) -> ShellView {
             Level::Read => (MountKind::ReadOnly, Effect::ReadOnly),
             Level::None => (MountKind::Mask, Effect::Hidden),
         };
-        mounts.push(Mount {
-            path: path.clone(),
-            kind,
-        });
+        mounts.push(Mount::new(path.clone(), kind));
         protections.push(Protection {
             path: path.clone(),
             effect,
@@ -316,16 +348,14 @@ fn namespace_view(policy: &Policy, options: &ShellOptions) -> ShellView {
             path: pin.clone(),
             effect: Effect::Pinned,
         });
-        mounts.push(Mount {
-            path: pin,
-            kind: MountKind::Writable,
-        });
+        mounts.push(Mount::new(pin, MountKind::Writable));
     }
     mounts.sort_by(|a, b| {
         (a.path.components().count(), &a.path).cmp(&(b.path.components().count(), &b.path))
     });
     protections.sort_by(|a, b| a.path.cmp(&b.path));
 
+    let git_layers = layered(&mut mounts, &mut protections, root, &git, &roots, options);
     let mut grants = vec![Grant {
         path: PathBuf::from("/"),
         access: GrantAccess::Read,
@@ -334,6 +364,16 @@ fn namespace_view(policy: &Policy, options: &ShellOptions) -> ShellView {
         path: r.clone(),
         access: GrantAccess::ReadWrite,
     }));
+    // What is written through a layer outside the writable roots.
+    grants.extend(
+        mounts
+            .iter()
+            .filter(|m| m.kind == MountKind::Overlay && !under_root(&m.path))
+            .map(|m| Grant {
+                path: m.path.clone(),
+                access: GrantAccess::ReadWrite,
+            }),
+    );
     grants.extend(DEVICES.iter().map(|d| Grant {
         path: PathBuf::from(d),
         access: GrantAccess::ReadWriteExisting,
@@ -350,7 +390,64 @@ fn namespace_view(policy: &Policy, options: &ShellOptions) -> ShellView {
         writable_roots: roots,
         protections,
         limits,
+        git_layers,
     }
+}
+
+/// Puts `options.layers` into the view: the repository's `.git` and the git directories a
+/// `.git` file names (`git`) written through overlays instead of read-only, and each cache that
+/// the view leaves readable written through its session layer. Returns the git directories with
+/// their layers.
+fn layered(
+    mounts: &mut Vec<Mount>,
+    protections: &mut [Protection],
+    root: &Path,
+    git: &[PathBuf],
+    roots: &[PathBuf],
+    options: &ShellOptions,
+) -> Vec<(PathBuf, PathBuf)> {
+    let mut out = Vec::new();
+    if let Some(base) = &options.layers.git {
+        let dot_git = root.join(".git");
+        let dirs = std::iter::once(&dot_git)
+            .filter(|d| d.is_dir())
+            .chain(git.iter());
+        for (n, dir) in dirs.enumerate() {
+            let Some(mount) = mounts
+                .iter_mut()
+                .find(|m| m.path == *dir && m.kind == MountKind::ReadOnly)
+            else {
+                continue;
+            };
+            let layer = base.join(n.to_string());
+            mount.kind = MountKind::Overlay;
+            mount.layer = Some(layer.clone());
+            if let Some(p) = protections.iter_mut().find(|p| p.path == *dir) {
+                p.effect = Effect::Layered;
+                p.reason = "git's objects, refs and index are applied after each command; its \
+                            configuration, hooks and pointers never"
+                    .to_string();
+            }
+            out.push((dir.clone(), layer));
+        }
+    }
+    for (dir, layer) in &options.layers.caches {
+        // Not where the command may write anyway, nor where the view already decides.
+        let decided = mounts.iter().any(|m| dir.starts_with(&m.path));
+        let writable = roots
+            .iter()
+            .any(|r| dir.starts_with(r) || r.starts_with(dir));
+        if decided || writable || !dir.is_dir() {
+            continue;
+        }
+        let mut mount = Mount::new(dir.clone(), MountKind::Overlay);
+        mount.layer = Some(layer.clone());
+        mounts.push(mount);
+    }
+    mounts.sort_by(|a, b| {
+        (a.path.components().count(), &a.path).cmp(&(b.path.components().count(), &b.path))
+    });
+    out
 }
 
 /// The existing paths `rule` names, canonical: its literal path or subtree, or each match of a
@@ -481,6 +578,8 @@ pub(crate) mod test_support {
         shell_view(
             &policy,
             &ShellOptions {
+                layers: Default::default(),
+                read_only: false,
                 mechanism: Mechanism::Namespaces,
                 required: false,
                 network: true,

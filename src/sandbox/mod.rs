@@ -92,7 +92,26 @@ pub struct Mount {
     /// An absolute, canonical path that exists when the view is computed.
     pub path: PathBuf,
     pub kind: MountKind,
+    /// For [`MountKind::Overlay`]: a directory of nop's holding `upper/` and `work/`, where the
+    /// command's writes land instead of `path`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layer: Option<PathBuf>,
 }
+
+impl Mount {
+    pub fn new(path: PathBuf, kind: MountKind) -> Mount {
+        Mount {
+            path,
+            kind,
+            layer: None,
+        }
+    }
+}
+
+/// The file a layer holds when the kernel would not mount it (an upper directory on a file
+/// system overlayfs cannot write to, say): the path was mounted read-only instead, and the file
+/// says why.
+pub const LAYER_UNAVAILABLE: &str = "unavailable";
 
 /// What the view does at a path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -106,6 +125,12 @@ pub enum MountKind {
     /// Hidden: an empty tmpfs no one may list over a directory, an empty file no one may read
     /// over a file; both read-only.
     Mask,
+    /// Copy-on-write: an overlay whose lower layer is the path itself and whose upper layer is
+    /// [`Mount::layer`]: the command reads the path and writes the layer; the path is never
+    /// changed. What becomes of the layer is nop's to decide after the command (a git
+    /// directory's objects and refs are applied, its configuration never; a cache is kept for
+    /// the session). Where the kernel refuses the overlay, read-only instead.
+    Overlay,
 }
 
 /// One path and what may be done at and beneath it (Landlock).

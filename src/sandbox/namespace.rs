@@ -180,6 +180,11 @@ fn build_view(mounts: &[Mount]) -> Result<(), SandboxError> {
     } else {
         None
     };
+    // Layers first: their upper directories are nop's (beneath `.nop/`), which the view makes
+    // read-only next; an overlay keeps the upper directory it was given.
+    for m in mounts.iter().filter(|m| m.kind == MountKind::Overlay) {
+        overlay_or_read_only(&m.path, m.layer.as_deref())?;
+    }
     // Masked directories and the holes kept in them.
     let mut masked: Vec<(&Path, Vec<&Path>)> = Vec::new();
     for (i, m) in mounts.iter().enumerate() {
@@ -194,6 +199,7 @@ fn build_view(mounts: &[Mount]) -> Result<(), SandboxError> {
         match m.kind {
             MountKind::ReadOnly => bind(&m.path, true)?,
             MountKind::Writable => bind(&m.path, false)?,
+            MountKind::Overlay => {}
             MountKind::Mask if m.path.is_dir() => {
                 let holes = holes_under(&mounts[i + 1..], &m.path);
                 mask_dir(&m.path, &holes)?;
@@ -277,6 +283,71 @@ fn bind(path: &Path, read_only: bool) -> Result<(), SandboxError> {
         .map_err(|e| fail(&format!("remounting {shown}"), e))?;
     }
     Ok(())
+}
+
+/// Mounts an overlay over `path`: itself as the lower layer, `layer/upper` (with `layer/work`)
+/// as the upper one, so that the command's writes land in the layer. Where the kernel refuses
+/// (an upper directory on a file system overlayfs cannot use, a kernel without unprivileged
+/// overlayfs), `path` is bind-mounted read-only instead, as it was before layers, and
+/// `layer/unavailable` says why: confinement never depends on the layer.
+fn overlay_or_read_only(path: &Path, layer: Option<&Path>) -> Result<(), SandboxError> {
+    let Some(layer) = layer else {
+        return bind(path, true);
+    };
+    let (upper, work) = (layer.join("upper"), layer.join("work"));
+    let options = format!(
+        "lowerdir={},upperdir={},workdir={},userxattr",
+        escape_option(path),
+        escape_option(&upper),
+        escape_option(&work)
+    );
+    match mount(
+        Some("overlay"),
+        path,
+        Some("overlay"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some(options.as_str()),
+    ) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let _ = std::fs::write(layer.join(super::LAYER_UNAVAILABLE), e.to_string());
+            bind(path, true)
+        }
+    }
+}
+
+/// `path` as overlayfs reads it in its options: `,` and `:` separate, `\` escapes.
+fn escape_option(path: &Path) -> String {
+    let mut out = String::new();
+    for c in path.to_string_lossy().chars() {
+        if matches!(c, ',' | ':' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Whether directory `dir` of an overlay's upper layer is opaque: it hides what the lower
+/// layer has there (it was removed and made again). Mounted with `userxattr`, the kernel marks
+/// it with `user.overlay.opaque`.
+pub fn is_opaque(dir: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt as _;
+    let Ok(path) = std::ffi::CString::new(dir.as_os_str().as_bytes()) else {
+        return false;
+    };
+    let mut value = [0u8; 8];
+    // SAFETY: `path` is a NUL-terminated string, the name a static one, and `value` a buffer
+    // of the length passed; lgetxattr writes at most that many bytes into it.
+    let n = unsafe {
+        nix::libc::lgetxattr(
+            path.as_ptr(),
+            c"user.overlay.opaque".as_ptr(),
+            value.as_mut_ptr().cast(),
+            value.len(),
+        )
+    };
+    n > 0 && value[0] == b'y'
 }
 
 /// Masks directory `dir` with an empty read-only tmpfs that shows only `holes` (the originals,

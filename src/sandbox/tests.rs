@@ -43,14 +43,8 @@ fn spec_json_uses_snake_case_names() {
             },
         ],
         mounts: vec![
-            Mount {
-                path: "/work/.nop".into(),
-                kind: MountKind::ReadOnly,
-            },
-            Mount {
-                path: "/work/.nop/.permissions".into(),
-                kind: MountKind::Mask,
-            },
+            Mount::new("/work/.nop".into(), MountKind::ReadOnly),
+            Mount::new("/work/.nop/.permissions".into(), MountKind::Mask),
         ],
         network: false,
         parent: Some(42),

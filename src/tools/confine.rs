@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::SandboxSettings;
 use crate::config::{NamespacesMode, NetworkMode, SandboxMode};
-use crate::permissions::{Effect, Policy, ShellOptions, ShellView};
+use crate::permissions::{Effect, Layers, Policy, ShellOptions, ShellView};
 use crate::sandbox::{self, Enforcement, Mechanism};
 
 /// Messages of the errors a confined command meets when the sandbox refuses it something, in
@@ -256,6 +256,7 @@ pub fn confine(
     settings: &SandboxSettings,
     program: &OsStr,
     args: &[OsString],
+    layers: Layers,
 ) -> Result<Confined, ConfineError> {
     let (env, removed_env) = filtered_env(settings, std::env::vars_os());
     let machine = Machine::probe(settings)?;
@@ -313,7 +314,17 @@ pub fn confine(
         });
     };
     protect_git_hooks(policy.root());
-    let view = crate::permissions::shell_view(policy, &shell_options(mechanism, settings));
+    let mut options = shell_options(mechanism, settings);
+    options.read_only = layers.read_only;
+    options.layers = layers;
+    let view = crate::permissions::shell_view(policy, &options);
+    // The layers the view mounts, made now: the helper mounts them before the rest of the view.
+    for layer in view.spec.mounts.iter().filter_map(|m| m.layer.as_ref()) {
+        for sub in ["upper", "work"] {
+            std::fs::create_dir_all(layer.join(sub))
+                .map_err(|e| ConfineError::Setup(format!("{}: {e}", layer.display())))?;
+        }
+    }
     let partial = !gaps.is_empty() || mechanism == Mechanism::Landlock;
     let note = (partial && !WARNED.swap(true, Ordering::Relaxed)).then(|| {
         let mut message = if gaps.is_empty() {
@@ -346,9 +357,91 @@ pub fn confine(
     })
 }
 
+/// The caches of `settings` that exist, canonical, each with its layer in `session_dir`
+/// (`layers/cache-<name>`): kept for the session, removed with it. The first time a nop process
+/// uses a session's layers, they are measured: over `caches_max_mb` they start anew.
+pub fn cache_layers(settings: &SandboxSettings, session_dir: &Path) -> Vec<(PathBuf, PathBuf)> {
+    static MEASURED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    let layers_dir = session_dir.join("layers");
+    let first = {
+        let mut measured = MEASURED.lock().unwrap_or_else(|e| e.into_inner());
+        let first = !measured.contains(&layers_dir);
+        if first {
+            measured.push(layers_dir.clone());
+        }
+        first
+    };
+    if first {
+        let used = size_of(&layers_dir);
+        if used > settings.caches_max_mb.saturating_mul(1 << 20) {
+            tracing::info!(
+                op = "sandbox",
+                "the session's cache layers hold {} MB, over shell.caches_max_mb: started anew",
+                used >> 20
+            );
+            for entry in std::fs::read_dir(&layers_dir)
+                .into_iter()
+                .flatten()
+                .flatten()
+            {
+                if entry.file_name().to_string_lossy().starts_with("cache") {
+                    super::git_layer::remove_layer(&entry.path());
+                }
+            }
+        }
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute());
+    settings
+        .caches
+        .iter()
+        .filter_map(|cache| {
+            let path = match cache.strip_prefix("~/") {
+                Some(rest) => home.as_ref()?.join(rest),
+                None => PathBuf::from(cache),
+            };
+            let real = std::fs::canonicalize(&path).ok().filter(|p| p.is_dir())?;
+            let name: String = real
+                .to_string_lossy()
+                .chars()
+                .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+                .collect();
+            Some((
+                real,
+                session_dir.join("layers").join(format!("cache{name}")),
+            ))
+        })
+        .collect()
+}
+
+/// Bytes of the files beneath `dir` (bounded walk: a layer past a million entries counts as
+/// over any limit).
+fn size_of(dir: &Path) -> u64 {
+    let mut total = 0u64;
+    let mut seen = 0usize;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            seen += 1;
+            if seen > 1_000_000 {
+                return u64::MAX;
+            }
+            match entry.metadata() {
+                Ok(m) if m.is_dir() => stack.push(entry.path()),
+                Ok(m) => total = total.saturating_add(m.len()),
+                Err(_) => {}
+            }
+        }
+    }
+    total
+}
+
 /// The options of the view of shell commands confined with `mechanism` under `settings`.
 pub fn shell_options(mechanism: Mechanism, settings: &SandboxSettings) -> ShellOptions {
     ShellOptions {
+        layers: Default::default(),
+        read_only: false,
         mechanism,
         required: settings.mode == SandboxMode::Required,
         network: settings.network == NetworkMode::Allow,

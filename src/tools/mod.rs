@@ -6,6 +6,7 @@ mod call_agent;
 mod compact;
 pub mod confine;
 mod edit_file;
+pub mod git_layer;
 mod list_files;
 mod load_skill;
 pub mod orchestrator;
@@ -167,6 +168,10 @@ pub struct SandboxSettings {
     pub env_keep: Vec<String>,
     /// The variables the provider may read its key from: always removed.
     pub key_vars: Vec<String>,
+    /// Caches written through the session's layers (`shell.caches`, `~/` unexpanded).
+    pub caches: Vec<String>,
+    /// Megabytes of cache layers a session keeps (`shell.caches_max_mb`).
+    pub caches_max_mb: u64,
 }
 
 impl SandboxSettings {
@@ -178,6 +183,8 @@ impl SandboxSettings {
             namespaces: config.shell.namespaces,
             env_exclude: config.shell.env_exclude.clone(),
             env_keep: config.shell.env_keep.clone(),
+            caches: config.shell.caches.clone(),
+            caches_max_mb: config.shell.caches_max_mb,
             key_vars,
         }
     }

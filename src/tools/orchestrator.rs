@@ -115,10 +115,13 @@ async fn run(
         ApprovalMode::Always if tool.is_mutating() => {
             approve(tool, ctx, call, "--approval always").await?;
         }
-        ApprovalMode::Plan if tool.is_mutating() => {
-            let reason = "plan mode: nothing is changed and no command runs. Read what you \
-                          need, write the plan with update-plan, present it and stop; the user \
-                          switches the mode to carry it out"
+        // Shell commands run in plan mode with the repository read-only (`git status`, `ls`,
+        // `grep` work; nothing changes).
+        ApprovalMode::Plan if tool.is_mutating() && call.name != "shell" => {
+            let reason = "plan mode: nothing is changed. Read what you need (shell commands \
+                          run, but nothing in the repository can be written), write the plan \
+                          with update-plan, present it and stop; the user switches the mode to \
+                          carry it out"
                 .to_string();
             ctx.approver.record_denial(&call.name, &reason);
             return Err(ToolError::model(ToolErrorKind::PermissionDenied, reason));

@@ -49,6 +49,8 @@ pub(crate) struct Ran {
     pub note: Option<String>,
     /// The view it ran under (`None`: unconfined).
     pub view: Option<ShellView>,
+    /// What became of its changes to `.git` that were not kept, for the model.
+    pub git: Option<String>,
 }
 
 /// Runs `bash -c command` in `dir`, confined like every shell command of the agent (with the
@@ -75,8 +77,21 @@ pub(crate) async fn run_confined(
     let policy = ctx.policy.clone();
     let settings = ctx.sandbox.clone();
     let args = [OsString::from("-c"), OsString::from(command_line)];
+    // The command's git work and the session's caches go through layers of the session's.
+    let session_dir = ctx.store.dir(&ctx.session_id);
+    let git_layer = session_dir
+        .join("layers")
+        .join(format!("git-{}", uuid::Uuid::now_v7().simple()));
+    // Plan mode: commands read; nothing of the repository is written, git's included.
+    let read_only = ctx.approver.mode() == crate::permissions::ApprovalMode::Plan;
+    let layers = crate::permissions::Layers {
+        git: (!read_only).then(|| git_layer.clone()),
+        caches: confine::cache_layers(&settings, &session_dir),
+        read_only,
+    };
+    let _layer = LayerGuard(git_layer);
     let confined = tokio::task::spawn_blocking(move || {
-        confine::confine(&policy, &settings, OsStr::new("bash"), &args)
+        confine::confine(&policy, &settings, OsStr::new("bash"), &args, layers)
     })
     .await
     .map_err(ToolError::fatal("preparing the sandbox failed"))?
@@ -177,13 +192,37 @@ pub(crate) async fn run_confined(
         ))
         .await
         .map_err(ToolError::fatal("keeping the output of a command failed"))?;
+    // The command has ended, and with it everything it started (its PID namespace is gone):
+    // what it did to git's directories is applied now, or refused.
+    let git = match view.as_ref().map(|v| v.git_layers.clone()) {
+        Some(layers) if !layers.is_empty() => {
+            let root = ctx.root.clone();
+            tokio::task::spawn_blocking(move || super::git_layer::apply(&layers, &root).note())
+                .await
+                .ok()
+                .flatten()
+        }
+        _ => None,
+    };
     Ok(Ran {
         status,
         output: capture,
         log,
         note,
         view,
+        git,
     })
+}
+
+/// Removes a command's git layer, whichever way `run_confined` ends.
+struct LayerGuard(std::path::PathBuf);
+
+impl Drop for LayerGuard {
+    fn drop(&mut self) {
+        if self.0.exists() {
+            super::git_layer::remove_layer(&self.0);
+        }
+    }
 }
 
 /// Both streams as the model reads them (`stdout:` and `stderr:` sections, an empty one left
@@ -397,6 +436,16 @@ impl TypedTool for Shell {
         if let Some(note) = &ran.note {
             content.push_str(note);
             content.push('\n');
+        }
+        let mut refusals: Vec<String> = refusals.into_iter().chain(ran.git.clone()).collect();
+        let plan = ctx.approver.mode() == crate::permissions::ApprovalMode::Plan;
+        if plan && !ran.status.success() {
+            refusals.push(
+                "plan mode: nothing is changed: shell commands read the repository but cannot \
+                 write it (the temp directory is writable). Write the plan with update-plan and \
+                 stop; the user switches the mode to carry it out"
+                    .to_string(),
+            );
         }
         let fixed = content.len() + refusals.iter().map(|n| n.len() + 1).sum::<usize>();
         content.push_str(&streams(

@@ -7,6 +7,7 @@ mod cli;
 mod concurrency;
 mod costs;
 mod crash;
+mod daily_work;
 mod first_contact;
 mod goal;
 mod handle;

@@ -410,9 +410,11 @@ fn the_approval_key_and_plan_mode() {
     crate::support::assert_ok(&out);
     let results = server.requests()[1].tool_results();
     assert!(!results[0].contains("plan mode"), "{}", results[0]);
+    // write-file is refused; the shell command runs, and cannot write the repository.
     for r in &results[1..] {
         assert!(r.contains("plan mode: nothing is changed"), "{r}");
     }
+    assert!(!results[2].starts_with("exit code: 0"), "{}", results[2]);
     assert!(!repo.path().join("work/new.txt").exists());
     assert!(!repo.path().join("work/ran.txt").exists());
     // The command line beats the key.
