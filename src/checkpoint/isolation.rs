@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::worktree::{
-    add_worktree, beside, head_commit, remove_worktree, set_index, user_git_with,
+    add_worktree_at, beside, head_commit, remove_worktree, set_index, user_git_with,
 };
 use super::{CheckpointError, Checkpoints, Result};
 
@@ -25,8 +25,13 @@ const NAMED_FILES: usize = 50;
 /// A subagent's worktree, from [`isolate`] to [`Isolated::finish`].
 #[derive(Debug, Clone)]
 pub struct Isolated {
-    /// The worktree, canonical: the subagent's root.
+    /// The subagent's root, canonical: the worktree, or where the caller's root is in it (a
+    /// package of a monorepo).
     pub path: PathBuf,
+    /// The worktree, canonical.
+    worktree: PathBuf,
+    /// Where the caller's root is below the repository's top (empty at the top).
+    prefix: PathBuf,
     pub branch: String,
     /// The caller's root, where the repository's git is run.
     root: PathBuf,
@@ -98,31 +103,36 @@ pub fn isolate(
             root.display()
         ))
     };
-    match crate::gitdir::find(&root) {
-        None => return Err(refused("a git repository".into())),
-        Some(repo) if repo.top != root => {
-            return Err(CheckpointError::Refused(format!(
-                "`isolation: worktree` needs nop's root to be the top of its git repository; {} is inside {}",
-                root.display(),
-                repo.top.display()
-            )));
-        }
-        Some(_) => {}
-    }
+    let Some(repo) = crate::gitdir::find(&root) else {
+        return Err(refused("a git repository".into()));
+    };
+    // nop's root may be a package of a monorepo: the worktree is the whole repository's, and
+    // the subagent works where the package is in it.
+    let prefix = root
+        .strip_prefix(&repo.top)
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
     let Some(base) = head_commit(&root)? else {
         return Err(refused("a git repository with at least one commit".into()));
     };
     let tree = caller.record()?;
     let branch = format!("nop/{name}");
-    let path = beside(&root, name);
-    let (path, skipped) = {
+    let worktree = beside(&repo.top, name);
+    let (worktree, skipped) = {
         let _one = WORKTREES.lock().unwrap_or_else(|e| e.into_inner());
-        add_worktree(caller, &base, &tree, &branch, &path, policy)?
+        add_worktree_at(caller, &base, &tree, &branch, &worktree, &prefix, policy)?
+    };
+    let path = if prefix.as_os_str().is_empty() {
+        worktree.clone()
+    } else {
+        worktree.join(&prefix)
     };
     let store = caller.for_root(&path);
     match store.record() {
         Ok(start) => Ok(Isolated {
             path,
+            worktree,
+            prefix,
             branch,
             root,
             base,
@@ -132,7 +142,7 @@ pub fn isolate(
         }),
         Err(e) => {
             let _one = WORKTREES.lock().unwrap_or_else(|e| e.into_inner());
-            remove_worktree(&root, &path, &branch);
+            remove_worktree(&root, &worktree, &branch);
             Err(e)
         }
     }
@@ -144,7 +154,22 @@ impl Isolated {
     pub fn finish(&self, message: &str) -> Result<Ended> {
         let end = self.store.record()?;
         let changed = self.store.changes(&self.start, &end)?;
-        if changed.is_empty() {
+        // The subagent may have committed on its branch itself (its git works in the
+        // worktree): nop's commit goes on top of what the branch holds now.
+        let head = self
+            .git(
+                &[
+                    "rev-parse",
+                    "--verify",
+                    &format!("refs/heads/{}", self.branch),
+                ],
+                &[],
+                None,
+            )?
+            .trim()
+            .to_string();
+        let committed_itself = head != self.base;
+        if changed.is_empty() && !committed_itself {
             self.remove();
             return Ok(Ended::Unchanged);
         }
@@ -166,13 +191,18 @@ impl Isolated {
                     let file = scratch.path().join(format!("blob-{}", blobs.len()));
                     self.store.blob_to(meta[2], &file)?;
                     blobs.push((meta[2].to_string(), file));
+                    let path = self.in_repository(path);
                     lines
                         .extend_from_slice(format!("{} {}\t{path}\0", meta[0], meta[2]).as_bytes());
                 }
                 // Not in the tree (or not a file: a nested repository is never recorded).
                 Some(_) => continue,
                 None => lines.extend_from_slice(
-                    format!("0 0000000000000000000000000000000000000000\t{path}\0").as_bytes(),
+                    format!(
+                        "0 0000000000000000000000000000000000000000\t{}\0",
+                        self.in_repository(path)
+                    )
+                    .as_bytes(),
                 ),
             }
         }
@@ -192,28 +222,33 @@ impl Isolated {
                 return Err(CheckpointError::Refused(format!(
                     "the repository at {} stores objects differently from nop's checkpoint store (another hash?); the subagent's files are left in {}",
                     self.root.display(),
-                    self.path.display()
+                    self.worktree.display()
                 )));
             }
         }
         let index = scratch.path().join("index");
         let with_index: [(&str, &Path); 1] = [("GIT_INDEX_FILE", &index)];
-        self.git(&["read-tree", &self.base], &with_index, None)?;
+        self.git(&["read-tree", &head], &with_index, None)?;
         self.git(
             &["update-index", "-z", "--index-info"],
             &with_index,
             Some(&lines),
         )?;
         let tree = self.git(&["write-tree"], &with_index, None)?;
-        let base_tree = self.git(
-            &["rev-parse", &format!("{}^{{tree}}", self.base)],
-            &[],
-            None,
-        )?;
-        if tree.trim() == base_tree.trim() {
-            // Changed back to what the branch already holds.
-            self.remove();
-            return Ok(Ended::Unchanged);
+        let head_tree = self.git(&["rev-parse", &format!("{head}^{{tree}}")], &[], None)?;
+        if tree.trim() == head_tree.trim() {
+            if !committed_itself {
+                // Changed back to what the branch already holds.
+                self.remove();
+                return Ok(Ended::Unchanged);
+            }
+            // Everything it changed, it committed.
+            return Ok(Ended::Committed {
+                branch: self.branch.clone(),
+                path: self.path.clone(),
+                commit: head,
+                files: changed,
+            });
         }
         let nop = Path::new("nop");
         let email = Path::new("nop@localhost");
@@ -229,7 +264,7 @@ impl Isolated {
                 "--no-gpg-sign",
                 tree.trim(),
                 "-p",
-                &self.base,
+                &head,
                 "-F",
                 "-",
             ],
@@ -244,13 +279,13 @@ impl Isolated {
                 "nop: isolated subagent",
                 &format!("refs/heads/{}", self.branch),
                 &commit,
-                &self.base,
+                &head,
             ],
             &[],
             None,
         )?;
         // `git status` in the worktree then shows nothing the branch does not hold.
-        set_index(&self.store, &self.path, &commit)?;
+        set_index(&self.store, &self.worktree, &commit)?;
         Ok(Ended::Committed {
             branch: self.branch.clone(),
             path: self.path.clone(),
@@ -262,7 +297,16 @@ impl Isolated {
     /// Removes the worktree and its branch.
     pub fn remove(&self) {
         let _one = WORKTREES.lock().unwrap_or_else(|e| e.into_inner());
-        remove_worktree(&self.root, &self.path, &self.branch);
+        remove_worktree(&self.root, &self.worktree, &self.branch);
+    }
+
+    /// `path` (relative to the subagent's root) as the repository names it.
+    fn in_repository(&self, path: &str) -> String {
+        if self.prefix.as_os_str().is_empty() {
+            path.to_string()
+        } else {
+            format!("{}/{path}", self.prefix.to_string_lossy())
+        }
     }
 
     /// The repository's isolated git in the caller's root; its standard output.

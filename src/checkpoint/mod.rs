@@ -298,6 +298,19 @@ impl Checkpoints {
         Ok(skipped.into_iter().collect())
     }
 
+    /// Writes every file of `commit` into `dir` (a new worktree), with the store's git: none of
+    /// the repository's filters, hooks or configuration.
+    pub(crate) fn checkout_commit(&self, commit: &str, dir: &Path) -> Result<()> {
+        let temp = tempfile::Builder::new()
+            .prefix("index-")
+            .tempfile_in(&self.dir)
+            .map_err(io(&self.dir))?;
+        let index = temp.path().to_path_buf();
+        self.git_in(&["read-tree", commit], &index, dir, None)?;
+        self.git_in(&["checkout-index", "-a", "-f"], &index, dir, None)?;
+        Ok(())
+    }
+
     /// Holds the store's lock (nop's one lock helper, [`crate::session::lock_file`]); git's own
     /// `index.lock` would make a second nop fail, not wait.
     fn lock(&self) -> Result<std::fs::File> {

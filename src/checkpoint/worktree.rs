@@ -135,6 +135,21 @@ pub(super) fn add_worktree(
     path: &Path,
     policy: &crate::permissions::Policy,
 ) -> Result<(PathBuf, Vec<String>)> {
+    add_worktree_at(checkpoints, head, tree, branch, path, Path::new(""), policy)
+}
+
+/// [`add_worktree`] for a root `prefix` below the repository's top (a package of a monorepo):
+/// the worktree holds `head`'s files, and the checkpoint's beneath `prefix`, with `.nop/`'s
+/// configuration there.
+pub(super) fn add_worktree_at(
+    checkpoints: &Checkpoints,
+    head: &str,
+    tree: &str,
+    branch: &str,
+    path: &Path,
+    prefix: &Path,
+    policy: &crate::permissions::Policy,
+) -> Result<(PathBuf, Vec<String>)> {
     let root = checkpoints.root();
     if path.exists() {
         return Err(CheckpointError::Refused(format!(
@@ -166,12 +181,18 @@ pub(super) fn add_worktree(
     }
     let made = (|| {
         let path = std::fs::canonicalize(path).map_err(super::io(path))?;
-        let skipped = checkpoints.materialize(tree, &path, policy)?;
+        let at = path.join(prefix);
+        if !prefix.as_os_str().is_empty() {
+            // The rest of the repository, as its commit has it.
+            checkpoints.checkout_commit(head, &path)?;
+            std::fs::create_dir_all(&at).map_err(super::io(&at))?;
+        }
+        let skipped = checkpoints.materialize(tree, &at, policy)?;
         // The worktree's index is its branch's commit, so `git status` there shows the fork's
         // changes against it; written by the store's git (no configuration of the repository),
         // in the format every git reads.
         set_index(checkpoints, &path, head)?;
-        copy_configuration(&root.join(".nop"), &path.join(".nop"))?;
+        copy_configuration(&root.join(".nop"), &at.join(".nop"))?;
         Ok((path, skipped))
     })();
     if made.is_err() {

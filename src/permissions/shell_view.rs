@@ -413,15 +413,22 @@ fn layered(
             .filter(|d| d.is_dir())
             .chain(git.iter());
         for (n, dir) in dirs.enumerate() {
-            let Some(mount) = mounts
-                .iter_mut()
-                .find(|m| m.path == *dir && m.kind == MountKind::ReadOnly)
-            else {
-                continue;
-            };
             let layer = base.join(n.to_string());
-            mount.kind = MountKind::Overlay;
-            mount.layer = Some(layer.clone());
+            match mounts.iter_mut().find(|m| m.path == *dir) {
+                Some(mount) if mount.kind == MountKind::ReadOnly => {
+                    mount.kind = MountKind::Overlay;
+                    mount.layer = Some(layer.clone());
+                }
+                // Hidden or writable by the rules: left as the view has it.
+                Some(_) => continue,
+                // Read-only as what is around it (a worktree's git directories, outside the
+                // writable roots): a mount of its own.
+                None => {
+                    let mut mount = Mount::new(dir.clone(), MountKind::Overlay);
+                    mount.layer = Some(layer.clone());
+                    mounts.push(mount);
+                }
+            }
             if let Some(p) = protections.iter_mut().find(|p| p.path == *dir) {
                 p.effect = Effect::Layered;
                 p.reason = "git's objects, refs and index are applied after each command; its \

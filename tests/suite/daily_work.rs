@@ -326,3 +326,143 @@ fn hostile_what_a_command_writes_to_git_beyond_objects_refs_and_index_is_never_k
         .collect();
     assert!(fired.is_empty(), "{fired:?}");
 }
+
+/// A model that answers each session by its first user message: its i-th request gets
+/// `script[task][i]`; past the end, the tool results joined.
+fn by_task(scripts: std::collections::HashMap<String, Vec<MockResponse>>) -> MockServer {
+    MockServer::start_with(Box::new(
+        move |request: &crate::support::mock::RecordedRequest| {
+            let first = request
+                .user_messages()
+                .into_iter()
+                .next()
+                .unwrap_or_default();
+            let turn = request.body["messages"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|m| m["role"] == "assistant")
+                .count();
+            match scripts.get(&first).and_then(|s| s.get(turn)) {
+                Some(reply) => reply.clone(),
+                None => openai::reply_text(&request.tool_results().join(" | ")),
+            }
+        },
+    ))
+}
+
+#[test]
+fn git_works_in_an_isolated_subagents_worktree_also_from_a_package_of_a_monorepo() {
+    let s = Setup::new();
+    // nop's root is a package of the repository, with a `.nop/` the user trusted there.
+    let package = s.root().join("packages/web");
+    fs::create_dir_all(package.join(".nop")).unwrap();
+    fs::write(package.join(".nop/config.yml"), "").unwrap();
+    fs::write(package.join("index.js"), "// web\n").unwrap();
+    s.git(&["add", "-A"]);
+    s.git(&["commit", "-qm", "package"]);
+    let nop = |args: &[&str]| {
+        let out = s
+            .repo
+            .nop_in(&package)
+            .env("HOME", s.home())
+            .args(args)
+            .output()
+            .unwrap();
+        crate::support::assert_ok(&out);
+    };
+    nop(&["trust", "--yes"]);
+    nop(&["init"]);
+    let agents = package.join(".nop/agents.yml");
+    let mut text = fs::read_to_string(&agents).unwrap();
+    text.push_str("\n  - name: worker\n    description: works in a worktree of its own\n    isolation: worktree\n");
+    fs::write(&agents, text).unwrap();
+    nop(&["trust", "--yes"]);
+    let server = by_task(std::collections::HashMap::from([
+        (
+            "delegate".to_string(),
+            vec![openai::reply_tool_calls(&[(
+                "w",
+                "call-agent",
+                json!({"agent": "worker", "arguments": "look at git"}),
+            )])],
+        ),
+        (
+            "look at git".to_string(),
+            vec![openai::reply_tool_calls(&[(
+                "g",
+                "shell",
+                json!({"command": "pwd && echo x >> index.js && git status --short && git diff --stat && git log --format=%s -1"}),
+            )])],
+        ),
+    ]));
+    let out = s
+        .repo
+        .nop_in(&package)
+        .env("HOME", s.home())
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .envs(crate::support::model_env(&server, "openai"))
+        .args(["run", "--output-format", "json", "delegate"])
+        .output()
+        .unwrap();
+    crate::support::assert_ok(&out);
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let said = answer["final_message"].as_str().unwrap_or_default();
+    assert!(said.contains("exit code: 0"), "{said}");
+    assert!(
+        said.contains(" M index.js") && said.contains("package"),
+        "{said}"
+    );
+}
+
+#[test]
+fn git_works_in_an_isolated_subagents_worktree() {
+    let s = Setup::new();
+    let agents = s.root().join(".nop/agents.yml");
+    let mut text = fs::read_to_string(&agents).unwrap();
+    text.push_str("\n  - name: worker\n    description: works in a worktree of its own\n    isolation: worktree\n");
+    fs::write(&agents, text).unwrap();
+    let out = s
+        .repo
+        .nop()
+        .env("HOME", s.home())
+        .args(["trust", "--yes"])
+        .output()
+        .unwrap();
+    crate::support::assert_ok(&out);
+    let server = by_task(std::collections::HashMap::from([
+        (
+            "delegate".to_string(),
+            vec![openai::reply_tool_calls(&[(
+                "w",
+                "call-agent",
+                json!({"agent": "worker", "arguments": "look at git"}),
+            )])],
+        ),
+        (
+            "look at git".to_string(),
+            vec![openai::reply_tool_calls(&[(
+                "g",
+                "shell",
+                json!({"command": "echo x >> README.md && git status --short && git diff --stat && git log --format=%s -1 && git add -A && git commit -qm mine && git log --format=%s -1"}),
+            )])],
+        ),
+    ]));
+    let out = s
+        .repo
+        .nop()
+        .env("HOME", s.home())
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .envs(crate::support::model_env(&server, "openai"))
+        .args(["run", "--output-format", "json", "delegate"])
+        .output()
+        .unwrap();
+    crate::support::assert_ok(&out);
+    let answer: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let said = answer["final_message"].as_str().unwrap_or_default();
+    assert!(said.contains("exit code: 0"), "{said}");
+    assert!(
+        said.contains(" M README.md") && said.contains("start\n") && said.contains("mine"),
+        "{said}"
+    );
+}

@@ -515,7 +515,8 @@ fn hostile_an_isolated_subagent_cannot_plant_git_metadata_and_nops_commit_runs_n
     ]));
     let answer = s.run(&server, "delegate");
     let (branch, worktree) = branch_and_worktree(&answer);
-    // Every planting attempt was refused; the pointer file is as git wrote it.
+    // Every planting attempt was refused (the git directories are written through a layer whose
+    // configuration, hooks and pointers nop never keeps); the pointer file is as git wrote it.
     let worker_results = server
         .requests()
         .iter()
@@ -528,7 +529,8 @@ fn hostile_an_isolated_subagent_cannot_plant_git_metadata_and_nops_commit_runs_n
             result.contains("Read-only file system")
                 || result.contains("Permission denied")
                 || result.contains("read-only")
-                || result.contains("denied"),
+                || result.contains("denied")
+                || result.contains("not kept in .git"),
             "{result}"
         );
     }
@@ -578,7 +580,7 @@ fn hostile_an_isolated_subagent_cannot_plant_git_metadata_and_nops_commit_runs_n
 }
 
 #[test]
-fn isolation_where_nops_root_is_a_subdirectory_of_the_repository_is_refused() {
+fn isolation_where_nops_root_is_a_subdirectory_works_there_in_a_worktree_of_the_whole_repository() {
     let s = Setup::new();
     // nop's root is the nearest `.nop/config.yml` inside the repository: here `sub/`.
     let sub = Repo {
@@ -600,9 +602,24 @@ fn isolation_where_nops_root_is_a_subdirectory_of_the_repository_is_refused() {
     ]));
     let result = sub.model_json(&server, &["run", "--output-format", "json", "delegate"]);
     let answer = result["final_message"].as_str().unwrap_or_default();
+    let (branch, worktree) = branch_and_worktree(answer);
+    // The subagent worked where the package is in a worktree of the whole repository, and its
+    // file is committed there, under the package's directory.
+    let package = sub
+        .path()
+        .file_name()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    assert!(worktree.ends_with(&package), "{answer}");
+    assert!(worktree.join("x.txt").exists());
     assert!(
-        answer.contains("needs nop's root to be the top of its git repository"),
+        worktree.parent().unwrap().join("README.md").exists(),
         "{answer}"
     );
-    assert_eq!(s.nop_branches(), Vec::<String>::new());
+    assert_eq!(s.nop_branches(), vec![branch.clone()]);
+    assert_eq!(
+        s.git(&["diff", "--name-only", "HEAD", &branch]).trim(),
+        format!("{package}/x.txt")
+    );
 }
