@@ -522,6 +522,18 @@ impl Live {
                     first.push_str(&format!(" ({:.1} s)", *duration_ms as f64 / 1000.0));
                 }
                 let failed = !ok || summary.first().is_some_and(|l| l.starts_with("failed"));
+                // A hint of the sandbox's, wrapped to the screen, never cut.
+                let width = Live::width().saturating_sub(5);
+                let summary: Vec<String> = summary
+                    .into_iter()
+                    .flat_map(|l| {
+                        if super::term::style::is_hint(&l) {
+                            super::term::style::wrap_words(&l, width)
+                        } else {
+                            vec![l]
+                        }
+                    })
+                    .collect();
                 for (i, line) in summary.iter().enumerate() {
                     let mark = if i == 0 { "  ⎿ " } else { "    " };
                     let line = if i == 0 && failed {

@@ -15,6 +15,7 @@ pub const WIDENING: &[&str] = &[
     "shell.namespaces",
     "shell.env_exclude",
     "shell.env_keep",
+    "shell.outside_sandbox",
     "provider.base_url",
     "provider.api_key_env",
 ];

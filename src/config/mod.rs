@@ -533,6 +533,10 @@ pub struct ShellConfig {
     /// Megabytes of cache layers a session keeps between runs; a run that finds more starts
     /// them anew.
     pub caches_max_mb: u64,
+    /// Commands the agent may run outside the sandbox without asking (globs over one simple
+    /// command, `cargo publish*`): headless, the only ones it may; on a terminal, asked about
+    /// otherwise. Empty: none.
+    pub outside_sandbox: Vec<String>,
 }
 
 /// The caches package managers and toolchains write.
@@ -575,6 +579,7 @@ impl Default for ShellConfig {
             env_keep: Vec::new(),
             caches: DEFAULT_CACHES.iter().map(|s| s.to_string()).collect(),
             caches_max_mb: 4096,
+            outside_sandbox: Vec::new(),
         }
     }
 }

@@ -110,6 +110,8 @@ pub enum Gate {
     Call,
     /// A file-access `ask` rule, by where it is written.
     FileRule(Source),
+    /// A command the agent asks to run outside the sandbox, with the user's rights.
+    OutsideSandbox,
 }
 
 /// A call that needs a person's yes.

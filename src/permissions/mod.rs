@@ -40,4 +40,5 @@ pub use load::{
 pub use policy::{
     Access, Decision, FileAccess, Policy, RuleSet, Source, external_git_dirs, resolve,
 };
+pub use scope::command_matches;
 pub use scope::{Action, Scope};

@@ -188,6 +188,23 @@ fn simple_words(line: &str) -> Option<Vec<&str>> {
     (!words.is_empty()).then_some(words)
 }
 
+/// Whether `line` is one simple command (no shell metacharacter) whose words, joined by one
+/// space, match the glob `pattern` (`cargo publish*`, `git push origin *`): what a
+/// `shell.outside_sandbox` entry allows. A compound command (`git push; rm -rf ~`) never
+/// matches.
+pub fn command_matches(pattern: &str, line: &str) -> bool {
+    let Some(words) = simple_words(line) else {
+        return false;
+    };
+    let Ok(glob) = globset::GlobBuilder::new(pattern.trim())
+        .literal_separator(false)
+        .build()
+    else {
+        return false;
+    };
+    glob.compile_matcher().is_match(words.join(" "))
+}
+
 /// A word that is the same to bash as written and cannot be an assignment, a glob, a tilde
 /// expansion or a quoted string: ASCII letters, digits and `_ . / + - : @ % ,`.
 fn literal(word: &str) -> bool {

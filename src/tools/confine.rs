@@ -559,10 +559,10 @@ fn note_for(view: &ShellView, root: &Path, path: &Path, busy: bool) -> Option<(P
         Some(p) if p.effect == Effect::ReadOnly && p.path == root.join(".git") => Some((
             p.path.clone(),
             format!(
-                "sandbox: `{shown_path}` is read-only to shell commands: {}. Git commands that \
-                 only read (status, diff, log, show, blame) work; staging, committing, \
-                 switching branches and stashing do not: leave them to the user, and say \
-                 what to commit",
+                "sandbox: `{shown_path}` is read-only to shell commands here: {} (this machine \
+                 confines with Landlock alone, which cannot give git a layer of its own). Git \
+                 commands that only read (status, diff, log) work; to stage or commit, ask \
+                 to run the command outside the sandbox, or leave it to the user",
                 p.reason
             ),
         )),
@@ -602,8 +602,9 @@ fn note_for(view: &ShellView, root: &Path, path: &Path, busy: bool) -> Option<(P
                         area,
                         format!(
                             "sandbox: `{shown_path}` is outside the places shell commands may \
-                             write ({roots}); an absolute `read` rule for `~/{name}/**` in the \
-                             agent's permissions would make it writable"
+                             write ({roots}); to let them, add `~/{name}` to shell.caches \
+                             (written through a layer of the session's) or an absolute `read` \
+                             rule for `~/{name}/**` to the agent's permissions"
                         ),
                     )
                 }
@@ -708,7 +709,8 @@ mod tests {
             assert_eq!(notes.len(), 1, "{notes:?}");
             assert!(
                 notes[0].contains("is outside the places shell commands may write")
-                    && notes[0].ends_with("an absolute `read` rule for `~/.npm/**` in the agent's permissions would make it writable"),
+                    && notes[0].contains("add `~/.npm` to shell.caches")
+                    && notes[0].ends_with("an absolute `read` rule for `~/.npm/**` to the agent's permissions"),
                 "{notes:?}"
             );
         }

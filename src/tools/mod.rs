@@ -172,6 +172,8 @@ pub struct SandboxSettings {
     pub caches: Vec<String>,
     /// Megabytes of cache layers a session keeps (`shell.caches_max_mb`).
     pub caches_max_mb: u64,
+    /// Commands that may run outside the sandbox without asking (`shell.outside_sandbox`).
+    pub outside_sandbox: Vec<String>,
 }
 
 impl SandboxSettings {
@@ -185,6 +187,7 @@ impl SandboxSettings {
             env_keep: config.shell.env_keep.clone(),
             caches: config.shell.caches.clone(),
             caches_max_mb: config.shell.caches_max_mb,
+            outside_sandbox: config.shell.outside_sandbox.clone(),
             key_vars,
         }
     }

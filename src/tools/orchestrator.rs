@@ -111,6 +111,9 @@ async fn run(
             approve(tool, ctx, call, &reason).await?;
         }
     }
+    if call.name == "shell" && call.arguments.get("outside_sandbox") == Some(&Value::Bool(true)) {
+        outside_sandbox(ctx, call).await?;
+    }
     match ctx.approver.mode() {
         ApprovalMode::Always if tool.is_mutating() => {
             approve(tool, ctx, call, "--approval always").await?;
@@ -158,6 +161,70 @@ async fn run(
             Ok(Err(aborted @ ToolError::Aborted { .. })) => Err(aborted),
             _ => Err(ToolError::aborted()),
         },
+    }
+}
+
+/// Whether a `shell` call that asks to run outside the sandbox may: never in plan mode or with
+/// approvals off; by a `shell.outside_sandbox` rule; else only by the person, asked on the
+/// terminal (an "always" covers the command's prefix for the session). Headless, nothing but a
+/// rule lets it (not `--yes`).
+async fn outside_sandbox(ctx: &ToolContext, call: &ToolCall) -> Result<(), ToolError> {
+    let text = |key: &str| call.arguments.get(key).and_then(Value::as_str);
+    let command = text("command").unwrap_or_default();
+    let refuse = |reason: String| {
+        ctx.approver.record_denial(&call.name, &reason);
+        Err(ToolError::model(ToolErrorKind::PermissionDenied, reason))
+    };
+    if ctx.sandbox.mode == crate::config::SandboxMode::Off {
+        return Ok(()); // nothing is confined anyway
+    }
+    match ctx.approver.mode() {
+        ApprovalMode::Plan => {
+            return refuse("plan mode never runs a command outside the sandbox".to_string());
+        }
+        ApprovalMode::Never => {
+            return refuse(
+                "approvals are off (--approval never): nothing runs outside the sandbox"
+                    .to_string(),
+            );
+        }
+        _ => {}
+    }
+    if let Some(rule) = ctx
+        .sandbox
+        .outside_sandbox
+        .iter()
+        .find(|p| crate::permissions::command_matches(p, command))
+    {
+        tracing::info!(op = "approval", result = "approved", tool = %call.name, detail = command, rule = %rule, "outside the sandbox by shell.outside_sandbox");
+        return Ok(());
+    }
+    if !ctx.approver.has_person() {
+        return refuse(format!(
+            "`{command}` may not run outside the sandbox here: no one to ask in a headless run, \
+             and no `shell.outside_sandbox` pattern matches it (the user allows one with \
+             `nop config set shell.outside_sandbox '[\"PATTERN\"]' --user`). Do without it, \
+             or say what the user should run"
+        ));
+    }
+    let reason = format!(
+        "run outside the sandbox, with your rights: {}",
+        text("justification").unwrap_or("(no reason given)")
+    );
+    let ask = Ask {
+        tool: &call.name,
+        detail: command,
+        reason: &reason,
+        gate: Gate::OutsideSandbox,
+        action: action(ctx, call),
+        root: &ctx.root,
+    };
+    tokio::select! {
+        answer = ask_approval(ctx, ask, &call.arguments, std::future::ready(None)) => answer.map_err(|reason| {
+            ctx.approver.record_denial(&call.name, &reason);
+            ToolError::model(ToolErrorKind::PermissionDenied, reason)
+        }),
+        () = ctx.cancel.cancelled() => Err(ToolError::aborted()),
     }
 }
 

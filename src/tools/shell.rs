@@ -32,6 +32,15 @@ pub struct ShellArgs {
     /// Directory to run in, relative to the repository root.
     #[serde(default)]
     workdir: Option<String>,
+    /// Run this command outside the sandbox, with the user's rights. Only after it failed for a
+    /// sandbox reason and must do what the sandbox stops (publish, write outside the
+    /// repository); the user is asked, and sees `justification`.
+    #[serde(default)]
+    outside_sandbox: bool,
+    /// With `outside_sandbox`: one line saying why it must run outside the sandbox (the
+    /// question the user is asked shows it).
+    #[serde(default)]
+    justification: Option<String>,
 }
 
 /// How much of a pipe is read at a time.
@@ -417,7 +426,16 @@ impl TypedTool for Shell {
             None => ctx.timeout,
         };
         let started = Instant::now();
-        let ran = run_confined(ctx, &args.command, &dir, None, timeout).await?;
+        // Approved by the orchestrator (the user, or a `shell.outside_sandbox` rule) before it
+        // got here: run with the user's rights, through the helper all the same (no terminal,
+        // the filtered environment, everything it starts ends with it).
+        let ran = if args.outside_sandbox {
+            let mut outside = ctx.clone();
+            outside.sandbox.mode = crate::config::SandboxMode::Off;
+            run_confined(&outside, &args.command, &dir, None, timeout).await?
+        } else {
+            run_confined(ctx, &args.command, &dir, None, timeout).await?
+        };
         let (out, err) = (&ran.output.stdout, &ran.output.stderr);
         // On what is kept: a refusal's message is near the start or the end of the output.
         let refusals = match &ran.view {
@@ -433,11 +451,27 @@ impl TypedTool for Shell {
             exit_code(ran.status),
             elapsed.as_secs_f64()
         );
+        if args.outside_sandbox {
+            content.push_str(&format!(
+                "ran outside the sandbox, with the user's rights (approved): {}\n",
+                args.justification.as_deref().unwrap_or("no reason given")
+            ));
+        }
         if let Some(note) = &ran.note {
             content.push_str(note);
             content.push('\n');
         }
+        let blocked = !refusals.is_empty();
         let mut refusals: Vec<String> = refusals.into_iter().chain(ran.git.clone()).collect();
+        let plan_mode = ctx.approver.mode() == crate::permissions::ApprovalMode::Plan;
+        if blocked && !args.outside_sandbox && !plan_mode {
+            refusals.push(
+                "sandbox: if this command must do what the sandbox stops, call shell again with \
+                 `outside_sandbox: true` and a one-line `justification`: the user is asked \
+                 (headless, only commands shell.outside_sandbox lists run so)"
+                    .to_string(),
+            );
+        }
         let plan = ctx.approver.mode() == crate::permissions::ApprovalMode::Plan;
         if plan && !ran.status.success() {
             refusals.push(

@@ -466,3 +466,79 @@ fn git_works_in_an_isolated_subagents_worktree() {
         "{said}"
     );
 }
+
+#[test]
+fn a_command_runs_outside_the_sandbox_only_as_the_user_allows_it() {
+    let s = Setup::new();
+    let outside = repo_dir();
+    let target = |name: &str| outside.path().join(name).display().to_string();
+    let outside_call = |id: &str, command: &str| {
+        openai::reply_tool_calls(&[(
+            id,
+            "shell",
+            json!({"command": command, "outside_sandbox": true, "justification": "it writes outside the repository"}),
+        )])
+    };
+    let run = |extra: &[&str], command: &str| -> String {
+        let server = MockServer::start(vec![
+            outside_call("c1", command),
+            openai::reply_text("done"),
+        ]);
+        let out = s
+            .repo
+            .nop_model(&server, "openai")
+            .env("HOME", s.home())
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .args(["run"])
+            .args(extra)
+            .arg("work")
+            .output()
+            .unwrap();
+        crate::support::assert_ok(&out);
+        server.requests()[1].tool_results().join("\n")
+    };
+    // Confined, the write is refused, and the model is told the way out.
+    let results = s.shell(&[&format!("touch {}", target("confined"))], &[]);
+    assert!(results[0].contains("outside_sandbox: true"), "{results:?}");
+    // Headless, without a rule: refused, and it never ran.
+    let said = run(&[], &format!("touch {}", target("headless")));
+    assert!(
+        said.contains("no `shell.outside_sandbox` pattern matches"),
+        "{said}"
+    );
+    assert!(!outside.path().join("headless").exists());
+    // With a rule for the command: it runs with the user's rights, and says so.
+    let rule = "shell.outside_sandbox=[\"touch *\"]";
+    let said = run(&["--set", rule], &format!("touch {}", target("allowed")));
+    assert!(said.contains("ran outside the sandbox"), "{said}");
+    assert!(outside.path().join("allowed").exists());
+    // A compound command never matches a rule; plan mode and `--approval never` never run one.
+    let said = run(
+        &["--set", rule],
+        &format!("touch {} && touch {}", target("a"), target("b")),
+    );
+    assert!(said.contains("may not run outside the sandbox"), "{said}");
+    let said = run(
+        &["--set", rule, "--approval", "plan"],
+        &format!("touch {}", target("plan")),
+    );
+    assert!(said.contains("plan mode never runs"), "{said}");
+    let said = run(
+        &["--set", rule, "--approval", "never"],
+        &format!("touch {}", target("never")),
+    );
+    assert!(said.contains("approvals are off"), "{said}");
+    for name in ["confined", "headless", "a", "b", "plan", "never"] {
+        assert!(!outside.path().join(name).exists(), "{name}");
+    }
+    // The session holds the call as what it was.
+    let sessions: Vec<_> = fs::read_dir(s.root().join(".nop/sessions"))
+        .unwrap()
+        .flatten()
+        .collect();
+    let recorded = sessions
+        .iter()
+        .filter_map(|e| fs::read_to_string(e.path().join("session.json")).ok())
+        .any(|t| t.contains("\"outside_sandbox\": true") && t.contains("ran outside the sandbox"));
+    assert!(recorded);
+}

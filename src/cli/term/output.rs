@@ -36,9 +36,16 @@ pub fn summarize(
             _ => head(&output, max_lines),
         }
     };
+    // What the sandbox says is read whole: the renderer wraps it to the screen.
     lines
         .iter()
-        .map(|l| style::truncate(l, MAX_WIDTH))
+        .map(|l| {
+            if style::is_hint(l) {
+                l.clone()
+            } else {
+                style::truncate(l, MAX_WIDTH)
+            }
+        })
         .collect()
 }
 

@@ -91,6 +91,58 @@ pub fn width(text: &str) -> usize {
     UnicodeWidthStr::width(text)
 }
 
+/// `text` in lines of at most `max` columns, broken between words (a word longer than a line is
+/// broken where the line ends): for what must be read whole, such as what the sandbox says.
+pub fn wrap_words(text: &str, max: usize) -> Vec<String> {
+    let max = max.max(10);
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        let needed = if line.is_empty() {
+            width(word)
+        } else {
+            width(&line) + 1 + width(word)
+        };
+        if needed > max && !line.is_empty() {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+        while width(&line) > max {
+            let mut head = String::new();
+            let mut used = 0;
+            let mut rest = line.chars();
+            for c in rest.by_ref() {
+                let w = c.width().unwrap_or(0);
+                if used + w > max {
+                    // Put the character back: it starts the next line.
+                    let remaining: String = std::iter::once(c).chain(rest).collect();
+                    lines.push(head);
+                    line = remaining;
+                    break;
+                }
+                head.push(c);
+                used += w;
+            }
+            if width(&line) <= max {
+                break;
+            }
+        }
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
+/// Whether `line` is something nop says about a refusal that must be read whole (never cut):
+/// the sandbox's hints and plan mode's.
+pub fn is_hint(line: &str) -> bool {
+    line.starts_with("sandbox: ") || line.starts_with("plan mode: ")
+}
+
 /// `text` cut to at most `max` columns, with `…` as the last column when something was cut.
 pub fn truncate(text: &str, max: usize) -> String {
     if width(text) <= max {
@@ -212,6 +264,14 @@ mod tests {
         assert_eq!(width("東京"), 4);
         assert_eq!(truncate("東京タワー", 5), "東京…");
         assert_eq!(truncate("short", 5), "short");
+        assert_eq!(
+            wrap_words("sandbox: `x` is read-only to shell commands here", 20),
+            ["sandbox: `x` is", "read-only to shell", "commands here"]
+        );
+        assert_eq!(
+            wrap_words("abcdefghijklmnopqrstuvwxyz", 10),
+            ["abcdefghij", "klmnopqrst", "uvwxyz"]
+        );
     }
 
     #[test]
