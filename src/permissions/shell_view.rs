@@ -408,6 +408,15 @@ fn layered(
 ) -> Vec<(PathBuf, PathBuf)> {
     let mut out = Vec::new();
     if let Some(base) = &options.layers.git {
+        // The directory the layers are made in, when it lies where commands may write (a
+        // temp directory): hidden, so that only the overlays write the layers.
+        if let Some(parent) = base.parent()
+            && roots.iter().any(|r| parent.starts_with(r))
+            && parent.is_dir()
+            && !mounts.iter().any(|m| m.path == parent)
+        {
+            mounts.push(Mount::new(parent.to_path_buf(), MountKind::Mask));
+        }
         let dot_git = root.join(".git");
         let dirs = std::iter::once(&dot_git)
             .filter(|d| d.is_dir())

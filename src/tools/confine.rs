@@ -710,7 +710,9 @@ mod tests {
             assert!(
                 notes[0].contains("is outside the places shell commands may write")
                     && notes[0].contains("add `~/.npm` to shell.caches")
-                    && notes[0].ends_with("an absolute `read` rule for `~/.npm/**` to the agent's permissions"),
+                    && notes[0].ends_with(
+                        "an absolute `read` rule for `~/.npm/**` to the agent's permissions"
+                    ),
                 "{notes:?}"
             );
         }

@@ -341,6 +341,56 @@ fn remove(path: &Path) -> std::io::Result<()> {
     }
 }
 
+/// Where a command's git layers are made: a directory of this user's own in `/dev/shm` (a
+/// tmpfs: making and removing a layer per command costs no disk), else the session's
+/// `layers/`. The view hides it from the command ([`crate::permissions::Layers::git`]'s
+/// parent is masked), so nothing but the overlay writes it.
+pub fn scratch_dir(session_dir: &Path) -> PathBuf {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+    let uid = nix::unistd::geteuid().as_raw();
+    let shm = PathBuf::from(format!("/dev/shm/nop-{uid}"));
+    // Made by this user with no rights for others, or found so: another user's (or a link)
+    // is never used.
+    let _ = std::fs::DirBuilder::new().mode(0o700).create(&shm);
+    let ours = std::fs::symlink_metadata(&shm)
+        .is_ok_and(|m| m.is_dir() && m.uid() == uid && m.mode() & 0o077 == 0);
+    let dir = if ours {
+        shm
+    } else {
+        session_dir.join("layers")
+    };
+    sweep(&dir);
+    dir
+}
+
+/// The name of a new git layer: this process's id first, so that one a killed nop left behind
+/// can be told from one in use ([`sweep`]).
+pub fn layer_name() -> String {
+    format!("git-{}-{}", std::process::id(), uuid::Uuid::now_v7().simple())
+}
+
+/// Removes the git layers in `dir` whose process is gone (a nop killed during a command), once
+/// per process: a tmpfs keeps them in memory until someone does.
+fn sweep(dir: &Path) {
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(|| {
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(pid) = name
+                .strip_prefix("git-")
+                .and_then(|rest| rest.split('-').next())
+                .and_then(|p| p.parse::<i32>().ok())
+            else {
+                continue;
+            };
+            let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
+            if !alive {
+                remove_layer(&entry.path());
+            }
+        }
+    });
+}
+
 /// Removes a layer directory and what is in it (the kernel leaves `work/work` unreadable).
 pub fn remove_layer(layer: &Path) {
     use std::os::unix::fs::PermissionsExt;

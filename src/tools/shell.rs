@@ -88,9 +88,8 @@ pub(crate) async fn run_confined(
     let args = [OsString::from("-c"), OsString::from(command_line)];
     // The command's git work and the session's caches go through layers of the session's.
     let session_dir = ctx.store.dir(&ctx.session_id);
-    let git_layer = session_dir
-        .join("layers")
-        .join(format!("git-{}", uuid::Uuid::now_v7().simple()));
+    let git_layer =
+        super::git_layer::scratch_dir(&session_dir).join(super::git_layer::layer_name());
     // Plan mode: commands read; nothing of the repository is written, git's included.
     let read_only = ctx.approver.mode() == crate::permissions::ApprovalMode::Plan;
     let layers = crate::permissions::Layers {

@@ -542,3 +542,78 @@ fn a_command_runs_outside_the_sandbox_only_as_the_user_allows_it() {
         .any(|t| t.contains("\"outside_sandbox\": true") && t.contains("ran outside the sandbox"));
     assert!(recorded);
 }
+
+/// Whether `program` runs here.
+fn have(program: &str) -> bool {
+    std::process::Command::new(program)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn npm_install_and_npm_test_work_and_the_users_npm_cache_stays_as_it_was() {
+    if !have("npm") {
+        return;
+    }
+    let s = Setup::new();
+    fs::create_dir_all(s.home().join(".npm")).unwrap();
+    fs::create_dir_all(s.root().join("deps/hello")).unwrap();
+    fs::write(
+        s.root().join("deps/hello/package.json"),
+        r#"{"name": "hello", "version": "1.0.0", "main": "index.js"}"#,
+    )
+    .unwrap();
+    fs::write(
+        s.root().join("deps/hello/index.js"),
+        "module.exports = () => 'hello';\n",
+    )
+    .unwrap();
+    fs::write(
+        s.root().join("package.json"),
+        r#"{"name": "app", "version": "1.0.0", "scripts": {"test": "node -e \"process.exit(require('hello')() === 'hello' ? 0 : 1)\""}}"#,
+    )
+    .unwrap();
+    let before = tree(&s.home().join(".npm"));
+    let results = s.shell(
+        &[
+            "cd deps/hello && npm pack --silent >/dev/null && cd ../.. && npm install --offline --no-audit --no-fund ./deps/hello/hello-1.0.0.tgz 2>&1 | tail -2",
+            "npm test 2>&1 | tail -2",
+        ],
+        &[],
+    );
+    all_ok(&results);
+    assert!(s.root().join("node_modules/hello/index.js").exists());
+    assert_eq!(tree(&s.home().join(".npm")), before);
+}
+
+#[test]
+fn pip_install_into_a_venv_in_the_repository_works_and_the_users_pip_cache_stays_as_it_was() {
+    if !have("python3") {
+        return;
+    }
+    let s = Setup::new();
+    fs::create_dir_all(s.home().join(".cache")).unwrap();
+    fs::create_dir_all(s.root().join("deps/pyhello/pyhello")).unwrap();
+    fs::write(
+        s.root().join("deps/pyhello/setup.py"),
+        "from setuptools import setup\nsetup(name='pyhello', version='1.0', packages=['pyhello'])\n",
+    )
+    .unwrap();
+    fs::write(
+        s.root().join("deps/pyhello/pyhello/__init__.py"),
+        "def hello():\n    return 'hello'\n",
+    )
+    .unwrap();
+    let before = tree(&s.home().join(".cache"));
+    let results = s.shell(
+        &[
+            "python3 -m venv .venv && .venv/bin/pip install -q --no-index --no-build-isolation ./deps/pyhello 2>&1 | tail -2",
+            ".venv/bin/python -c 'import pyhello; print(pyhello.hello())'",
+        ],
+        &[],
+    );
+    all_ok(&results);
+    assert!(results[1].contains("hello"), "{results:#?}");
+    assert_eq!(tree(&s.home().join(".cache")), before);
+}
