@@ -26,8 +26,9 @@ pub enum ApprovalMode {
     OnRequest,
     /// Also ask before every call that can change something (shell, write-file, edit-file).
     Always,
-    /// Read and plan only: every call that can change something is refused, so the agent
-    /// presents its plan; switching the mode carries it out.
+    /// Read and plan only: every call that can change something is refused (shell commands run
+    /// with the repository read-only), so the agent presents its plan; switching the mode
+    /// carries it out.
     Plan,
 }
 
@@ -59,7 +60,9 @@ impl ApprovalMode {
                 "edits and commands run without asking (confined); `ask` rules ask"
             }
             ApprovalMode::Always => "every command, edit and plugin tool asks first",
-            ApprovalMode::Plan => "the agent reads and plans; nothing is changed, no command runs",
+            ApprovalMode::Plan => {
+                "the agent reads and plans; nothing is changed (commands only read)"
+            }
         }
     }
 }
