@@ -366,7 +366,11 @@ pub fn scratch_dir(session_dir: &Path) -> PathBuf {
 /// The name of a new git layer: this process's id first, so that one a killed nop left behind
 /// can be told from one in use ([`sweep`]).
 pub fn layer_name() -> String {
-    format!("git-{}-{}", std::process::id(), uuid::Uuid::now_v7().simple())
+    format!(
+        "git-{}-{}",
+        std::process::id(),
+        uuid::Uuid::now_v7().simple()
+    )
 }
 
 /// Removes the git layers in `dir` whose process is gone (a nop killed during a command), once
