@@ -23,6 +23,7 @@
 mod ignored;
 mod isolation;
 mod objects;
+mod put_back;
 mod record;
 mod restore;
 mod scan;
@@ -275,27 +276,16 @@ impl Checkpoints {
         dir: &Path,
         policy: &crate::permissions::Policy,
     ) -> Result<Vec<String>> {
-        let temp = tempfile::Builder::new()
-            .prefix("index-")
-            .tempfile_in(&self.dir)
-            .map_err(io(&self.dir))?;
-        let index = temp.path().to_path_buf();
-        let (write, skipped): (BTreeSet<String>, BTreeSet<String>) =
-            self.entries(tree)?.into_keys().partition(|path| {
+        let entries = self.entries(tree)?;
+        let (write, skipped): (BTreeSet<&String>, BTreeSet<&String>) =
+            entries.keys().partition(|path| {
                 policy
                     .check_resolved(&self.root.join(path), crate::permissions::Access::Read)
                     .is_allowed()
             });
-        self.git_in(&["read-tree", tree], &index, dir, None)?;
-        if !write.is_empty() {
-            self.git_in(
-                &["checkout-index", "-f", "-z", "--stdin"],
-                &index,
-                dir,
-                Some(&nul_list(&write)),
-            )?;
-        }
-        Ok(skipped.into_iter().collect())
+        let wanted = put_back::wants(&entries, write);
+        self.put_back(dir, &wanted)?;
+        Ok(skipped.into_iter().cloned().collect())
     }
 
     /// Writes every file of `commit` into `dir` (a new worktree), with the store's git: none of
@@ -643,6 +633,10 @@ fn base_env() -> Vec<(String, String)> {
             ("GIT_CONFIG_GLOBAL", "/dev/null"),
             ("GIT_TERMINAL_PROMPT", "0"),
             ("LC_ALL", "C"),
+            // What the store's git writes is on disk before a checkpoint names it.
+            ("GIT_CONFIG_COUNT", "1"),
+            ("GIT_CONFIG_KEY_0", "core.fsync"),
+            ("GIT_CONFIG_VALUE_0", "objects,derived-metadata,reference"),
         ]
         .map(|(k, v)| (k.to_string(), v.to_string())),
     );

@@ -601,9 +601,14 @@ fn publish(
         .prefix("tmp_idx_")
         .tempfile_in(dir)?;
     idx_temp.write_all(&idx)?;
+    // On disk before anything names them: a power cut must not leave a checkpoint recorded
+    // whose objects were still in the page cache.
+    temp.as_file().sync_all()?;
+    idx_temp.as_file().sync_all()?;
     temp.persist(name.with_extension("pack"))
         .map_err(|e| e.error)?;
     idx_temp.persist(index).map_err(|e| e.error)?;
+    std::fs::File::open(dir)?.sync_all()?;
     Ok(())
 }
 

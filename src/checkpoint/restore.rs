@@ -113,22 +113,10 @@ impl Checkpoints {
         let (write, remove): (Vec<&String>, Vec<&String>) =
             paths.iter().partition(|p| present.contains_key(*p));
         if !write.is_empty() {
-            let temp = tempfile::Builder::new()
-                .prefix("index-")
-                .tempfile_in(&self.dir)
-                .map_err(super::io(&self.dir))?;
-            self.git(&["read-tree", target], temp.path(), None)?;
-            let mut list = Vec::new();
-            for path in &write {
-                list.extend_from_slice(path.as_bytes());
-                list.push(0);
-            }
-            // git replaces a symbolic link where a directory should be; it never writes through one.
-            self.git(
-                &["checkout-index", "-f", "-z", "--stdin"],
-                temp.path(),
-                Some(&list),
-            )?;
+            // Each object checked against its id, each file staged beside its place and renamed
+            // in whole: a damaged store or a failure leaves every file as it was.
+            let wanted = super::put_back::wants(&present, write.iter().copied());
+            self.put_back(&self.root, &wanted)?;
             done.restored = write.into_iter().cloned().collect();
         }
         for path in remove {

@@ -710,3 +710,59 @@ fn a_run_without_tool_calls_closes_where_it_began_and_its_undo_keeps_what_you_wr
         Some("written while nop ran\n")
     );
 }
+
+/// The path of the loose object `id` in the git directory `git_dir`.
+fn loose(git_dir: &Path, id: &str) -> std::path::PathBuf {
+    git_dir.join("objects").join(&id[..2]).join(&id[2..])
+}
+
+#[test]
+fn a_damaged_object_fails_the_undo_naming_it_and_every_file_stays_as_it_was() {
+    let repo = git_repo(&[("a.txt", "one\n"), ("b.txt", "bee\n")]);
+    let server = MockServer::start(vec![
+        call(
+            "c1",
+            "write-file",
+            json!({"path": "a.txt", "content": "two\n"}),
+        ),
+        call(
+            "c2",
+            "write-file",
+            json!({"path": "b.txt", "content": "BEE\n"}),
+        ),
+        openai::reply_text("done"),
+    ]);
+    run(&repo, &server, &["change them"]);
+    // The blob `one\n` is the repository's own loose object (committed), which the store reads
+    // as an alternate. Its file is replaced by a valid loose object of another content (made by
+    // git in a scratch repository): git would hand it over as it is.
+    let one = git(repo.path(), &["rev-parse", "HEAD:a.txt"])
+        .trim()
+        .to_string();
+    let object = loose(&repo.path().join(".git"), &one);
+    let original = std::fs::read(&object).expect("loose object");
+    let scratch = crate::support::repo_dir();
+    git(scratch.path(), &["init", "-q"]);
+    std::fs::write(scratch.path().join("eve"), "eve\n").unwrap();
+    let eve = git(scratch.path(), &["hash-object", "-w", "eve"])
+        .trim()
+        .to_string();
+    let forged = std::fs::read(loose(&scratch.path().join(".git"), &eve)).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&object, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::write(&object, forged).unwrap();
+    let (code, _, stderr) = nop_json(&repo, None, &["undo", "--json"]);
+    assert_ne!(code, 0, "{stderr}");
+    assert!(
+        stderr.contains("damaged") && stderr.contains(&one),
+        "{stderr}"
+    );
+    // Nothing was put back, nothing was emptied.
+    assert_eq!(read(repo.path(), "a.txt").as_deref(), Some("two\n"));
+    assert_eq!(read(repo.path(), "b.txt").as_deref(), Some("BEE\n"));
+    std::fs::write(&object, original).unwrap();
+    let (code, _, stderr) = nop_json(&repo, None, &["undo", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(read(repo.path(), "a.txt").as_deref(), Some("one\n"));
+    assert_eq!(read(repo.path(), "b.txt").as_deref(), Some("bee\n"));
+}
