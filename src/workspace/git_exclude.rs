@@ -34,29 +34,40 @@ pub fn ignore_local_state(root: &Path) -> Result<bool, std::io::Error> {
     } else {
         format!("/{prefix}/{}/", super::NOP_DIR)
     };
-    let old = match std::fs::read_to_string(&file) {
-        Ok(text) => text,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+    // A link is the user's way to share the file: the block goes where it points.
+    let file = match std::fs::symlink_metadata(&file) {
+        Ok(m) if m.file_type().is_symlink() => std::fs::canonicalize(&file)?,
+        _ => file,
+    };
+    // Any bytes: the file is git's, not nop's, and need not be UTF-8.
+    let old = match std::fs::read(&file) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
         Err(e) => return Err(e),
     };
     let wanted: Vec<String> = LOCAL_STATE.iter().map(|p| format!("{base}{p}")).collect();
-    if wanted.iter().all(|w| old.lines().any(|l| l.trim() == w)) {
+    let has = |line: &str| {
+        old.split(|b| *b == b'\n')
+            .any(|l| l.trim_ascii() == line.as_bytes())
+    };
+    if wanted.iter().all(|w| has(w)) {
         return Ok(true);
     }
-    let mut text = old;
-    if !text.is_empty() && !text.ends_with('\n') {
-        text.push('\n');
+    let mut bytes = old;
+    if !bytes.is_empty() && !bytes.ends_with(b"\n") {
+        bytes.push(b'\n');
     }
-    text.push_str(MARKER);
-    text.push_str(" (`nop init`'s configuration is yours to commit)\n");
+    bytes.extend_from_slice(MARKER.as_bytes());
+    bytes.extend_from_slice(b" (`nop init`'s configuration is yours to commit)\n");
     for line in wanted {
-        text.push_str(&line);
-        text.push('\n');
+        bytes.extend_from_slice(line.as_bytes());
+        bytes.push(b'\n');
     }
     if let Some(dir) = file.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    crate::session::write_atomic(&file, text.as_bytes())
+    // As an editor saves it: the mode (and owner) it had are kept.
+    crate::session::replace_file(&file, &bytes)
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     Ok(true)
 }
@@ -85,5 +96,31 @@ mod tests {
         assert!(text.contains("/apps/web/.nop/memory/\n"), "{text}");
         let elsewhere = tempfile::tempdir().unwrap();
         assert!(!ignore_local_state(elsewhere.path()).unwrap());
+    }
+
+    #[test]
+    fn the_files_mode_its_link_and_its_bytes_are_kept() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let top = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir_all(top.join(".git/info")).unwrap();
+        let shared = top.join("shared-exclude");
+        std::fs::write(&shared, b"# caf\xe9 in latin-1\n*.o\n").unwrap();
+        std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o640)).unwrap();
+        std::os::unix::fs::symlink(&shared, top.join(".git/info/exclude")).unwrap();
+        assert!(ignore_local_state(&top).unwrap());
+        assert!(
+            std::fs::symlink_metadata(top.join(".git/info/exclude"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        let bytes = std::fs::read(&shared).unwrap();
+        assert!(bytes.starts_with(b"# caf\xe9 in latin-1\n*.o\n# nop:"));
+        assert!(bytes.windows(16).any(|w| w == b"/.nop/sessions/\n"));
+        let mode = std::fs::metadata(&shared).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o640);
+        assert!(ignore_local_state(&top).unwrap());
+        assert_eq!(std::fs::read(&shared).unwrap(), bytes);
     }
 }
