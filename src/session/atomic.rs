@@ -339,3 +339,29 @@ mod tests {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod check_tests {
+    use crate::session::Store;
+
+    /// What a kill between the renames of a two-file commit leaves: the check completes it and
+    /// finds nothing wrong, as the next read or write would.
+    #[test]
+    fn a_half_done_commit_is_completed_by_the_check_not_reported() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let store = Store::new(dir.path(), std::time::Duration::from_secs(5));
+        let session = store.create("coder", chrono::Utc::now())?;
+        let id = session.session_id;
+        let session_dir = store.dir(&id);
+        let plan = b"<tasks><task id=\"a\" title=\"done at last\" status=\"completed\"/></tasks>\n";
+        std::fs::write(session_dir.join(".tmp-plan"), plan)?;
+        std::fs::write(
+            session_dir.join(super::JOURNAL),
+            r#"{"renames": [{"from": ".tmp-plan", "to": "plan.xml"}]}"#,
+        )?;
+        assert_eq!(store.check(&id)?, Vec::new());
+        assert!(!session_dir.join(super::JOURNAL).exists());
+        assert_eq!(std::fs::read(session_dir.join("plan.xml"))?, plan);
+        Ok(())
+    }
+}

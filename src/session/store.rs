@@ -675,7 +675,16 @@ impl Store {
     /// Validates every file of session `id`, changing nothing.
     pub fn check(&self, id: &str) -> Result<Vec<Problem>> {
         let dir = self.existing_dir(id)?;
-        let _lock = SessionLock::acquire(&dir, id, LockKind::Shared, self.lock_timeout)?;
+        // A write a killed process left half done is completed first, as any read does: it is
+        // not a problem of the session's, and the check says nothing of it then. A journal that
+        // cannot be read is one, named below.
+        let _lock = match self.read_lock(&dir, id) {
+            Ok(lock) => lock,
+            Err(SessionError::Corrupt { .. }) => {
+                SessionLock::acquire(&dir, id, LockKind::Shared, self.lock_timeout)?
+            }
+            Err(e) => return Err(e),
+        };
         let mut problems = Vec::new();
         let mut note = |e: SessionError| {
             let path = match &e {
@@ -693,8 +702,7 @@ impl Store {
             note(SessionError::Corrupt {
                 path: dir.join(atomic::JOURNAL),
                 pos: None,
-                message: "a write was interrupted; the next write to this session completes it"
-                    .into(),
+                message: "a write was interrupted and could not be completed".into(),
             });
         }
         match read_session_json(&dir, id) {
