@@ -554,6 +554,13 @@ impl Runtime {
             emergency: emergency.clone(),
         });
         super::untrusted::report(&self.ws, &self.env, &events);
+        // Worktrees of subagents whose nop was killed while they worked: named, once.
+        if let Some(c) = &checkpoints {
+            for message in crate::checkpoint::left_behind(c) {
+                tracing::warn!(op = "isolation", result = "left behind", "{message}");
+                let _ = events.send(Event::Warning { message });
+            }
+        }
         for message in &self.config.hooks.warnings {
             tracing::warn!(session = %session_id, op = "hook", result = "set aside", "{message}");
             let _ = events.send(Event::Warning {

@@ -32,6 +32,8 @@ pub struct Isolated {
     worktree: PathBuf,
     /// Where the caller's root is below the repository's top (empty at the top).
     prefix: PathBuf,
+    /// The caller's store, where the worktree is named while the subagent works.
+    marks: Option<PathBuf>,
     pub branch: String,
     /// The caller's root, where the repository's git is run.
     root: PathBuf,
@@ -118,10 +120,14 @@ pub fn isolate(
     let tree = caller.record()?;
     let branch = format!("nop/{name}");
     let worktree = beside(&repo.top, name);
-    let (worktree, skipped) = {
+    // Until nop commits or removes it, the worktree is named in the caller's store: a nop
+    // killed meanwhile leaves it named, and the next run says so (`left_behind`).
+    mark(caller, &branch, &worktree);
+    let added = {
         let _one = WORKTREES.lock().unwrap_or_else(|e| e.into_inner());
-        add_worktree_at(caller, &base, &tree, &branch, &worktree, &prefix, policy)?
+        add_worktree_at(caller, &base, &tree, &branch, &worktree, &prefix, policy)
     };
+    let (worktree, skipped) = added.inspect_err(|_| unmark(caller.dir(), &branch))?;
     let path = if prefix.as_os_str().is_empty() {
         worktree.clone()
     } else {
@@ -133,6 +139,7 @@ pub fn isolate(
             path,
             worktree,
             prefix,
+            marks: Some(caller.dir().to_path_buf()),
             branch,
             root,
             base,
@@ -143,6 +150,7 @@ pub fn isolate(
         Err(e) => {
             let _one = WORKTREES.lock().unwrap_or_else(|e| e.into_inner());
             remove_worktree(&root, &worktree, &branch);
+            unmark(caller.dir(), &branch);
             Err(e)
         }
     }
@@ -243,6 +251,7 @@ impl Isolated {
                 return Ok(Ended::Unchanged);
             }
             // Everything it changed, it committed.
+            self.done();
             return Ok(Ended::Committed {
                 branch: self.branch.clone(),
                 path: self.path.clone(),
@@ -286,6 +295,7 @@ impl Isolated {
         )?;
         // `git status` in the worktree then shows nothing the branch does not hold.
         set_index(&self.store, &self.worktree, &commit)?;
+        self.done();
         Ok(Ended::Committed {
             branch: self.branch.clone(),
             path: self.path.clone(),
@@ -298,6 +308,14 @@ impl Isolated {
     pub fn remove(&self) {
         let _one = WORKTREES.lock().unwrap_or_else(|e| e.into_inner());
         remove_worktree(&self.root, &self.worktree, &self.branch);
+        self.done();
+    }
+
+    /// The worktree is the user's now (committed) or gone: no longer named as in progress.
+    fn done(&self) {
+        if let Some(caller) = self.marks.as_deref() {
+            unmark(caller, &self.branch);
+        }
     }
 
     /// `path` (relative to the subagent's root) as the repository names it.
@@ -321,6 +339,78 @@ impl Isolated {
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
+}
+
+/// Where worktrees of subagents at work are named, in the caller's store.
+fn marks_dir(store: &Path) -> PathBuf {
+    store.join("isolated")
+}
+
+fn mark_file(store: &Path, branch: &str) -> PathBuf {
+    marks_dir(store).join(format!("{}.json", branch.replace('/', "_")))
+}
+
+/// Names `worktree` (on `branch`) as a subagent's at work, by this process.
+fn mark(caller: &Checkpoints, branch: &str, worktree: &Path) {
+    let file = mark_file(caller.dir(), branch);
+    let text = serde_json::json!({
+        "branch": branch,
+        "worktree": worktree,
+        "pid": std::process::id(),
+    })
+    .to_string();
+    let written =
+        std::fs::create_dir_all(marks_dir(caller.dir())).and_then(|()| std::fs::write(&file, text));
+    if let Err(e) = written {
+        tracing::warn!(
+            op = "isolation",
+            "cannot name {} in the store: {e}",
+            worktree.display()
+        );
+    }
+}
+
+fn unmark(store: &Path, branch: &str) {
+    let _ = std::fs::remove_file(mark_file(store, branch));
+}
+
+/// The worktrees and branches of subagents whose nop was killed while they worked, said once
+/// each (their names are then dropped): what to look at, and how to remove them.
+pub fn left_behind(caller: &Checkpoints) -> Vec<String> {
+    let mut said = Vec::new();
+    for entry in std::fs::read_dir(marks_dir(caller.dir()))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
+        let Some(mark) = crate::capped_file::read(&entry.path(), 64 * 1024)
+            .ok()
+            .flatten()
+            .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        else {
+            continue;
+        };
+        let pid = mark["pid"]
+            .as_u64()
+            .and_then(|p| i32::try_from(p).ok())
+            .unwrap_or(0);
+        let alive =
+            pid > 0 && nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok();
+        if alive {
+            continue;
+        }
+        let (branch, worktree) = (
+            mark["branch"].as_str().unwrap_or_default(),
+            mark["worktree"].as_str().unwrap_or_default(),
+        );
+        said.push(format!(
+            "a subagent's nop was killed while it worked: its worktree {worktree} (branch \
+             {branch}) holds what it did, uncommitted; look at it, then `git worktree remove \
+             --force {worktree}` and `git branch -D {branch}` to drop it"
+        ));
+        let _ = std::fs::remove_file(entry.path());
+    }
+    said
 }
 
 #[cfg(test)]

@@ -37,7 +37,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-pub use isolation::{Ended, Isolated, isolate};
+pub use isolation::{Ended, Isolated, isolate, left_behind};
 pub use restore::{
     Restored, Rewind, RewindMode, Skipped, TurnRewind, Undo, rewind, rewind_turn, undo_turn,
 };
@@ -166,7 +166,7 @@ impl Checkpoints {
         }
     }
 
-    fn dir(&self) -> &Path {
+    pub(crate) fn dir(&self) -> &Path {
         &self.dir
     }
 

@@ -104,6 +104,31 @@ impl Setup {
     }
 }
 
+impl Drop for Setup {
+    fn drop(&mut self) {
+        // Worktrees nop made beside the repository: `<repo>-<name>`.
+        let Some(name) = self
+            .root()
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+        else {
+            return;
+        };
+        let Some(parent) = self.root().parent() else {
+            return;
+        };
+        for entry in fs::read_dir(parent).into_iter().flatten().flatten() {
+            if entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with(&format!("{name}-"))
+            {
+                let _ = fs::remove_dir_all(entry.path());
+            }
+        }
+    }
+}
+
 /// Asserts each result is a command that exited 0 with no note from the sandbox.
 fn all_ok(results: &[String]) {
     for r in results {
@@ -616,4 +641,99 @@ fn pip_install_into_a_venv_in_the_repository_works_and_the_users_pip_cache_stays
     all_ok(&results);
     assert!(results[1].contains("hello"), "{results:#?}");
     assert_eq!(tree(&s.home().join(".cache")), before);
+}
+
+#[test]
+fn a_worktree_a_killed_subagent_left_is_named_by_the_next_run() {
+    let s = Setup::new();
+    let agents = s.root().join(".nop/agents.yml");
+    let mut text = fs::read_to_string(&agents).unwrap();
+    text.push_str("\n  - name: worker\n    description: works in a worktree of its own\n    isolation: worktree\n");
+    fs::write(&agents, text).unwrap();
+    let out = s
+        .repo
+        .nop()
+        .env("HOME", s.home())
+        .args(["trust", "--yes"])
+        .output()
+        .unwrap();
+    crate::support::assert_ok(&out);
+    let scratch = tempfile::Builder::new()
+        .prefix("nop-kill-")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let started = scratch.path().join("started");
+    let gate = scratch.path().join("gate");
+    let server = by_task(std::collections::HashMap::from([
+        (
+            "delegate".to_string(),
+            vec![openai::reply_tool_calls(&[(
+                "w",
+                "call-agent",
+                json!({"agent": "worker", "arguments": "work slowly"}),
+            )])],
+        ),
+        (
+            "work slowly".to_string(),
+            vec![openai::reply_tool_calls(&[(
+                "g",
+                "shell",
+                json!({"command": format!("echo half > half.txt && touch {} && while [ ! -e {} ]; do sleep 0.05; done", started.display(), gate.display())}),
+            )])],
+        ),
+        ("next".to_string(), vec![openai::reply_text("ok")]),
+    ]));
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("nop"))
+        .current_dir(s.root())
+        .env_clear()
+        .env("HOME", s.home())
+        .env("XDG_STATE_HOME", s.repo.state.path())
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .envs(crate::support::model_env(&server, "openai"))
+        .args(["run", "delegate"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !started.exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the subagent never started"
+        );
+        std::thread::yield_now();
+    }
+    child.kill().unwrap();
+    let _ = child.wait();
+    fs::write(&gate, "").unwrap();
+    let out = s
+        .repo
+        .nop_model(&server, "openai")
+        .env("HOME", s.home())
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .args(["run", "next"])
+        .output()
+        .unwrap();
+    crate::support::assert_ok(&out);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("a subagent's nop was killed while it worked"),
+        "{stderr}"
+    );
+    let worktree = stderr
+        .split("its worktree ")
+        .nth(1)
+        .and_then(|r| r.split(" (branch ").next())
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert!(Path::new(worktree).join("half.txt").exists(), "{stderr}");
+    assert!(stderr.contains("branch nop/worker-"), "{stderr}");
+    // Said once.
+    let out = s
+        .repo
+        .nop_model(&server, "openai")
+        .env("HOME", s.home())
+        .args(["run", "next"])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("was killed while it worked"));
 }
