@@ -23,6 +23,7 @@
 mod ignored;
 mod isolation;
 mod objects;
+mod pin;
 mod put_back;
 mod record;
 mod restore;

@@ -510,6 +510,14 @@ fn copy_entries(pack: &mut Pack, path: &Path, entries: &[Entry]) -> std::io::Res
     Ok(())
 }
 
+/// The ids (hex) of the objects the pack index at `path` lists; none when it is not one nop
+/// reads (version 2).
+pub(super) fn index_ids(path: &Path) -> Vec<String> {
+    read_index(path)
+        .map(|entries| entries.iter().map(|e| hex(&e.id)).collect())
+        .unwrap_or_default()
+}
+
 /// The entries a pack's index (version 2) lists; `None` for anything else.
 fn read_index(path: &Path) -> Option<Vec<Entry>> {
     let bytes = std::fs::read(path).ok()?;

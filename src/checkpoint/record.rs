@@ -96,6 +96,15 @@ impl Checkpoints {
             // The run's checkpoint of its changes is what the user waits for.
             Excludes::warm(&self.root, &self.exclude_files());
         }
+        // What it names of the repository's objects becomes the store's own: a history the
+        // user rewrites and prunes never takes a checkpoint with it.
+        if let Err(e) = self.pin(&done.recorded.tree, done.from.as_deref()) {
+            tracing::warn!(
+                op = "checkpoint",
+                result = "partial",
+                "copying the repository's objects it names: {e}"
+            );
+        }
         Ok(done.recorded)
     }
 
@@ -157,6 +166,7 @@ impl Checkpoints {
             recorded,
             saved,
             linked: None,
+            from: None,
         })
     }
 
@@ -219,10 +229,12 @@ impl Checkpoints {
                     tracing::warn!(op = "checkpoint", result = "partial", "{e}");
                 }
             }
+            let from = Some(recorded.tree.clone());
             return Ok(Some(Done {
                 recorded,
                 saved,
                 linked: Some(tracked.linked),
+                from,
             }));
         }
         let rules = Rules::current(&self.root, &saved.fingerprint);
@@ -263,6 +275,7 @@ impl Checkpoints {
             "compared"
         );
         let known = saved.tree.clone();
+        let mut from = Some(known.clone());
         let updated = if todo.paths.is_empty() && todo.gone.is_empty() {
             todo.unchanged(&known)
         } else if saved.delta.len() + todo.paths.len() + todo.gone.len() <= FOLD_AT
@@ -270,6 +283,7 @@ impl Checkpoints {
         {
             edited
         } else {
+            from = None;
             // Into the index, with everything hashed without it so far: git forgets those
             // first, so it hashes them again whatever their stat data says.
             let mut forget: BTreeSet<String> = saved.delta.keys().cloned().collect();
@@ -305,6 +319,7 @@ impl Checkpoints {
             recorded,
             saved,
             linked: Some(linked),
+            from,
         }))
     }
 
@@ -602,6 +617,10 @@ struct Done {
     saved: Saved,
     /// Recorded files with more than one link (`None`: not looked at, git compared them).
     linked: Option<Vec<(String, scan::Stamp)>>,
+    /// The last tree, when this one was made from it without git hashing anything: every blob
+    /// it adds was written to a pack of the store's own. `None`: git hashed files, and finds a
+    /// blob the user's repository holds without copying it.
+    from: Option<String>,
 }
 
 /// At most this many bytes of paths are given to one `git ls-files`; more, and it lists the
@@ -1173,5 +1192,109 @@ mod tests {
                 n + 1
             );
         }
+    }
+
+    /// Whether the store alone (its alternates set aside) holds every object of `tree`.
+    fn held_alone(cp: &Checkpoints, tree: &str) -> std::result::Result<(), String> {
+        let alternates = cp.dir.join("objects/info/alternates");
+        let aside = cp.dir.join("objects/info/alternates.aside");
+        std::fs::rename(&alternates, &aside).expect("alternates");
+        let git = |args: &[&str], input: Option<&str>| {
+            let mut child = Command::new("git")
+                .args(args)
+                .env("GIT_DIR", &cp.dir)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .expect("git");
+            let mut stdin = child.stdin.take().expect("stdin");
+            std::io::Write::write_all(&mut stdin, input.unwrap_or("").as_bytes()).expect("in");
+            drop(stdin);
+            child.wait_with_output().expect("git")
+        };
+        let listed = git(&["ls-tree", "-r", "-t", tree], None);
+        let mut ids = vec![tree.to_string()];
+        ids.extend(
+            String::from_utf8_lossy(&listed.stdout)
+                .lines()
+                .filter_map(|l| {
+                    let meta = l.split('\t').next()?;
+                    (!meta.starts_with("160000"))
+                        .then(|| meta.rsplit(' ').next().map(String::from))?
+                }),
+        );
+        let checked = git(
+            &["cat-file", "--batch-check"],
+            Some(&(ids.join("\n") + "\n")),
+        );
+        std::fs::rename(&aside, &alternates).expect("alternates");
+        let checked = String::from_utf8_lossy(&checked.stdout).into_owned();
+        match (listed.status.success(), checked.contains("missing")) {
+            (true, false) => Ok(()),
+            _ => Err(format!(
+                "{}{checked}",
+                String::from_utf8_lossy(&listed.stderr)
+            )),
+        }
+    }
+
+    #[test]
+    fn every_object_a_checkpoint_names_is_the_stores_own_however_it_was_recorded() {
+        let _serial = super::super::serial();
+        let (dir, cp) = repo();
+        let root = dir.path();
+        // A blob only the repository's history holds.
+        write(root, "old.txt", "history\n");
+        for args in [
+            &["add", "old.txt"][..],
+            &["commit", "-qm", "old"],
+            &["rm", "-q", "old.txt"],
+            &["commit", "-qm", "gone"],
+        ] {
+            let out = Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t"])
+                .args(args)
+                .current_dir(root)
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .output()
+                .expect("git");
+            assert!(out.status.success(), "{out:?}");
+        }
+        // The first checkpoint is the repository's index, read as it is.
+        let first = settle(&cp);
+        held_alone(&cp, &first.tree).expect("the first checkpoint");
+        // Many files changed (git hashes them), then a few (hashed here), then many again,
+        // most of them back to what the repository holds (git finds them there, copies none).
+        let committed = [
+            ("top.txt", "top\n"),
+            ("src/a.rs", "a\n"),
+            ("src/deep/b.rs", "b\n"),
+            ("docs/c.md", "c\n"),
+        ];
+        for (path, _) in committed {
+            write(root, path, "changed\n");
+        }
+        for n in 0..12 {
+            write(root, &format!("more/{n}.txt"), &format!("{n}\n"));
+        }
+        let many = cp.record_full().expect("record");
+        held_alone(&cp, &many.tree).expect("many changes");
+        write(root, "top.txt", "top\n");
+        let few = cp.record_full().expect("record");
+        held_alone(&cp, &few.tree).expect("a file put back");
+        for (path, text) in committed {
+            write(root, path, text);
+        }
+        for n in 0..12 {
+            let (_, text) = committed[n % committed.len()];
+            write(root, &format!("more/{n}.txt"), text);
+            write(root, &format!("old/{n}.txt"), "history\n");
+        }
+        let back = cp.record_full().expect("record");
+        held_alone(&cp, &back.tree).expect("files put back");
+        let again = everything(&cp);
+        held_alone(&cp, &again.tree).expect("everything listed");
     }
 }

@@ -733,12 +733,32 @@ fn a_damaged_object_fails_the_undo_naming_it_and_every_file_stays_as_it_was() {
         openai::reply_text("done"),
     ]);
     run(&repo, &server, &["change them"]);
-    // The blob `one\n` is the repository's own loose object (committed), which the store reads
-    // as an alternate. Its file is replaced by a valid loose object of another content (made by
-    // git in a scratch repository): git would hand it over as it is.
+    // The blob `one\n` is the repository's own loose object (committed). The store copied it
+    // into a pack of its own; that pack is lost, so the store reads it from the repository
+    // again, whose file is replaced by a valid loose object of another content (made by git in
+    // a scratch repository): git would hand it over as it is.
     let one = git(repo.path(), &["rev-parse", "HEAD:a.txt"])
         .trim()
         .to_string();
+    let packs = repo.path().join(".nop/checkpoints/objects/pack");
+    let mut lost = 0;
+    for entry in std::fs::read_dir(&packs).expect("the store's packs") {
+        let idx = entry.unwrap().path();
+        if idx.extension().is_none_or(|e| e != "idx") {
+            continue;
+        }
+        let listed = std::process::Command::new("git")
+            .arg("show-index")
+            .stdin(std::fs::File::open(&idx).unwrap())
+            .output()
+            .expect("git show-index");
+        if String::from_utf8_lossy(&listed.stdout).contains(&one) {
+            std::fs::remove_file(idx.with_extension("pack")).unwrap();
+            std::fs::remove_file(&idx).unwrap();
+            lost += 1;
+        }
+    }
+    assert_eq!(lost, 1, "the store holds its own copy of {one}");
     let object = loose(&repo.path().join(".git"), &one);
     let original = std::fs::read(&object).expect("loose object");
     let scratch = crate::support::repo_dir();
@@ -765,4 +785,38 @@ fn a_damaged_object_fails_the_undo_naming_it_and_every_file_stays_as_it_was() {
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(read(repo.path(), "a.txt").as_deref(), Some("one\n"));
     assert_eq!(read(repo.path(), "b.txt").as_deref(), Some("bee\n"));
+}
+
+#[test]
+fn undo_survives_a_rewritten_history_pruned_by_git_gc() {
+    let repo = git_repo(&[("a.txt", "one\n"), ("big.txt", &"line\n".repeat(100))]);
+    let server = MockServer::start(vec![
+        call(
+            "c1",
+            "write-file",
+            json!({"path": "a.txt", "content": "two\n"}),
+        ),
+        openai::reply_text("done"),
+    ]);
+    run(&repo, &server, &["change a"]);
+    // The user rewrites the commit that held `one`, and prunes what no ref reaches.
+    let one = git(repo.path(), &["rev-parse", "HEAD:a.txt"])
+        .trim()
+        .to_string();
+    write(&repo, "a.txt", "three\n");
+    git(
+        repo.path(),
+        &["commit", "-qa", "--amend", "-m", "rewritten"],
+    );
+    git(repo.path(), &["reflog", "expire", "--expire=now", "--all"]);
+    git(repo.path(), &["gc", "-q", "--prune=now"]);
+    let gone = std::process::Command::new("git")
+        .args(["cat-file", "-e", &one])
+        .current_dir(repo.path())
+        .status()
+        .expect("git");
+    assert!(!gone.success(), "the blob is still in the repository");
+    let (code, _, stderr) = nop_json(&repo, None, &["undo", "--force", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(read(repo.path(), "a.txt").as_deref(), Some("one\n"));
 }
