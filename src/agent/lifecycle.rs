@@ -201,7 +201,7 @@ impl Runtime {
         let checked = async {
             let agents = self.ws.agents()?;
             let agent_name = match &target {
-                Target::Resume(id) => self.blocking_read(id).await?.agent,
+                Target::Resume(id) => self.agent_of(id).await?,
                 Target::Create(..) => new_agent(),
             };
             // A broken permission file stops the run before anything happens (fail closed).
@@ -584,7 +584,7 @@ impl Runtime {
                 consistent = true;
             } else if let Some(checked) =
                 // Seed 002 §3.3: on load, check plan.xml against the messages (warnings only).
-                crate::advisors::check_consistency(&engine, &ctx).await
+                crate::advisors::check_consistency(&engine, &ctx, None).await
             {
                 consistent = checked.decision.consistent || !checked.repairs.is_empty();
             }

@@ -241,7 +241,7 @@ impl Runtime {
         events: EventSink,
         cancel: CancellationToken,
     ) -> Result<Option<String>, RunError> {
-        let session = self.blocking_read(id).await?;
+        let agent = self.agent_of(id).await?;
         let provider = self.provider()?;
         let engine = Engine::new(
             self.ws.clone(),
@@ -254,12 +254,13 @@ impl Runtime {
             events,
             super::engine::QueueSettings::default(),
         );
-        let ctx = engine.tool_context(id, &session.agent, Vec::new(), 0, cancel, true)?;
+        let ctx = engine.tool_context(id, &agent, Vec::new(), 0, cancel, true)?;
         Ok(engine.compact(&ctx, reason).await?)
     }
 
-    pub(super) async fn blocking_read(&self, id: &str) -> Result<SessionFile, RunError> {
-        Ok(self.store.read_session_async(id).await?)
+    /// The agent of session `id`, from session.json alone (a long conversation is not read).
+    pub(super) async fn agent_of(&self, id: &str) -> Result<String, RunError> {
+        Ok(self.store.read_recent_async(id).await?.session.agent)
     }
 
     /// Follows a forked session's `parentSession` reference to the snapshot it came from (its

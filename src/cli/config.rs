@@ -156,7 +156,9 @@ pub fn show(
     agent: Option<String>,
     out: &mut impl Write,
 ) -> Result<ExitCode> {
-    let session = session.map(|prefix| ctx.session(&prefix)).transpose()?;
+    let session = session
+        .map(|prefix| ctx.session_json(&prefix))
+        .transpose()?;
     if let Some(name) = &agent
         && ctx.ws.agents()?.get(name).is_none()
     {

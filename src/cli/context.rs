@@ -133,9 +133,13 @@ impl Context {
             .config(agent, session, self.env.clone(), self.settings.clone())?)
     }
 
-    /// The session an id or unique prefix names, read.
-    pub fn session(&self, prefix: &str) -> Result<SessionFile> {
-        Ok(self.store.read_session(&self.store.resolve(prefix)?)?)
+    /// The session an id or unique prefix names: session.json as it is, its state (agent,
+    /// configuration, status), not its sealed messages (a long conversation is not read).
+    pub fn session_json(&self, prefix: &str) -> Result<SessionFile> {
+        Ok(self
+            .store
+            .read_recent(&self.store.resolve(prefix)?)?
+            .session)
     }
 
     /// The session `session` names (if any), and the configuration for `agent` and that session.
@@ -144,7 +148,9 @@ impl Context {
         agent: Option<&str>,
         session: Option<&str>,
     ) -> Result<(Option<SessionFile>, Resolved)> {
-        let session = session.map(|prefix| self.session(prefix)).transpose()?;
+        let session = session
+            .map(|prefix| self.session_json(prefix))
+            .transpose()?;
         let resolved = self.config_for(agent, session.as_ref())?;
         Ok((session, resolved))
     }

@@ -98,7 +98,7 @@ pub fn send(
     output_format: OutputFormat,
     message: String,
 ) -> Result<ExitCode> {
-    let session = ctx.session(session)?;
+    let session = ctx.session_json(session)?;
     let resolved = ctx.config_for(None, Some(&session))?;
     let message = match run::read_prompt(Some(message))? {
         Some(m) => m,
@@ -127,7 +127,7 @@ pub fn stop(ctx: &Context, session: &str) -> Result<ExitCode> {
 
 /// `nop compact`.
 pub fn compact(ctx: &Context, id: &str) -> Result<ExitCode> {
-    let session = ctx.session(id)?;
+    let session = ctx.session_json(id)?;
     let resolved = ctx.config_for(None, Some(&session))?;
     let approver = Approver::headless(ApprovalMode::Never, false);
     run::compact(ctx.runtime(resolved.config, approver), &session.session_id)

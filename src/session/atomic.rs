@@ -86,8 +86,18 @@ fn read_umask() -> u32 {
 /// Creates `path` with `contents`, failing if it exists (create-new semantics); with `read_only`
 /// the file is made read-only before it appears under its name.
 pub fn create_new_atomic(path: &Path, contents: &[u8], read_only: bool) -> Result<()> {
+    create_new_atomic_with(path, read_only, |out| out.write_all(contents))
+}
+
+/// [`create_new_atomic`] with the contents written by `write` as they are made (through a
+/// buffer): a large file is never whole in memory.
+pub fn create_new_atomic_with(
+    path: &Path,
+    read_only: bool,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
     let dir = parent_of(path);
-    let temp = write_temp(dir, contents, read_only.then_some(()))?;
+    let temp = write_temp_with(dir, read_only.then_some(()), write)?;
     temp.persist_noclobber(path).map_err(|e| SessionError::Io {
         path: path.to_path_buf(),
         source: e.error,
@@ -233,7 +243,15 @@ fn still_named(path: &Path, file: &File) -> bool {
 }
 
 fn write_temp(dir: &Path, contents: &[u8], read_only: Option<()>) -> Result<NamedTempFile> {
-    let mut temp = loop {
+    write_temp_with(dir, read_only, |out| out.write_all(contents))
+}
+
+fn write_temp_with(
+    dir: &Path,
+    read_only: Option<()>,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<NamedTempFile> {
+    let temp = loop {
         let temp = Builder::new()
             .prefix(TEMP_PREFIX)
             .tempfile_in(dir)
@@ -243,7 +261,11 @@ fn write_temp(dir: &Path, contents: &[u8], read_only: Option<()>) -> Result<Name
         }
     };
     let path = temp.path().to_path_buf();
-    temp.write_all(contents).map_err(SessionError::io(&path))?;
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, temp.as_file());
+    write(&mut out)
+        .and_then(|()| out.flush())
+        .map_err(SessionError::io(&path))?;
+    drop(out);
     if read_only.is_some() {
         let mut perms = temp
             .as_file()

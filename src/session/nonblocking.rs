@@ -58,6 +58,21 @@ impl Store {
         blocking(move || store.snapshot(&id, now)).await
     }
 
+    /// [`Store::snapshot_of`], off the async threads: `state` is handed back.
+    pub async fn snapshot_of_async(
+        &self,
+        id: &str,
+        state: SessionState,
+        now: DateTime<Utc>,
+    ) -> Result<(String, SessionState)> {
+        let (store, id) = (self.clone(), id.to_string());
+        blocking(move || {
+            let snapshot = store.snapshot_of(&id, &state, now)?;
+            Ok((snapshot, state))
+        })
+        .await
+    }
+
     /// Writes session `id`'s status and nothing else, off the async threads.
     pub async fn set_status_async(&self, id: &str, status: SessionStatus) -> Result<()> {
         self.update_async(id, Utc::now(), move |state| {

@@ -200,12 +200,17 @@ fn read_regular(path: &Path) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
-/// A sealed file as read: the index of its first message, and its messages.
-type Run = (usize, Arc<Vec<Message>>);
+/// A sealed file as read: the index of its first message, its messages, its size on disk.
+type Run = (usize, Arc<Vec<Message>>, u64);
+
+/// At most this many bytes of sealed files (their size on disk) are held parsed, all sessions
+/// together. A longer conversation is parsed at each read instead: held, it would be in memory
+/// twice (the files held and the messages read from them).
+const MAX_HELD_BYTES: u64 = if cfg!(test) { 16 << 10 } else { 48 << 20 };
 
 /// The sealed files a process read, parsed: a run reads the whole conversation at every turn,
-/// and what is sealed never changes, so each file is parsed once. What a session's session.json
-/// no longer names is dropped at its next read.
+/// and what is sealed never changes, so each file is parsed once (up to [`MAX_HELD_BYTES`]).
+/// What a session's session.json no longer names is dropped at its next read.
 #[derive(Debug, Default)]
 pub(super) struct Cache {
     files: Mutex<HashMap<PathBuf, Run>>,
@@ -221,9 +226,14 @@ impl Cache {
 
     /// Every message of the sealed files `named` of the session in `dir`, in order.
     pub(super) fn read_all(&self, dir: &Path, named: &[SealedMessages]) -> Result<Vec<Message>> {
+        let sizes: Vec<u64> = named
+            .iter()
+            .map(|n| fs::symlink_metadata(dir.join(&n.file)).map_or(0, |m| m.len()))
+            .collect();
+        let keep = sizes.iter().sum::<u64>() <= MAX_HELD_BYTES;
         let mut messages = Vec::with_capacity(named.iter().map(|n| n.count).sum());
-        let mut held = Vec::with_capacity(named.len());
-        for n in named {
+        let mut held = Vec::with_capacity(if keep { named.len() } else { 0 });
+        for (n, size) in named.iter().zip(sizes) {
             let path = dir.join(&n.file);
             let first = messages.len();
             let cached = self
@@ -231,16 +241,27 @@ impl Cache {
                 .lock()
                 .ok()
                 .and_then(|files| files.get(&path).cloned())
-                .filter(|(at, m)| *at == first && m.len() == n.count);
+                .filter(|(at, m, _)| *at == first && m.len() == n.count);
             let run = match cached {
-                Some((_, run)) => run,
-                None => Arc::new(read(dir, n, first)?),
+                Some((_, run, _)) => run,
+                None if keep => Arc::new(read(dir, n, first)?),
+                None => {
+                    messages.extend(read(dir, n, first)?);
+                    continue;
+                }
             };
             messages.extend(run.iter().cloned());
-            held.push((path, (first, run)));
+            if keep {
+                held.push((path, (first, run, size)));
+            }
         }
         if let Ok(mut files) = self.files.lock() {
             files.retain(|p, _| p.parent() != Some(dir));
+            let others: u64 = files.values().map(|(_, _, size)| size).sum();
+            let mine: u64 = held.iter().map(|(_, (_, _, size))| size).sum();
+            if others + mine > MAX_HELD_BYTES {
+                files.clear();
+            }
             files.extend(held);
         }
         Ok(messages)
@@ -351,6 +372,66 @@ mod tests {
             .collect();
         names.sort();
         names
+    }
+
+    #[test]
+    fn a_long_conversation_is_parsed_at_each_read_rather_than_held_twice() {
+        let (_dir, store, id) = sealing();
+        let read = |store: &Store| -> Vec<String> {
+            let whole = store.read_session(&id).expect("read");
+            whole.messages.into_iter().map(|m| m.content).collect()
+        };
+        for n in 0..20 {
+            say(&store, &id, n);
+        }
+        let short = read(&store);
+        assert_eq!(short.len(), 20);
+        assert!(
+            store.sealed_cache.holds(&store.dir(&id)),
+            "a short one is held"
+        );
+        // Past the limit (16 KiB of sealed files in tests): none of its files is held, and the
+        // messages read are the same.
+        for n in 20..120 {
+            say(&store, &id, n);
+        }
+        let sealed: u64 = sealed_files(&store, &id)
+            .iter()
+            .map(|n| fs::metadata(store.dir(&id).join(n)).expect("meta").len())
+            .sum();
+        assert!(sealed > MAX_HELD_BYTES, "{sealed}");
+        let long = read(&store);
+        assert!(
+            !store.sealed_cache.holds(&store.dir(&id)),
+            "a long one is not held"
+        );
+        assert_eq!(long.len(), 120);
+        assert_eq!(long[..20], short[..]);
+        let fresh = Store::new(store.sessions_dir(), Duration::from_secs(5));
+        assert_eq!(read(&fresh), long);
+    }
+
+    #[test]
+    fn a_snapshot_streamed_to_its_file_is_the_whole_session_as_a_snapshot_is_written() {
+        let (_dir, store, id) = sealing();
+        for n in 0..30 {
+            say(&store, &id, n);
+        }
+        let state = store.read(&id).expect("read");
+        let snapshot = store
+            .snapshot_of(&id, &state, Utc::now())
+            .expect("snapshot");
+        let path = store.dir(&id).join(format!("history-{snapshot}.json"));
+        let written = fs::read(&path).expect("the snapshot file");
+        let read = store.read_snapshot(&id, &snapshot).expect("read back");
+        assert_eq!(read.session, state.session);
+        assert_eq!(read.session.messages.len(), 30);
+        let expected = crate::session::store::pretty_json(&read, "a snapshot").expect("serialise");
+        assert_eq!(
+            String::from_utf8_lossy(&written),
+            String::from_utf8_lossy(&expected)
+        );
+        assert!(fs::metadata(&path).expect("meta").permissions().readonly());
     }
 
     #[test]

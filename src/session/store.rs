@@ -125,7 +125,7 @@ pub struct Store {
     /// of their own (`session.seal_kb`).
     seal_bytes: usize,
     /// The sealed files this store (and its clones) read, parsed.
-    sealed_cache: Arc<sealed::Cache>,
+    pub(super) sealed_cache: Arc<sealed::Cache>,
     /// How many times this store (and its clones) wrote each session's session.json.
     writes: Arc<std::sync::Mutex<std::collections::HashMap<PathBuf, u64>>>,
 }
@@ -527,7 +527,19 @@ impl Store {
         let checkpoint = self.working_files();
         let _lock = self.read_lock(&dir, id)?;
         let state = self.read_state(&dir, id)?;
-        write_snapshot(&dir, state, now, checkpoint).map(|s| s.snapshot_id)
+        write_snapshot(&dir, &state, now, checkpoint.as_deref())
+    }
+
+    /// Snapshots `state`, read whole from session `id` (a consistent state: under its lock),
+    /// without reading it again; its id.
+    pub fn snapshot_of(
+        &self,
+        id: &str,
+        state: &SessionState,
+        now: DateTime<Utc>,
+    ) -> Result<String> {
+        let dir = self.existing_dir(id)?;
+        write_snapshot(&dir, state, now, self.working_files().as_deref())
     }
 
     /// Snapshot ids of a session, oldest first.
@@ -593,7 +605,19 @@ impl Store {
                 let snap = self.resolve_snapshot(&dir, id, prefix)?;
                 read_snapshot_file(&dir.join(snapshot_file_name(&snap)))?
             }
-            None => write_snapshot(&dir, self.read_state(&dir, id)?, now, checkpoint)?,
+            None => {
+                let state = self.read_state(&dir, id)?;
+                let snapshot_id = write_snapshot(&dir, &state, now, checkpoint.as_deref())?;
+                Snapshot {
+                    version: SNAPSHOT_VERSION,
+                    snapshot_id,
+                    session_id: state.session.session_id.clone(),
+                    created_at: now,
+                    session: state.session,
+                    plan: state.plan,
+                    checkpoint,
+                }
+            }
         };
         let snapshot_path = dir.join(snapshot_file_name(&snapshot.snapshot_id));
         let plan = snapshot.plan.to_xml();
@@ -942,27 +966,45 @@ fn unique_prefix(prefix: &str, ids: &[String]) -> Result<String, Option<Vec<Stri
     }
 }
 
+/// Writes `state` as a new snapshot of its session, streamed to its file; its id.
 fn write_snapshot(
     dir: &Path,
-    state: SessionState,
+    state: &SessionState,
     now: DateTime<Utc>,
-    checkpoint: Option<String>,
-) -> Result<Snapshot> {
-    let mut snapshot = Snapshot {
-        version: SNAPSHOT_VERSION,
-        snapshot_id: String::new(),
-        session_id: state.session.session_id.clone(),
-        created_at: now,
-        session: state.session,
-        plan: state.plan,
-        checkpoint,
-    };
+    checkpoint: Option<&str>,
+) -> Result<String> {
+    /// What a [`Snapshot`] file holds, borrowed from the state rather than copied.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    struct Out<'a> {
+        version: u32,
+        snapshot_id: &'a str,
+        session_id: &'a str,
+        created_at: DateTime<Utc>,
+        session: &'a SessionFile,
+        plan: &'a Plan,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        checkpoint: Option<&'a str>,
+    }
     let mut last_err = None;
     for _ in 0..8 {
-        snapshot.snapshot_id = new_id();
-        let path = dir.join(snapshot_file_name(&snapshot.snapshot_id));
-        match atomic::create_new_atomic(&path, &pretty_json(&snapshot, "a snapshot")?, true) {
-            Ok(()) => return Ok(snapshot),
+        let snapshot_id = new_id();
+        let out = Out {
+            version: SNAPSHOT_VERSION,
+            snapshot_id: &snapshot_id,
+            session_id: &state.session.session_id,
+            created_at: now,
+            session: &state.session,
+            plan: &state.plan,
+            checkpoint,
+        };
+        let path = dir.join(snapshot_file_name(&snapshot_id));
+        let written = atomic::create_new_atomic_with(&path, true, |w| {
+            serde_json::to_writer_pretty(&mut *w, &out)?;
+            w.write_all(b"\n")
+        });
+        match written {
+            Ok(()) => return Ok(snapshot_id),
             Err(e) => last_err = Some(e),
         }
     }
