@@ -76,6 +76,38 @@ pub fn render_within(messages: &[Message], max_bytes: usize) -> String {
     out
 }
 
+/// The session as JSON for an advisor, in about `max_bytes` of messages: its most recent ones
+/// that fit (the last one always), and how many earlier ones were left out. The messages are
+/// put back as they were.
+pub fn session_within(
+    state: &mut crate::session::SessionState,
+    max_bytes: usize,
+) -> (String, usize) {
+    let messages = std::mem::take(&mut state.session.messages);
+    let mut from = messages.len();
+    let mut size = 0usize;
+    while from > 0 {
+        let m = &messages[from - 1];
+        // The text, and room for the fields and the calls around it.
+        let cost = m.content.len()
+            + 256
+            + m.tool_calls
+                .iter()
+                .chain(&m.tool_call)
+                .map(|c| c.arguments.to_string().len() + 64)
+                .sum::<usize>();
+        if size + cost > max_bytes && from < messages.len() {
+            break;
+        }
+        size += cost;
+        from -= 1;
+    }
+    state.session.messages = messages[from..].to_vec();
+    let json = serde_json::to_string(&state.session).unwrap_or_default();
+    state.session.messages = messages;
+    (json, from)
+}
+
 /// A status line for every plan task.
 pub fn plan_summary(plan: &Plan) -> String {
     if plan.tasks.is_empty() {
@@ -120,43 +152,86 @@ pub fn consistency_note(decision: &super::ConsistencyDecision, repairs: &[String
     out
 }
 
-/// The compacted conversation: first system message, first user prompt, summary with the plan's
-/// status (and the consistency check's note on it) and the session's goal, then the kept tail.
-pub fn compacted(
-    messages: &[Message],
-    range: (usize, usize),
-    summary: &str,
-    plan: &Plan,
-    consistency: Option<&str>,
-    goal: Option<&crate::protocol::Goal>,
-) -> Vec<Message> {
-    let (from, to) = range;
-    let mut out = Vec::new();
-    if let Some(system) = messages.iter().find(|m| m.role == Role::System) {
-        out.push(system.clone());
+/// What a compaction keeps of the conversation besides its summary: the first system
+/// message, the first user prompt, and the tail after the replaced range. Taken before the
+/// CompactAgent is asked, so the whole conversation need not stay in memory meanwhile.
+#[derive(Debug)]
+pub struct Kept {
+    system: Option<Message>,
+    first: Option<Message>,
+    replaced: usize,
+    tail: Vec<Message>,
+}
+
+impl Kept {
+    pub fn of(messages: &[Message], range: (usize, usize)) -> Kept {
+        let (from, to) = range;
+        Kept {
+            system: messages.iter().find(|m| m.role == Role::System).cloned(),
+            first: messages[..from]
+                .iter()
+                .rfind(|m| m.role == Role::User)
+                .cloned(),
+            replaced: to - from,
+            tail: messages[to..].to_vec(),
+        }
     }
-    if let Some(first) = messages[..from].iter().rfind(|m| m.role == Role::User) {
-        out.push(first.clone());
+
+    /// The compacted conversation: first system message, first user prompt, summary with the
+    /// plan's status (and the consistency check's note on it) and the session's goal, then the
+    /// kept tail.
+    pub fn compacted(
+        self,
+        summary: &str,
+        plan: &Plan,
+        consistency: Option<&str>,
+        goal: Option<&crate::protocol::Goal>,
+    ) -> Vec<Message> {
+        let mut out = Vec::with_capacity(self.tail.len() + 3);
+        out.extend(self.system);
+        out.extend(self.first);
+        let mut note = Message::new(
+            Role::User,
+            format!(
+                "[Summary of {} earlier messages, compacted by nop; the full history is in the session's snapshots]\n{}\n\n{}{}{}",
+                self.replaced,
+                summary.trim(),
+                plan_summary(plan),
+                consistency.map(|c| format!("\n{c}")).unwrap_or_default(),
+                goal.filter(|g| g.status == crate::protocol::GoalStatus::Active
+                    || g.status == crate::protocol::GoalStatus::NotMet)
+                    .map(|g| format!("\n\n{}", goal_note(g)))
+                    .unwrap_or_default()
+            ),
+            Utc::now(),
+        );
+        note.compaction_summary = Some(true);
+        out.push(note);
+        out.extend(self.tail);
+        out
     }
-    let mut note = Message::new(
-        Role::User,
-        format!(
-            "[Summary of {} earlier messages, compacted by nop; the full history is in the session's snapshots]\n{}\n\n{}{}{}",
-            to - from,
-            summary.trim(),
-            plan_summary(plan),
-            consistency.map(|c| format!("\n{c}")).unwrap_or_default(),
-            goal.filter(|g| g.status == crate::protocol::GoalStatus::Active
-                || g.status == crate::protocol::GoalStatus::NotMet)
-                .map(|g| format!("\n\n{}", goal_note(g)))
-                .unwrap_or_default()
-        ),
-        Utc::now(),
-    );
-    note.compaction_summary = Some(true);
-    out.push(note);
-    out.extend(messages[to..].iter().cloned());
-    out
+}
+
+/// A fingerprint of `messages` (of their JSON, hashed as it is written, never held): equal
+/// for the same conversation, so a compaction can tell that the part it read is unchanged
+/// without keeping a copy of it. `None` if they could not be written (never for plain data).
+pub fn fingerprint(messages: &[Message]) -> Option<u64> {
+    use std::hash::Hasher;
+    struct Hashing(std::hash::DefaultHasher);
+    impl std::io::Write for Hashing {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0.write(bytes);
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, Hashing(Default::default()));
+    serde_json::to_writer(&mut out, messages).ok()?;
+    let mut hashing = out.into_inner().ok()?;
+    hashing.0.write_usize(messages.len());
+    Some(hashing.0.finish())
 }
 
 /// The goal as a compaction keeps it: the objective, how it is checked, and the last check.
@@ -209,12 +284,62 @@ mod tests {
         let range = replaceable(&messages, 2).expect("range");
         assert_eq!(messages[range.1].content, "calling");
         let plan = Plan::default();
-        let out = compacted(&messages, range, "S", &plan, None, None);
+        let out = Kept::of(&messages, range).compacted("S", &plan, None, None);
         let texts: Vec<&str> = out.iter().map(|m| m.content.as_str()).collect();
         assert_eq!(texts[0], "sys");
         assert_eq!(texts[1], "task");
         assert!(texts[2].contains("S") && texts[2].contains("Plan: no tasks."));
         assert_eq!(&texts[3..], &["calling", "out", "last"]);
         assert!(replaceable(&messages[..4], 10).is_none());
+    }
+
+    #[test]
+    fn an_advisor_gets_the_most_recent_messages_that_fit_and_the_state_is_put_back() {
+        let dir = tempfile::tempdir().expect("temp");
+        let store = crate::session::Store::new(dir.path(), std::time::Duration::from_secs(5));
+        let id = store
+            .create("coder", Utc::now())
+            .expect("create")
+            .session_id;
+        let messages: Vec<Message> = (0..50)
+            .map(|n| msg(Role::User, &format!("m{n} {}", "x".repeat(1000))))
+            .collect();
+        store.append(&id, messages, Utc::now()).expect("append");
+        let mut state = store.read(&id).expect("read");
+        let before = state.session.clone();
+        let (json, left_out) = session_within(&mut state, 10_000);
+        assert_eq!(state.session, before, "put back as it was");
+        let sent: crate::protocol::SessionFile = serde_json::from_str(&json).expect("JSON");
+        let texts: Vec<&str> = sent
+            .messages
+            .iter()
+            .filter_map(|m| m.content.split(' ').next())
+            .collect();
+        assert!((5..=10).contains(&texts.len()), "{texts:?}");
+        assert_eq!(left_out + texts.len(), 50);
+        assert_eq!(texts.last(), Some(&"m49"));
+        assert!(json.len() < 12_000, "{}", json.len());
+        // Room for everything: everything, nothing left out.
+        let (json, left_out) = session_within(&mut state, usize::MAX);
+        assert_eq!(left_out, 0);
+        assert_eq!(
+            serde_json::from_str::<crate::protocol::SessionFile>(&json).expect("JSON"),
+            before
+        );
+        // A last message larger than the room is sent all the same.
+        let (_, left_out) = session_within(&mut state, 10);
+        assert_eq!(left_out, 49);
+    }
+
+    #[test]
+    fn a_fingerprint_tells_a_changed_conversation_from_the_same_one() {
+        let messages: Vec<Message> = (0..20).map(|n| msg(Role::User, &format!("m{n}"))).collect();
+        let same = messages.clone();
+        assert!(fingerprint(&messages).is_some());
+        assert_eq!(fingerprint(&messages), fingerprint(&same));
+        let mut changed = messages.clone();
+        changed[3].content.push('!');
+        assert_ne!(fingerprint(&messages), fingerprint(&changed));
+        assert_ne!(fingerprint(&messages), fingerprint(&messages[..19]));
     }
 }

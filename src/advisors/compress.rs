@@ -14,11 +14,12 @@ use crate::protocol::{CompressionRecord, Message, Role};
 use crate::providers::ChatRequest;
 use crate::tools::{ToolContext, ToolError, ToolErrorKind};
 
-/// The compression check (seed 002 §3.4): the local pre-check, then compression-advisor, then
-/// compaction if it says so. Returns the snapshot id of a compaction that happened.
-/// `messages` are the session's as the turn loop just read them; the rest of the state is read
-/// only when the pre-check fires.
-pub async fn maybe_compact(
+/// The compression check (seed 002 §3.4): the local pre-check, then compression-advisor.
+/// Returns the advisor's reason when it says to compact. `messages` are the session's as the
+/// turn loop just read them; the rest of the state is read only when the pre-check fires. The
+/// caller lets go of `messages` before it compacts ([`compact`] reads the conversation itself):
+/// a long conversation is in memory once.
+pub async fn wants_compaction(
     host: &dyn Host,
     ctx: &ToolContext,
     messages: &[Message],
@@ -43,12 +44,12 @@ pub async fn maybe_compact(
         "compressionCount": state.session.compressions.len(),
         "lastCompressionTime": state.session.compressions.last().map(|c| c.timestamp.to_rfc3339()),
     });
-    match consult::<CompressionDecision>(host, ctx, COMPRESSION_ADVISOR, arguments).await {
-        Ok(decision) if decision.should_compress => {
-            compact(host, ctx, &decision.reason, true).await
-        }
-        _ => Ok(None),
-    }
+    Ok(
+        match consult::<CompressionDecision>(host, ctx, COMPRESSION_ADVISOR, arguments).await {
+            Ok(decision) if decision.should_compress => Some(decision.reason),
+            _ => None,
+        },
+    )
 }
 
 /// Compacts the session now: snapshot, CompactAgent summary, new messages, record. `auto`:
@@ -60,14 +61,18 @@ pub async fn compact(
     auto: bool,
 ) -> Result<Option<String>, ToolError> {
     let store = host.store();
-    let state = store.read_async(&ctx.session_id).await?;
-    let messages = state.session.messages.clone();
-    let Some(range) = compaction::replaceable(&messages, host.config().compaction.keep_last) else {
+    // The conversation is in memory once: read here, snapshotted from what was read, and let
+    // go of (all but what the compaction keeps and a fingerprint) before the CompactAgent is
+    // asked.
+    let mut state = store.read_async(&ctx.session_id).await?;
+    let Some(range) =
+        compaction::replaceable(&state.session.messages, host.config().compaction.keep_last)
+    else {
         return Ok(None);
     };
     // Seed 002 §2.2: the consistency check runs before compression, and the summary keeps the
     // plan as checked (repaired, with `consistency.auto_repair`).
-    let checked = check_consistency(host, ctx).await;
+    let checked = check_consistency(host, ctx, Some(&mut state)).await;
     let plan = match &checked {
         Some(c) if !c.repairs.is_empty() => store.read_recent_async(&ctx.session_id).await?.plan,
         _ => state.plan.clone(),
@@ -75,28 +80,31 @@ pub async fn compact(
     let consistency = checked
         .as_ref()
         .map(|c| compaction::consistency_note(&c.decision, &c.repairs));
+    let before = state.session.messages.len();
     hooks::fire(&ctx.hooks, Hook::BeforeCompact, &ctx.root, || {
-        json!({"session_id": ctx.session_id, "agent": ctx.agent, "reason": reason, "trigger": if auto { "auto" } else { "manual" }, "messages": messages.len()})
+        json!({"session_id": ctx.session_id, "agent": ctx.agent, "reason": reason, "trigger": if auto { "auto" } else { "manual" }, "messages": before})
     })
     .await;
-    let snapshot = store.snapshot_async(&ctx.session_id, Utc::now()).await?;
+    let (snapshot, state) = store
+        .snapshot_of_async(&ctx.session_id, state, Utc::now())
+        .await?;
     // The stateless CompactAgent: one model call, no tools, no session of its own. Its request
     // fits in half the server's context (four bytes a token).
-    let window = host
-        .provider()
-        .learned_context_window()
-        .map_or(host.config().compaction.context_window, |w| {
-            w.min(host.config().compaction.context_window)
-        });
-    let room = usize::try_from(window.saturating_mul(2)).unwrap_or(usize::MAX);
     let request = [
         Message::new(Role::System, compaction::COMPACT_PROMPT, Utc::now()),
         Message::new(
             Role::User,
-            compaction::render_within(&messages[range.0..range.1], room),
+            compaction::render_within(
+                &state.session.messages[range.0..range.1],
+                super::consult::context_room(host),
+            ),
             Utc::now(),
         ),
     ];
+    let kept = compaction::Kept::of(&state.session.messages, range);
+    let read = compaction::fingerprint(&state.session.messages);
+    let goal = state.session.goal.clone();
+    drop(state);
     if !host.afford(&crate::providers::meter::estimate_next(None, &request, &[])) {
         return Err(ToolError::model(
             ToolErrorKind::CompactionFailed,
@@ -123,15 +131,8 @@ pub async fn compact(
                 format!("the CompactAgent failed: {e}"),
             )
         })?;
-    let before = messages.len();
-    let new_messages = compaction::compacted(
-        &messages,
-        range,
-        &reply.text,
-        &plan,
-        consistency.as_deref(),
-        state.session.goal.as_ref(),
-    );
+    drop(request);
+    let new_messages = kept.compacted(&reply.text, &plan, consistency.as_deref(), goal.as_ref());
     let after = new_messages.len();
     let record = CompressionRecord {
         snapshot_id: snapshot.clone(),
@@ -144,13 +145,13 @@ pub async fn compact(
     // Committed under the session's lock against the conversation it read: anything appended
     // since stays after the compacted part; if the part it read has changed (another compaction
     // finished first), nothing is replaced.
-    let read = messages.clone();
     let tokens = reply.usage;
     let cost = host.charge_advisor(ctx, &tokens);
     let applied = store
         .update_whole_async(&ctx.session_id, Utc::now(), move |s| {
-            let unchanged =
-                s.session.messages.len() >= before && s.session.messages[..before] == read[..];
+            let unchanged = read.is_some()
+                && s.session.messages.len() >= before
+                && compaction::fingerprint(&s.session.messages[..before]) == read;
             if !unchanged {
                 return Ok(false);
             }

@@ -14,7 +14,7 @@ use crate::config::Config;
 use crate::protocol::events::Event;
 use crate::protocol::{SessionStatus, ToolCall};
 use crate::providers::Provider;
-use crate::session::{SessionError, Store};
+use crate::session::{SessionError, SessionState, Store};
 use crate::tools::{ToolContext, ToolError};
 
 /// The advisor agents' names (seed 002 §2.2).
@@ -241,16 +241,41 @@ fn same_failure(call: &ToolCall, error: &ToolError, retries: u32) -> String {
 /// when the plan is empty (nothing to check) or the advisor gave no valid answer. Each finding
 /// is a warning; with `consistency.auto_repair` the findings are applied to plan.xml after a
 /// snapshot, and session.json records what changed (`consistencyRepairs`).
-pub async fn check_consistency(host: &dyn Host, ctx: &ToolContext) -> Option<Checked> {
-    let state = host.store().read_async(&ctx.session_id).await.ok()?;
-    if state.plan.tasks.is_empty() {
+///
+/// `state`: the session as the caller read it whole, if it did (it is not read again). The
+/// advisor gets the session with its most recent messages that fit in its context (see
+/// [`context_room`]) and how many earlier ones were left out (`messagesLeftOut`).
+pub async fn check_consistency(
+    host: &dyn Host,
+    ctx: &ToolContext,
+    state: Option<&mut SessionState>,
+) -> Option<Checked> {
+    let plan = host
+        .store()
+        .read_recent_async(&ctx.session_id)
+        .await
+        .ok()?
+        .plan;
+    if plan.tasks.is_empty() {
         return None;
     }
-    let arguments = json!({
+    let mut read;
+    let state = match state {
+        Some(state) => state,
+        None => {
+            read = host.store().read_async(&ctx.session_id).await.ok()?;
+            &mut read
+        }
+    };
+    let (session, left_out) = super::compaction::session_within(state, context_room(host));
+    let mut arguments = json!({
         "plan": state.plan.to_xml(),
-        "session": serde_json::to_string(&state.session).unwrap_or_default(),
+        "session": session,
         "sessionId": ctx.session_id,
     });
+    if left_out > 0 {
+        arguments["messagesLeftOut"] = json!(left_out);
+    }
     let decision: ConsistencyDecision = consult(host, ctx, CONSISTENCY_CHECKER, arguments)
         .await
         .ok()?;
@@ -280,6 +305,18 @@ pub async fn check_consistency(host: &dyn Host, ctx: &ToolContext) -> Option<Che
         }
     }
     Some(checked)
+}
+
+/// How many bytes of conversation a request to the model may carry: half its context, at four
+/// bytes a token (the configuration's window, or a smaller one the server told).
+pub fn context_room(host: &dyn Host) -> usize {
+    let window = host
+        .provider()
+        .learned_context_window()
+        .map_or(host.config().compaction.context_window, |w| {
+            w.min(host.config().compaction.context_window)
+        });
+    usize::try_from(window.saturating_mul(2)).unwrap_or(usize::MAX)
 }
 
 /// Applies `decision` to plan.xml under the session lock, after a snapshot of the session as it

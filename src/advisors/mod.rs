@@ -12,7 +12,7 @@ pub mod compaction;
 mod compress;
 mod consult;
 
-pub use compress::{compact, maybe_compact};
+pub use compress::{compact, wants_compaction};
 pub use consult::{
     AdvisorAnswer, COMPRESSION_ADVISOR, CONSISTENCY_CHECKER, Checked, GOAL_CHECKER, Host,
     RETRY_ADVISOR, advise_retry, check_consistency, consult,

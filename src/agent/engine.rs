@@ -254,12 +254,12 @@ impl RunServices for Engine {
         Box::pin(Engine::wants_checkpoint(self, ctx))
     }
 
-    fn maybe_compact<'a>(
+    fn wants_compaction<'a>(
         &'a self,
         ctx: &'a ToolContext,
         messages: &'a [Message],
     ) -> BoxFuture<'a, Result<Option<String>, ToolError>> {
-        Box::pin(advisors::maybe_compact(self, ctx, messages))
+        Box::pin(advisors::wants_compaction(self, ctx, messages))
     }
 
     fn compact_now<'a>(

@@ -57,14 +57,15 @@ pub trait RunServices: Send + Sync {
     ) -> BoxFuture<'a, Result<Checkpoint, ToolError>>;
     /// Whether something waits that should end the current batch of tool calls.
     fn wants_checkpoint<'a>(&'a self, ctx: &'a ToolContext) -> BoxFuture<'a, bool>;
-    /// Compacts the conversation if it needs it; the snapshot id of a compaction that happened.
-    fn maybe_compact<'a>(
+    /// Whether the conversation needs compacting (the pre-check, then compression-advisor):
+    /// the reason, when it does.
+    fn wants_compaction<'a>(
         &'a self,
         ctx: &'a ToolContext,
         messages: &'a [Message],
     ) -> BoxFuture<'a, Result<Option<String>, ToolError>>;
-    /// Compacts the conversation now, without asking compression-advisor: the model server
-    /// refused the prompt as too long. The snapshot id, `None` when nothing could be compacted.
+    /// Compacts the conversation now: compression-advisor said so, or the model server refused
+    /// the prompt as too long. The snapshot id, `None` when nothing could be compacted.
     fn compact_now<'a>(
         &'a self,
         ctx: &'a ToolContext,
@@ -123,8 +124,16 @@ impl ModelAgent {
             }
             let mut messages = conversation.messages().await?;
             // After load and after every turn: the cheap pre-check, and only then the advisor.
-            match self.run.maybe_compact(ctx, &messages).await {
-                Ok(Some(_)) => messages = conversation.messages().await?,
+            match self.run.wants_compaction(ctx, &messages).await {
+                Ok(Some(reason)) => {
+                    // The compaction reads the conversation itself: a long one is in memory
+                    // once, not twice.
+                    drop(messages);
+                    if let Err(e) = self.run.compact_now(ctx, &reason).await {
+                        tracing::warn!(session = %ctx.session_id, op = "compact", result = "error", "{e}")
+                    }
+                    messages = conversation.messages().await?;
+                }
                 Ok(None) => {}
                 Err(e) => {
                     tracing::warn!(session = %ctx.session_id, op = "compact", result = "error", "{e}")
