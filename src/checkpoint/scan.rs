@@ -26,6 +26,7 @@ use nix::fcntl::AtFlags;
 use nix::sys::stat::{FileStat, SFlag};
 
 use super::objects::Id;
+use crate::gitdir::index::{self, slice};
 
 /// The name of the kept record in the store, and of the file whose mtime is a checkpoint's start.
 const SAVED: &str = "scan";
@@ -226,19 +227,20 @@ impl Kept {
 
     fn entry(&self, path: (u32, u32)) -> Entry {
         Entry {
-            ctime: self.ctime,
-            mtime: self.mtime,
-            ino: self.ino,
-            mode: self.mode,
-            uid: self.uid,
-            gid: self.gid,
-            size: self.size,
-            oid: self.oid,
-            // The size is the file's own: never a smudge.
-            empty_blob: true,
-            odd: false,
+            git: index::Entry {
+                ctime: self.ctime,
+                mtime: self.mtime,
+                ino: self.ino,
+                mode: self.mode,
+                uid: self.uid,
+                gid: self.gid,
+                size: self.size,
+                oid: self.oid,
+                odd: false,
+                path,
+            },
+            own_size: true,
             removed: false,
-            path,
         }
     }
 }
@@ -709,7 +711,12 @@ impl Index {
     pub fn read(path: &Path, delta: &BTreeMap<String, Option<Kept>>) -> Option<Index> {
         let bytes = std::fs::read(path).ok()?;
         let mtime = nix::sys::stat::lstat(path).ok()?.st_mtime;
-        let (mut entries, mut paths, trees) = parse_index(&bytes)?;
+        let index::Index {
+            entries,
+            mut paths,
+            trees,
+        } = index::parse(&bytes)?;
+        let mut entries: Vec<Entry> = entries.into_iter().map(Entry::from).collect();
         if !delta.is_empty() {
             // The delta's paths go to the end of the buffer; then both, in git's order (bytes),
             // are merged.
@@ -724,7 +731,7 @@ impl Index {
             let mut over = over.into_iter().peekable();
             let mut merged = Vec::with_capacity(entries.len() + delta.len());
             for entry in entries {
-                let name = slice(&paths, entry.path);
+                let name = slice(&paths, entry.git.path);
                 while let Some((at, kept)) = over.next_if(|(at, _)| slice(&paths, *at) < name) {
                     merged.extend(kept.map(|k| k.entry(at)));
                 }
@@ -749,7 +756,7 @@ impl Index {
     }
 
     fn path(&self, e: &Entry) -> &[u8] {
-        slice(&self.paths, e.path)
+        slice(&self.paths, e.git.path)
     }
 
     /// The recorded paths whose directory is one of `dirs` (relative to the root).
@@ -776,7 +783,7 @@ impl Index {
             .filter(|(_, e)| !e.removed)
             .filter_map(move |(path, e)| {
                 let rest = std::str::from_utf8(&path[prefix.len()..]).ok()?;
-                Some((rest, e.mode, e.oid))
+                Some((rest, e.git.mode, e.git.oid))
             })
     }
 
@@ -791,10 +798,6 @@ impl Index {
             .binary_search_by(|e| self.path(e).cmp(path.as_bytes()))
             .is_ok_and(|i| !self.entries[i].removed)
     }
-}
-
-fn slice(paths: &[u8], (start, len): (u32, u32)) -> &[u8] {
-    &paths[start as usize..(start + len) as usize]
 }
 
 /// Compares every recorded file with the private index's stat data, taken after `clock`, and
@@ -821,7 +824,7 @@ pub(super) fn tracked_changes(
             .map(|(n, part)| {
                 let dir = &root_dir;
                 scope.spawn(move || {
-                    let name = |e: &Entry| OsStr::from_bytes(slice(names, e.path));
+                    let name = |e: &Entry| OsStr::from_bytes(slice(names, e.git.path));
                     part.iter()
                         .enumerate()
                         .filter_map(|(i, e)| {
@@ -892,25 +895,25 @@ pub(super) fn tracked_changes(
     Some(tracked)
 }
 
-/// One entry of a git index: the stat data git keeps, its object, and the path.
+/// One entry of the private index, or of the delta recorded over it.
 #[derive(Debug, Clone)]
 pub(super) struct Entry {
-    oid: Id,
-    ctime: (u32, u32),
-    mtime: (u32, u32),
-    ino: u32,
-    mode: u32,
-    uid: u32,
-    gid: u32,
-    size: u32,
-    /// Whether the object is the empty blob (a size of 0 is then no smudge).
-    empty_blob: bool,
-    /// Assume-valid, skip-worktree or intent-to-add, or a merge stage: never trusted here.
-    odd: bool,
+    git: index::Entry,
+    /// Whether a size of 0 is the file's own, not git's smudge: the empty blob's, or one kept
+    /// here.
+    own_size: bool,
     /// Recorded as removed since git wrote the index ([`Saved::delta`]).
     removed: bool,
-    /// Where its path is in [`Index::paths`].
-    path: (u32, u32),
+}
+
+impl From<index::Entry> for Entry {
+    fn from(git: index::Entry) -> Entry {
+        Entry {
+            own_size: git.oid == EMPTY_BLOB,
+            git,
+            removed: false,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -941,39 +944,40 @@ impl Entry {
     /// older than it does: git read the file after `clock`, and any change since would have
     /// given the file a later change time.
     fn compare(&self, st: &FileStat, index_mtime: i64, clock: (i64, i64)) -> Verdict {
+        let git = &self.git;
         const S_IFMT: u32 = 0o170000;
         const S_IFREG: u32 = 0o100000;
         const S_IFLNK: u32 = 0o120000;
         let kind = st.st_mode & S_IFMT;
-        let type_changed = match self.mode & S_IFMT {
-            S_IFREG => kind != S_IFREG || (self.mode ^ st.st_mode) & 0o100 != 0,
+        let type_changed = match git.mode & S_IFMT {
+            S_IFREG => kind != S_IFREG || (git.mode ^ st.st_mode) & 0o100 != 0,
             S_IFLNK => kind != S_IFLNK,
             _ => true, // a gitlink, which checkpoints never record
         };
         let whole = |t: (u32, u32)| (i64::from(t.0), i64::from(t.1));
         // git's smudge of an entry as new as the index it wrote: its size no longer says
         // anything, its times still do.
-        let smudged = self.size == 0 && !self.empty_blob;
-        if self.odd
+        let smudged = git.size == 0 && !self.own_size;
+        if git.odd
             || type_changed
-            || self.uid != st.st_uid
-            || self.gid != st.st_gid
-            || self.ino != st.st_ino as u32
-            || (!smudged && self.size != st.st_size as u32)
-            || self.mtime.0 != st.st_mtime as u32
-            || self.ctime.0 != st.st_ctime as u32
+            || git.uid != st.st_uid
+            || git.gid != st.st_gid
+            || git.ino != st.st_ino as u32
+            || (!smudged && git.size != st.st_size as u32)
+            || git.mtime.0 != st.st_mtime as u32
+            || git.ctime.0 != st.st_ctime as u32
         {
             return Verdict::Changed;
         }
         let fraction =
-            self.mtime.1 != st.st_mtime_nsec as u32 || self.ctime.1 != st.st_ctime_nsec as u32;
-        if !fraction && whole(self.mtime) < clock && whole(self.ctime) < clock {
+            git.mtime.1 != st.st_mtime_nsec as u32 || git.ctime.1 != st.st_ctime_nsec as u32;
+        if !fraction && whole(git.mtime) < clock && whole(git.ctime) < clock {
             return Verdict::Same;
         }
         // Only the content tells now. git would look at it for a smudged entry or one as new
         // as its index (racily clean), and at nothing else whose whole seconds match.
         Verdict::Doubt {
-            git_sees: smudged || i64::from(self.mtime.0) >= index_mtime,
+            git_sees: smudged || i64::from(git.mtime.0) >= index_mtime,
         }
     }
 
@@ -982,186 +986,15 @@ impl Entry {
     fn holds(&self, path: &Path, size: u64) -> bool {
         const S_IFLNK: u32 = 0o120000;
         size <= MAX_VERIFIED
-            && super::objects::blob_id(path, self.mode & 0o170000 == S_IFLNK, size)
-                .is_ok_and(|id| id == self.oid)
+            && super::objects::blob_id(path, self.git.mode & 0o170000 == S_IFLNK, size)
+                .is_ok_and(|id| id == self.git.oid)
     }
-}
-
-/// A git index as read: its entries, their paths (one buffer), git's cache of trees.
-type Parsed = (Vec<Entry>, Vec<u8>, HashMap<String, Id>);
-
-/// The entries of a git index (versions 2 to 4, SHA-1), with their paths in one buffer, and
-/// git's cache of trees; `None` for anything else.
-fn parse_index(bytes: &[u8]) -> Option<Parsed> {
-    let be32 = |at: usize| -> Option<u32> {
-        Some(u32::from_be_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
-    };
-    if bytes.get(0..4)? != b"DIRC" {
-        return None;
-    }
-    let version = be32(4)?;
-    if !(2..=4).contains(&version) {
-        return None;
-    }
-    let count = be32(8)? as usize;
-    let mut entries = Vec::with_capacity(count);
-    let mut paths: Vec<u8> = Vec::with_capacity(bytes.len());
-    let mut at = 12;
-    let mut previous = (0u32, 0u32);
-    for _ in 0..count {
-        let start = at;
-        let oid = bytes.get(start + 40..start + 60)?;
-        let flags = u16::from_be_bytes(bytes.get(start + 60..start + 62)?.try_into().ok()?);
-        at = start + 62;
-        let mut odd = flags & 0x8000 != 0 || flags & 0x3000 != 0;
-        if flags & 0x4000 != 0 {
-            if version < 3 {
-                return None;
-            }
-            let extended = u16::from_be_bytes(bytes.get(at..at + 2)?.try_into().ok()?);
-            odd |= extended != 0;
-            at += 2;
-        }
-        let begin = u32::try_from(paths.len()).ok()?;
-        if version == 4 {
-            // The number of bytes to drop from the end of the previous path, as git's varint.
-            let (strip, used) = crate::permissions::index_varint(bytes.get(at..)?)?;
-            at += used;
-            let keep = (previous.1 as usize).checked_sub(strip)?;
-            let end = at + bytes.get(at..)?.iter().position(|b| *b == 0)?;
-            let from = previous.0 as usize;
-            paths.extend_from_within(from..from + keep);
-            paths.extend_from_slice(&bytes[at..end]);
-            at = end + 1;
-        } else {
-            let end = at + bytes.get(at..)?.iter().position(|b| *b == 0)?;
-            paths.extend_from_slice(&bytes[at..end]);
-            // Padded with 1 to 8 NULs to a multiple of eight bytes from the entry's start.
-            at = start + (end - start + 8) / 8 * 8;
-        }
-        let path = (begin, u32::try_from(paths.len()).ok()? - begin);
-        previous = path;
-        entries.push(Entry {
-            oid: oid.try_into().ok()?,
-            ctime: (be32(start)?, be32(start + 4)?),
-            mtime: (be32(start + 8)?, be32(start + 12)?),
-            ino: be32(start + 20)?,
-            mode: be32(start + 24)?,
-            uid: be32(start + 28)?,
-            gid: be32(start + 32)?,
-            size: be32(start + 36)?,
-            empty_blob: oid == EMPTY_BLOB,
-            odd,
-            removed: false,
-            path,
-        });
-    }
-    // The extensions, up to the trailing hash: git's cache of trees is the one read here.
-    let mut trees = HashMap::new();
-    while at + 8 <= bytes.len().saturating_sub(20) {
-        let size = be32(at + 4)? as usize;
-        let data = bytes.get(at + 8..at + 8 + size)?;
-        if &bytes[at..at + 4] == b"TREE" {
-            let mut from = 0;
-            cache_tree(data, &mut from, "", &mut trees)?;
-        }
-        at += 8 + size;
-    }
-    Some((entries, paths, trees))
-}
-
-/// One node of git's cache of trees (`TREE`), and those below it: each valid one's id, by
-/// directory ("" for the top).
-fn cache_tree(
-    data: &[u8],
-    at: &mut usize,
-    prefix: &str,
-    trees: &mut HashMap<String, Id>,
-) -> Option<()> {
-    let rest = data.get(*at..)?;
-    let nul = rest.iter().position(|b| *b == 0)?;
-    let name = std::str::from_utf8(&rest[..nul]).ok()?;
-    let line_end = rest[nul + 1..].iter().position(|b| *b == b'\n')?;
-    let line = std::str::from_utf8(&rest[nul + 1..nul + 1 + line_end]).ok()?;
-    *at += nul + 1 + line_end + 1;
-    let (count, subtrees) = line.split_once(' ')?;
-    let count: i64 = count.parse().ok()?;
-    let subtrees: usize = subtrees.parse().ok()?;
-    let path = match (prefix, name) {
-        ("", name) => name.to_string(),
-        (prefix, name) => format!("{prefix}/{name}"),
-    };
-    if count >= 0 {
-        trees.insert(path.clone(), data.get(*at..*at + 20)?.try_into().ok()?);
-        *at += 20;
-    }
-    for _ in 0..subtrees {
-        cache_tree(data, at, &path, trees)?;
-    }
-    Some(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
-    use std::process::Command;
-
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let out = Command::new("git")
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .output()
-            .expect("git");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    #[test]
-    fn every_index_version_reads_as_git_lists_it() {
-        let _serial = crate::checkpoint::serial();
-        let dir = tempfile::tempdir().expect("temp");
-        let root = dir.path();
-        git(root, &["init", "-q"]);
-        for (path, text) in [
-            ("a.txt", "a"),
-            ("empty", ""),
-            ("dir/long-name-to-share-a-prefix-one.rs", "1"),
-            ("dir/long-name-to-share-a-prefix-two.rs", "2"),
-            ("dir/sub/ü.md", "u"),
-        ] {
-            let full = root.join(path);
-            std::fs::create_dir_all(full.parent().expect("parent")).expect("mkdir");
-            std::fs::write(full, text).expect("write");
-        }
-        git(root, &["add", "-A"]);
-        for version in ["2", "3", "4"] {
-            git(root, &["update-index", "--index-version", version]);
-            let bytes = std::fs::read(root.join(".git/index")).expect("index");
-            let (entries, names, _) = parse_index(&bytes).expect("parsed");
-            let paths: Vec<String> = entries
-                .iter()
-                .map(|e| String::from_utf8_lossy(slice(&names, e.path)).into_owned())
-                .collect();
-            let listed: Vec<String> = git(root, &["-c", "core.quotepath=false", "ls-files"])
-                .lines()
-                .map(str::to_string)
-                .collect();
-            assert_eq!(paths, listed, "version {version}");
-            let empty: Vec<bool> = entries.iter().map(|e| e.empty_blob).collect();
-            assert_eq!(
-                empty,
-                [false, false, false, false, true],
-                "version {version}"
-            );
-        }
-    }
 
     #[test]
     fn a_new_file_changes_its_directory_and_a_racy_stamp_never_matches() {
@@ -1208,16 +1041,5 @@ mod tests {
         saved.rewalk_trees(&root, &changes.trees, far);
         saved.rewalk(&root, &changes.dirs, far);
         assert_eq!(saved.dirs().collect::<Vec<_>>(), [""]);
-    }
-
-    #[test]
-    fn a_corrupt_prefix_length_in_an_index_is_refused_not_overflowed() {
-        // A version-4 path's prefix length that never ends, or ends past any number.
-        assert_eq!(crate::permissions::index_varint(&[0xff; 20]), None);
-        assert_eq!(crate::permissions::index_varint(&[0x80, 0x80]), None);
-        assert_eq!(
-            crate::permissions::index_varint(&[0x81, 0x00]),
-            Some((256, 2))
-        );
     }
 }

@@ -3,6 +3,8 @@
 //! configuration is involved. Used by the permissions (what git reads later), the checkpoint
 //! store (the repository's objects and index) and the workspace (its `info/exclude`).
 
+pub mod index;
+
 use std::path::{Path, PathBuf};
 
 /// A repository's directories, canonical where they are read from a pointer.

@@ -2,12 +2,13 @@
 //! pointer file, or a directory) is what the user's `git status` follows into the submodule and
 //! whose configuration it then reads, so the agent must not be able to change it.
 //!
-//! The index is read here, in process (versions 2 to 4, SHA-1 object names), not by running git:
-//! nothing of the repository's configuration is involved, and the result is kept while the
+//! The index is read in process ([`crate::gitdir::index`]), not by running git: nothing of the repository's configuration is involved, and the result is kept while the
 //! index file stays the same (it is read-only to the agent, so only the user's git changes it).
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+
+use crate::gitdir::index;
 
 /// The paths (relative to the index's work tree) of the index's gitlink entries; empty when the
 /// index is missing or in a form this reader does not know.
@@ -43,15 +44,14 @@ pub fn gitlinks(index: &Path) -> Vec<String> {
     links
 }
 
-const GITLINK: u32 = 0o160000;
-const STAT_AND_NAME: usize = 40 + 20;
-
 fn parse(bytes: &[u8]) -> Option<Vec<String>> {
+    let index = index::parse(bytes)?;
     Some(
-        entries(bytes)?
-            .into_iter()
-            .filter(|(mode, _)| mode & 0o170000 == GITLINK)
-            .map(|(_, name)| name)
+        index
+            .entries
+            .iter()
+            .filter(|e| e.mode & 0o170000 == index::GITLINK)
+            .map(|e| String::from_utf8_lossy(index.path(e)).into_owned())
             .collect(),
     )
 }
@@ -79,74 +79,13 @@ fn tracked(index: &Path, path: &str) -> bool {
     std::fs::metadata(index).is_ok_and(|m| m.len() <= MAX)
         && std::fs::read(index)
             .ok()
-            .and_then(|bytes| entries(&bytes))
-            .is_some_and(|entries| entries.iter().any(|(_, name)| name == path))
-}
-
-/// Every entry of an index: its mode and path.
-fn entries(bytes: &[u8]) -> Option<Vec<(u32, String)>> {
-    let u32_at = |at: usize| -> Option<u32> {
-        Some(u32::from_be_bytes(bytes.get(at..at + 4)?.try_into().ok()?))
-    };
-    if bytes.get(0..4)? != b"DIRC" {
-        return None;
-    }
-    let version = u32_at(4)?;
-    if !(2..=4).contains(&version) {
-        return None;
-    }
-    let count = u32_at(8)? as usize;
-    let mut at = 12;
-    let mut previous: Vec<u8> = Vec::new();
-    let mut links = Vec::new();
-    for _ in 0..count {
-        let start = at;
-        let mode = u32_at(start + 24)?;
-        let flags = u16::from_be_bytes(
-            bytes
-                .get(start + STAT_AND_NAME..start + STAT_AND_NAME + 2)?
-                .try_into()
-                .ok()?,
-        );
-        at = start + STAT_AND_NAME + 2;
-        if version >= 3 && flags & 0x4000 != 0 {
-            at += 2;
-        }
-        let name = if version == 4 {
-            let (strip, used) = varint(bytes.get(at..)?)?;
-            at += used;
-            let end = at + bytes.get(at..)?.iter().position(|b| *b == 0)?;
-            let keep = previous.len().checked_sub(strip)?;
-            let mut name = previous[..keep].to_vec();
-            name.extend_from_slice(&bytes[at..end]);
-            at = end + 1;
-            name
-        } else {
-            let end = at + bytes.get(at..)?.iter().position(|b| *b == 0)?;
-            let name = bytes[at..end].to_vec();
-            // Entries are padded with NULs to a multiple of eight bytes.
-            at = start + ((end - start + 8) & !7);
-            name
-        };
-        links.push((mode, String::from_utf8_lossy(&name).into_owned()));
-        previous = name;
-    }
-    Some(links)
-}
-
-/// git's offset encoding (varint.c): returns the value and the bytes it took; `None` past the
-/// end or on a value too large (a corrupt index).
-pub(crate) fn varint(bytes: &[u8]) -> Option<(usize, usize)> {
-    let mut used = 0;
-    let mut byte = *bytes.first()?;
-    used += 1;
-    let mut value = usize::from(byte & 0x7f);
-    while byte & 0x80 != 0 {
-        byte = *bytes.get(used)?;
-        used += 1;
-        value = value.checked_add(1)?.checked_shl(7)? | usize::from(byte & 0x7f);
-    }
-    Some((value, used))
+            .and_then(|bytes| index::parse(&bytes))
+            .is_some_and(|index| {
+                index
+                    .entries
+                    .iter()
+                    .any(|e| index.path(e) == path.as_bytes())
+            })
 }
 
 #[cfg(test)]

@@ -26,7 +26,6 @@ mod load;
 mod policy;
 mod scope;
 mod shell_view;
-pub(crate) use gitlinks::varint as index_varint;
 pub use gitlinks::{git_tracks, gitlinks};
 #[cfg(test)]
 pub(crate) use shell_view::test_support;
