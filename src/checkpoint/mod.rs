@@ -20,6 +20,7 @@
 //! that keeps a [`Watch`] (the interactive session) starts a run that changed nothing from the
 //! last tree without looking at all (`watch.rs`).
 
+mod check;
 mod ignored;
 mod isolation;
 mod objects;
@@ -38,6 +39,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+pub use check::Damage;
 pub use isolation::{Ended, Isolated, isolate, left_behind};
 pub use restore::{
     Restored, Rewind, RewindMode, Skipped, TurnRewind, Undo, rewind, rewind_turn, undo_turn,
@@ -171,6 +173,11 @@ impl Checkpoints {
         &self.dir
     }
 
+    /// Where the store is (`.nop/checkpoints/`), for messages.
+    pub fn store_dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Writes the bytes of blob `id` of the store to `file`, streamed.
     fn blob_to(&self, id: &str, file: &Path) -> Result<()> {
         let out = std::fs::File::create(file).map_err(io(file))?;
@@ -285,7 +292,7 @@ impl Checkpoints {
                     .is_allowed()
             });
         let wanted = put_back::wants(&entries, write);
-        self.put_back(dir, &wanted)?;
+        self.put_back(tree, dir, &wanted)?;
         Ok(skipped.into_iter().cloned().collect())
     }
 

@@ -30,9 +30,10 @@ struct Staged {
 }
 
 impl Checkpoints {
-    /// Writes `files` (from `entries`: path → "mode type id") under `dir`, verified and whole, as
-    /// the module says. Nothing is renamed into place unless every object read back right.
-    pub(super) fn put_back(&self, dir: &Path, files: &[Want<'_>]) -> Result<()> {
+    /// Writes `files` (from `entries`: path → "mode type id") of checkpoint `tree` under `dir`,
+    /// verified and whole, as the module says. Nothing is renamed into place unless every object
+    /// read back right.
+    pub(super) fn put_back(&self, tree: &str, dir: &Path, files: &[Want<'_>]) -> Result<()> {
         if files.is_empty() {
             return Ok(());
         }
@@ -61,7 +62,7 @@ impl Checkpoints {
                 .ok_or_else(|| self.failed("cat-file", b"no output"))?;
             let mut out = BufReader::with_capacity(256 * 1024, stdout);
             for want in files {
-                staged.push(self.stage(&mut out, dir, want)?);
+                staged.push(self.stage(&mut out, tree, dir, want)?);
             }
             Ok::<(), CheckpointError>(())
         })();
@@ -91,7 +92,13 @@ impl Checkpoints {
 
     /// Reads the next object of `out` (answering `want.id`), checks its id, and stages it beside
     /// its place under `dir`.
-    fn stage(&self, out: &mut impl BufRead, dir: &Path, want: &Want<'_>) -> Result<Staged> {
+    fn stage(
+        &self,
+        out: &mut impl BufRead,
+        tree: &str,
+        dir: &Path,
+        want: &Want<'_>,
+    ) -> Result<Staged> {
         let mut header = String::new();
         out.read_line(&mut header)
             .map_err(|e| self.failed("cat-file", e.to_string().as_bytes()))?;
@@ -102,8 +109,8 @@ impl Checkpoints {
         }
         .ok_or_else(|| {
             CheckpointError::Refused(format!(
-                "the checkpoint store at {} cannot give back {} ({}): {}; nothing was put back \
-                 (`nop sessions check` looks at the store)",
+                "the checkpoint store at {} cannot give back {} ({}) of checkpoint {tree}: {}; \
+                 nothing was put back (`nop sessions check` names every damaged checkpoint)",
                 self.dir.display(),
                 want.path,
                 want.id,
@@ -117,7 +124,7 @@ impl Checkpoints {
             .prefix(".nop-restore-")
             .tempfile_in(&parent)
             .map_err(super::io(&parent))?;
-        let mut hasher = Hasher::new(want.id, size);
+        let mut hasher = Hasher::new("blob", want.id, size);
         let mut left = size;
         let mut buf = vec![0u8; 64 * 1024];
         let mut link = Vec::new();
@@ -137,8 +144,9 @@ impl Checkpoints {
         let _ = out.read_exact(&mut newline);
         if !hasher.matches(want.id) {
             return Err(CheckpointError::Refused(format!(
-                "the checkpoint store at {} holds damaged data for {} (object {} does not hash to \
-                 its id); nothing was put back (`nop sessions check` looks at the store)",
+                "the checkpoint store at {} holds damaged data for {} (object {} of checkpoint \
+                 {tree} does not hash to its id); nothing was put back (`nop sessions check` names \
+                 every damaged checkpoint)",
                 self.dir.display(),
                 want.path,
                 want.id
@@ -224,25 +232,26 @@ fn umask() -> u32 {
 }
 
 /// An object id computed again from a blob's bytes (SHA-1, or SHA-256 for a 64-digit id).
-struct Hasher(ring::digest::Context);
+pub(super) struct Hasher(ring::digest::Context);
 
 impl Hasher {
-    fn new(id: &str, size: u64) -> Hasher {
+    /// For an object of type `kind` (`blob`, `tree`, …) and `size` bytes said to be `id`.
+    pub(super) fn new(kind: &str, id: &str, size: u64) -> Hasher {
         let algorithm = if id.len() == 64 {
             &ring::digest::SHA256
         } else {
             &ring::digest::SHA1_FOR_LEGACY_USE_ONLY
         };
         let mut context = ring::digest::Context::new(algorithm);
-        context.update(format!("blob {size}\0").as_bytes());
+        context.update(format!("{kind} {size}\0").as_bytes());
         Hasher(context)
     }
 
-    fn update(&mut self, bytes: &[u8]) {
+    pub(super) fn update(&mut self, bytes: &[u8]) {
         self.0.update(bytes);
     }
 
-    fn matches(self, id: &str) -> bool {
+    pub(super) fn matches(self, id: &str) -> bool {
         let hex: String = self
             .0
             .finish()
@@ -277,10 +286,10 @@ mod tests {
     #[test]
     fn an_id_is_computed_again_from_the_bytes() {
         // `echo hello | git hash-object --stdin`
-        let mut h = Hasher::new("ce013625030ba8dba906f756967f9e9ca394464a", 6);
+        let mut h = Hasher::new("blob", "ce013625030ba8dba906f756967f9e9ca394464a", 6);
         h.update(b"hello\n");
         assert!(h.matches("ce013625030ba8dba906f756967f9e9ca394464a"));
-        let mut h = Hasher::new("ce013625030ba8dba906f756967f9e9ca394464a", 6);
+        let mut h = Hasher::new("blob", "ce013625030ba8dba906f756967f9e9ca394464a", 6);
         h.update(b"HELLO\n");
         assert!(!h.matches("ce013625030ba8dba906f756967f9e9ca394464a"));
     }

@@ -116,7 +116,7 @@ impl Checkpoints {
             // Each object checked against its id, each file staged beside its place and renamed
             // in whole: a damaged store or a failure leaves every file as it was.
             let wanted = super::put_back::wants(&present, write.iter().copied());
-            self.put_back(&self.root, &wanted)?;
+            self.put_back(target, &self.root, &wanted)?;
             done.restored = write.into_iter().cloned().collect();
         }
         for path in remove {

@@ -1,6 +1,7 @@
 //! `nop sessions …` (list, show, check, new, append, delete, stack) and the commands that read
 //! one session's files: `nop plan`, `nop log`, `nop snapshot`.
 
+use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::process::ExitCode;
 
@@ -8,7 +9,7 @@ use anyhow::{Context as _, Result, anyhow};
 use chrono::Utc;
 
 use nop::protocol::{Message, Role};
-use nop::session::Store;
+use nop::session::{Problem, Store};
 
 use super::args::AppendArgs;
 use super::context::Context;
@@ -20,7 +21,7 @@ pub fn sessions(ctx: &Context, command: SessionsCommand, out: &mut impl Write) -
     match command {
         SessionsCommand::List { json, all, limit } => list(store, json, all, limit, out),
         SessionsCommand::Show { id, json } => show(store, &id, json, out),
-        SessionsCommand::Check { id, json } => check(store, id, json, out),
+        SessionsCommand::Check { id, json } => check(ctx, id, json, out),
         SessionsCommand::New { agent } => new(ctx, &agent, out),
         SessionsCommand::Append(args) => append(store, args, out),
         SessionsCommand::Delete { id, force, json } => delete(ctx, &id, force, json, out),
@@ -57,20 +58,95 @@ fn show(store: &Store, id: &str, json: bool, out: &mut impl Write) -> Result<Exi
     Ok(ExitCode::SUCCESS)
 }
 
-fn check(store: &Store, id: Option<String>, json: bool, out: &mut impl Write) -> Result<ExitCode> {
+fn check(ctx: &Context, id: Option<String>, json: bool, out: &mut impl Write) -> Result<ExitCode> {
+    let store = &ctx.store;
     let ids = match id {
         Some(prefix) => vec![store.resolve(&prefix)?],
         None => store.ids()?,
     };
-    let mut all_ok = true;
     let mut report = Vec::new();
     for id in ids {
         let problems = store.check(&id)?;
-        all_ok &= problems.is_empty();
         report.push((id, problems));
     }
+    check_checkpoints(ctx, &mut report)?;
+    let all_ok = report.iter().all(|(_, problems)| problems.is_empty());
     render::check(out, &report, json)?;
     Ok(exit_code(all_ok))
+}
+
+/// Adds to each session's problems its checkpoints the store cannot give back whole: every
+/// object each names is read once and its id computed again (`Checkpoints::check`).
+fn check_checkpoints(ctx: &Context, report: &mut [(String, Vec<Problem>)]) -> Result<()> {
+    let Some(checkpoints) = ctx.ws.checkpoints(ctx.config()) else {
+        return Ok(());
+    };
+    // tree → what names it: (index in the report, "run 3 (before)", …).
+    let mut named: BTreeMap<String, Vec<(usize, String)>> = BTreeMap::new();
+    for (at, (id, problems)) in report.iter_mut().enumerate() {
+        if !problems.is_empty() {
+            continue;
+        }
+        let recent = match ctx.store.read_recent(id) {
+            Ok(recent) => recent,
+            Err(e) => {
+                problems.push(Problem {
+                    path: ctx.store.dir(id),
+                    message: e.to_string(),
+                });
+                continue;
+            }
+        };
+        for (n, run) in recent.session.checkpoints.iter().enumerate() {
+            let mut name = |tree: &String, side: &str| {
+                named
+                    .entry(tree.clone())
+                    .or_default()
+                    .push((at, format!("run {} ({side})", n + 1)));
+            };
+            name(&run.before, "before");
+            if let Some(after) = &run.after {
+                name(after, "after");
+            }
+        }
+        match ctx.store.snapshot_checkpoints(id) {
+            Ok(snapshots) => {
+                for (snapshot, tree) in snapshots {
+                    if let Some(tree) = tree {
+                        named
+                            .entry(tree)
+                            .or_default()
+                            .push((at, format!("snapshot {snapshot}")));
+                    }
+                }
+            }
+            Err(e) => problems.push(Problem {
+                path: ctx.store.dir(id),
+                message: e.to_string(),
+            }),
+        }
+    }
+    let trees = named.keys().cloned().collect();
+    let damaged = match checkpoints.check(&trees) {
+        Ok(damaged) => damaged,
+        Err(e) => {
+            // Without git the store cannot be read: the sessions' own report still stands.
+            eprintln!("warning: checkpoints not checked: {e}");
+            return Ok(());
+        }
+    };
+    for damage in damaged {
+        for (at, what) in named.get(&damage.tree).into_iter().flatten() {
+            report[*at].1.push(Problem {
+                path: checkpoints.store_dir().to_path_buf(),
+                message: format!(
+                    "the checkpoint of {what}, {}, {}",
+                    damage.tree, damage.message
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn new(ctx: &Context, agent: &str, out: &mut impl Write) -> Result<ExitCode> {

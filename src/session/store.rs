@@ -548,6 +548,34 @@ impl Store {
         snapshot_ids(&dir)
     }
 
+    /// The checkpoint (tree id) each snapshot of session `id` records, oldest first; only that
+    /// field is kept as each file is read, so a long session's snapshots cost no memory. A
+    /// snapshot that cannot be read is an error naming it.
+    pub fn snapshot_checkpoints(&self, id: &str) -> Result<Vec<(String, Option<String>)>> {
+        #[derive(serde::Deserialize)]
+        struct Only {
+            #[serde(default)]
+            checkpoint: Option<String>,
+        }
+        let dir = self.existing_dir(id)?;
+        snapshot_ids(&dir)?
+            .into_iter()
+            .map(|snapshot| {
+                let path = dir.join(snapshot_file_name(&snapshot));
+                let file = fs::File::open(&path).map_err(SessionError::io(&path))?;
+                let only: Only =
+                    serde_json::from_reader(std::io::BufReader::new(file)).map_err(|e| {
+                        SessionError::Corrupt {
+                            path: path.clone(),
+                            pos: None,
+                            message: e.to_string(),
+                        }
+                    })?;
+                Ok((snapshot, only.checkpoint))
+            })
+            .collect()
+    }
+
     /// Reads snapshot `snapshot` (an id or a unique prefix) of session `id`.
     pub fn read_snapshot(&self, id: &str, snapshot: &str) -> Result<Snapshot> {
         let dir = self.existing_dir(id)?;

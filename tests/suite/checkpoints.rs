@@ -732,7 +732,7 @@ fn a_damaged_object_fails_the_undo_naming_it_and_every_file_stays_as_it_was() {
         ),
         openai::reply_text("done"),
     ]);
-    run(&repo, &server, &["change them"]);
+    let id = run(&repo, &server, &["change them"]);
     // The blob `one\n` is the repository's own loose object (committed). The store copied it
     // into a pack of its own; that pack is lost, so the store reads it from the repository
     // again, whose file is replaced by a valid loose object of another content (made by git in
@@ -771,16 +771,34 @@ fn a_damaged_object_fails_the_undo_naming_it_and_every_file_stays_as_it_was() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&object, std::fs::Permissions::from_mode(0o644)).unwrap();
     std::fs::write(&object, forged).unwrap();
+    // `sessions check` finds it before any undo is tried, naming the run whose checkpoint
+    // holds it.
+    let before = repo.session_json(&id)["checkpoints"][0]["before"]
+        .as_str()
+        .expect("a checkpoint")
+        .to_string();
+    let (code, report, stderr) = nop_json(&repo, None, &["sessions", "check", "--json"]);
+    assert_eq!(code, 1, "{stderr}");
+    let problems = report[0]["problems"].to_string();
+    assert!(
+        problems.contains("run 1 (before)")
+            && problems.contains(&before)
+            && problems.contains(&one)
+            && problems.contains("damaged"),
+        "{report}"
+    );
     let (code, _, stderr) = nop_json(&repo, None, &["undo", "--json"]);
     assert_ne!(code, 0, "{stderr}");
     assert!(
-        stderr.contains("damaged") && stderr.contains(&one),
+        stderr.contains("damaged") && stderr.contains(&one) && stderr.contains(&before),
         "{stderr}"
     );
     // Nothing was put back, nothing was emptied.
     assert_eq!(read(repo.path(), "a.txt").as_deref(), Some("two\n"));
     assert_eq!(read(repo.path(), "b.txt").as_deref(), Some("BEE\n"));
     std::fs::write(&object, original).unwrap();
+    let (code, report, stderr) = nop_json(&repo, None, &["sessions", "check", "--json"]);
+    assert_eq!(code, 0, "{report} {stderr}");
     let (code, _, stderr) = nop_json(&repo, None, &["undo", "--json"]);
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(read(repo.path(), "a.txt").as_deref(), Some("one\n"));
