@@ -41,6 +41,7 @@ use std::time::Duration;
 
 pub use check::Damage;
 pub use isolation::{Ended, Isolated, isolate, left_behind};
+pub use put_back::set_notice as set_restore_notice;
 pub use restore::{
     Restored, Rewind, RewindMode, Skipped, TurnRewind, Undo, rewind, rewind_turn, undo_turn,
 };
@@ -296,17 +297,13 @@ impl Checkpoints {
         Ok(skipped.into_iter().cloned().collect())
     }
 
-    /// Writes every file of `commit` into `dir` (a new worktree), with the store's git: none of
-    /// the repository's filters, hooks or configuration.
+    /// Writes every file of `commit` into `dir` (a new worktree) as a restore does: verified and
+    /// whole, by nop itself, git only reading (none of the repository's filters, hooks or
+    /// configuration; nothing of git's left writing if nop is killed).
     pub(crate) fn checkout_commit(&self, commit: &str, dir: &Path) -> Result<()> {
-        let temp = tempfile::Builder::new()
-            .prefix("index-")
-            .tempfile_in(&self.dir)
-            .map_err(io(&self.dir))?;
-        let index = temp.path().to_path_buf();
-        self.git_in(&["read-tree", commit], &index, dir, None)?;
-        self.git_in(&["checkout-index", "-a", "-f"], &index, dir, None)?;
-        Ok(())
+        let entries = self.entries(commit)?;
+        let wanted = put_back::wants(&entries, entries.keys());
+        self.put_back(commit, dir, &wanted)
     }
 
     /// Holds the store's lock (nop's one lock helper, [`crate::session::lock_file`]); git's own

@@ -8,7 +8,8 @@
 //! one at a time (a lock in the store).
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::{CheckpointError, Checkpoints, Result};
@@ -38,6 +39,7 @@ impl Checkpoints {
             return Ok(());
         }
         let _one = self.restore_lock()?;
+        sweep(dir, files);
         let mut staged: Vec<Staged> = Vec::with_capacity(files.len());
         let mut child = self
             .command(
@@ -168,13 +170,15 @@ impl Checkpoints {
     }
 
     /// The store's restore lock, waited for (a second `nop undo` of the repository waits for the
-    /// first, and says so after a second).
+    /// first, and says after a second which process it waits for: the holder's pid is in the
+    /// file).
     fn restore_lock(&self) -> Result<nix::fcntl::Flock<std::fs::File>> {
         let path = self.dir.join("restore.lock");
         std::fs::create_dir_all(&self.dir).map_err(super::io(&self.dir))?;
         let mut file = std::fs::OpenOptions::new()
             .create(true)
             .truncate(false)
+            .read(true)
             .write(true)
             .open(&path)
             .map_err(super::io(&path))?;
@@ -182,24 +186,86 @@ impl Checkpoints {
         let mut said = false;
         loop {
             match nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusiveNonblock) {
-                Ok(lock) => return Ok(lock),
+                Ok(lock) => {
+                    // Who holds it, for the next one to name; the lock is what counts.
+                    let _ = lock.set_len(0);
+                    let _ = lock.write_all_at(std::process::id().to_string().as_bytes(), 0);
+                    return Ok(lock);
+                }
                 Err((back, _)) => {
                     file = back;
+                    let holder = || {
+                        let mut text = String::new();
+                        let _ = std::io::Read::read_to_string(&mut (&file).take(20), &mut text);
+                        match text.trim().parse::<u32>() {
+                            Ok(pid) => format!("nop (pid {pid})"),
+                            Err(_) => "another nop".to_string(),
+                        }
+                    };
                     if !said && started.elapsed() > std::time::Duration::from_secs(1) {
-                        tracing::info!(
-                            op = "restore",
-                            "another nop is putting files back in this repository; waiting"
+                        let message = format!(
+                            "waiting for {}, which is putting files back in this repository",
+                            holder()
                         );
+                        tracing::info!(op = "restore", "{message}");
+                        notice(&message);
                         said = true;
                     }
                     if started.elapsed() > std::time::Duration::from_secs(600) {
                         return Err(CheckpointError::Refused(format!(
-                            "another nop has held {} for ten minutes; nothing was put back",
+                            "{} has held {} for ten minutes; nothing was put back",
+                            holder(),
                             path.display()
                         )));
                     }
                     std::thread::sleep(std::time::Duration::from_millis(20));
                 }
+            }
+        }
+    }
+}
+
+/// Where a restore that waits says so to the user: set by a command that has a terminal's
+/// standard error to itself (`nop undo`, `nop rewind`); otherwise the log alone has it.
+static NOTICE: std::sync::OnceLock<fn(&str)> = std::sync::OnceLock::new();
+
+/// Sets where a restore's notices go (once per process).
+pub fn set_notice(notice: fn(&str)) {
+    let _ = NOTICE.set(notice);
+}
+
+fn notice(message: &str) {
+    if let Some(notice) = NOTICE.get() {
+        notice(message);
+    }
+}
+
+/// Removes what a restore killed before renaming left beside the files it staged: temporary
+/// files named as [`Checkpoints::put_back`] names them, in the directories of `files` (only
+/// those reached without a link: nothing outside `dir` is looked at). Called with the restore
+/// lock held, so no other restore is staging there.
+fn sweep(dir: &Path, files: &[Want<'_>]) {
+    let parents: std::collections::BTreeSet<&Path> = files
+        .iter()
+        .map(|f| Path::new(f.path).parent().unwrap_or(Path::new("")))
+        .collect();
+    for rel in parents {
+        let mut at = dir.to_path_buf();
+        let real = rel.components().all(|part| {
+            at.push(part);
+            at.symlink_metadata().is_ok_and(|m| m.is_dir())
+        });
+        let Ok(entries) = std::fs::read_dir(&at) else {
+            continue;
+        };
+        if !real {
+            continue;
+        }
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with(".nop-restore-") || name.starts_with(".nop-link-") {
+                let _ = std::fs::remove_file(entry.path());
             }
         }
     }

@@ -80,9 +80,15 @@ pub fn undo(
     let checkpoints = ws
         .checkpoints(ctx.config())
         .ok_or_else(|| anyhow!("file checkpoints are off (checkpoints.enabled)"))?;
+    nop::checkpoint::set_restore_notice(say_on_stderr);
     let undo = nop::checkpoint::undo_turn(store, &checkpoints, &id, force, Utc::now())?;
     render::undo(out, &undo, json)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// A restore's notice (it waits for another), for a headless command: on standard error.
+fn say_on_stderr(message: &str) {
+    eprintln!("nop: {message}");
 }
 
 /// Where `nop rewind` goes.
@@ -110,6 +116,7 @@ pub fn rewind(
         (_, true) => RewindMode::Conversation,
         _ => RewindMode::Both,
     };
+    nop::checkpoint::set_restore_notice(say_on_stderr);
     let checkpoints = ctx.ws.checkpoints(ctx.config());
     match to {
         RewindTo::Snapshot(to) => {

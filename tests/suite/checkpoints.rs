@@ -838,3 +838,118 @@ fn undo_survives_a_rewritten_history_pruned_by_git_gc() {
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(read(repo.path(), "a.txt").as_deref(), Some("one\n"));
 }
+
+#[test]
+fn a_second_undo_waits_for_the_first_and_names_it() {
+    let repo = git_repo(&[("a.txt", "one\n")]);
+    let server = MockServer::start(vec![
+        call(
+            "c1",
+            "write-file",
+            json!({"path": "a.txt", "content": "two\n"}),
+        ),
+        openai::reply_text("done"),
+    ]);
+    run(&repo, &server, &["change it"]);
+    // Another restore of this repository is under way: it holds the store's restore lock, its
+    // pid written in.
+    let path = repo.path().join(".nop/checkpoints/restore.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(&path)
+        .expect("lock file");
+    let held = nix::fcntl::Flock::lock(file, nix::fcntl::FlockArg::LockExclusive).expect("flock");
+    std::fs::write(&path, "4242").expect("pid");
+    let mut undo = repo
+        .nop_model_process(&server, "openai")
+        .args(["undo", "--json"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("nop undo");
+    let stderr = undo.stderr.take().expect("stderr");
+    let (said, heard) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = said.send(line);
+        }
+    });
+    let line = heard
+        .recv_timeout(Duration::from_secs(60))
+        .expect("the waiting undo says so");
+    assert!(line.contains("waiting for nop (pid 4242)"), "{line}");
+    assert_eq!(read(repo.path(), "a.txt").as_deref(), Some("two\n"));
+    drop(held);
+    let status = undo.wait().expect("undo ends");
+    assert!(status.success(), "{status:?}");
+    assert_eq!(read(repo.path(), "a.txt").as_deref(), Some("one\n"));
+}
+
+#[test]
+fn an_undo_killed_at_any_moment_leaves_every_file_whole_and_the_next_one_finishes_it() {
+    // 150 files of 64 KiB, all rewritten by one run; undos killed 1–60 ms after they start.
+    let old = |n: usize| format!("{n:03} old\n").repeat(8192);
+    let new = |n: usize| format!("{n:03} NEW\n").repeat(8192);
+    let files: Vec<(String, String)> = (0..150)
+        .map(|n| (format!("d{}/f{n}.txt", n % 5), old(n)))
+        .collect();
+    let borrowed: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, t)| (p.as_str(), t.as_str()))
+        .collect();
+    let repo = git_repo(&borrowed);
+    let server = MockServer::start(vec![
+        shell(
+            "c1",
+            "for f in d*/f*.txt; do n=${f##*/f}; n=${n%.txt}; yes \"$(printf '%03d NEW' $n)\" | head -n 8192 > \"$f\"; done",
+        ),
+        openai::reply_text("done"),
+    ]);
+    run(&repo, &server, &["rewrite them"]);
+    let whole = |repo: &Repo, allow_new: bool| {
+        for (n, (path, _)) in files.iter().enumerate() {
+            let text = read(repo.path(), path).unwrap_or_default();
+            assert!(
+                text == old(n) || (allow_new && text == new(n)),
+                "{path} is neither as it was nor as restored ({} bytes)",
+                text.len()
+            );
+        }
+    };
+    whole(&repo, true);
+    let mut seed = std::process::id() as u64;
+    for _ in 0..6 {
+        seed = seed
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let mut undo = repo
+            .nop_model_process(&server, "openai")
+            .args(["undo", "--force", "--json"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("nop undo");
+        std::thread::sleep(Duration::from_millis(1 + (seed >> 33) % 60));
+        let _ = undo.kill();
+        let _ = undo.wait();
+        whole(&repo, true);
+    }
+    let (code, _, stderr) = nop_json(&repo, None, &["undo", "--force", "--json"]);
+    // Either this undo put the rest back, or a killed one had finished it already.
+    assert!(code == 0 || stderr.contains("undone already"), "{stderr}");
+    whole(&repo, false);
+    // Nothing of the killed undos is left in the tree, nor still writing into it.
+    std::thread::sleep(Duration::from_millis(300));
+    whole(&repo, false);
+    let status = git(
+        repo.path(),
+        &["status", "--porcelain", "--untracked-files=all"],
+    );
+    assert!(status.trim().is_empty(), "{status}");
+}
