@@ -4,10 +4,11 @@
 //! the shell).
 //!
 //! The store is a bare git directory of its own with a private index: git's object format and
-//! plumbing (`add -A`, `write-tree`, `diff-tree`, `checkout-index`), run with the repository's
-//! directory as work tree. The user's git index, branches, stash and config are never touched:
-//! the store reads the repository's objects as alternates (so files git already holds cost no
-//! space) and its list of tracked files, nothing else. Git's system and global configuration are
+//! plumbing (`add -A`, `write-tree`, `diff-tree`, `cat-file`), run with the repository's
+//! directory as work tree; files are put back by nop itself (`put_back.rs`), git only reading.
+//! The user's git index, branches, stash and config are never touched: the store reads the
+//! repository's objects as alternates (so files git already holds cost no space; what a
+//! checkpoint names is copied in, `pin.rs`) and its list of tracked files, nothing else. Git's system and global configuration are
 //! not read, and `info/attributes` turns off every filter and line-ending conversion, so a file
 //! comes back byte for byte (an LFS file as its content, a CRLF file with its CRLFs).
 //!
