@@ -478,6 +478,8 @@ fn undo_and_rewind_in_the_interactive_session_put_the_files_back() {
     t.wait_for("rewind to before which run");
     t.wait_for("shout the notes (undone)  · notes.txt");
     t.press(&["Escape"]);
+    // The picker is gone before anything else is typed: keys right after Esc would read as Alt+key.
+    t.wait_for_prompt_after("› /rewind");
     t.type_line("/rewind nosuchsnapshot --files");
     t.wait_for_prompt_after("error:");
     t.type_line("/exit");
