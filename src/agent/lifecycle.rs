@@ -5,6 +5,7 @@
 use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
+use super::around::{Around, Drive, GoalCheck, QueueDrain, StopHooks};
 use super::engine::Engine;
 use super::error::RunError;
 use super::prompt;
@@ -600,8 +601,8 @@ impl Runtime {
         })
     }
 
-    /// Drives the agent until it answers, then (seed 004) what is still queued when the task
-    /// ends, one message at a time.
+    /// Drives the agent until it answers, then asks the run's behaviours whether it goes on
+    /// (`around`): what is still queued (seed 004), the `stop` hooks, the session's goal.
     pub(super) async fn drive(
         &self,
         opened: &mut Opened,
@@ -613,131 +614,25 @@ impl Runtime {
         let Opened {
             engine, ctx, held, ..
         } = &*opened;
-        let flush = || held.flush(&self.store, &ctx.session_id);
-        let max_turns = max_turns.unwrap_or(self.config.agent.max_turns);
-        let deadline = std::time::Instant::now()
-            + std::time::Duration::from_secs_f64(self.config.agent.goal_timeout_s);
-        let mut answer = engine
-            .drive_holding(ctx, max_turns, events, stats, Some(held.clone()), first)
-            .await;
-        let mut kept_going = 0;
-        loop {
-            // Seed 004: what is still queued when the task ends is processed, one message at a
-            // time.
-            while matches!(&answer, Ok(Ok(r)) if r.status == AgentStatus::Completed) {
-                // A queued message comes after the answer.
-                if engine.queued(ctx).await.is_empty() {
-                    break;
-                }
-                flush().await?;
-                match engine.take_next(ctx).await {
-                    Ok(Some(())) => {
-                        answer = engine
-                            .drive_holding(ctx, max_turns, events, stats, Some(held.clone()), None)
-                            .await
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        answer = Err(e);
-                        break;
-                    }
-                }
-            }
-            let last = match &answer {
-                Ok(Ok(r)) if r.status == AgentStatus::Completed => r.message.clone(),
-                _ => return answer,
-            };
-            // The `stop` hooks may keep the agent going, a bounded number of times and never
-            // past the run's turns.
-            let left = max_turns.saturating_sub(stats.turns);
-            if kept_going < self.config.hooks.max_stop_continuations
-                && left > 0
-                && hooks::configured(&self.config.hooks, Hook::Stop)
-            {
-                // The hook may read the session: the answer is in it.
-                flush().await?;
-                let final_message = last.clone();
-                let outcome = hooks::fire(&self.config.hooks, Hook::Stop, &self.ws.root, || {
-                    serde_json::json!({"session_id": ctx.session_id, "agent": ctx.agent, "final_message": final_message, "stop_hook_active": kept_going > 0})
-                })
-                .await;
-                if let hooks::HookOutcome::Blocked(reason) = outcome {
-                    kept_going += 1;
-                    tracing::info!(session = %ctx.session_id, op = "hook", event = "stop", result = "continued", "{reason}");
-                    let next = Message::new(Role::User, reason, Utc::now());
-                    if let Err(e) = self
-                        .update_status(&ctx.session_id, SessionStatus::Running, vec![next])
-                        .await
-                    {
-                        return Err(ToolError::fatal_from(e));
-                    }
-                    answer = engine
-                        .drive_holding(ctx, left, events, stats, Some(held.clone()), None)
-                        .await;
-                    continue;
-                }
-            }
-            // The agent stopped: the session's goal, if it has one, decides whether it goes on.
-            let verdict = match super::goal::check(engine, ctx, &last, events, held).await {
-                Ok(Some(verdict)) => verdict,
-                Ok(None) => return answer,
-                Err(e) => return Err(e),
-            };
-            let reason = match verdict {
-                super::goal::Verdict::Met(_) => return answer,
-                super::goal::Verdict::NotMet(reason) => reason,
-                super::goal::Verdict::Unchecked(why) => {
-                    return self
-                        .goal_not_met(engine, ctx, format!("{why}; the run stops here"))
-                        .await;
-                }
-            };
-            if left == 0 || std::time::Instant::now() >= deadline || ctx.cancel.is_cancelled() {
-                let limit = if left == 0 {
-                    format!("its {max_turns} model requests (--max-turns) are used up")
-                } else {
-                    "agent.goal_timeout_s has passed".to_string()
-                };
-                return self
-                    .goal_not_met(engine, ctx, format!("the goal is not met ({reason}) and {limit}; continue with `nop run --session {}`", ctx.session_id))
-                    .await;
-            }
-            let objective = self
-                .store
-                .read_recent_async(&ctx.session_id)
-                .await
-                .ok()
-                .and_then(|s| s.session.goal.map(|g| g.objective))
-                .unwrap_or_default();
-            let next = Message::new(
-                Role::User,
-                super::goal::next_input(&objective, &reason),
-                Utc::now(),
-            );
-            let pushed = self
-                .store
-                .update_async(&ctx.session_id, Utc::now(), move |state| {
-                    state.session.messages.push(next);
-                    Ok(())
-                })
-                .await;
-            if let Err(e) = pushed {
-                return Err(e.into());
-            }
-            answer = engine
-                .drive_holding(ctx, left, events, stats, Some(held.clone()), None)
-                .await;
+        let mut behaviours: Vec<Box<dyn Around + '_>> = vec![
+            Box::new(QueueDrain),
+            Box::new(StopHooks::new(
+                self.config.hooks.clone(),
+                self.ws.root.clone(),
+                None,
+            )),
+            Box::new(GoalCheck::new(self.config.agent.goal_timeout_s)),
+        ];
+        Drive {
+            engine,
+            ctx,
+            events,
+            stats,
+            held: Some(held.clone()),
+            max_turns: max_turns.unwrap_or(self.config.agent.max_turns),
         }
-    }
-
-    /// Ends a run whose goal is not met: the goal is marked so (the next run takes it up) and
-    /// the answer says why.
-    async fn goal_not_met(&self, engine: &Engine, ctx: &ToolContext, message: String) -> Answer {
-        super::goal::give_up(engine, &ctx.session_id).await?;
-        Ok(Ok(AgentResponse {
-            status: AgentStatus::GoalNotMet,
-            message,
-        }))
+        .run(first, &mut behaviours)
+        .await
     }
 
     /// Finishes a run: its status from the agent's answer, the closing file checkpoint, the

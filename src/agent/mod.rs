@@ -6,6 +6,7 @@
 //! ids, records messages and moves the session through its states, for runs and chats alike;
 //! what the agent answers never depends on a session id (the id appears in its log lines only).
 
+mod around;
 mod chat;
 mod chat_handle;
 mod conversation;

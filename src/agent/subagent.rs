@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use futures_util::future::BoxFuture;
 
+use super::around::{Around, Drive, StopHooks};
 use super::engine::Engine;
 use super::meter::Spender;
 use super::turn::TurnStats;
@@ -208,49 +209,24 @@ impl Engine {
         let mut stats = TurnStats::default();
         let started = Instant::now();
         let max_turns = inner.config.agent.max_turns;
-        let run = async {
-            let mut answer = self.drive(&ctx, max_turns, &sink, &mut stats).await;
-            // The `subagent-stop` hooks may keep a subagent (never an advisor) going, a bounded
-            // number of times and within its turns.
-            let mut kept_going = 0;
-            while !advisor
-                && kept_going < inner.config.hooks.max_stop_continuations
-                && stats.turns < max_turns
-                && let Ok(Ok(response)) = &answer
-                && response.status == AgentStatus::Completed
-            {
-                let final_message = response.message.clone();
-                let outcome = crate::hooks::fire(
-                    &inner.config.hooks,
-                    crate::hooks::Hook::SubagentStop,
-                    &inner.ws.root,
-                    || {
-                        serde_json::json!({"session_id": child, "agent": target, "caller_session_id": parent.session_id, "final_message": final_message, "stop_hook_active": kept_going > 0})
-                    },
-                )
-                .await;
-                let crate::hooks::HookOutcome::Blocked(reason) = outcome else {
-                    break;
-                };
-                kept_going += 1;
-                tracing::info!(session = %child, op = "hook", event = "subagent-stop", result = "continued", "{reason}");
-                let next = Message::new(Role::User, reason, Utc::now());
-                if let Err(e) = inner
-                    .store
-                    .update_async(&child, Utc::now(), move |state| {
-                        state.session.messages.push(next);
-                        Ok(())
-                    })
-                    .await
-                {
-                    answer = Err(ToolError::fatal_from(e));
-                    break;
-                }
-                let left = max_turns.saturating_sub(stats.turns);
-                answer = self.drive(&ctx, left, &sink, &mut stats).await;
-            }
-            answer
-        };
+        // The `subagent-stop` hooks may keep a subagent (never an advisor) going.
+        let mut behaviours: Vec<Box<dyn Around + '_>> = Vec::new();
+        if !advisor {
+            behaviours.push(Box::new(StopHooks::new(
+                inner.config.hooks.clone(),
+                inner.ws.root.clone(),
+                Some(parent.session_id.clone()),
+            )));
+        }
+        let run = Drive {
+            engine: self,
+            ctx: &ctx,
+            events: &sink,
+            stats: &mut stats,
+            held: None,
+            max_turns,
+        }
+        .run(None, &mut behaviours);
         let result = tokio::time::timeout(timeout, run).await;
         let metrics = CallMetrics {
             duration_ms: started.elapsed().as_millis() as u64,

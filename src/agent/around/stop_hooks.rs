@@ -1,0 +1,82 @@
+//! The user's `stop` hooks (a run) and `subagent-stop` hooks (a subagent's run): a hook that
+//! blocks keeps the agent going with its reason as the next input, a bounded number of times
+//! (`hooks.max_stop_continuations`) and never past the run's turns.
+
+use futures_util::future::BoxFuture;
+use serde_json::{Value, json};
+
+use super::{Around, Next, Stopped};
+use crate::hooks::{self, Hook, HookOutcome};
+use crate::tools::ToolError;
+
+/// Fires the stop hooks of a run (`caller` unset) or of a subagent called by session `caller`.
+pub(in crate::agent) struct StopHooks {
+    pub hooks: crate::config::HooksConfig,
+    pub root: std::path::PathBuf,
+    /// The session that called this subagent; `None` for a run.
+    pub caller: Option<String>,
+    kept_going: u32,
+}
+
+impl StopHooks {
+    pub fn new(
+        hooks: crate::config::HooksConfig,
+        root: std::path::PathBuf,
+        caller: Option<String>,
+    ) -> StopHooks {
+        StopHooks {
+            hooks,
+            root,
+            caller,
+            kept_going: 0,
+        }
+    }
+
+    fn hook(&self) -> Hook {
+        match self.caller {
+            Some(_) => Hook::SubagentStop,
+            None => Hook::Stop,
+        }
+    }
+
+    /// What the hook reads on its standard input (Claude Code's fields).
+    fn payload(&self, stopped: &Stopped<'_>) -> Value {
+        let mut payload = serde_json::Map::new();
+        payload.insert("session_id".into(), json!(stopped.ctx.session_id));
+        payload.insert("agent".into(), json!(stopped.ctx.agent));
+        if let Some(caller) = &self.caller {
+            payload.insert("caller_session_id".into(), json!(caller));
+        }
+        payload.insert("final_message".into(), json!(stopped.answer));
+        payload.insert("stop_hook_active".into(), json!(self.kept_going > 0));
+        Value::Object(payload)
+    }
+}
+
+impl Around for StopHooks {
+    fn on_stop<'a>(
+        &'a mut self,
+        stopped: &'a Stopped<'a>,
+    ) -> BoxFuture<'a, Result<Next, ToolError>> {
+        Box::pin(async move {
+            let hook = self.hook();
+            if self.kept_going >= self.hooks.max_stop_continuations
+                || stopped.turns_left == 0
+                || !hooks::configured(&self.hooks, hook)
+            {
+                return Ok(Next::Pass);
+            }
+            // The hook may read the session: the answer is in it.
+            stopped.flush().await?;
+            let payload = self.payload(stopped);
+            let HookOutcome::Blocked(reason) =
+                hooks::fire(&self.hooks, hook, &self.root, || payload).await
+            else {
+                return Ok(Next::Pass);
+            };
+            self.kept_going += 1;
+            tracing::info!(session = %stopped.ctx.session_id, op = "hook", event = hook.name(), result = "continued", "{reason}");
+            Ok(Next::Continue(reason))
+        })
+    }
+}
