@@ -23,7 +23,7 @@
 //! no edge; a path through it counts as an edge to the file that defines the item, so
 //! `summarize.rs`'s `super::RunError` is an edge to the file `RunError` is defined in.
 //!
-//! The layering these tests keep is drawn in AGENTS.md ("Architecture").
+//! The layering these tests keep is drawn in AGENTS.md ("Layers").
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
