@@ -15,7 +15,8 @@ use nop::config::{NetworkMode, SandboxMode};
 use nop::permissions::{Effect, Policy, ShellView, load_policy};
 use nop::sandbox::Mechanism;
 use nop::tools::SandboxSettings;
-use nop::tools::confine::{self, Machine, shown};
+use nop::tools::confine::{self, Machine};
+use nop::tools::shown;
 use nop::workspace::Workspace;
 
 #[derive(Debug, Subcommand)]

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use super::{Config, ConfigError, Origin, check_leaf, edit, first_line, flatten, keys, to_value};
+use super::{Config, ConfigError, Origin, check_leaf, first_line, flatten, keys, layout, to_value};
 use crate::protocol::TextPos;
 
 /// The user's configuration file: `$XDG_CONFIG_HOME/nop/config.yml`, else
@@ -137,7 +137,7 @@ fn explain(text: &str, error: ConfigError) -> ConfigError {
         return ConfigError::Parse { path, pos, message };
     };
     // The parser's position is the more precise one when it is on the key's line.
-    let pos = match (edit::position_of(text, &key), pos) {
+    let pos = match (layout::position_of(text, &key), pos) {
         (Some(at), Some(pos)) if at.line == pos.line => Some(pos),
         (Some(at), _) => Some(at),
         (None, pos) => pos,

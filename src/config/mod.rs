@@ -15,6 +15,7 @@ mod edit;
 mod file;
 mod hooks;
 mod keys;
+mod layout;
 pub mod servers;
 
 use std::collections::BTreeMap;

@@ -124,7 +124,7 @@ pub(super) fn landlock_view(policy: &Policy, options: &ShellOptions) -> ShellVie
     }
 
     // What the namespace view would protect, for explanations; pins mean nothing here.
-    let exact = super::shell_view::shell_view(
+    let exact = super::shell_view::namespace_view(
         policy,
         &ShellOptions {
             mechanism: Mechanism::Namespaces,

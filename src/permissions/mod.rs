@@ -29,7 +29,7 @@ mod shell_view;
 pub use gitlinks::{git_tracks, gitlinks};
 #[cfg(test)]
 pub(crate) use shell_view::test_support;
-pub use shell_view::{Effect, Layers, Protection, ShellOptions, ShellView, shell_view};
+pub use shell_view::{Effect, Layers, Protection, ShellOptions, ShellView};
 
 pub use approval::{ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, Ask, Denial, Gate};
 pub use load::{
@@ -41,3 +41,26 @@ pub use policy::{
 };
 pub use scope::command_matches;
 pub use scope::{Action, Scope};
+
+/// The confinement of shell commands under `policy`.
+pub fn shell_view(policy: &Policy, options: &ShellOptions) -> ShellView {
+    use crate::sandbox::{Mechanism, Spec};
+    match options.mechanism {
+        Mechanism::Namespaces => shell_view::namespace_view(policy, options),
+        Mechanism::Landlock => landlock_map::landlock_view(policy, options),
+        Mechanism::Unconfined => ShellView {
+            spec: Spec {
+                mechanism: Mechanism::Unconfined,
+                required: options.required,
+                grants: Vec::new(),
+                mounts: Vec::new(),
+                network: true,
+                parent: Some(std::process::id()),
+            },
+            writable_roots: vec![std::path::PathBuf::from("/")],
+            protections: Vec::new(),
+            limits: vec!["nothing is confined: commands run with your rights".to_string()],
+            git_layers: Vec::new(),
+        },
+    }
+}

@@ -197,28 +197,6 @@ impl ShellView {
     }
 }
 
-/// The confinement of shell commands under `policy`.
-pub fn shell_view(policy: &Policy, options: &ShellOptions) -> ShellView {
-    match options.mechanism {
-        Mechanism::Namespaces => namespace_view(policy, options),
-        Mechanism::Landlock => super::landlock_map::landlock_view(policy, options),
-        Mechanism::Unconfined => ShellView {
-            spec: Spec {
-                mechanism: Mechanism::Unconfined,
-                required: options.required,
-                grants: Vec::new(),
-                mounts: Vec::new(),
-                network: true,
-                parent: Some(std::process::id()),
-            },
-            writable_roots: vec![PathBuf::from("/")],
-            protections: Vec::new(),
-            limits: vec!["nothing is confined: commands run with your rights".to_string()],
-            git_layers: Vec::new(),
-        },
-    }
-}
-
 /// Writable roots: the repository, the temp directories, and the subtrees absolute `read`
 /// rules name, existing and canonical, outermost first.
 pub(super) fn writable_roots(policy: &Policy, options: &ShellOptions) -> Vec<PathBuf> {
@@ -249,7 +227,7 @@ pub(super) fn writable_roots(policy: &Policy, options: &ShellOptions) -> Vec<Pat
     out
 }
 
-fn namespace_view(policy: &Policy, options: &ShellOptions) -> ShellView {
+pub(super) fn namespace_view(policy: &Policy, options: &ShellOptions) -> ShellView {
     let root = policy.root();
     let roots = writable_roots(policy, options);
     let mut limits = Vec::new();
@@ -591,7 +569,7 @@ pub(crate) mod test_support {
     pub(crate) fn view_of(root: &Path, agent: &str) -> ShellView {
         crate::trust::accept_workspace(&crate::trust::process_env(), root).unwrap();
         let policy = crate::permissions::load_policy(root, agent).unwrap();
-        shell_view(
+        crate::permissions::shell_view(
             &policy,
             &ShellOptions {
                 layers: Default::default(),

@@ -3,6 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use serde::Serialize;
+
 use crate::protocol::TextPos;
 
 #[derive(Debug, thiserror::Error)]
@@ -60,7 +62,7 @@ pub enum SessionError {
     )]
     Referenced {
         session: String,
-        references: Vec<super::delete::Reference>,
+        references: Vec<Reference>,
     },
 
     #[error("session {session} has no snapshot `{snapshot}`")]
@@ -82,3 +84,49 @@ impl SessionError {
 }
 
 pub type Result<T, E = SessionError> = std::result::Result<T, E>;
+
+/// How another session refers to the one being deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReferenceKind {
+    /// It was forked from it (`parentSession.id`).
+    Fork,
+    /// A subagent or advisor it called (`caller.sessionId`).
+    Subagent,
+    /// It could not be read, so whether it refers to it is unknown.
+    Unreadable,
+}
+
+/// A session that refers to the one being deleted.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reference {
+    pub id: String,
+    pub kind: ReferenceKind,
+    /// For a fork: the snapshot it was made from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub snapshot_id: Option<String>,
+    /// For an unreadable session: why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl std::fmt::Display for Reference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.kind, &self.snapshot_id, &self.error) {
+            (ReferenceKind::Fork, Some(snap), _) => {
+                write!(f, "{} (forked from it, snapshot {snap})", self.id)
+            }
+            (ReferenceKind::Fork, None, _) => write!(f, "{} (forked from it)", self.id),
+            (ReferenceKind::Subagent, ..) => write!(f, "{} (a subagent it called)", self.id),
+            (ReferenceKind::Unreadable, _, Some(e)) => {
+                write!(
+                    f,
+                    "{} (cannot be read, so it may refer to it: {e})",
+                    self.id
+                )
+            }
+            (ReferenceKind::Unreadable, ..) => write!(f, "{} (cannot be read)", self.id),
+        }
+    }
+}

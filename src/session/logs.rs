@@ -55,7 +55,7 @@ impl Store {
 
     /// Records a failed call in a new `error-<ts>.log`; returns its path.
     pub fn write_error_log(&self, id: &str, record: &ErrorRecord) -> Result<PathBuf> {
-        let bytes = super::store::pretty_json(record, "an error log")?;
+        let bytes = super::json::pretty_json(record, "an error log")?;
         self.write_new_log(id, "error", record.timestamp, &bytes)
     }
 

@@ -21,6 +21,7 @@
 mod atomic;
 mod delete;
 mod error;
+mod json;
 mod lock;
 mod logs;
 mod nonblocking;
@@ -34,14 +35,15 @@ pub use atomic::{commit_files, create_new_atomic, replace_file, sync_dir, write_
 
 /// `value` as indented JSON for a file, or an error naming `what` (never empty bytes to write).
 pub fn to_json(value: &impl serde::Serialize, what: &str) -> Result<Vec<u8>, SessionError> {
-    store::pretty_json(value, what)
+    json::pretty_json(value, what)
 }
-pub use delete::{Deleted, Reference, ReferenceKind};
-pub use error::{Result, SessionError};
+pub use delete::Deleted;
+pub use error::{Reference, ReferenceKind, Result, SessionError};
 pub use lock::{LockKind, SessionLock, Waited, lock_file};
 pub use logs::ErrorRecord;
 pub use run_lock::RunGuard;
-pub use store::{Checkpointer, Problem, Recent, SessionState, SessionSummary, Store};
+pub use store::{Checkpointer, Problem, Recent, SessionState, Store};
+pub use summary_cache::SessionSummary;
 
 pub const SESSION_FILE: &str = "session.json";
 pub const PLAN_FILE: &str = "plan.xml";

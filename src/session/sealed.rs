@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use super::atomic;
 use super::error::{Result, SessionError};
-use super::store::parse_versioned_json;
+use super::json::parse_versioned_json;
 use crate::protocol::{Message, SEALED_VERSION, SealedFile, SealedMessages, new_id};
 
 const PREFIX: &str = "messages-";
@@ -91,7 +91,7 @@ impl NewSealed {
             first: usize,
             messages: &'a [Message],
         }
-        super::store::pretty_json(
+        super::json::pretty_json(
             &Borrowed {
                 version: SEALED_VERSION,
                 first: self.first,
@@ -426,7 +426,7 @@ mod tests {
         let read = store.read_snapshot(&id, &snapshot).expect("read back");
         assert_eq!(read.session, state.session);
         assert_eq!(read.session.messages.len(), 30);
-        let expected = crate::session::store::pretty_json(&read, "a snapshot").expect("serialise");
+        let expected = crate::session::json::pretty_json(&read, "a snapshot").expect("serialise");
         assert_eq!(
             String::from_utf8_lossy(&written),
             String::from_utf8_lossy(&expected)

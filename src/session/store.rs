@@ -10,15 +10,17 @@ use serde::Serialize;
 
 use super::atomic::{self, TEMP_PREFIX};
 use super::error::{Result, SessionError};
+use super::json::{parse_versioned_json, pretty_json};
 use super::lock::{LockKind, SessionLock};
 use super::run_lock::RunGuard;
 use super::sealed;
 use super::summary_cache;
+use super::summary_cache::SessionSummary;
 use super::{PLAN_FILE, SESSION_FILE, SESSION_LOG, snapshot_file_name};
 use crate::protocol::ids::looks_like_id;
 use crate::protocol::{
     Message, ParentSession, Plan, SESSION_VERSION, SNAPSHOT_VERSION, SealedMessages, SessionFile,
-    SessionStatus, Snapshot, TextPos, new_id,
+    SessionStatus, Snapshot, new_id,
 };
 
 /// A session read whole: its state with every message in `session.messages` (those of the
@@ -75,27 +77,6 @@ impl Recent {
 
 fn earlier_count(session: &SessionFile) -> usize {
     session.earlier_messages.iter().map(|n| n.count).sum()
-}
-
-/// One line of `nop sessions list`.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SessionSummary {
-    pub id: String,
-    pub agent: String,
-    pub status: SessionStatus,
-    pub created_at: DateTime<Utc>,
-    pub updated_at: DateTime<Utc>,
-    pub messages: usize,
-    pub parent: Option<String>,
-    /// The first thing the user asked, on one line (none yet: empty); for a fork, the first
-    /// thing asked after the fork (none yet: the parent's, marked `(fork)`).
-    pub title: String,
-    /// The model answered at least once (a run that failed at once did not).
-    #[serde(skip)]
-    pub answered: bool,
-    /// A subagent's or advisor's session (called by another session), not one a person started.
-    pub called: bool,
 }
 
 /// Something `nop sessions check` found wrong, with the file it is in.
@@ -1058,18 +1039,6 @@ fn session_bytes(session: &SessionFile) -> Result<Vec<u8>> {
     pretty_json(session, SESSION_FILE)
 }
 
-/// Indented JSON with a final newline, as every JSON file of a session is written (readable and
-/// diffable by hand). A value that cannot be written (it should never happen with plain data)
-/// is an error naming `what`, never an empty file.
-pub(crate) fn pretty_json(value: &impl Serialize, what: &str) -> Result<Vec<u8>> {
-    let mut bytes = serde_json::to_vec_pretty(value).map_err(|e| SessionError::Serialize {
-        what: what.to_string(),
-        message: e.to_string(),
-    })?;
-    bytes.extend_from_slice(b"\n");
-    Ok(bytes)
-}
-
 /// session.json as it is: its state, the sealed files it names, the messages after them.
 pub(super) fn read_session_json(dir: &Path, id: &str) -> Result<SessionFile> {
     let path = dir.join(SESSION_FILE);
@@ -1112,64 +1081,4 @@ fn read_plan_file(dir: &Path) -> Result<Plan> {
 fn read_snapshot_file(path: &Path) -> Result<Snapshot> {
     let bytes = fs::read(path).map_err(SessionError::io(path))?;
     parse_versioned_json(path, &bytes, SNAPSHOT_VERSION)
-}
-
-/// A file format that carries a `version` field.
-pub(crate) trait Versioned {
-    fn version(&self) -> u32;
-}
-
-impl Versioned for SessionFile {
-    fn version(&self) -> u32 {
-        self.version
-    }
-}
-
-impl Versioned for Snapshot {
-    fn version(&self) -> u32 {
-        self.version
-    }
-}
-
-impl Versioned for crate::protocol::SealedFile {
-    fn version(&self) -> u32 {
-        self.version
-    }
-}
-
-/// Parses a JSON file that carries a `version`, telling a newer format from a broken file.
-pub(super) fn parse_versioned_json<T: serde::de::DeserializeOwned + Versioned>(
-    path: &Path,
-    bytes: &[u8],
-    supported: u32,
-) -> Result<T> {
-    #[derive(serde::Deserialize)]
-    struct OnlyVersion {
-        version: u32,
-    }
-    let too_new = |found: u32| SessionError::TooNew {
-        path: path.to_path_buf(),
-        found,
-        supported,
-    };
-    match serde_json::from_slice::<T>(bytes) {
-        Ok(value) if value.version() > supported => Err(too_new(value.version())),
-        Ok(value) => Ok(value),
-        Err(e) => Err(match serde_json::from_slice::<OnlyVersion>(bytes) {
-            Ok(v) if v.version > supported => too_new(v.version),
-            _ => SessionError::Corrupt {
-                path: path.to_path_buf(),
-                pos: (e.line() > 0).then_some(TextPos {
-                    line: e.line(),
-                    column: e.column(),
-                }),
-                message: e
-                    .to_string()
-                    .split(" at line ")
-                    .next()
-                    .unwrap_or_default()
-                    .to_string(),
-            },
-        }),
-    }
 }

@@ -17,8 +17,29 @@ use serde::{Deserialize, Serialize};
 
 use super::SESSION_FILE;
 use super::atomic::TEMP_PREFIX;
-use super::store::SessionSummary;
-use crate::protocol::{Message, Role, SessionFile};
+use crate::protocol::{Message, Role, SessionFile, SessionStatus};
+use chrono::{DateTime, Utc};
+
+/// One line of `nop sessions list`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSummary {
+    pub id: String,
+    pub agent: String,
+    pub status: SessionStatus,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    pub messages: usize,
+    pub parent: Option<String>,
+    /// The first thing the user asked, on one line (none yet: empty); for a fork, the first
+    /// thing asked after the fork (none yet: the parent's, marked `(fork)`).
+    pub title: String,
+    /// The model answered at least once (a run that failed at once did not).
+    #[serde(skip)]
+    pub answered: bool,
+    /// A subagent's or advisor's session (called by another session), not one a person started.
+    pub called: bool,
+}
 
 pub const SUMMARY_FILE: &str = "summary.json";
 

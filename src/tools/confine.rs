@@ -7,7 +7,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::SandboxSettings;
+use super::{SandboxSettings, shown};
 use crate::config::{NamespacesMode, NetworkMode, SandboxMode};
 use crate::permissions::{Effect, Layers, Policy, ShellOptions, ShellView};
 use crate::sandbox::{self, Enforcement, Mechanism};
@@ -618,15 +618,6 @@ fn note_for(view: &ShellView, root: &Path, path: &Path, busy: bool) -> Option<(P
             })
         }
         _ => None,
-    }
-}
-
-/// A path for a note: relative to the repository root when inside it.
-pub fn shown(root: &Path, path: &Path) -> String {
-    match path.strip_prefix(root) {
-        Ok(relative) if relative.as_os_str().is_empty() => ".".to_string(),
-        Ok(relative) => relative.display().to_string(),
-        Err(_) => path.display().to_string(),
     }
 }
 

@@ -157,7 +157,7 @@ pub fn apply(layers: &[(PathBuf, PathBuf)], root: &Path) -> Applied {
     applied.refused = applied
         .refused
         .iter()
-        .map(|p| crate::tools::confine::shown(root, Path::new(p)))
+        .map(|p| super::shown(root, Path::new(p)))
         .collect();
     // Objects before what names them, the index and HEAD last.
     changes.sort_by_key(|(order, _)| *order);

@@ -519,6 +519,15 @@ pub fn schema_of<A: JsonSchema + 'static>() -> Value {
 /// calls one is told so; they are never offered.
 pub const NOT_YET_AVAILABLE: &[(&str, &str)] = &[];
 
+/// A path for a note: relative to the repository root when inside it.
+pub fn shown(root: &std::path::Path, path: &std::path::Path) -> String {
+    match path.strip_prefix(root) {
+        Ok(relative) if relative.as_os_str().is_empty() => ".".to_string(),
+        Ok(relative) => relative.display().to_string(),
+        Err(_) => path.display().to_string(),
+    }
+}
+
 /// The tools of a run.
 pub struct Registry {
     tools: Vec<std::sync::Arc<dyn Tool>>,
