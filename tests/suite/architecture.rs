@@ -1,6 +1,6 @@
 //! The library's architecture, checked from its source text (issue 27): no import circle between
 //! its top-level modules (`src/<module>/` and `src/<file>.rs` under `src/lib.rs`), none through
-//! a re-export, and no circle between the files of `src/agent/`.
+//! a re-export, and no circle between the files of any of them (`src/session/`, `src/agent/`, …).
 //!
 //! What counts as a reference, in every `src/**/*.rs` of the library (not `src/cli/`,
 //! `src/main.rs`, `src/bin/`), comments and string literals blanked out first:
@@ -19,9 +19,10 @@
 //!
 //! Test code (`#[cfg(test)] mod …` and `#[cfg(test)] use …`) is left out: a unit test may build
 //! its fixture with a module above its own (`workspace::init` in a permissions test). In the file
-//! graph of `src/agent/`, `mod.rs`'s `pub use` of its own files is the module's facade and makes
-//! no edge; a path through it counts as an edge to the file that defines the item, so
-//! `summarize.rs`'s `super::RunError` is an edge to the file `RunError` is defined in.
+//! graph of a module, its `mod.rs` using its own files (re-exporting or calling them) is the
+//! module's facade and makes no edge; a path through a re-export counts as an edge to the file
+//! that defines the item, so `summarize.rs`'s `super::RunError` is an edge to the file
+//! `RunError` is defined in. The binary's `src/cli/` is not scanned.
 //!
 //! The layering these tests keep is drawn in AGENTS.md ("Layers").
 
@@ -50,8 +51,6 @@ struct Reference {
     written: String,
     /// Written in `#[cfg(test)]` code.
     test: bool,
-    /// A `pub use` (any visibility but private).
-    public: bool,
 }
 
 /// What a module's `use` declarations bind: name → absolute path.
@@ -415,9 +414,8 @@ fn scan() -> Scan {
             let from = module_at(file, inline, at);
             let line = file.text[..at].lines().count().max(1);
             let test = in_test(&from) || test_uses.contains(&(index, at));
-            let public = caps.get(1).is_some();
             for item in expand_use_tree(&caps[3]) {
-                uses.push((index, line, from.clone(), item, test, public));
+                uses.push((index, line, from.clone(), item, test));
             }
         }
     }
@@ -427,7 +425,7 @@ fn scan() -> Scan {
     let mut bindings = Bindings::new();
     let mut refs = Vec::new();
     let mut pending = Vec::new();
-    for (file, line, from, item, test, public) in uses {
+    for (file, line, from, item, test) in uses {
         let written = item.segments.join("::");
         let path = absolute(&from, &item.segments).or_else(|| {
             let first = item.segments.first()?;
@@ -454,13 +452,12 @@ fn scan() -> Scan {
                     path,
                     written,
                     test,
-                    public,
                 });
             }
-            None => pending.push((file, line, from, item, written, test, public)),
+            None => pending.push((file, line, from, item, written, test)),
         }
     }
-    for (file, line, from, item, written, test, public) in pending {
+    for (file, line, from, item, written, test) in pending {
         let Some(first) = item.segments.first() else {
             continue;
         };
@@ -482,7 +479,6 @@ fn scan() -> Scan {
             path,
             written,
             test,
-            public,
         });
     }
     for refer in &mut refs {
@@ -511,7 +507,6 @@ fn scan() -> Scan {
                 file: index,
                 line: file.text[..at].lines().count().max(1),
                 test: in_test(&from),
-                public: false,
                 from,
                 path,
                 written: found.as_str().to_string(),
@@ -569,10 +564,11 @@ impl Scan {
 
     /// The files of one top-level module: a path's node is the file that defines it.
     ///
-    /// A module's `pub use` of its own descendants is its facade, not a dependency of its code:
-    /// it makes no edge here (the paths that go through it are followed to the defining file).
+    /// A module's root using its own descendants (`mod.rs` re-exporting or calling them) is its
+    /// facade, not a dependency of its code: it makes no edge here (the paths that go through a
+    /// re-export are followed to the defining file).
     fn files_of(&self, top: &str) -> Edges {
-        let facade = |r: &Reference| r.public && r.path.starts_with(&r.from);
+        let facade = |r: &Reference| r.path.starts_with(&r.from);
         self.edges(
             |r| !r.test && !facade(r),
             |path| {
@@ -696,12 +692,27 @@ fn no_import_circle_between_top_level_modules() {
 }
 
 #[test]
-fn no_import_circle_between_the_files_of_agent() {
-    let edges = scan().files_of("agent");
-    println!("{}", graph_text(&edges));
-    if let Some(circles) = describe(&edges) {
-        panic!("import circles between the files of src/agent/:\n{circles}");
+fn no_import_circle_between_the_files_of_any_module() {
+    let scan = scan();
+    let tops: BTreeSet<String> = scan
+        .file_modules
+        .iter()
+        .filter(|m| m.len() > 1)
+        .map(|m| m[0].clone())
+        .collect();
+    let mut found = Vec::new();
+    for top in tops {
+        let edges = scan.files_of(&top);
+        println!("{}", graph_text(&edges));
+        if let Some(circles) = describe(&edges) {
+            found.push(format!("src/{top}/:\n{circles}"));
+        }
     }
+    assert!(
+        found.is_empty(),
+        "import circles between the files of a module:\n{}",
+        found.join("\n")
+    );
 }
 
 #[test]
