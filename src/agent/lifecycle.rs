@@ -630,8 +630,10 @@ impl Runtime {
             stats,
             held: Some(held.clone()),
             max_turns: max_turns.unwrap_or(self.config.agent.max_turns),
+            first,
+            behaviours: &mut behaviours,
         }
-        .run(first, &mut behaviours)
+        .run()
         .await
     }
 

@@ -225,8 +225,10 @@ impl Engine {
             stats: &mut stats,
             held: None,
             max_turns,
+            first: None,
+            behaviours: &mut behaviours,
         }
-        .run(None, &mut behaviours);
+        .run();
         let result = tokio::time::timeout(timeout, run).await;
         let metrics = CallMetrics {
             duration_ms: started.elapsed().as_millis() as u64,

@@ -50,17 +50,11 @@ impl Around for GoalCheck {
             };
             let cancelled = stopped.ctx.cancel.is_cancelled();
             if stopped.turns_left == 0 || Instant::now() >= self.deadline || cancelled {
-                let limit = if stopped.turns_left == 0 {
-                    format!(
-                        "its {} model requests (--max-turns) are used up",
-                        stopped.max_turns
-                    )
-                } else {
-                    "agent.goal_timeout_s has passed".to_string()
-                };
-                let message = format!(
-                    "the goal is not met ({reason}) and {limit}; continue with `nop run --session {}`",
-                    stopped.ctx.session_id
+                let message = out_of_room(
+                    &reason,
+                    stopped.turns_left,
+                    stopped.max_turns,
+                    &stopped.ctx.session_id,
                 );
                 return not_met(stopped, message).await;
             }
@@ -78,6 +72,19 @@ impl Around for GoalCheck {
     }
 }
 
+/// Why a run whose goal is not met (`reason`) stops: its turns are used up (none left of
+/// `max_turns`) or its time has passed.
+fn out_of_room(reason: &str, turns_left: u32, max_turns: u32, session: &str) -> String {
+    let limit = if turns_left == 0 {
+        format!("its {max_turns} model requests (--max-turns) are used up")
+    } else {
+        "agent.goal_timeout_s has passed".to_string()
+    };
+    format!(
+        "the goal is not met ({reason}) and {limit}; continue with `nop run --session {session}`"
+    )
+}
+
 /// Ends a run whose goal is not met: the goal is marked so (the next run takes it up) and the
 /// answer says why.
 async fn not_met(stopped: &Stopped<'_>, message: String) -> Result<Next, ToolError> {
@@ -86,4 +93,24 @@ async fn not_met(stopped: &Stopped<'_>, message: String) -> Result<Next, ToolErr
         status: AgentStatus::GoalNotMet,
         message,
     }))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn a_goal_out_of_room_says_which_limit_and_how_to_go_on() {
+        assert_eq!(
+            out_of_room("tests fail", 0, 30, "s1"),
+            "the goal is not met (tests fail) and its 30 model requests (--max-turns) are used \
+             up; continue with `nop run --session s1`"
+        );
+        assert_eq!(
+            out_of_room("tests fail", 4, 30, "s1"),
+            "the goal is not met (tests fail) and agent.goal_timeout_s has passed; continue \
+             with `nop run --session s1`"
+        );
+    }
 }

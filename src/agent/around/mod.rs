@@ -75,90 +75,274 @@ pub(super) trait Around: Send {
     ) -> BoxFuture<'a, Result<Next, ToolError>>;
 }
 
-/// How a loop drives the agent: its session, its events and counts, its turns.
-pub(super) struct Drive<'a> {
+/// What the loop drives: the agent on its session ([`Drive`]; a fake in tests).
+pub(super) trait Driven {
+    /// Drives the agent, at most `turns` model requests, until it answers.
+    fn drive(&mut self, turns: u32) -> BoxFuture<'_, Answer>;
+    /// Adds `text` to the session as the user's next message.
+    fn push_input(&mut self, text: String) -> BoxFuture<'_, Result<(), ToolError>>;
+    /// The model requests this run has made.
+    fn turns_used(&self) -> u32;
+    /// Asks the per-run behaviours, in order, about the agent's `answer`: the first that does
+    /// not pass decides.
+    fn ask<'a>(
+        &'a mut self,
+        answer: &'a str,
+        turns_left: u32,
+    ) -> BoxFuture<'a, Result<Next, ToolError>>;
+}
+
+/// The one loop: drives the agent, then asks what comes next each time it answers (completed),
+/// within one budget of `max_turns` model requests (a queued message, a new task, gets them
+/// all again).
+pub(super) async fn run_loop(driven: &mut impl Driven, max_turns: u32) -> Answer {
+    let mut answer = driven.drive(max_turns).await;
+    loop {
+        let last = match &answer {
+            Ok(Ok(r)) if r.status == AgentStatus::Completed => r.message.clone(),
+            _ => return answer,
+        };
+        let turns_left = max_turns.saturating_sub(driven.turns_used());
+        answer = match driven.ask(&last, turns_left).await? {
+            Next::Pass => return answer,
+            Next::Exit(answer) => return answer,
+            Next::NewTask => driven.drive(max_turns).await,
+            Next::Continue(text) => {
+                driven.push_input(text).await?;
+                driven.drive(turns_left).await
+            }
+        };
+    }
+}
+
+/// How a run or a subagent drives its agent: its session, its events and counts, its turns and
+/// its behaviours.
+pub(super) struct Drive<'a, 'b> {
     pub engine: &'a Engine,
     pub ctx: &'a ToolContext,
     pub events: &'a EventSink,
     pub stats: &'a mut TurnStats,
     pub held: Option<HeldAnswer>,
     pub max_turns: u32,
+    /// A new session's first write, waited for by the first drive.
+    pub first: Option<super::conversation::FirstWrite>,
+    pub behaviours: &'a mut [Box<dyn Around + 'b>],
 }
 
-impl Drive<'_> {
-    fn agent(&mut self, turns: u32) -> BoxFuture<'_, Answer> {
+impl Drive<'_, '_> {
+    /// Drives the agent and asks the behaviours, as the module says.
+    pub async fn run(mut self) -> Answer {
+        let max_turns = self.max_turns;
+        run_loop(&mut self, max_turns).await
+    }
+}
+
+impl Driven for Drive<'_, '_> {
+    fn drive(&mut self, turns: u32) -> BoxFuture<'_, Answer> {
+        let first = self.first.take();
         self.engine.drive_holding(
             self.ctx,
             turns,
             self.events,
             self.stats,
             self.held.clone(),
-            None,
+            first,
         )
     }
 
-    /// Drives the agent (its first drive with `first`, a new session's first write), then asks
-    /// `behaviours` each time it answers, as the module says.
-    pub async fn run(
-        mut self,
-        first: Option<super::conversation::FirstWrite>,
-        behaviours: &mut [Box<dyn Around + '_>],
-    ) -> Answer {
-        let mut answer = self
-            .engine
-            .drive_holding(
-                self.ctx,
-                self.max_turns,
-                self.events,
-                self.stats,
-                self.held.clone(),
-                first,
-            )
-            .await;
-        'answered: loop {
-            let last = match &answer {
-                Ok(Ok(r)) if r.status == AgentStatus::Completed => r.message.clone(),
-                _ => return answer,
-            };
-            let turns_left = self.max_turns.saturating_sub(self.stats.turns);
+    fn push_input(&mut self, text: String) -> BoxFuture<'_, Result<(), ToolError>> {
+        Box::pin(async move {
+            let message = Message::new(Role::User, text, Utc::now());
+            self.engine
+                .0
+                .store
+                .update_async(&self.ctx.session_id, Utc::now(), move |state| {
+                    state.session.status = SessionStatus::Running;
+                    state.session.messages.push(message);
+                    Ok(())
+                })
+                .await
+                .map_err(ToolError::fatal_from)
+        })
+    }
+
+    fn turns_used(&self) -> u32 {
+        self.stats.turns
+    }
+
+    fn ask<'a>(
+        &'a mut self,
+        answer: &'a str,
+        turns_left: u32,
+    ) -> BoxFuture<'a, Result<Next, ToolError>> {
+        Box::pin(async move {
             let stopped = Stopped {
                 engine: self.engine,
                 ctx: self.ctx,
                 events: self.events,
                 held: self.held.as_ref(),
-                answer: &last,
+                answer,
                 max_turns: self.max_turns,
                 turns_left,
             };
-            for behaviour in behaviours.iter_mut() {
+            for behaviour in self.behaviours.iter_mut() {
                 match behaviour.on_stop(&stopped).await? {
                     Next::Pass => continue,
-                    Next::Exit(answer) => return answer,
-                    Next::NewTask => {
-                        answer = self.agent(self.max_turns).await;
-                        continue 'answered;
-                    }
-                    Next::Continue(text) => {
-                        let message = Message::new(Role::User, text, Utc::now());
-                        let pushed = self
-                            .engine
-                            .0
-                            .store
-                            .update_async(&self.ctx.session_id, Utc::now(), move |state| {
-                                state.session.status = SessionStatus::Running;
-                                state.session.messages.push(message);
-                                Ok(())
-                            })
-                            .await;
-                        if let Err(e) = pushed {
-                            return Err(ToolError::fatal_from(e));
-                        }
-                        answer = self.agent(turns_left).await;
-                        continue 'answered;
-                    }
+                    decided => return Ok(decided),
                 }
             }
-            return answer;
+            Ok(Next::Pass)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    /// A session that answers from a script, spending `per_drive` turns each time.
+    #[derive(Default)]
+    struct Fake {
+        answers: Vec<Answer>,
+        decisions: Vec<Result<Next, ToolError>>,
+        per_drive: u32,
+        used: u32,
+        driven: Vec<u32>,
+        pushed: Vec<String>,
+        asked: Vec<(String, u32)>,
+        push_fails: bool,
+    }
+
+    fn completed(text: &str) -> Answer {
+        Ok(Ok(AgentResponse {
+            status: AgentStatus::Completed,
+            message: text.to_string(),
+        }))
+    }
+
+    impl Driven for Fake {
+        fn drive(&mut self, turns: u32) -> BoxFuture<'_, Answer> {
+            self.driven.push(turns);
+            self.used += self.per_drive.min(turns);
+            let answer = self.answers.remove(0);
+            Box::pin(async move { answer })
         }
+
+        fn push_input(&mut self, text: String) -> BoxFuture<'_, Result<(), ToolError>> {
+            self.pushed.push(text);
+            let fails = self.push_fails;
+            Box::pin(async move {
+                if fails {
+                    Err(ToolError::fatal_from(std::io::Error::other("disk full")))
+                } else {
+                    Ok(())
+                }
+            })
+        }
+
+        fn turns_used(&self) -> u32 {
+            self.used
+        }
+
+        fn ask<'a>(
+            &'a mut self,
+            answer: &'a str,
+            turns_left: u32,
+        ) -> BoxFuture<'a, Result<Next, ToolError>> {
+            self.asked.push((answer.to_string(), turns_left));
+            let decision = self.decisions.remove(0);
+            Box::pin(async move { decision })
+        }
+    }
+
+    fn message(answer: &Answer) -> String {
+        match answer {
+            Ok(Ok(r)) => format!("{:?}: {}", r.status, r.message),
+            Ok(Err(Interrupted)) => "interrupted".to_string(),
+            Err(e) => format!("error: {e}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_continuation_gets_the_turns_left_and_a_new_task_the_whole_budget() {
+        let mut fake = Fake {
+            answers: vec![completed("one"), completed("two"), completed("three")],
+            decisions: vec![
+                Ok(Next::Continue("the hook says go on".into())),
+                Ok(Next::NewTask),
+                Ok(Next::Pass),
+            ],
+            per_drive: 3,
+            ..Fake::default()
+        };
+        let answer = run_loop(&mut fake, 10).await;
+        assert_eq!(message(&answer), "Completed: three");
+        assert_eq!(fake.driven, [10, 7, 10]);
+        assert_eq!(fake.pushed, ["the hook says go on"]);
+        assert_eq!(
+            fake.asked,
+            [
+                ("one".to_string(), 7),
+                ("two".to_string(), 4),
+                ("three".to_string(), 1)
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn an_answer_that_is_not_completed_ends_the_loop_unasked() {
+        for answer in [
+            Ok(Ok(AgentResponse {
+                status: AgentStatus::WaitingInput,
+                message: "which file?".into(),
+            })),
+            Ok(Err(Interrupted)),
+            Err(ToolError::aborted()),
+        ] {
+            let expected = message(&answer);
+            let mut fake = Fake {
+                answers: vec![answer],
+                ..Fake::default()
+            };
+            assert_eq!(message(&run_loop(&mut fake, 5).await), expected);
+            assert!(fake.asked.is_empty());
+        }
+    }
+
+    #[tokio::test]
+    async fn an_exit_replaces_the_answer_and_a_failure_ends_the_run() {
+        let mut fake = Fake {
+            answers: vec![completed("done")],
+            decisions: vec![Ok(Next::Exit(Ok(Ok(AgentResponse {
+                status: AgentStatus::GoalNotMet,
+                message: "the goal is not met".into(),
+            }))))],
+            ..Fake::default()
+        };
+        assert_eq!(
+            message(&run_loop(&mut fake, 5).await),
+            "GoalNotMet: the goal is not met"
+        );
+        let mut fake = Fake {
+            answers: vec![completed("done")],
+            decisions: vec![Err(ToolError::aborted())],
+            ..Fake::default()
+        };
+        assert!(run_loop(&mut fake, 5).await.is_err());
+        // The next input cannot be written: the run ends with that error, not driven again.
+        let mut fake = Fake {
+            answers: vec![completed("done")],
+            decisions: vec![Ok(Next::Continue("more".into()))],
+            push_fails: true,
+            ..Fake::default()
+        };
+        let answer = run_loop(&mut fake, 5).await;
+        assert!(
+            message(&answer).contains("disk full"),
+            "{}",
+            message(&answer)
+        );
+        assert_eq!(fake.driven, [5]);
     }
 }

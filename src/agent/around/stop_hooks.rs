@@ -39,15 +39,16 @@ impl StopHooks {
         }
     }
 
-    /// What the hook reads on its standard input (Claude Code's fields).
-    fn payload(&self, stopped: &Stopped<'_>) -> Value {
+    /// What the hook reads on its standard input (Claude Code's fields) when the agent of
+    /// session `session_id` answered `answer`.
+    fn payload(&self, session_id: &str, agent: &str, answer: &str) -> Value {
         let mut payload = serde_json::Map::new();
-        payload.insert("session_id".into(), json!(stopped.ctx.session_id));
-        payload.insert("agent".into(), json!(stopped.ctx.agent));
+        payload.insert("session_id".into(), json!(session_id));
+        payload.insert("agent".into(), json!(agent));
         if let Some(caller) = &self.caller {
             payload.insert("caller_session_id".into(), json!(caller));
         }
-        payload.insert("final_message".into(), json!(stopped.answer));
+        payload.insert("final_message".into(), json!(answer));
         payload.insert("stop_hook_active".into(), json!(self.kept_going > 0));
         Value::Object(payload)
     }
@@ -68,7 +69,7 @@ impl Around for StopHooks {
             }
             // The hook may read the session: the answer is in it.
             stopped.flush().await?;
-            let payload = self.payload(stopped);
+            let payload = self.payload(&stopped.ctx.session_id, &stopped.ctx.agent, stopped.answer);
             let HookOutcome::Blocked(reason) =
                 hooks::fire(&self.hooks, hook, &self.root, || payload).await
             else {
@@ -78,5 +79,28 @@ impl Around for StopHooks {
             tracing::info!(session = %stopped.ctx.session_id, op = "hook", event = hook.name(), result = "continued", "{reason}");
             Ok(Next::Continue(reason))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn a_run_and_a_subagent_send_claude_codes_fields_in_its_order() {
+        let run = StopHooks::new(Default::default(), "/r".into(), None);
+        assert_eq!(run.hook(), Hook::Stop);
+        assert_eq!(
+            run.payload("s1", "coder", "done").to_string(),
+            r#"{"session_id":"s1","agent":"coder","final_message":"done","stop_hook_active":false}"#
+        );
+        let mut child = StopHooks::new(Default::default(), "/r".into(), Some("parent".into()));
+        child.kept_going = 1;
+        assert_eq!(child.hook(), Hook::SubagentStop);
+        assert_eq!(
+            child.payload("s2", "reviewer", "ok").to_string(),
+            r#"{"session_id":"s2","agent":"reviewer","caller_session_id":"parent","final_message":"ok","stop_hook_active":true}"#
+        );
     }
 }
