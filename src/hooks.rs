@@ -16,12 +16,12 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::config::HooksConfig;
 use crate::head_tail::HeadTail;
 
+pub use crate::protocol::{About, Hook, HookEvent, Mode};
 pub use claude::claude_tool_name;
 
 /// What the hooks of one event decided.
@@ -38,38 +38,7 @@ pub enum HookOutcome {
     Allowed,
 }
 
-/// The events hooks run at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Hook {
-    SessionStart,
-    UserPromptSubmit,
-    BeforeTool,
-    PermissionRequest,
-    AfterTool,
-    BeforeCompact,
-    Notification,
-    Stop,
-    SubagentStop,
-    SessionEnd,
-}
-
 impl Hook {
-    /// The event's name, as in the configuration and the hook's JSON (`"event"`).
-    pub fn name(self) -> &'static str {
-        match self {
-            Hook::SessionStart => "session-start",
-            Hook::UserPromptSubmit => "user-prompt-submit",
-            Hook::BeforeTool => "before-tool",
-            Hook::PermissionRequest => "permission-request",
-            Hook::AfterTool => "after-tool",
-            Hook::BeforeCompact => "before-compact",
-            Hook::Notification => "notification",
-            Hook::Stop => "stop",
-            Hook::SubagentStop => "subagent-stop",
-            Hook::SessionEnd => "session-end",
-        }
-    }
-
     /// Whether a hook of this event can block something (exit code 2, `decision: "block"`).
     fn can_block(self) -> bool {
         matches!(
@@ -79,13 +48,6 @@ impl Hook {
                 | Hook::PermissionRequest
                 | Hook::Stop
                 | Hook::SubagentStop
-        )
-    }
-
-    fn about_a_tool(self) -> bool {
-        matches!(
-            self,
-            Hook::BeforeTool | Hook::PermissionRequest | Hook::AfterTool
         )
     }
 }
@@ -141,18 +103,16 @@ fn seconds(s: f64) -> Duration {
 /// What a matcher is matched against: the tool's name (nop's, or Claude Code's for its
 /// hooks), how a session started, what started a compaction; `None` for events without
 /// matchers.
-fn subject(hook: Hook, payload: &Value, shape: Shape) -> Option<String> {
-    let text = |key: &str| payload.get(key).and_then(Value::as_str).map(str::to_string);
-    match hook {
-        _ if hook.about_a_tool() => {
-            let tool = text("tool")?;
-            Some(match shape {
-                Shape::Nop => tool,
-                Shape::Claude => claude_tool_name(&tool),
-            })
-        }
-        Hook::SessionStart => Some(claude::session_source(payload).to_string()),
-        Hook::BeforeCompact => Some(claude::compact_trigger(payload).to_string()),
+fn subject(event: &HookEvent<'_>, shape: Shape) -> Option<String> {
+    if let Some((tool, _)) = event.tool() {
+        return Some(match shape {
+            Shape::Nop => tool.to_string(),
+            Shape::Claude => claude_tool_name(tool),
+        });
+    }
+    match event {
+        HookEvent::SessionStart { resumed, .. } => Some(claude::session_source(*resumed).into()),
+        HookEvent::BeforeCompact { manual, .. } => Some(claude::compact_trigger(*manual).into()),
         _ => None,
     }
 }
@@ -165,33 +125,23 @@ fn matches(matcher: &str, subject: Option<&str>) -> bool {
     regex::Regex::new(&crate::config::matcher_pattern(matcher)).is_ok_and(|r| r.is_match(subject))
 }
 
-/// Runs the commands `config` has for `hook` (nop's own, then Claude Code's), within their
-/// time limits. `payload` (nop's shape) is only built when there is a command to read it (most
-/// runs have no hooks, and a tool call's payload copies its arguments and output).
-pub async fn fire(
-    config: &HooksConfig,
-    hook: Hook,
-    root: &Path,
-    payload: impl FnOnce() -> Value,
-) -> HookOutcome {
+/// Runs the commands `config` has for `event` (nop's own, then Claude Code's), within their
+/// time limits. Its JSON is only written when there is a command to read it (most runs have no
+/// hooks, and a tool call's copies its arguments and output).
+pub async fn fire(config: &HooksConfig, root: &Path, event: &HookEvent<'_>) -> HookOutcome {
+    let hook = event.hook();
     let entries = entries(config, hook);
     if entries.is_empty() {
         return HookOutcome::Continue;
     }
-    let mut payload = payload();
-    if let Value::Object(map) = &mut payload {
-        map.insert("event".into(), Value::String(hook.name().to_string()));
-    }
+    let payload = event.to_json();
     let nop_input = payload.to_string();
     let mut claude_input = None;
     let mut context = Vec::new();
     let mut allowed = false;
     let gate = crate::trust::Gate::new(config.trust_dir.clone().map(crate::trust::Store::at));
     for entry in entries {
-        if !matches(
-            entry.matcher,
-            subject(hook, &payload, entry.shape).as_deref(),
-        ) {
+        if !matches(entry.matcher, subject(event, entry.shape).as_deref()) {
             continue;
         }
         // Decided now, from the record and what the files hold now: a settings file or a
@@ -203,7 +153,7 @@ pub async fn fire(
         let input = match entry.shape {
             Shape::Nop => &nop_input,
             Shape::Claude => {
-                claude_input.get_or_insert_with(|| claude::input(hook, &payload, root).to_string())
+                claude_input.get_or_insert_with(|| claude::input(event, root).to_string())
             }
         };
         let command = entry.command;
@@ -342,34 +292,50 @@ async fn keep(stream: Option<impl tokio::io::AsyncRead + Unpin>, what: &str) -> 
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
 
+    const ABOUT: About<'static> = About {
+        session_id: "s1",
+        agent: "coder",
+    };
+
+    fn before_tool(arguments: &Value) -> HookEvent<'_> {
+        HookEvent::BeforeTool {
+            about: ABOUT,
+            tool: "x",
+            arguments: std::borrow::Cow::Borrowed(arguments),
+            mention: false,
+        }
+    }
+
     #[tokio::test]
-    async fn fire_runs_the_commands_of_its_event_and_builds_no_payload_without_any()
-    -> anyhow::Result<()> {
+    async fn fire_runs_the_commands_of_its_event_only() -> anyhow::Result<()> {
         let root = tempfile::tempdir()?;
         let config = HooksConfig {
             before_tool: vec!["echo \"no: $(cat)\" >&2; exit 2".into()],
             ..HooksConfig::default()
         };
-        let blocked = fire(
-            &config,
-            Hook::BeforeTool,
-            root.path(),
-            || json!({"tool": "x"}),
-        )
-        .await;
+        let blocked = fire(&config, root.path(), &before_tool(&json!({}))).await;
         assert_eq!(
             blocked,
-            HookOutcome::Blocked(r#"no: {"tool":"x","event":"before-tool"}"#.into())
+            HookOutcome::Blocked(
+                r#"no: {"session_id":"s1","agent":"coder","tool":"x","arguments":{},"event":"before-tool"}"#
+                    .into()
+            )
         );
-        let ran = fire(&config, Hook::AfterTool, root.path(), || {
-            unreachable!("no after-tool hook: no payload")
-        })
-        .await;
-        assert_eq!(ran, HookOutcome::Continue);
+        let after = HookEvent::AfterTool {
+            about: ABOUT,
+            tool: "x",
+            arguments: &Value::Null,
+            ok: true,
+            output: "".into(),
+        };
+        assert_eq!(
+            fire(&config, root.path(), &after).await,
+            HookOutcome::Continue
+        );
         Ok(())
     }
 
@@ -383,7 +349,7 @@ mod tests {
             ..HooksConfig::default()
         };
         let HookOutcome::Blocked(reason) =
-            fire(&config, Hook::BeforeTool, root.path(), || json!({})).await
+            fire(&config, root.path(), &before_tool(&json!({}))).await
         else {
             anyhow::bail!("not blocked");
         };

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::consult::{COMPRESSION_ADVISOR, Host, check_consistency, consult};
 use super::{CompressionDecision, compaction};
-use crate::hooks::{self, Hook};
+use crate::hooks::{self, About, HookEvent};
 use crate::protocol::events::Event;
 use crate::protocol::{CompressionRecord, Message, Role};
 use crate::providers::ChatRequest;
@@ -81,10 +81,16 @@ pub async fn compact(
         .as_ref()
         .map(|c| compaction::consistency_note(&c.decision, &c.repairs));
     let before = state.session.messages.len();
-    hooks::fire(&ctx.hooks, Hook::BeforeCompact, &ctx.root, || {
-        json!({"session_id": ctx.session_id, "agent": ctx.agent, "reason": reason, "trigger": if auto { "auto" } else { "manual" }, "messages": before})
-    })
-    .await;
+    let event = HookEvent::BeforeCompact {
+        about: About {
+            session_id: &ctx.session_id,
+            agent: &ctx.agent,
+        },
+        reason,
+        manual: !auto,
+        messages: before,
+    };
+    hooks::fire(&ctx.hooks, &ctx.root, &event).await;
     let (snapshot, state) = store
         .snapshot_of_async(&ctx.session_id, state, Utc::now())
         .await?;

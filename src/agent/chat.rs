@@ -5,13 +5,12 @@
 //! brings the matching memory in first, as in `nop run`.
 
 use chrono::{DateTime, Utc};
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::RunError;
 use crate::chat::{Reply, ScheduledReply, batch_instruction, parse_replies, schedule};
 use crate::config::Config;
-use crate::hooks::Hook;
+use crate::hooks::{About, HookEvent, Mode};
 use crate::protocol::{Message, Role, TokenUsage};
 use crate::providers::{ChatRequest, Provider};
 use crate::session::Store;
@@ -87,10 +86,15 @@ impl ChatSession {
         };
         chat.set_status(crate::protocol::SessionStatus::WaitingInput)
             .await?;
-        crate::hooks::fire(&config.hooks, Hook::SessionStart, &ws.root, || {
-            json!({"session_id": chat.id, "agent": chat.agent, "resumed": resumed, "mode": "chat"})
-        })
-        .await;
+        let event = HookEvent::SessionStart {
+            about: About {
+                session_id: &chat.id,
+                agent: &chat.agent,
+            },
+            resumed,
+            mode: Mode::Chat,
+        };
+        crate::hooks::fire(&config.hooks, &ws.root, &event).await;
         tracing::info!(session = %chat.id, agent = %chat.agent, op = "chat", result = "started", resumed, "chat started");
         Ok(chat)
     }
@@ -179,10 +183,15 @@ impl ChatSession {
         if let Some(c) = &self.admitted.coordinator {
             let _ = c.finish(&self.id);
         }
-        crate::hooks::fire(&self.config.hooks, Hook::SessionEnd, &self.ws.root, || {
-            json!({"session_id": self.id, "agent": self.agent, "status": "idle", "mode": "chat"})
-        })
-        .await;
+        let event = HookEvent::SessionEnd {
+            about: About {
+                session_id: &self.id,
+                agent: &self.agent,
+            },
+            status: "idle",
+            mode: Mode::Chat,
+        };
+        crate::hooks::fire(&self.config.hooks, &self.ws.root, &event).await;
         tracing::info!(session = %self.id, agent = %self.agent, op = "chat", result = "ended", "chat ended");
         status
     }

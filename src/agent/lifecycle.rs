@@ -12,7 +12,7 @@ use super::prompt;
 use super::runtime::{RunRequest, Runtime, resume_messages};
 use super::turn::{EventSink, TurnStats};
 use super::{AgentResponse, AgentStatus, Interrupted};
-use crate::hooks::{self, Hook};
+use crate::hooks::{self, About, Hook, HookEvent, Mode};
 use crate::permissions::load_policy;
 use crate::protocol::events::{Event, RunOutcome, RunSpent, RunStatus, RunUsage};
 use crate::protocol::session::ConsistencyChecked;
@@ -333,15 +333,14 @@ impl Runtime {
         }
         // A hook may look at the session it is given.
         admitted.created().await?;
-        let outcome = hooks::fire(
-            &self.config.hooks,
-            Hook::UserPromptSubmit,
-            &self.ws.root,
-            || {
-                serde_json::json!({"session_id": admitted.session_id, "agent": admitted.agent_name, "prompt": prompt})
+        let event = HookEvent::UserPromptSubmit {
+            about: About {
+                session_id: &admitted.session_id,
+                agent: &admitted.agent_name,
             },
-        )
-        .await;
+            prompt: &prompt,
+        };
+        let outcome = hooks::fire(&self.config.hooks, &self.ws.root, &event).await;
         match outcome {
             hooks::HookOutcome::Blocked(reason) => {
                 if let Some(c) = &admitted.coordinator {
@@ -568,10 +567,15 @@ impl Runtime {
                 message: message.clone(),
             });
         }
-        hooks::fire(&self.config.hooks, Hook::SessionStart, &self.ws.root, || {
-            serde_json::json!({"session_id": session_id, "agent": agent_name, "resumed": resumed, "input": request.input})
-        })
-        .await;
+        let event = HookEvent::SessionStart {
+            about: About {
+                session_id: &session_id,
+                agent: &agent_name,
+            },
+            resumed,
+            mode: Mode::Run(request.input.as_deref()),
+        };
+        hooks::fire(&self.config.hooks, &self.ws.root, &event).await;
         if resumed {
             // Seed 002 §3.3 step 2: on load, follow the parent reference of a fork.
             self.check_parent(&session_id, &events).await;
@@ -771,16 +775,24 @@ impl Runtime {
             (None, SessionStatus::Completed) => Some(("done", "nop finished the task".to_string())),
             _ => None,
         };
+        let about = About {
+            session_id: &session_id,
+            agent: &agent_name,
+        };
         if let Some((kind, text)) = waiting {
-            hooks::fire(&self.config.hooks, Hook::Notification, &self.ws.root, || {
-                serde_json::json!({"session_id": session_id, "agent": agent_name, "kind": kind, "message": text})
-            })
-            .await;
+            let event = HookEvent::Notification {
+                about,
+                kind,
+                message: text.into(),
+            };
+            hooks::fire(&self.config.hooks, &self.ws.root, &event).await;
         }
-        hooks::fire(&self.config.hooks, Hook::SessionEnd, &self.ws.root, || {
-            serde_json::json!({"session_id": session_id, "agent": agent_name, "status": session_status.as_str(), "final_message": message})
-        })
-        .await;
+        let event = HookEvent::SessionEnd {
+            about,
+            status: session_status.as_str(),
+            mode: Mode::Run(Some(&message)),
+        };
+        hooks::fire(&self.config.hooks, &self.ws.root, &event).await;
         tracing::info!(session = %session_id, agent = %agent_name, op = "run", result = session_status.as_str(), turns = stats.turns, tool_calls = stats.tool_calls, "run ended");
         let called = engine.meter().called();
         let usage = RunUsage {

@@ -12,7 +12,7 @@
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
-use crate::hooks::{self, Hook, HookOutcome};
+use crate::hooks::{self, HookOutcome};
 use crate::permissions::{Access, Action, Ask, Decision, Gate};
 use crate::tools::{ToolContext, paths};
 
@@ -262,15 +262,16 @@ async fn attach(
         return Ok(None);
     }
     let label = paths::display(&ctx.root, &resolved);
-    let payload = || {
-        serde_json::json!({
-            "session_id": ctx.session_id, "agent": ctx.agent, "tool": TOOL,
-            "arguments": {"path": label}, "mention": true,
-        })
+    let event = hooks::HookEvent::BeforeTool {
+        about: hooks::About {
+            session_id: &ctx.session_id,
+            agent: &ctx.agent,
+        },
+        tool: TOOL,
+        arguments: std::borrow::Cow::Owned(serde_json::json!({"path": label})),
+        mention: true,
     };
-    if let HookOutcome::Blocked(reason) =
-        hooks::fire(&ctx.hooks, Hook::BeforeTool, &ctx.root, payload).await
-    {
+    if let HookOutcome::Blocked(reason) = hooks::fire(&ctx.hooks, &ctx.root, &event).await {
         return Err(format!("blocked by a before-tool hook: {reason}"));
     }
     let (read_ctx, at) = (ctx.clone(), resolved.clone());

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
-use super::Hook;
+use super::{Hook, HookEvent};
 
 /// nop's built-in tools and Claude Code's names for them.
 const TOOL_NAMES: &[(&str, &str)] = &[
@@ -33,27 +33,20 @@ pub fn claude_tool_name(tool: &str) -> String {
 }
 
 /// How the session started, as Claude Code's `SessionStart` says it.
-pub(super) fn session_source(payload: &Value) -> &'static str {
-    if payload.get("resumed").and_then(Value::as_bool) == Some(true) {
-        "resume"
-    } else {
-        "startup"
-    }
+pub(super) fn session_source(resumed: bool) -> &'static str {
+    if resumed { "resume" } else { "startup" }
 }
 
 /// What started a compaction, as Claude Code's `PreCompact` says it: `manual` when the user
 /// or the agent asked for it (`nop compact`, `/compact`, the `compact` tool), else `auto`.
-pub(super) fn compact_trigger(payload: &Value) -> &'static str {
-    match payload.get("trigger").and_then(Value::as_str) {
-        Some("manual") => "manual",
-        _ => "auto",
-    }
+pub(super) fn compact_trigger(manual: bool) -> &'static str {
+    if manual { "manual" } else { "auto" }
 }
 
-/// Claude Code's JSON for `hook` made from nop's `payload`.
-pub(super) fn input(hook: Hook, payload: &Value, root: &Path) -> Value {
-    let text = |key: &str| payload.get(key).and_then(Value::as_str).unwrap_or("");
-    let session_id = text("session_id");
+/// Claude Code's JSON for `event`: the one place nop's events are mapped to its shapes.
+pub(super) fn input(event: &HookEvent<'_>, root: &Path) -> Value {
+    let hook = event.hook();
+    let session_id = event.about().session_id;
     let mut out = Map::new();
     out.insert("session_id".into(), json!(session_id));
     out.insert(
@@ -66,46 +59,55 @@ pub(super) fn input(hook: Hook, payload: &Value, root: &Path) -> Value {
     );
     out.insert("cwd".into(), json!(root));
     out.insert("hook_event_name".into(), json!(claude_event(hook)));
-    let tool = text("tool");
-    let arguments = payload.get("arguments").cloned().unwrap_or(Value::Null);
-    match hook {
-        Hook::BeforeTool | Hook::PermissionRequest | Hook::AfterTool => {
-            out.insert("tool_name".into(), json!(claude_tool_name(tool)));
-            out.insert("tool_input".into(), tool_input(tool, &arguments, root));
-            if hook == Hook::AfterTool {
-                let mut response = json!({
-                    "success": payload.get("ok").cloned().unwrap_or(Value::Bool(false)),
-                    "output": text("output"),
-                });
-                if let Some(path) = arguments.get("path").and_then(Value::as_str) {
-                    response["filePath"] = json!(absolute(root, path));
-                }
-                if tool == "shell" {
-                    response["stdout"] = json!(text("output"));
-                }
-                out.insert("tool_response".into(), response);
+    if let Some((tool, arguments)) = event.tool() {
+        out.insert("tool_name".into(), json!(claude_tool_name(tool)));
+        out.insert("tool_input".into(), tool_input(tool, arguments, root));
+    }
+    match event {
+        HookEvent::AfterTool {
+            tool,
+            arguments,
+            ok,
+            output,
+            ..
+        } => {
+            let output: String = if *ok {
+                output
+                    .chars()
+                    .take(crate::protocol::hook_event::HOOK_OUTPUT_CHARS)
+                    .collect()
+            } else {
+                output.to_string()
+            };
+            let mut response = json!({"success": ok, "output": output});
+            if let Some(path) = arguments.get("path").and_then(Value::as_str) {
+                response["filePath"] = json!(absolute(root, path));
             }
+            if *tool == "shell" {
+                response["stdout"] = json!(output);
+            }
+            out.insert("tool_response".into(), response);
         }
-        Hook::UserPromptSubmit => {
-            out.insert("prompt".into(), json!(text("prompt")));
+        HookEvent::UserPromptSubmit { prompt, .. } => {
+            out.insert("prompt".into(), json!(prompt));
         }
-        Hook::Stop | Hook::SubagentStop => {
-            let active = payload.get("stop_hook_active").and_then(Value::as_bool);
-            out.insert("stop_hook_active".into(), json!(active.unwrap_or(false)));
+        HookEvent::Stop { active, .. } | HookEvent::SubagentStop { active, .. } => {
+            out.insert("stop_hook_active".into(), json!(active));
         }
-        Hook::Notification => {
-            out.insert("message".into(), json!(text("message")));
+        HookEvent::Notification { message, .. } => {
+            out.insert("message".into(), json!(message));
         }
-        Hook::BeforeCompact => {
-            out.insert("trigger".into(), json!(compact_trigger(payload)));
+        HookEvent::BeforeCompact { manual, .. } => {
+            out.insert("trigger".into(), json!(compact_trigger(*manual)));
             out.insert("custom_instructions".into(), json!(""));
         }
-        Hook::SessionStart => {
-            out.insert("source".into(), json!(session_source(payload)));
+        HookEvent::SessionStart { resumed, .. } => {
+            out.insert("source".into(), json!(session_source(*resumed)));
         }
-        Hook::SessionEnd => {
+        HookEvent::SessionEnd { .. } => {
             out.insert("reason".into(), json!("other"));
         }
+        HookEvent::BeforeTool { .. } | HookEvent::PermissionRequest { .. } => {}
     }
     Value::Object(out)
 }
@@ -283,17 +285,22 @@ mod tests {
     #[test]
     fn a_compaction_says_what_started_it() {
         let root = Path::new("/r");
-        let manual = input(
-            Hook::BeforeCompact,
-            &json!({"session_id": "s1", "reason": "requested", "trigger": "manual"}),
-            root,
-        );
+        let about = crate::protocol::About {
+            session_id: "s1",
+            agent: "coder",
+        };
+        let compaction = |manual| HookEvent::BeforeCompact {
+            about,
+            reason: "requested",
+            manual,
+            messages: 3,
+        };
+        let manual = input(&compaction(true), root);
         assert_eq!(
             (manual["trigger"].clone(), manual["transcript_path"].clone()),
             (json!("manual"), json!("/r/.nop/sessions/s1/session.json"))
         );
-        let auto = input(Hook::BeforeCompact, &json!({"trigger": "auto"}), root);
-        assert_eq!(auto["trigger"], "auto");
+        assert_eq!(input(&compaction(false), root)["trigger"], "auto");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Plain serde types with no I/O: session.json, plan.xml, snapshots, ids.
 
 pub mod events;
+pub mod hook_event;
 pub mod ids;
 pub mod plan;
 pub mod queue;
@@ -9,6 +10,7 @@ pub mod snapshot;
 pub mod tool_error;
 pub mod usage;
 
+pub use hook_event::{About, Hook, HookEvent, Mode};
 pub use ids::{new_id, timestamp_for_file};
 pub use plan::{Plan, PlanParseError, Task, TaskStatus};
 pub use queue::QueuePriority;

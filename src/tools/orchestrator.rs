@@ -20,7 +20,7 @@ use super::{
     NOT_YET_AVAILABLE, Registry, TimeLimit, Tool, ToolContext, ToolEffect, ToolError, ToolOutcome,
     ToolOutput,
 };
-use crate::hooks::{self, Hook, HookOutcome};
+use crate::hooks::{self, About, HookEvent, HookOutcome};
 use crate::permissions::{Access, Action, ApprovalMode, Ask, Decision, Gate};
 use crate::protocol::{Message, Role, ToolCall};
 use crate::session::ErrorRecord;
@@ -46,17 +46,18 @@ pub async fn execute(registry: &Registry, call: &ToolCall, ctx: &ToolContext) ->
     ctx.ready.wait().await;
     let started = Instant::now();
     let result = run(registry, call, ctx).await;
-    hooks::fire(&ctx.hooks, Hook::AfterTool, &ctx.root, || {
-        let (ok, output) = match &result {
-            Ok(o) => (true, o.content.chars().take(2000).collect::<String>()),
-            Err(e) => (false, e.to_string()),
-        };
-        serde_json::json!({
-            "session_id": ctx.session_id, "agent": ctx.agent, "tool": call.name,
-            "arguments": call.arguments, "ok": ok, "output": output,
-        })
-    })
-    .await;
+    let (ok, output) = match &result {
+        Ok(o) => (true, std::borrow::Cow::Borrowed(o.content.as_str())),
+        Err(e) => (false, std::borrow::Cow::Owned(e.to_string())),
+    };
+    let event = HookEvent::AfterTool {
+        about: about(ctx),
+        tool: &call.name,
+        arguments: &call.arguments,
+        ok,
+        output,
+    };
+    hooks::fire(&ctx.hooks, &ctx.root, &event).await;
     Executed {
         result,
         duration: started.elapsed(),
@@ -131,14 +132,13 @@ async fn run(
         }
         _ => {}
     }
-    let payload = || {
-        serde_json::json!({
-            "session_id": ctx.session_id, "agent": ctx.agent, "tool": call.name, "arguments": call.arguments,
-        })
+    let event = HookEvent::BeforeTool {
+        about: about(ctx),
+        tool: &call.name,
+        arguments: std::borrow::Cow::Borrowed(&call.arguments),
+        mention: false,
     };
-    if let HookOutcome::Blocked(reason) =
-        hooks::fire(&ctx.hooks, Hook::BeforeTool, &ctx.root, payload).await
-    {
+    if let HookOutcome::Blocked(reason) = hooks::fire(&ctx.hooks, &ctx.root, &event).await {
         return Err(ToolError::model(ToolErrorKind::BlockedByHook, reason));
     }
     // Exactly the limit, or for a tool that stops itself, a grace period after it (and the
@@ -273,13 +273,14 @@ pub async fn ask_approval(
     preview: impl std::future::Future<Output = Option<crate::protocol::events::FileChange>>,
 ) -> Result<(), String> {
     if ctx.approver.would_ask(&ask) {
-        let payload = || {
-            serde_json::json!({
-                "session_id": ctx.session_id, "agent": ctx.agent, "tool": ask.tool,
-                "arguments": arguments, "detail": ask.detail, "reason": ask.reason,
-            })
+        let event = HookEvent::PermissionRequest {
+            about: about(ctx),
+            tool: ask.tool,
+            arguments,
+            detail: ask.detail,
+            reason: ask.reason,
         };
-        match hooks::fire(&ctx.hooks, Hook::PermissionRequest, &ctx.root, payload).await {
+        match hooks::fire(&ctx.hooks, &ctx.root, &event).await {
             HookOutcome::Allowed => {
                 tracing::info!(
                     op = "approval",
@@ -300,13 +301,16 @@ pub async fn ask_approval(
             HookOutcome::Continue | HookOutcome::Context(_) => {}
         }
         if ctx.approver.has_person() {
-            hooks::fire(&ctx.hooks, Hook::Notification, &ctx.root, || {
-                serde_json::json!({
-                    "session_id": ctx.session_id, "agent": ctx.agent, "kind": "approval",
-                    "message": format!("nop needs your permission to use {}: {}", ask.tool, ask.detail),
-                })
-            })
-            .await;
+            let message = format!(
+                "nop needs your permission to use {}: {}",
+                ask.tool, ask.detail
+            );
+            let event = HookEvent::Notification {
+                about: about(ctx),
+                kind: "approval",
+                message: message.into(),
+            };
+            hooks::fire(&ctx.hooks, &ctx.root, &event).await;
         }
     }
     ctx.approver.approve(ask, preview).await
@@ -488,6 +492,14 @@ fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
         i += 1;
     }
     i
+}
+
+/// Who a hook event of `ctx`'s call is about.
+fn about(ctx: &ToolContext) -> About<'_> {
+    About {
+        session_id: &ctx.session_id,
+        agent: &ctx.agent,
+    }
 }
 
 #[cfg(test)]

@@ -3,10 +3,9 @@
 //! (`hooks.max_stop_continuations`) and never past the run's turns.
 
 use futures_util::future::BoxFuture;
-use serde_json::{Value, json};
 
 use super::{Around, Next, Stopped};
-use crate::hooks::{self, Hook, HookOutcome};
+use crate::hooks::{self, About, Hook, HookEvent, HookOutcome};
 use crate::tools::ToolError;
 
 /// Fires the stop hooks of a run (`caller` unset) or of a subagent called by session `caller`.
@@ -39,18 +38,23 @@ impl StopHooks {
         }
     }
 
-    /// What the hook reads on its standard input (Claude Code's fields) when the agent of
-    /// session `session_id` answered `answer`.
-    fn payload(&self, session_id: &str, agent: &str, answer: &str) -> Value {
-        let mut payload = serde_json::Map::new();
-        payload.insert("session_id".into(), json!(session_id));
-        payload.insert("agent".into(), json!(agent));
-        if let Some(caller) = &self.caller {
-            payload.insert("caller_session_id".into(), json!(caller));
+    /// The event its hooks read when the agent of session `session_id` answered `answer`.
+    fn event<'a>(&'a self, session_id: &'a str, agent: &'a str, answer: &'a str) -> HookEvent<'a> {
+        let about = About { session_id, agent };
+        let active = self.kept_going > 0;
+        match &self.caller {
+            Some(caller) => HookEvent::SubagentStop {
+                about,
+                caller,
+                final_message: answer,
+                active,
+            },
+            None => HookEvent::Stop {
+                about,
+                final_message: answer,
+                active,
+            },
         }
-        payload.insert("final_message".into(), json!(answer));
-        payload.insert("stop_hook_active".into(), json!(self.kept_going > 0));
-        Value::Object(payload)
     }
 }
 
@@ -69,9 +73,8 @@ impl Around for StopHooks {
             }
             // The hook may read the session: the answer is in it.
             stopped.flush().await?;
-            let payload = self.payload(&stopped.ctx.session_id, &stopped.ctx.agent, stopped.answer);
-            let HookOutcome::Blocked(reason) =
-                hooks::fire(&self.hooks, hook, &self.root, || payload).await
+            let event = self.event(&stopped.ctx.session_id, &stopped.ctx.agent, stopped.answer);
+            let HookOutcome::Blocked(reason) = hooks::fire(&self.hooks, &self.root, &event).await
             else {
                 return Ok(Next::Pass);
             };
@@ -92,15 +95,15 @@ mod tests {
         let run = StopHooks::new(Default::default(), "/r".into(), None);
         assert_eq!(run.hook(), Hook::Stop);
         assert_eq!(
-            run.payload("s1", "coder", "done").to_string(),
-            r#"{"session_id":"s1","agent":"coder","final_message":"done","stop_hook_active":false}"#
+            run.event("s1", "coder", "done").to_json().to_string(),
+            r#"{"session_id":"s1","agent":"coder","final_message":"done","stop_hook_active":false,"event":"stop"}"#
         );
         let mut child = StopHooks::new(Default::default(), "/r".into(), Some("parent".into()));
         child.kept_going = 1;
         assert_eq!(child.hook(), Hook::SubagentStop);
         assert_eq!(
-            child.payload("s2", "reviewer", "ok").to_string(),
-            r#"{"session_id":"s2","agent":"reviewer","caller_session_id":"parent","final_message":"ok","stop_hook_active":true}"#
+            child.event("s2", "reviewer", "ok").to_json().to_string(),
+            r#"{"session_id":"s2","agent":"reviewer","caller_session_id":"parent","final_message":"ok","stop_hook_active":true,"event":"subagent-stop"}"#
         );
     }
 }
