@@ -1,13 +1,11 @@
 //! The command line as clap reads it: the global options, every command and its arguments.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
 use nop::permissions::ApprovalMode;
-
-use super::OutputFormat;
-use super::{config, sandbox};
 
 /// When to ask the person, as `--approval` spells it (the engine's [`ApprovalMode`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -31,6 +29,20 @@ impl From<ApprovalArg> for ApprovalMode {
             ApprovalArg::Plan => ApprovalMode::Plan,
         }
     }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
+pub enum OutputFormat {
+    /// The answer streamed to stdout; tool calls, retries and notes to stderr.
+    #[default]
+    Text,
+    /// One JSON object at the end.
+    Json,
+    /// One JSON event per line as things happen.
+    StreamJson,
+    /// Text as where stdout is not a terminal, even on one: print mode (`nop -p`, `nop exec`).
+    #[value(skip)]
+    Plain,
 }
 
 /// A queued message's priority, as `--priority` spells it (the engine's `QueuePriority`).
@@ -247,7 +259,7 @@ pub enum Command {
     /// The shell's confinement: what it is on this machine (`check`), and a command run under it
     /// (`run -- COMMAND`).
     #[command(subcommand)]
-    Sandbox(sandbox::SandboxCommand),
+    Sandbox(SandboxCommand),
     /// Print shell completions.
     Completions {
         #[arg(value_enum)]
@@ -528,11 +540,38 @@ pub enum PermissionsCommand {
     },
 }
 
+#[derive(Debug, Subcommand)]
+pub enum SandboxCommand {
+    /// How shell commands are confined on this machine, and what each rule becomes for them.
+    Check {
+        /// The agent whose rules apply (default: agent.default).
+        #[arg(long)]
+        agent: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a command confined exactly as the agent's shell commands are, in the current
+    /// directory: `nop sandbox run -- cargo test`.
+    Run {
+        /// The agent whose rules apply (default: agent.default).
+        #[arg(long)]
+        agent: Option<String>,
+        /// The program and its arguments.
+        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+        command: Vec<OsString>,
+    },
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum AccessArg {
     Read,
     Write,
 }
+
+/// What `--user` of `nop config set` stores. The flag shares its id with the global
+/// `--user NAME` (clap would not have two `--user`s on one command), so it stores a value no
+/// person is called, and a name given to the global flag is told apart from it.
+pub const USER_FILE: &str = "\u{0}user-file";
 
 #[derive(Debug, Subcommand)]
 pub enum ConfigCommand {
@@ -562,7 +601,7 @@ pub enum ConfigCommand {
             long = "user",
             id = "user",
             num_args = 0,
-            default_missing_value = config::USER_FILE
+            default_missing_value = USER_FILE
         )]
         user_file: Option<String>,
     },

@@ -5,7 +5,8 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 
-use super::run::{OutputFormat, tokio_runtime};
+use super::OutputFormat;
+use super::run::tokio_runtime;
 use super::term::style::visible;
 use nop::agent::{ChatHandle, Op, Quiet, Runtime};
 use nop::protocol::events::Event;

@@ -14,11 +14,6 @@ use nop::workspace::Workspace;
 use super::context::{Context, Invocation};
 use super::render;
 
-/// What `--user` of `nop config set` stores. The flag shares its id with the global
-/// `--user NAME` (clap would not have two `--user`s on one command), so it stores a value no
-/// person is called, and a name given to the global flag is told apart from it.
-pub const USER_FILE: &str = "\u{0}user-file";
-
 /// `nop config set`.
 /// It needs no repository with `--user`, so it resolves the configuration itself (to check the
 /// value), from the environment and the command line of `inv`.

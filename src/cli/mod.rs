@@ -33,9 +33,8 @@ mod trust;
 
 pub use args::{
     AccessArg, AgentsCommand, Cli, Command, CommandsCommand, ConfigCommand, MemoryCommand,
-    PermissionsCommand, PluginsCommand, RunArgs, SessionsCommand, SkillsCommand,
+    OutputFormat, PermissionsCommand, PluginsCommand, RunArgs, SessionsCommand, SkillsCommand,
 };
-pub use run::OutputFormat;
 pub use short_forms::implicit_run;
 
 pub use context::Outside;
@@ -97,7 +96,7 @@ pub fn run(cli: Cli, outside: Outside) -> Result<ExitCode> {
             value,
             user_file,
         }) => {
-            let user_file = user_file.as_deref() == Some(config::USER_FILE);
+            let user_file = user_file.as_deref() == Some(args::USER_FILE);
             config::set(&inv, &key, &value, user_file, &mut out)
         }
         Command::Completions { shell } => {

@@ -6,12 +6,11 @@ use std::io::{IsTerminal, Read};
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
-use clap::ValueEnum;
 use tokio_util::sync::CancellationToken;
 
-use super::exit;
 use super::keys::{Key, Keys};
 use super::transcript::Renderer;
+use super::{OutputFormat, exit};
 
 use tokio::sync::mpsc;
 
@@ -19,20 +18,6 @@ use nop::agent::{Op, RunRequest, Runtime, SessionHandle};
 use nop::permissions::{ApprovalAnswer, ApprovalMode, Approver};
 use nop::protocol::events::{Event, RunOutcome, RunStatus};
 use nop::workspace::Workspace;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
-pub enum OutputFormat {
-    /// The answer streamed to stdout; tool calls, retries and notes to stderr.
-    #[default]
-    Text,
-    /// One JSON object at the end.
-    Json,
-    /// One JSON event per line as things happen.
-    StreamJson,
-    /// Text as where stdout is not a terminal, even on one: print mode (`nop -p`, `nop exec`).
-    #[value(skip)]
-    Plain,
-}
 
 /// The exit code of a finished run.
 pub fn exit_code(status: RunStatus) -> ExitCode {

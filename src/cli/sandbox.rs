@@ -1,14 +1,13 @@
 //! `nop sandbox check` and `nop sandbox run`: the shell's confinement on this machine, and a
 //! command run under it.
 
-use std::ffi::OsString;
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Result, bail};
-use clap::Subcommand;
 
+use super::args::SandboxCommand;
 use super::context::Context;
 use super::exit;
 use nop::config::{NetworkMode, SandboxMode};
@@ -18,28 +17,6 @@ use nop::tools::SandboxSettings;
 use nop::tools::confine::{self, Machine};
 use nop::tools::shown;
 use nop::workspace::Workspace;
-
-#[derive(Debug, Subcommand)]
-pub enum SandboxCommand {
-    /// How shell commands are confined on this machine, and what each rule becomes for them.
-    Check {
-        /// The agent whose rules apply (default: agent.default).
-        #[arg(long)]
-        agent: Option<String>,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Run a command confined exactly as the agent's shell commands are, in the current
-    /// directory: `nop sandbox run -- cargo test`.
-    Run {
-        /// The agent whose rules apply (default: agent.default).
-        #[arg(long)]
-        agent: Option<String>,
-        /// The program and its arguments.
-        #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
-        command: Vec<OsString>,
-    },
-}
 
 pub fn sandbox(
     ws: &Workspace,

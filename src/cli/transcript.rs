@@ -6,10 +6,10 @@
 use std::io::{IsTerminal, Write};
 use std::time::Instant;
 
+use super::OutputFormat;
 use super::output::json::Json;
 use super::output::stream_json::StreamJson;
 use super::output::text::Text;
-use super::run::OutputFormat;
 use super::term::style::{Style, one_line, visible};
 use super::term::{diff, markdown, output, plan};
 use nop::protocol::events::{Event, RunStatus};
