@@ -7,8 +7,8 @@ use std::io::Write;
 
 use nop::protocol::events::{Event, RunStatus};
 
+use crate::cli::term::notes::{brief_arguments, note};
 use crate::cli::term::style::{one_line, visible};
-use crate::cli::transcript::{brief_arguments, note};
 
 /// Lines of a command's output shown under it.
 const SHOWN_LINES: usize = 8;
