@@ -1,301 +1,16 @@
-//! The renderer of a session's events ([`Renderer`]): it hands each event to the output format's
-//! renderer (`output/`: stream-json, json, plain text), or, for text on a terminal, to the
-//! transcript for a person ([`Live`]): the answer as markdown, each result cut to what matters,
-//! diffs of edits, the plan as a checklist, and a status line while work is under way.
+//! The transcript of a run on a terminal ([`Live`]), for a person: the answer as markdown as
+//! its blocks complete, each tool call and its result cut to what matters, diffs of edits, the
+//! plan as a checklist, notes of the run's course, and a status line (spinner, elapsed time,
+//! context, the tail of a running command, subagents) while work is under way.
 
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::time::Instant;
 
-use super::OutputFormat;
-use super::output::json::Json;
-use super::output::stream_json::StreamJson;
-use super::output::text::Text;
-use super::term::notes::{brief_arguments, note};
-use super::term::style::{Style, one_line, visible};
-use super::term::{diff, markdown, output, plan};
+use super::DIFF_LINES;
+use crate::cli::term::notes::{brief_arguments, note};
+use crate::cli::term::style::{Style, one_line, visible};
+use crate::cli::term::{diff, markdown, output, plan};
 use nop::protocol::events::{Event, RunStatus};
-
-/// Renders events as they come, in the output format's renderer.
-pub struct Renderer {
-    format: Format,
-    /// Whole results and diffs rather than their ends (`/verbose`).
-    verbose: bool,
-    /// A person drives the session here (the interactive session): no hints about how to go on
-    /// with `nop run`.
-    interactive: bool,
-    /// The last tool result's tool and text, for Ctrl-O.
-    last_result: Option<(String, String)>,
-}
-
-/// The renderer of each output format; text on a terminal is the transcript ([`Live`]).
-enum Format {
-    StreamJson(StreamJson),
-    Json(Json),
-    Text(Text),
-    Live(Box<Live>),
-}
-
-impl Renderer {
-    pub fn new(format: OutputFormat) -> Renderer {
-        let terminal = std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
-        let format = match format {
-            OutputFormat::StreamJson => Format::StreamJson(StreamJson),
-            OutputFormat::Json => Format::Json(Json),
-            OutputFormat::Text if terminal => Format::Live(Box::new(Live::new())),
-            OutputFormat::Text | OutputFormat::Plain => Format::Text(Text::new()),
-        };
-        Renderer {
-            format,
-            verbose: false,
-            interactive: false,
-            last_result: None,
-        }
-    }
-
-    /// The transcript, where text goes to a terminal.
-    fn live(&mut self) -> Option<&mut Live> {
-        match &mut self.format {
-            Format::Live(live) => Some(live),
-            _ => None,
-        }
-    }
-
-    fn live_ref(&self) -> Option<&Live> {
-        match &self.format {
-            Format::Live(live) => Some(live),
-            _ => None,
-        }
-    }
-
-    /// For the interactive session: what to do next is the prompt's business.
-    pub fn interactive(mut self) -> Renderer {
-        self.interactive = true;
-        if let Some(live) = self.live() {
-            live.keys = true;
-        }
-        self
-    }
-
-    /// Flips whole results on or off; says which it is now.
-    pub fn toggle_verbose(&mut self) -> bool {
-        self.verbose = !self.verbose;
-        self.verbose
-    }
-
-    /// The last tool result as the model read it (Ctrl-O), whole up to what a `tool_result`
-    /// event carries (8,000 characters; a longer one is its head and tail).
-    pub fn show_last_result(&mut self) {
-        let text = match &self.last_result {
-            Some((name, output)) => {
-                let output = super::term::style::sanitize(output);
-                format!("── last result ({name}) ──\n{}\n──", output.trim_end())
-            }
-            None => "no tool result yet".to_string(),
-        };
-        match self.live() {
-            Some(live) => {
-                live.clear_status();
-                eprintln!("{text}");
-                live.draw_status();
-            }
-            None => eprintln!("{text}"),
-        }
-    }
-
-    /// Whether the status line wants [`Renderer::tick`] calls (work is under way).
-    pub fn wants_tick(&self) -> bool {
-        self.live_ref()
-            .is_some_and(|l| l.status.is_some() || l.waiting.is_some())
-    }
-
-    /// Redraws the status line (spinner, elapsed time).
-    pub fn tick(&mut self) {
-        if let Some(live) = self.live() {
-            live.draw_status();
-        }
-    }
-
-    /// The context the last model request used, once one was made here.
-    pub fn context(&self) -> Option<u64> {
-        self.live_ref().map(|l| l.context).filter(|c| *c > 0)
-    }
-
-    /// The last `exchanges` prompts of a resumed session and what the agent did and said.
-    pub fn replay(&mut self, messages: &[nop::protocol::Message], exchanges: usize) {
-        use nop::protocol::Role;
-        let starts: Vec<usize> = messages
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| m.role == Role::User && !m.content.trim().is_empty())
-            .map(|(i, _)| i)
-            .collect();
-        let Some(&from) = starts.get(starts.len().saturating_sub(exchanges.max(1))) else {
-            return;
-        };
-        let style = self.live_ref().map_or(Style::detect(false), |l| l.out);
-        let width = if self.live_ref().is_some() {
-            Live::width()
-        } else {
-            100
-        };
-        if from > 0 {
-            eprintln!("{}", style.dim("  … earlier messages in the session file"));
-        }
-        for m in &messages[from..] {
-            match m.role {
-                Role::User => {
-                    // What was typed; the files attached with @ are not shown again.
-                    let (typed, attached) = nop::agent::mentions::as_typed(&m.content);
-                    println!("{} {}", style.bold("›"), visible(typed.trim()));
-                    if attached {
-                        println!("{}", style.dim("  (files attached with @)"));
-                    }
-                }
-                Role::Assistant => {
-                    if !m.content.trim().is_empty() {
-                        for line in markdown::render(&m.content, width, style) {
-                            println!("{line}");
-                        }
-                    }
-                    for call in &m.tool_calls {
-                        let brief = brief_arguments(&call.name, &call.arguments);
-                        let name = one_line(&call.name);
-                        println!("{} {} {brief}", style.cyan("⏺"), style.bold(&name));
-                    }
-                }
-                _ => {}
-            }
-        }
-        eprintln!("{}", style.dim("  ─── resumed ───"));
-    }
-
-    /// What is typed while the agent works, shown on the status line until Enter queues it.
-    pub fn set_input(&mut self, typed: &str) {
-        if let Some(live) = self.live() {
-            live.input = typed.to_string();
-            live.draw_status();
-        }
-    }
-
-    /// Takes the status line away before something else reads the terminal (an approval).
-    pub fn pause(&mut self) {
-        if let Some(live) = self.live() {
-            live.flush_text();
-            live.clear_status();
-        }
-    }
-
-    /// An approval question is about to be shown: its diff, if any, is not shown again with the
-    /// call's result.
-    pub fn asking(&mut self, event: &Event) {
-        self.pause();
-        if let (Some(live), Event::ApprovalRequested { preview, .. }) = (self.live(), event)
-            && let Some(change) = preview
-        {
-            live.previewed.push(change.clone());
-        }
-    }
-
-    /// While a question waits for a key, the status line says so (`line`: what it shows, such
-    /// as the text typed for "tell it instead"); `None` when there is no question.
-    pub fn waiting(&mut self, line: Option<&str>) {
-        if let Some(live) = self.live() {
-            live.waiting = line.map(str::to_string);
-            if line.is_some() {
-                live.draw_status();
-            }
-        }
-    }
-
-    /// The question was answered: the status line goes, the answer `said` takes its place (no
-    /// spinner line is left behind), and the status line starts again from now.
-    pub fn answered(&mut self, said: &str) {
-        if let Some(live) = self.live() {
-            live.waiting = None;
-            live.clear_status();
-            if let Some((_, since)) = &mut live.status {
-                *since = Instant::now();
-            }
-        }
-        if !said.is_empty() {
-            eprintln!("{said}");
-        }
-    }
-
-    pub fn event(&mut self, event: &Event) {
-        if let Event::ToolResult { name, output, .. } = event {
-            self.last_result = Some((name.clone(), output.clone()));
-        }
-        match &mut self.format {
-            Format::StreamJson(r) => r.event(event),
-            Format::Json(r) => r.event(event),
-            Format::Text(r) => r.event(event),
-            Format::Live(live) => live.event(event, self.verbose, self.interactive),
-        }
-    }
-
-    pub fn finish(&mut self) {
-        match &mut self.format {
-            Format::Live(live) => {
-                live.flush_text();
-                live.clear_status();
-                live.input.clear();
-            }
-            Format::Text(r) => r.finish(),
-            Format::StreamJson(_) | Format::Json(_) => {}
-        }
-    }
-}
-
-/// An approval question for the terminal: what the call would do, why it is asked, the diff of
-/// a write, and the answers (`keys`: one key each; otherwise a line).
-pub fn approval_question(event: &Event, keys: bool) -> String {
-    let Event::ApprovalRequested {
-        tool,
-        detail,
-        reason,
-        scope,
-        preview,
-        ..
-    } = event
-    else {
-        return String::new();
-    };
-    let style = Style::detect(std::io::stderr().is_terminal());
-    // Whole, on one line each: what is approved must be what is shown.
-    let mut out = format!(
-        "\n{} {} wants to: {}\n  {}\n",
-        style.bold("?"),
-        one_line(tool),
-        one_line(detail),
-        one_line(reason)
-    );
-    if let Some(change) = preview {
-        let before = change.before.as_deref().unwrap_or_default();
-        let lines = diff::unified(&change.path, before, &change.after, 3, style);
-        for line in lines.iter().take(DIFF_LINES) {
-            out.push_str(&format!("    {line}\n"));
-        }
-        if lines.len() > DIFF_LINES {
-            let more = format!("… {} more lines", lines.len() - DIFF_LINES);
-            out.push_str(&format!("    {}\n", style.dim(&more)));
-        }
-    }
-    out.push_str(&approval_answers(scope, keys));
-    out
-}
-
-/// The answers to an approval question, with what "always" covers.
-pub fn approval_answers(scope: &str, keys: bool) -> String {
-    let scope = one_line(scope);
-    if keys {
-        format!(
-            "  allow? [y] yes  [a] always: {scope}  [n] no  [t] no, and tell it what to do instead"
-        )
-    } else {
-        format!("  allow? [y]es once, [a]lways ({scope}), [n]o: ")
-    }
-}
 
 /// Spinner frames of the status line.
 const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
@@ -303,38 +18,35 @@ const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "�
 /// Lines of a result shown by default (`/verbose` shows all).
 const RESULT_LINES: usize = 6;
 
-/// Lines of a diff shown by default.
-const DIFF_LINES: usize = 40;
-
 /// The transcript on a terminal.
-struct Live {
+pub(super) struct Live {
     /// Colour on stdout (the answer) and on stderr (everything else).
-    out: Style,
+    pub(super) out: Style,
     err: Style,
     /// Answer text not shown yet: the markdown block it is in has not ended.
     pending: String,
     /// A block of this answer is already shown (the next one is set off by a blank line).
     shown_block: bool,
     /// What is under way and since when; `None`: nothing (the status line is off).
-    status: Option<(String, Instant)>,
+    pub(super) status: Option<(String, Instant)>,
     /// The status line is on the screen (the last line of stderr).
     drawn: bool,
     frame: usize,
     /// Tokens: the last request's input (the context it used), and the run's totals.
-    context: u64,
+    pub(super) context: u64,
     /// Whether `context` is nop's estimate (the server reported no usage): shown as `~N`.
     context_estimated: bool,
     run_in: u64,
     run_out: u64,
     started: Instant,
     /// Typed while the agent works, not queued yet.
-    input: String,
+    pub(super) input: String,
     /// Keys are read while the agent works (the interactive session): Esc interrupts.
-    keys: bool,
+    pub(super) keys: bool,
     /// An approval question waits for a key: the status line shows this instead of the work.
-    waiting: Option<String>,
+    pub(super) waiting: Option<String>,
     /// Changes whose diff an approval question showed: not shown again with the result.
-    previewed: Vec<nop::protocol::events::FileChange>,
+    pub(super) previewed: Vec<nop::protocol::events::FileChange>,
     /// The last lines of the command under way, shown under the status line.
     tail: Vec<String>,
     /// The subagents running now, each with a status line of its own under the run's:
@@ -345,7 +57,7 @@ struct Live {
 }
 
 impl Live {
-    fn new() -> Live {
+    pub(super) fn new() -> Live {
         Live {
             out: Style::detect(true),
             err: Style::detect(true),
@@ -369,14 +81,14 @@ impl Live {
         }
     }
 
-    fn width() -> usize {
+    pub(super) fn width() -> usize {
         crossterm::terminal::size()
             .map(|(w, _)| usize::from(w))
             .unwrap_or(80)
             .clamp(20, 160)
     }
 
-    fn event(&mut self, event: &Event, verbose: bool, interactive: bool) {
+    pub(super) fn event(&mut self, event: &Event, verbose: bool, interactive: bool) {
         let err = self.err;
         match event {
             Event::Text { delta } => {
@@ -495,8 +207,8 @@ impl Live {
                 let summary: Vec<String> = summary
                     .into_iter()
                     .flat_map(|l| {
-                        if super::term::style::is_hint(&l) {
-                            super::term::style::wrap_words(&l, width)
+                        if crate::cli::term::style::is_hint(&l) {
+                            crate::cli::term::style::wrap_words(&l, width)
                         } else {
                             vec![l]
                         }
@@ -672,7 +384,7 @@ impl Live {
     }
 
     /// Shows what is left of the answer (its turn ended).
-    fn flush_text(&mut self) {
+    pub(super) fn flush_text(&mut self) {
         if !self.pending.trim().is_empty() {
             let rest = std::mem::take(&mut self.pending);
             self.show_text(&rest);
@@ -695,9 +407,9 @@ impl Live {
         self.draw_status();
     }
 
-    fn draw_status(&mut self) {
+    pub(super) fn draw_status(&mut self) {
         if let Some(line) = &self.waiting {
-            let line = super::term::style::truncate(line, Live::width().saturating_sub(1));
+            let line = crate::cli::term::style::truncate(line, Live::width().saturating_sub(1));
             eprint!("\r\x1b[2K{line}");
             let _ = std::io::stderr().flush();
             self.drawn = true;
@@ -712,7 +424,7 @@ impl Live {
                 "✎ {}  (enter: queue it for the agent)",
                 one_line(&self.input)
             );
-            let line = super::term::style::truncate(&line, Live::width().saturating_sub(1));
+            let line = crate::cli::term::style::truncate(&line, Live::width().saturating_sub(1));
             self.clear_status();
             eprint!("\r\x1b[2K{line}");
             let _ = std::io::stderr().flush();
@@ -736,7 +448,7 @@ impl Live {
             " · ctrl-c to interrupt"
         });
         let width = Live::width().saturating_sub(1);
-        let line = super::term::style::truncate(&line, width);
+        let line = crate::cli::term::style::truncate(&line, width);
         let mut below = String::new();
         // Subagents side by side: one line each while more than one runs.
         let side_by_side = if self.subagents.len() > 1 {
@@ -751,11 +463,11 @@ impl Live {
                 short_id(id),
                 since.elapsed().as_secs()
             );
-            let l = super::term::style::truncate(&l, width);
+            let l = crate::cli::term::style::truncate(&l, width);
             below.push_str(&format!("\n\x1b[2K{}", self.err.dim(&l)));
         }
         for l in &self.tail {
-            let l = super::term::style::truncate(&format!("  │ {}", one_line(l)), width);
+            let l = crate::cli::term::style::truncate(&format!("  │ {}", one_line(l)), width);
             below.push_str(&format!("\n\x1b[2K{}", self.err.dim(&l)));
         }
         self.clear_status();
@@ -767,7 +479,7 @@ impl Live {
 
     /// Takes the status line and the tail under it away; the cursor is left where the status
     /// line was.
-    fn clear_status(&mut self) {
+    pub(super) fn clear_status(&mut self) {
         if self.drawn {
             eprint!("\r\x1b[2K");
             for _ in 0..self.drawn_below {
