@@ -33,9 +33,22 @@ pub struct SubagentOutcome {
     pub isolation: Option<String>,
 }
 
+/// Who a subagent is: its agent, where it sits in the chain of callers, and what it was asked.
+struct Child<'a> {
+    parent: &'a ToolContext,
+    target: &'a str,
+    def: Option<crate::config::AgentDef>,
+    ancestors: Vec<String>,
+    depth: u32,
+    /// An advisor: it only reads, no `subagent-stop` hooks keep it going.
+    advisor: bool,
+}
+
 impl Engine {
     /// Runs `target` as a subagent of the session in `parent` (seed 002 §4.1–4.2): a new session
-    /// recording its caller, permissions narrowed by the caller's, a time limit, metrics.
+    /// recording its caller, permissions narrowed by the caller's, a time limit, metrics. The
+    /// child session is admitted ([`Engine::admit_child`]), run by the one loop with its
+    /// behaviours, and closed ([`Engine::close_child`]).
     pub async fn run_subagent(
         &self,
         parent: &ToolContext,
@@ -44,6 +57,85 @@ impl Engine {
         timeout: Duration,
         advisor: bool,
     ) -> Result<SubagentOutcome, ToolError> {
+        let who = self.child(parent, target, advisor)?;
+        let (child, isolated) = self.admit_child(&who, input).await?;
+        let cancel = parent.cancel.child_token();
+        let ctx = match self.child_context(&who, &child, cancel.clone(), isolated.as_ref()) {
+            Ok(ctx) => ctx,
+            Err(e) => {
+                if let Some(isolated) = isolated {
+                    let _ = tokio::task::spawn_blocking(move || isolated.remove()).await;
+                }
+                return Err(ToolError::model(
+                    ToolErrorKind::PermissionDenied,
+                    e.to_string(),
+                ));
+            }
+        };
+        tracing::info!(session = %child, agent = %target, op = "subagent", result = "started", caller = %parent.session_id, depth = who.depth, "subagent started");
+        self.emit(Event::SubagentStarted {
+            session_id: child.clone(),
+            agent: target.to_string(),
+            caller_session_id: parent.session_id.clone(),
+            depth: who.depth,
+        });
+        // The child's own stream is not the user's: its events are dropped, its session keeps all.
+        let (sink, _) = tokio::sync::mpsc::unbounded_channel();
+        let mut stats = TurnStats::default();
+        let started = Instant::now();
+        // The `subagent-stop` hooks may keep a subagent (never an advisor) going.
+        let mut behaviours: Vec<Box<dyn Around + '_>> = Vec::new();
+        if !advisor {
+            behaviours.push(Box::new(StopHooks::new(
+                self.0.config.hooks.clone(),
+                self.0.ws.root.clone(),
+                Some(parent.session_id.clone()),
+            )));
+        }
+        let run = Drive {
+            engine: self,
+            ctx: &ctx,
+            events: &sink,
+            stats: &mut stats,
+            held: None,
+            max_turns: self.0.config.agent.max_turns,
+            first: None,
+            behaviours: &mut behaviours,
+        }
+        .run();
+        let result = tokio::time::timeout(timeout, run).await;
+        let timed_out = result.is_err();
+        if timed_out {
+            cancel.cancel();
+        }
+        let metrics = CallMetrics {
+            duration_ms: started.elapsed().as_millis() as u64,
+            tool_calls: stats.tool_calls,
+            input_tokens: stats.spent.input_tokens,
+            output_tokens: stats.spent.output_tokens,
+        };
+        let (status, message) = ended(result, timeout);
+        let isolation = self
+            .close_child(&who, &child, status, metrics, &stats.spent, isolated)
+            .await;
+        Ok(SubagentOutcome {
+            session_id: child,
+            status,
+            message,
+            metrics,
+            timed_out,
+            isolation,
+        })
+    }
+
+    /// The subagent `target` of `parent`, if it may run: a known, enabled agent within
+    /// `subagents.max_depth` (advisors are not counted against it).
+    fn child<'a>(
+        &self,
+        parent: &'a ToolContext,
+        target: &'a str,
+        advisor: bool,
+    ) -> Result<Child<'a>, ToolError> {
         let inner = &self.0;
         let agents = inner
             .ws
@@ -81,198 +173,150 @@ impl Engine {
                 ),
             ));
         }
-        let now = Utc::now();
         let mut ancestors = vec![parent.agent.clone()];
         ancestors.extend(parent.ancestors.iter().cloned());
-        let system = prompt::subagent_prompt(&inner.ws, &inner.cwd, target, &ancestors, def, now)
-            .map_err(|e| ToolError::model(ToolErrorKind::ConfigError, e.to_string()))?;
-        let caller = Caller {
-            session_id: parent.session_id.clone(),
-            agent: parent.agent.clone(),
+        Ok(Child {
+            parent,
+            target,
+            def: def.cloned(),
+            ancestors,
             depth,
+            advisor,
+        })
+    }
+
+    /// Creates the child session: its caller, where its permissions come from, its system
+    /// prompt and `input`; for `isolation: worktree`, its worktree (named after the session, so
+    /// made once the session exists). Returns its id and worktree.
+    async fn admit_child(
+        &self,
+        who: &Child<'_>,
+        input: String,
+    ) -> Result<(String, Option<Isolated>), ToolError> {
+        let (inner, target) = (&self.0, who.target);
+        let now = Utc::now();
+        let system = prompt::subagent_prompt(
+            &inner.ws,
+            &inner.cwd,
+            target,
+            &who.ancestors,
+            who.def.as_ref(),
+            now,
+        )
+        .map_err(|e| ToolError::model(ToolErrorKind::ConfigError, e.to_string()))?;
+        let caller = Caller {
+            session_id: who.parent.session_id.clone(),
+            agent: who.parent.agent.clone(),
+            depth: who.depth,
         };
         // Seed 002 §5.4: the session records where its permissions come from.
-        let policy = crate::permissions::load_chain(&inner.ws.root, target, &ancestors)
+        let policy = crate::permissions::load_chain(&inner.ws.root, target, &who.ancestors)
             .map_err(|e| ToolError::model(ToolErrorKind::PermissionDenied, e.to_string()))?;
-        let source = permission_source(&policy, &inner.ws.root, &parent.session_id);
+        let source = permission_source(&policy, &inner.ws.root, &who.parent.session_id);
         let store = inner.store.clone();
         let name = target.to_string();
-        // `isolation: worktree` (for `call-agent`; an advisor only reads): the worktree is named
-        // after the child session, so it is made once the session exists.
-        let isolate =
-            (!advisor && def.is_some_and(|d| d.isolation == Isolation::Worktree)).then(|| {
-                let caller = crate::checkpoint::Checkpoints::new(
-                    &parent.root,
-                    &parent.root.join(".nop"),
-                    inner.config.checkpoints.max_file_mb,
-                );
-                (caller, ancestors.clone())
-            });
-        let (child, isolated) = tokio::task::spawn_blocking(
-            move || -> Result<(String, Option<Result<Isolated, String>>), crate::session::SessionError> {
-                let session = store.create(&name, now)?;
-                let id = session.session_id;
-                let isolated = isolate.map(|(caller, ancestors)| {
-                    let policy = crate::permissions::load_chain(caller.root(), &name, &ancestors)
-                        .map_err(|e| e.to_string())?;
-                    crate::checkpoint::isolate(&caller, &format!("{name}-{id}"), &policy)
-                        .map_err(|e| e.to_string())
-                });
-                let system = match &isolated {
-                    Some(Ok(i)) => format!("{system}{}", isolation_section(i, caller.agent.as_str())),
-                    _ => system,
-                };
-                let recorded = store.update(&id, now, |state| {
-                    state.session.caller = Some(caller);
-                    state.session.permissions = Some(source);
-                    state.session.status = match &isolated {
-                        Some(Err(_)) => SessionStatus::Error,
-                        _ => SessionStatus::Running,
-                    };
-                    state.session.messages = vec![
-                        Message::new(Role::System, system, now),
-                        Message::new(Role::User, input, now),
-                    ];
-                    Ok(())
-                });
-                if let (Err(_), Some(Ok(isolated))) = (&recorded, &isolated) {
-                    isolated.remove();
-                }
-                recorded?;
-                Ok((id, isolated))
-            },
-        )
-        .await
-        .map_err(ToolError::fatal_from)??;
-        let isolated = match isolated {
-            None => None,
-            Some(Ok(isolated)) => Some(isolated),
+        // `isolation: worktree` (for `call-agent`; an advisor only reads).
+        let worktree = who
+            .def
+            .as_ref()
+            .is_some_and(|d| d.isolation == Isolation::Worktree);
+        let isolate = (!who.advisor && worktree).then(|| {
+            let caller = crate::checkpoint::Checkpoints::new(
+                &who.parent.root,
+                &who.parent.root.join(".nop"),
+                inner.config.checkpoints.max_file_mb,
+            );
+            (caller, who.ancestors.clone())
+        });
+        let opening = Opening {
+            system,
+            caller,
+            source,
+            input,
+        };
+        let (child, isolated) =
+            tokio::task::spawn_blocking(move || create_child(&store, &name, now, isolate, opening))
+                .await
+                .map_err(ToolError::fatal_from)??;
+        match isolated {
+            None => Ok((child, None)),
+            Some(Ok(isolated)) => {
+                tracing::info!(session = %child, agent = %target, op = "isolation", branch = %isolated.branch, path = %isolated.path.display(), skipped = isolated.skipped.len(), "subagent works in its own worktree");
+                Ok((child, Some(isolated)))
+            }
             Some(Err(why)) => {
                 tracing::warn!(session = %child, agent = %target, op = "isolation", result = "refused", "{why}");
-                return Err(ToolError::model(
+                Err(ToolError::model(
                     ToolErrorKind::NotAvailable,
                     format!("agent `{target}` (session {child}) did not start: {why}"),
-                ));
+                ))
             }
-        };
-        if let Some(i) = &isolated {
-            tracing::info!(session = %child, agent = %target, op = "isolation", branch = %i.branch, path = %i.path.display(), skipped = i.skipped.len(), "subagent works in its own worktree");
         }
-        let cancel = parent.cancel.child_token();
-        let ctx = self
-            .tool_context(&child, target, ancestors, depth, cancel.clone(), !advisor)
-            .and_then(|mut ctx| {
-                // A subagent works where its caller does (an isolated caller's worktree), or in
-                // a worktree of its own; its rules apply there, read from that root's `.nop/`.
-                let root = isolated
-                    .as_ref()
-                    .map_or_else(|| parent.root.clone(), |i| i.path.clone());
-                // Its caller's callers in other roots confine it too.
-                ctx.outer = parent.outer.clone();
-                if root != ctx.root {
-                    // Its own root's rules, and its caller's wherever they reach (the caller's
-                    // repository by its path beside the worktree).
-                    ctx.outer.insert(
-                        0,
-                        crate::tools::Outer {
-                            root: ctx.root.clone(),
-                            agent: target.to_string(),
-                            ancestors: ctx.ancestors.clone(),
-                        },
-                    );
-                    ctx.root = root;
-                    ctx.policy = ctx.load_policy()?;
-                }
-                Ok(ctx)
-            });
-        let ctx = match ctx {
-            Ok(ctx) => ctx,
-            Err(e) => {
-                if let Some(isolated) = isolated {
-                    let _ = tokio::task::spawn_blocking(move || isolated.remove()).await;
-                }
-                return Err(ToolError::model(
-                    ToolErrorKind::PermissionDenied,
-                    e.to_string(),
-                ));
-            }
-        };
-        tracing::info!(session = %child, agent = %target, op = "subagent", result = "started", caller = %parent.session_id, depth, "subagent started");
-        self.emit(Event::SubagentStarted {
-            session_id: child.clone(),
-            agent: target.to_string(),
-            caller_session_id: parent.session_id.clone(),
-            depth,
-        });
-        // The child's own stream is not the user's: its events are dropped, its session keeps all.
-        let (sink, _) = tokio::sync::mpsc::unbounded_channel();
-        let mut stats = TurnStats::default();
-        let started = Instant::now();
-        let max_turns = inner.config.agent.max_turns;
-        // The `subagent-stop` hooks may keep a subagent (never an advisor) going.
-        let mut behaviours: Vec<Box<dyn Around + '_>> = Vec::new();
-        if !advisor {
-            behaviours.push(Box::new(StopHooks::new(
-                inner.config.hooks.clone(),
-                inner.ws.root.clone(),
-                Some(parent.session_id.clone()),
-            )));
+    }
+
+    /// The child's tools: it works where its caller does (an isolated caller's worktree), or in
+    /// a worktree of its own; its rules apply there, read from that root's `.nop/`, and its
+    /// caller's callers in other roots confine it too.
+    fn child_context(
+        &self,
+        who: &Child<'_>,
+        child: &str,
+        cancel: tokio_util::sync::CancellationToken,
+        isolated: Option<&Isolated>,
+    ) -> Result<ToolContext, crate::permissions::PermissionError> {
+        let mut ctx = self.tool_context(
+            child,
+            who.target,
+            who.ancestors.clone(),
+            who.depth,
+            cancel,
+            !who.advisor,
+        )?;
+        let root = isolated.map_or_else(|| who.parent.root.clone(), |i| i.path.clone());
+        ctx.outer = who.parent.outer.clone();
+        if root != ctx.root {
+            // Its own root's rules, and its caller's wherever they reach (the caller's
+            // repository by its path beside the worktree).
+            ctx.outer.insert(
+                0,
+                crate::tools::Outer {
+                    root: ctx.root.clone(),
+                    agent: who.target.to_string(),
+                    ancestors: ctx.ancestors.clone(),
+                },
+            );
+            ctx.root = root;
+            ctx.policy = ctx.load_policy()?;
         }
-        let run = Drive {
-            engine: self,
-            ctx: &ctx,
-            events: &sink,
-            stats: &mut stats,
-            held: None,
-            max_turns,
-            first: None,
-            behaviours: &mut behaviours,
-        }
-        .run();
-        let result = tokio::time::timeout(timeout, run).await;
-        let metrics = CallMetrics {
-            duration_ms: started.elapsed().as_millis() as u64,
-            tool_calls: stats.tool_calls,
-            input_tokens: stats.spent.input_tokens,
-            output_tokens: stats.spent.output_tokens,
-        };
-        let timed_out = result.is_err();
-        let (status, message) = match result {
-            Err(_) => {
-                cancel.cancel();
-                (
-                    SessionStatus::Error,
-                    format!(
-                        "timed out after {:.1} s and was stopped",
-                        timeout.as_secs_f64()
-                    ),
-                )
-            }
-            Ok(Err(fatal)) => (SessionStatus::Error, fatal.to_string()),
-            Ok(Ok(Err(Interrupted))) => (SessionStatus::Cancelled, "cancelled".to_string()),
-            Ok(Ok(Ok(response))) => match response.status {
-                AgentStatus::Completed => (SessionStatus::Completed, response.message),
-                AgentStatus::WaitingInput => (SessionStatus::WaitingInput, response.message),
-                AgentStatus::Error | AgentStatus::OverBudget | AgentStatus::GoalNotMet => {
-                    (SessionStatus::Error, response.message)
-                }
-            },
-        };
-        let store = inner.store.clone();
-        let id = child.clone();
-        let recorded = store
-            .update_async(&id, Utc::now(), move |state| {
+        Ok(ctx)
+    }
+
+    /// Closes the child session: its final status and metrics recorded, what it spent charged
+    /// to its caller, an isolated child's work committed, `subagent_finished` sent. Returns what
+    /// the caller reads of its worktree.
+    async fn close_child(
+        &self,
+        who: &Child<'_>,
+        child: &str,
+        status: SessionStatus,
+        metrics: CallMetrics,
+        counted: &Spent,
+        isolated: Option<Isolated>,
+    ) -> Option<String> {
+        let (parent, target) = (who.parent, who.target);
+        let recorded = self
+            .0
+            .store
+            .update_async(child, Utc::now(), move |state| {
                 state.session.status = status;
                 state.session.metrics = Some(metrics);
                 Ok(state.session.usage.total())
             })
             .await;
         match &recorded {
-            Ok(spent) => self.charge_caller(parent, advisor, spent).await,
-            Err(_) => {
-                // What the child spent is still the caller's: from what its turns counted.
-                self.charge_caller(parent, advisor, &stats.spent).await;
-            }
+            Ok(spent) => self.charge_caller(parent, who.advisor, spent).await,
+            // What the child spent is still the caller's: from what its turns counted.
+            Err(_) => self.charge_caller(parent, who.advisor, counted).await,
         }
         if let Err(e) = recorded {
             tracing::error!(session = %child, agent = %target, op = "subagent", error = %e, "the subagent's final status could not be recorded");
@@ -286,12 +330,12 @@ impl Engine {
         let isolation = match isolated {
             None => None,
             Some(isolated) => {
-                Some(finish_isolation(isolated, target, &child, &parent.session_id).await)
+                Some(finish_isolation(isolated, target, child, &parent.session_id).await)
             }
         };
         tracing::info!(session = %child, agent = %target, op = "subagent", result = status.as_str(), duration_ms = metrics.duration_ms, tool_calls = metrics.tool_calls, output_tokens = metrics.output_tokens, "subagent ended");
         self.emit(Event::SubagentFinished {
-            session_id: child.clone(),
+            session_id: child.to_string(),
             agent: target.to_string(),
             status: status.as_str().to_string(),
             duration_ms: metrics.duration_ms,
@@ -299,15 +343,91 @@ impl Engine {
             input_tokens: metrics.input_tokens,
             output_tokens: metrics.output_tokens,
         });
-        Ok(SubagentOutcome {
-            session_id: child,
-            status,
-            message,
-            metrics,
-            timed_out,
-            isolation,
-        })
+        isolation
     }
+}
+
+/// The child session's final status and message from how its run ended (`Err`: at its time
+/// limit `timeout`).
+fn ended(
+    result: Result<super::around::Answer, tokio::time::error::Elapsed>,
+    timeout: Duration,
+) -> (SessionStatus, String) {
+    match result {
+        Err(_) => (
+            SessionStatus::Error,
+            format!(
+                "timed out after {:.1} s and was stopped",
+                timeout.as_secs_f64()
+            ),
+        ),
+        Ok(Err(fatal)) => (SessionStatus::Error, fatal.to_string()),
+        Ok(Ok(Err(Interrupted))) => (SessionStatus::Cancelled, "cancelled".to_string()),
+        Ok(Ok(Ok(response))) => match response.status {
+            AgentStatus::Completed => (SessionStatus::Completed, response.message),
+            AgentStatus::WaitingInput => (SessionStatus::WaitingInput, response.message),
+            AgentStatus::Error | AgentStatus::OverBudget | AgentStatus::GoalNotMet => {
+                (SessionStatus::Error, response.message)
+            }
+        },
+    }
+}
+
+/// What a child session starts with: its system prompt, its caller, where its permissions
+/// come from, and what it is asked.
+struct Opening {
+    system: String,
+    caller: Caller,
+    source: PermissionSource,
+    input: String,
+}
+
+/// Creates the child session `name` and, when `isolate` says so, its worktree from the caller's
+/// checkpoint; writes its opening (a session whose worktree could not be made is left as an
+/// error). Returns its id and its worktree, or why it has none.
+fn create_child(
+    store: &crate::session::Store,
+    name: &str,
+    now: chrono::DateTime<Utc>,
+    isolate: Option<(crate::checkpoint::Checkpoints, Vec<String>)>,
+    opening: Opening,
+) -> Result<(String, Option<Result<Isolated, String>>), crate::session::SessionError> {
+    let Opening {
+        system,
+        caller,
+        source,
+        input,
+    } = opening;
+    let session = store.create(name, now)?;
+    let id = session.session_id;
+    let isolated = isolate.map(|(caller, ancestors)| {
+        let policy = crate::permissions::load_chain(caller.root(), name, &ancestors)
+            .map_err(|e| e.to_string())?;
+        crate::checkpoint::isolate(&caller, &format!("{name}-{id}"), &policy)
+            .map_err(|e| e.to_string())
+    });
+    let system = match &isolated {
+        Some(Ok(i)) => format!("{system}{}", isolation_section(i, caller.agent.as_str())),
+        _ => system,
+    };
+    let recorded = store.update(&id, now, |state| {
+        state.session.caller = Some(caller);
+        state.session.permissions = Some(source);
+        state.session.status = match &isolated {
+            Some(Err(_)) => SessionStatus::Error,
+            _ => SessionStatus::Running,
+        };
+        state.session.messages = vec![
+            Message::new(Role::System, system, now),
+            Message::new(Role::User, input, now),
+        ];
+        Ok(())
+    });
+    if let (Err(_), Some(Ok(isolated))) = (&recorded, &isolated) {
+        isolated.remove();
+    }
+    recorded?;
+    Ok((id, isolated))
 }
 
 /// What an isolated subagent's system prompt adds: where it works, and that its caller's tree
