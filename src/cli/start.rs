@@ -13,7 +13,7 @@ use nop::permissions::{ApprovalMode, Approver};
 use super::args::PriorityArg;
 use super::context::Context;
 use super::sessions::last_session;
-use super::{OutputFormat, RunArgs, chat, exit, run};
+use super::{OutputFormat, RunArgs, chat, exit, interactive, run};
 
 /// `nop` alone on a terminal: an interactive session.
 pub fn interactive(ctx: &Context) -> Result<ExitCode> {
@@ -21,7 +21,7 @@ pub fn interactive(ctx: &Context) -> Result<ExitCode> {
     let runtime = ctx
         .runtime(ctx.config().clone(), approver)
         .with_cwd(&ctx.cwd);
-    run::interactive(
+    interactive::interactive(
         runtime,
         prompts,
         &ctx.ws,
@@ -44,12 +44,12 @@ pub fn resume(
     let interactive = prompt.is_none() && std::io::stdin().is_terminal();
     let session = match id {
         Some(id) => Some(ctx.store.resolve(&id)?),
-        None if interactive => match run::pick_session(&ctx.store)? {
+        None if interactive => match interactive::pick_session(&ctx.store)? {
             Some(id) => Some(id),
             None => return Ok(ExitCode::SUCCESS),
         },
         None if prompt.is_none() => {
-            let recent = run::resumable(&ctx.store);
+            let recent = interactive::resumable(&ctx.store);
             if recent.is_empty() {
                 eprintln!("no sessions to resume yet");
             }
@@ -248,7 +248,7 @@ fn start_run(
         (None, session)
             if std::io::stdin().is_terminal() && args.output_format == OutputFormat::Text =>
         {
-            run::interactive(
+            interactive::interactive(
                 runtime,
                 prompts,
                 &ctx.ws,

@@ -1,0 +1,306 @@
+//! The interactive session's slash commands: `/help`, `/model`, `/mode`, `/clear`, `/resume`,
+//! `/fork`, `/diff`, `/undo`, `/rewind` (with its picker of runs), `/plan`, `/snapshot`,
+//! `/goal`, `/status`, `/verbose`, `/compact` and the custom commands.
+
+use nop::agent::Op;
+
+use super::{Command, Interactive, pick_session};
+use crate::cli::{picker, render, slash, term};
+
+impl Interactive {
+    pub(super) fn command(&mut self, rt: &tokio::runtime::Runtime, input: &str) -> Command {
+        let (name, argument) = match input.split_once(char::is_whitespace) {
+            Some((name, rest)) => (name, rest.trim()),
+            None => (input, ""),
+        };
+        let store = self.runtime.store().clone();
+        match name {
+            "/exit" | "/quit" => return Command::Leave,
+            "/help" => {
+                eprintln!("{}", slash::help());
+                let custom = self.custom_commands().menu();
+                if !custom.is_empty() {
+                    eprintln!("\ncustom commands (nop commands list shows their files):");
+                    for (name, help) in custom {
+                        eprintln!("{name:<10} {help}");
+                    }
+                }
+            }
+            "/compact" => return Command::Run(Op::Compact),
+            "/goal" => return self.goal(argument),
+            "/verbose" => {
+                let on = self.renderer.toggle_verbose();
+                eprintln!(
+                    "{}",
+                    if on {
+                        "whole tool results and diffs from now on"
+                    } else {
+                        "tool results cut to their last lines from now on"
+                    }
+                );
+            }
+            "/status" | "/cost" => {
+                let file = self
+                    .session
+                    .as_ref()
+                    .and_then(|id| store.read_session(id).ok());
+                let model = self.model();
+                for line in slash::status(&model, file.as_ref(), self.renderer.context()) {
+                    eprintln!("{line}");
+                }
+            }
+            "/mode" | "/approvals" if argument.is_empty() => {
+                let mode = self.runtime.approver().mode();
+                eprintln!("approval: {} · {}", mode.as_str(), mode.describe());
+            }
+            "/mode" | "/approvals" => match nop::config::ApprovalSetting::parse(argument) {
+                Some(setting) => {
+                    let mode: nop::permissions::ApprovalMode = setting.into();
+                    self.runtime.approver().set_mode(mode);
+                    eprintln!("approval: {} · {}", mode.as_str(), mode.describe());
+                }
+                None => eprintln!(
+                    "unknown approval mode `{argument}`: never, on-request, always or plan"
+                ),
+            },
+            "/model" if argument.is_empty() => eprintln!("model {}", self.model()),
+            "/model" => {
+                self.runtime = self.runtime.clone().with_model(argument);
+                let session = self.session.clone();
+                self.reopen(rt, session);
+                eprintln!("model {argument} from the next prompt on");
+            }
+            "/clear" => {
+                self.reopen(rt, None);
+                eprintln!("new session: it starts with your next prompt");
+            }
+            "/resume" => match pick_session(&store) {
+                Ok(Some(id)) => self.switch(rt, Some(id)),
+                Ok(None) => {}
+                Err(e) => eprintln!("error: {e}"),
+            },
+            "/fork" => {
+                let Some(id) = self.session.clone() else {
+                    eprintln!("no session yet: say something first");
+                    return Command::Done;
+                };
+                match store.fork(&id, None, chrono::Utc::now()) {
+                    Ok(fork) => {
+                        eprintln!("forked {id} → {}; you are in the fork", fork.session_id);
+                        self.reopen(rt, Some(fork.session_id));
+                    }
+                    Err(e) => eprintln!("error: {e}"),
+                }
+            }
+            "/diff" => {
+                let Some(id) = &self.session else {
+                    eprintln!("no session yet: say something first");
+                    return Command::Done;
+                };
+                match store.read_session(id) {
+                    Ok(file) => {
+                        let root = self.runtime.workspace().root.clone();
+                        let style = term::style::Style::detect(true);
+                        for line in slash::session_diff(&root, &file.messages, style) {
+                            eprintln!("{line}");
+                        }
+                    }
+                    Err(e) => eprintln!("error: {e}"),
+                }
+            }
+            "/undo" | "/rewind" => {
+                let Some(id) = self.session.clone() else {
+                    eprintln!("no session yet: say something first");
+                    return Command::Done;
+                };
+                let ws = self.runtime.workspace().clone();
+                let checkpoints = ws.checkpoints(self.runtime.config());
+                if name == "/rewind" && argument.is_empty() {
+                    return self.rewind_to_a_turn(rt, &store, &id, checkpoints.as_ref());
+                }
+                // The session's run lock is free only with the handle closed.
+                self.close(rt);
+                let now = chrono::Utc::now();
+                let mut err = std::io::stderr();
+                let shown = match (name, &checkpoints) {
+                    ("/undo", Some(c)) => {
+                        let force = argument == "--force";
+                        nop::checkpoint::undo_turn(&store, c, &id, force, now)
+                            .map_err(|e| e.to_string())
+                            .and_then(|u| {
+                                render::undo(&mut err, &u, false).map_err(|e| e.to_string())
+                            })
+                    }
+                    ("/undo", None) => {
+                        Err("file checkpoints are off (checkpoints.enabled)".to_string())
+                    }
+                    _ => slash::rewind_arguments(argument).and_then(|(snap, mode, force)| {
+                        nop::checkpoint::rewind(
+                            &store,
+                            checkpoints.as_ref(),
+                            &id,
+                            &snap,
+                            mode,
+                            force,
+                            now,
+                        )
+                        .map_err(|e| e.to_string())
+                        .and_then(|r| {
+                            render::rewind(&mut err, &r, false).map_err(|e| e.to_string())
+                        })
+                    }),
+                };
+                if let Err(e) = shown {
+                    eprintln!("error: {e}");
+                }
+                self.reopen(rt, Some(id));
+            }
+            "/plan" | "/snapshot" => {
+                let Some(id) = &self.session else {
+                    eprintln!("no session yet: say something first");
+                    return Command::Done;
+                };
+                if name == "/plan" {
+                    match store.read(id) {
+                        Ok(state) => {
+                            let style = term::style::Style::detect(true);
+                            let lines = term::plan::checklist(&state.plan, style);
+                            if lines.is_empty() {
+                                eprintln!("no tasks");
+                            }
+                            for line in lines {
+                                eprintln!("{line}");
+                            }
+                        }
+                        Err(e) => eprintln!("error: {e}"),
+                    }
+                } else {
+                    match store.snapshot(id, chrono::Utc::now()) {
+                        Ok(snap) => println!("snapshot {snap} (nop fork {id} --snapshot {snap})"),
+                        Err(e) => eprintln!("error: {e}"),
+                    }
+                }
+            }
+            other => {
+                let custom = self.custom_commands();
+                for w in &custom.found.warnings {
+                    eprintln!("warning: {}", term::style::one_line(w));
+                }
+                if let Some(text) = custom.expand(input) {
+                    return Command::Run(Op::UserInput { text });
+                }
+                match slash::nearest(other) {
+                    Some(near) => eprintln!("unknown command {other}; did you mean {near}?"),
+                    None => eprintln!("unknown command {other}; /help lists them"),
+                }
+            }
+        }
+        Command::Done
+    }
+
+    /// `/rewind` alone: the session's runs in a picker, newest first; the one picked has its files
+    /// and conversation taken back to where it began.
+    fn rewind_to_a_turn(
+        &mut self,
+        rt: &tokio::runtime::Runtime,
+        store: &nop::session::Store,
+        id: &str,
+        checkpoints: Option<&nop::checkpoint::Checkpoints>,
+    ) -> Command {
+        let file = match store.read_session(id) {
+            Ok(file) => file,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Command::Done;
+            }
+        };
+        let turns = slash::turn_entries(&file, checkpoints);
+        if turns.is_empty() {
+            eprintln!("no runs to go back to yet; /rewind SNAP goes back to a snapshot:");
+            for line in slash::rewind_points(store, id) {
+                eprintln!("{line}");
+            }
+            return Command::Done;
+        }
+        let lines: Vec<String> = turns.iter().map(|(_, line)| line.clone()).collect();
+        let turn = match picker::pick("rewind to before which run", &lines) {
+            Ok(Some(i)) => match turns.get(i) {
+                Some((turn, _)) => *turn,
+                None => return Command::Done,
+            },
+            Ok(None) => return Command::Done,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Command::Done;
+            }
+        };
+        // The session's run lock is free only with the handle closed.
+        self.close(rt);
+        let rewound = nop::checkpoint::rewind_turn(
+            store,
+            checkpoints,
+            id,
+            turn,
+            if checkpoints.is_some() {
+                nop::checkpoint::RewindMode::Both
+            } else {
+                nop::checkpoint::RewindMode::Conversation
+            },
+            false,
+            chrono::Utc::now(),
+        )
+        .map_err(|e| e.to_string())
+        .and_then(|r| {
+            render::rewind_turn(&mut std::io::stderr(), &r, false).map_err(|e| e.to_string())
+        });
+        if let Err(e) = rewound {
+            eprintln!("error: {e}");
+        }
+        self.reopen(rt, Some(id.to_string()));
+        Command::Done
+    }
+
+    /// `/goal`: the session's goal and its checks; `/goal clear`; `/goal TEXT` sets one and
+    /// starts working toward it.
+    fn goal(&mut self, argument: &str) -> Command {
+        let store = self.runtime.store().clone();
+        let goal = self
+            .session
+            .as_ref()
+            .and_then(|id| store.read_session(id).ok())
+            .and_then(|s| s.goal);
+        match argument {
+            "" => match goal {
+                None => eprintln!("no goal: /goal TEXT sets one"),
+                Some(goal) => {
+                    eprintln!(
+                        "goal: {} ({}, {} checks)",
+                        term::style::visible(&goal.objective),
+                        goal.status.as_str(),
+                        goal.checks.len()
+                    );
+                    if let Some(last) = goal.checks.last() {
+                        eprintln!("  last check: {}", term::style::visible(&last.reason));
+                    }
+                }
+            },
+            "clear" => match &self.session {
+                Some(id) => match nop::agent::goal::clear(&store, id) {
+                    Ok(true) => eprintln!("goal cleared"),
+                    Ok(false) => eprintln!("no goal to clear"),
+                    Err(e) => eprintln!("error: {e}"),
+                },
+                None => eprintln!("no goal to clear"),
+            },
+            objective => {
+                return Command::Run(Op::Goal {
+                    spec: nop::agent::goal::GoalSpec {
+                        objective: objective.to_string(),
+                        until: None,
+                    },
+                });
+            }
+        }
+        Command::Done
+    }
+}
