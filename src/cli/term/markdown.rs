@@ -5,14 +5,21 @@
 //!
 //! An answer arrives in pieces; [`complete_prefix`] says how much of it is complete blocks, so
 //! the caller renders those and keeps the rest until more text (or the end) arrives.
+//!
+//! This file reads the parser's events into blocks (the renderer); the runs of inline text and
+//! their wrapping are `markdown/inline.rs`, tables and code blocks `markdown/blocks.rs`, the
+//! code highlighter `markdown/highlight.rs`.
 
-use pulldown_cmark::{Alignment, CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
-use unicode_width::UnicodeWidthChar;
+mod blocks;
+mod highlight;
+mod inline;
 
-use super::style::{self, BOLD, CYAN, DIM, GREEN, ITALIC, MAGENTA, STRIKE, Style, UNDERLINE};
+use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 
-/// Code blocks are indented this much, as markdown itself indents code.
-const CODE_INDENT: &str = "    ";
+use super::style::{self, Style};
+use blocks::{CodeBlock, Table};
+use highlight::Lang;
+use inline::{Fmt, Span, append, paint, wrap};
 
 /// Narrowest column prose is wrapped to, however deep the nesting.
 const MIN_WIDTH: usize = 10;
@@ -85,49 +92,6 @@ pub fn complete_prefix(text: &str) -> usize {
     complete
 }
 
-/// Inline formatting in effect for a run of text.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Fmt {
-    bold: bool,
-    italic: bool,
-    strike: bool,
-    code: bool,
-    link: bool,
-    url: bool,
-}
-
-impl Fmt {
-    fn sgr(self) -> Vec<u8> {
-        let mut codes = Vec::new();
-        if self.bold {
-            codes.push(BOLD);
-        }
-        if self.italic {
-            codes.push(ITALIC);
-        }
-        if self.strike {
-            codes.push(STRIKE);
-        }
-        if self.link {
-            codes.push(UNDERLINE);
-        }
-        if self.code {
-            codes.push(CYAN);
-        }
-        if self.url {
-            codes.push(DIM);
-        }
-        codes
-    }
-}
-
-/// A run of text with one formatting. A `\n` in `text` is a hard line break.
-#[derive(Debug, Clone)]
-struct Span {
-    text: String,
-    fmt: Fmt,
-}
-
 /// What the lines of a block sit inside, outermost first.
 enum Container {
     Quote,
@@ -136,17 +100,6 @@ enum Container {
         /// Whether a line has shown the marker yet (later lines get spaces instead).
         shown: bool,
     },
-}
-
-struct Table {
-    aligns: Vec<Alignment>,
-    rows: Vec<Vec<Vec<Span>>>,
-    row: Vec<Vec<Span>>,
-}
-
-struct CodeBlock {
-    lang: Lang,
-    text: String,
 }
 
 struct Renderer {
@@ -466,339 +419,6 @@ impl Renderer {
             self.emit(painted);
         }
     }
-
-    fn code_block(&mut self, code: &CodeBlock) {
-        let text = code.text.strip_suffix('\n').unwrap_or(&code.text);
-        for line in text.split('\n') {
-            let line = highlight(line, code.lang, self.style);
-            self.emit(format!("{CODE_INDENT}{line}"));
-        }
-    }
-
-    fn table(&mut self, table: &Table) {
-        let cells: Vec<Vec<(String, String)>> = table
-            .rows
-            .iter()
-            .enumerate()
-            .map(|(r, row)| {
-                row.iter()
-                    .map(|spans| {
-                        let plain: String = spans
-                            .iter()
-                            .map(|s| s.text.replace('\n', " "))
-                            .collect::<String>()
-                            .trim()
-                            .to_string();
-                        let spans: Vec<Span> = spans
-                            .iter()
-                            .map(|s| Span {
-                                text: s.text.replace('\n', " "),
-                                fmt: Fmt {
-                                    bold: s.fmt.bold || r == 0,
-                                    ..s.fmt
-                                },
-                            })
-                            .collect();
-                        (plain, paint(&trim_spans(spans), self.style))
-                    })
-                    .collect()
-            })
-            .collect();
-        let columns = cells.iter().map(Vec::len).max().unwrap_or(0);
-        let mut widths = vec![0; columns];
-        for row in &cells {
-            for (i, (plain, _)) in row.iter().enumerate() {
-                widths[i] = widths[i].max(style::width(plain));
-            }
-        }
-        for (r, row) in cells.iter().enumerate() {
-            let line = (0..columns)
-                .map(|i| {
-                    let (plain, painted) = row
-                        .get(i)
-                        .map_or(("", ""), |(p, s)| (p.as_str(), s.as_str()));
-                    let gap = widths[i] - style::width(plain);
-                    let (left, right) = match table.aligns.get(i) {
-                        Some(Alignment::Right) => (gap, 0),
-                        Some(Alignment::Center) => (gap / 2, gap - gap / 2),
-                        _ => (0, gap),
-                    };
-                    format!("{}{painted}{}", " ".repeat(left), " ".repeat(right))
-                })
-                .collect::<Vec<_>>()
-                .join(&self.style.dim(" │ "));
-            self.emit(line);
-            if r == 0 {
-                let rule = widths
-                    .iter()
-                    .map(|w| "─".repeat(*w))
-                    .collect::<Vec<_>>()
-                    .join("─┼─");
-                let rule = self.style.dim(&rule);
-                self.emit(rule);
-            }
-        }
-    }
-}
-
-/// `spans` without leading and trailing whitespace.
-fn trim_spans(mut spans: Vec<Span>) -> Vec<Span> {
-    if let Some(first) = spans.first_mut() {
-        first.text = first.text.trim_start().to_string();
-    }
-    if let Some(last) = spans.last_mut() {
-        last.text = last.text.trim_end().to_string();
-    }
-    spans
-}
-
-/// A piece of inline content for wrapping.
-enum Token {
-    Word(Vec<Span>),
-    Space(Fmt),
-    Break,
-}
-
-/// Splits inline content into lines of at most `width` columns at spaces (runs of spaces count
-/// as one); a word wider than a line is cut where it must.
-fn wrap(spans: &[Span], width: usize) -> Vec<Vec<Span>> {
-    let mut tokens = Vec::new();
-    let mut word: Vec<Span> = Vec::new();
-    let end_word = |word: &mut Vec<Span>, tokens: &mut Vec<Token>| {
-        if !word.is_empty() {
-            tokens.push(Token::Word(std::mem::take(word)));
-        }
-    };
-    for span in spans {
-        for c in span.text.chars() {
-            if c == '\n' {
-                end_word(&mut word, &mut tokens);
-                tokens.push(Token::Break);
-            } else if c.is_whitespace() {
-                end_word(&mut word, &mut tokens);
-                tokens.push(Token::Space(span.fmt));
-            } else {
-                append(&mut word, c.encode_utf8(&mut [0; 4]), span.fmt);
-            }
-        }
-    }
-    end_word(&mut word, &mut tokens);
-
-    let mut lines = Vec::new();
-    let mut line: Vec<Span> = Vec::new();
-    let mut used = 0;
-    let mut space: Option<Fmt> = None;
-    for token in tokens {
-        match token {
-            Token::Space(fmt) => space = space.or(Some(fmt)),
-            Token::Break => {
-                lines.push(std::mem::take(&mut line));
-                used = 0;
-                space = None;
-            }
-            Token::Word(word) => {
-                let w: usize = word.iter().map(|s| style::width(&s.text)).sum();
-                if used > 0 && used + 1 + w > width {
-                    lines.push(std::mem::take(&mut line));
-                    used = 0;
-                }
-                if used > 0
-                    && let Some(fmt) = space
-                {
-                    append(&mut line, " ", fmt);
-                    used += 1;
-                }
-                space = None;
-                for span in word {
-                    for c in span.text.chars() {
-                        let cw = c.width().unwrap_or(0);
-                        if used > 0 && used + cw > width {
-                            lines.push(std::mem::take(&mut line));
-                            used = 0;
-                        }
-                        append(&mut line, c.encode_utf8(&mut [0; 4]), span.fmt);
-                        used += cw;
-                    }
-                }
-            }
-        }
-    }
-    if !line.is_empty() {
-        lines.push(line);
-    }
-    lines
-}
-
-/// Adds `text` to the last span if it has the same formatting, else as a new span.
-fn append(spans: &mut Vec<Span>, text: &str, fmt: Fmt) {
-    match spans.last_mut() {
-        Some(last) if last.fmt == fmt => last.text.push_str(text),
-        _ => spans.push(Span {
-            text: text.to_string(),
-            fmt,
-        }),
-    }
-}
-
-fn paint(spans: &[Span], style: Style) -> String {
-    spans
-        .iter()
-        .map(|s| style.paint(&s.text, &s.fmt.sgr()))
-        .collect()
-}
-
-/// The languages the highlighter knows, by a code fence's info string.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Lang {
-    Rust,
-    Python,
-    Shell,
-    Js,
-    Other,
-}
-
-impl Lang {
-    fn of(info: &str) -> Lang {
-        let name = info.split_whitespace().next().unwrap_or("");
-        match name.to_ascii_lowercase().as_str() {
-            "rust" | "rs" => Lang::Rust,
-            "python" | "py" => Lang::Python,
-            "sh" | "bash" | "shell" | "zsh" | "console" => Lang::Shell,
-            "js" | "javascript" | "jsx" | "ts" | "typescript" | "tsx" => Lang::Js,
-            _ => Lang::Other,
-        }
-    }
-
-    fn keywords(self) -> &'static [&'static str] {
-        match self {
-            Lang::Rust => &[
-                "as", "async", "await", "break", "const", "continue", "crate", "dyn", "else",
-                "enum", "false", "fn", "for", "if", "impl", "in", "let", "loop", "match", "mod",
-                "move", "mut", "pub", "ref", "return", "self", "Self", "static", "struct", "super",
-                "trait", "true", "type", "unsafe", "use", "where", "while",
-            ],
-            Lang::Python => &[
-                "and", "as", "assert", "async", "await", "break", "class", "continue", "def",
-                "del", "elif", "else", "except", "False", "finally", "for", "from", "global", "if",
-                "import", "in", "is", "lambda", "None", "nonlocal", "not", "or", "pass", "raise",
-                "return", "True", "try", "while", "with", "yield",
-            ],
-            Lang::Shell => &[
-                "case", "do", "done", "elif", "else", "esac", "export", "fi", "for", "function",
-                "if", "in", "local", "return", "then", "until", "while",
-            ],
-            Lang::Js => &[
-                "async",
-                "await",
-                "break",
-                "case",
-                "catch",
-                "class",
-                "const",
-                "continue",
-                "default",
-                "delete",
-                "do",
-                "else",
-                "export",
-                "extends",
-                "false",
-                "finally",
-                "for",
-                "from",
-                "function",
-                "if",
-                "import",
-                "in",
-                "instanceof",
-                "let",
-                "new",
-                "null",
-                "of",
-                "return",
-                "switch",
-                "this",
-                "throw",
-                "true",
-                "try",
-                "typeof",
-                "undefined",
-                "var",
-                "while",
-                "yield",
-            ],
-            Lang::Other => &[],
-        }
-    }
-
-    fn line_comment(self) -> Option<&'static str> {
-        match self {
-            Lang::Rust | Lang::Js => Some("//"),
-            Lang::Python | Lang::Shell => Some("#"),
-            Lang::Other => None,
-        }
-    }
-
-    fn quotes(self) -> &'static [char] {
-        match self {
-            // A Rust `'` starts a lifetime as often as a character.
-            Lang::Rust => &['"'],
-            Lang::Python | Lang::Shell => &['"', '\''],
-            Lang::Js => &['"', '\'', '`'],
-            Lang::Other => &[],
-        }
-    }
-}
-
-/// One line of code with keywords, strings and line comments coloured; line by line, so a
-/// string or comment spanning lines is only coloured on its first.
-fn highlight(line: &str, lang: Lang, style: Style) -> String {
-    if !style.color || lang == Lang::Other {
-        return line.to_string();
-    }
-    let chars: Vec<(usize, char)> = line.char_indices().collect();
-    let mut out = String::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let (at, c) = chars[i];
-        let rest = &line[at..];
-        let word_start = i == 0 || chars[i - 1].1.is_whitespace();
-        if let Some(marker) = lang.line_comment()
-            && rest.starts_with(marker)
-            && (lang != Lang::Shell || word_start)
-        {
-            out.push_str(&style.paint(rest, &[DIM, ITALIC]));
-            break;
-        }
-        if lang.quotes().contains(&c) {
-            let mut j = i + 1;
-            while j < chars.len() && chars[j].1 != c {
-                j += if chars[j].1 == '\\' { 2 } else { 1 };
-            }
-            let end = chars.get(j + 1).map_or(line.len(), |(at, _)| *at);
-            out.push_str(&style.paint(&line[at..end], &[GREEN]));
-            i = j + 1;
-            continue;
-        }
-        if c.is_alphabetic() || c == '_' {
-            let mut j = i;
-            while j < chars.len() && (chars[j].1.is_alphanumeric() || chars[j].1 == '_') {
-                j += 1;
-            }
-            let end = chars.get(j).map_or(line.len(), |(at, _)| *at);
-            let word = &line[at..end];
-            if lang.keywords().contains(&word) {
-                out.push_str(&style.paint(word, &[MAGENTA]));
-            } else {
-                out.push_str(word);
-            }
-            i = j;
-            continue;
-        }
-        out.push(c);
-        i += 1;
-    }
-    out
 }
 
 #[cfg(test)]
@@ -806,6 +426,7 @@ mod tests {
     use super::*;
     use insta::assert_snapshot;
     use proptest::prelude::*;
+    use unicode_width::UnicodeWidthChar;
 
     fn plain(text: &str, width: usize) -> String {
         render(text, width, Style::PLAIN).join("\n")
@@ -870,20 +491,6 @@ After the rule.";
     }
 
     #[test]
-    fn wide_characters_count_two_columns_when_wrapping() {
-        let out = render(
-            "日本語の文章 はこのように 折り返されます 正しく",
-            14,
-            Style::PLAIN,
-        );
-        assert!(out.iter().all(|l| style::width(l) <= 14), "{out:#?}");
-        assert_eq!(
-            out,
-            ["日本語の文章", "はこのように", "折り返されます", "正しく"]
-        );
-    }
-
-    #[test]
     fn table_columns_align_by_display_width() {
         let text = "\
 | City | Population | Note |
@@ -932,29 +539,6 @@ plain block
         assert!(
             coloured.contains("\x1b[2;3m// the entry point\x1b[0m"),
             "{coloured}"
-        );
-    }
-
-    #[test]
-    fn highlighting_knows_python_shell_and_js_comments_and_strings() {
-        let c = Style::COLOR;
-        assert_eq!(
-            highlight("def f(): return 'x' # c", Lang::Python, c),
-            "\x1b[35mdef\x1b[0m f(): \x1b[35mreturn\x1b[0m \x1b[32m'x'\x1b[0m \x1b[2;3m# c\x1b[0m"
-        );
-        // `$#` is not a comment in a shell.
-        assert_eq!(
-            highlight("echo $# # n", Lang::Shell, c),
-            "echo $# \x1b[2;3m# n\x1b[0m"
-        );
-        assert_eq!(
-            highlight("const s = `t`; // c", Lang::Js, c),
-            "\x1b[35mconst\x1b[0m s = \x1b[32m`t`\x1b[0m; \x1b[2;3m// c\x1b[0m"
-        );
-        // An unclosed string runs to the end of the line.
-        assert_eq!(
-            highlight("let s = \"open", Lang::Rust, c),
-            "\x1b[35mlet\x1b[0m s = \x1b[32m\"open\x1b[0m"
         );
     }
 
