@@ -1,9 +1,13 @@
-//! The library's architecture, checked from its source text (issue 27): no import circle between
-//! its top-level modules (`src/<module>/` and `src/<file>.rs` under `src/lib.rs`), none through
-//! a re-export, and no circle between the files of any of them (`src/session/`, `src/agent/`, …).
+//! The architecture, checked from the source text (issues 27 and 41): no import circle between
+//! the library's top-level modules (`src/<module>/` and `src/<file>.rs` under `src/lib.rs`), none
+//! through a re-export, no circle between the files of any of them (`src/session/`,
+//! `src/agent/`, …), and none between the files of the binary's `cli` (`src/cli/`, at any
+//! level: `cli`, `cli::term`, `cli::output`, …).
 //!
-//! What counts as a reference, in every `src/**/*.rs` of the library (not `src/cli/`,
-//! `src/main.rs`, `src/bin/`), comments and string literals blanked out first:
+//! Each crate is scanned on its own: the library is every `src/**/*.rs` but `src/main.rs`,
+//! `src/cli/` and `src/bin/`; the binary is `src/main.rs` (its root, what `crate::` names there)
+//! and `src/cli/`, where `nop::…` paths are the library, outside the graph like any other crate.
+//! What counts as a reference, comments and string literals blanked out first:
 //! - every path of a `use` tree (`pub` or not, braces expanded) that starts with `crate::`,
 //!   `super::` or `self::`, or with a module or name in scope where the `use` is;
 //! - every `crate::…`, `super::…` and `self::…` path written in code (`super::` counted from the
@@ -14,15 +18,16 @@
 //! module that defines the item: `crate::agent::RunError` counts as `agent::runtime`. A
 //! reference from module A to module B, A ≠ B, is an edge A → B; a re-export is itself an edge
 //! from the module that re-exports to the one that defines. Glob imports (`use x::*`) count as an
-//! edge to `x` but are not followed further. Macros (`$crate`) and `#[path]` are not used in the
-//! library and not handled.
+//! edge to `x` but are not followed further. Macros (`$crate`) and `#[path]` are not used in
+//! either crate and not handled.
 //!
 //! Test code (`#[cfg(test)] mod …` and `#[cfg(test)] use …`) is left out: a unit test may build
 //! its fixture with a module above its own (`workspace::init` in a permissions test). In the file
-//! graph of a module, its `mod.rs` using its own files (re-exporting or calling them) is the
-//! module's facade and makes no edge; a path through a re-export counts as an edge to the file
-//! that defines the item, so `summarize.rs`'s `super::RunError` is an edge to the file
-//! `RunError` is defined in. The binary's `src/cli/` is not scanned.
+//! graph of a module, its `mod.rs` (or `<module>.rs` over `<module>/`) using its own files
+//! (re-exporting or calling them) is the module's facade and makes no edge; a path through a
+//! re-export counts as an edge to the file that defines the item, so `summarize.rs`'s
+//! `super::RunError` is an edge to the file `RunError` is defined in, and `cli/output/mod.rs`'s
+//! `super::OutputFormat` one to `cli/args.rs`.
 //!
 //! The layering these tests keep is drawn in AGENTS.md ("Layers").
 
@@ -32,7 +37,7 @@ use std::path::{Path, PathBuf};
 
 use regex::Regex;
 
-/// One library file: its module path (`["agent", "runtime"]`) and its text with comments and
+/// One source file: its module path (`["agent", "runtime"]`) and its text with comments and
 /// literals blanked (line numbers kept).
 struct SourceFile {
     rel: String,
@@ -59,7 +64,26 @@ type Bindings = BTreeMap<Vec<String>, BTreeMap<String, Vec<String>>>;
 /// An edge's evidence: where it is written and what.
 type Edges = BTreeMap<(String, String), Vec<String>>;
 
-fn library_files() -> Vec<SourceFile> {
+/// Which crate's files a scan reads: the library's, or the binary's (`src/main.rs` and
+/// `src/cli/`). They share `src/` but not `crate::`, so each is a graph of its own.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Crate {
+    Library,
+    Binary,
+}
+
+impl Crate {
+    /// Whether the file at `rel` (relative to `src/`) belongs to this crate.
+    fn holds(self, rel: &str) -> bool {
+        let binary = rel == "main.rs" || rel.starts_with("cli/");
+        match self {
+            Crate::Library => !binary && !rel.starts_with("bin/"),
+            Crate::Binary => binary,
+        }
+    }
+}
+
+fn source_files(krate: Crate) -> Vec<SourceFile> {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut paths = Vec::new();
     collect(&src, &mut paths);
@@ -71,7 +95,7 @@ fn library_files() -> Vec<SourceFile> {
             .expect("under src")
             .to_string_lossy()
             .replace('\\', "/");
-        if rel == "main.rs" || rel.starts_with("cli/") || rel.starts_with("bin/") {
+        if !krate.holds(&rel) {
             continue;
         }
         let mut module: Vec<String> = rel
@@ -79,9 +103,10 @@ fn library_files() -> Vec<SourceFile> {
             .split('/')
             .map(str::to_string)
             .collect();
+        // A crate's root (`lib.rs`, `main.rs`) and a directory's `mod.rs` are the module itself.
         if module
             .last()
-            .is_some_and(|last| last == "mod" || last == "lib")
+            .is_some_and(|last| last == "mod" || last == "lib" || last == "main")
         {
             module.pop();
         }
@@ -369,7 +394,17 @@ struct Scan {
 }
 
 fn scan() -> Scan {
-    let files = library_files();
+    scan_crate(Crate::Library)
+}
+
+/// The binary's files: `crate::` is `src/main.rs`, and `nop::…` (the library) is outside the
+/// graph, like any other crate.
+fn scan_binary() -> Scan {
+    scan_crate(Crate::Binary)
+}
+
+fn scan_crate(krate: Crate) -> Scan {
+    let files = source_files(krate);
     let use_re = Regex::new(r"(?:\b(pub)(?:\s*\([^)]*\))?\s+)?\b(use)\s+((?:::)?[A-Za-z_{][^;]*);")
         .expect("regex");
     let path_re =
@@ -713,6 +748,23 @@ fn no_import_circle_between_the_files_of_any_module() {
         "import circles between the files of a module:\n{}",
         found.join("\n")
     );
+}
+
+#[test]
+fn no_import_circle_between_the_files_of_the_binarys_cli() {
+    let scan = scan_binary();
+    assert!(
+        scan.file_modules
+            .contains(&vec!["cli".to_string(), "run".to_string()]),
+        "the binary's scan reads src/cli/"
+    );
+    let edges = scan.files_of("cli");
+    // The binary's files are not all islands: a scan that found no edge read nothing.
+    assert!(!edges.is_empty(), "no edge between the files of src/cli/");
+    println!("{}", graph_text(&edges));
+    if let Some(circles) = describe(&edges) {
+        panic!("import circles between the files of src/cli/:\n{circles}");
+    }
 }
 
 #[test]
