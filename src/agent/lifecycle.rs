@@ -110,6 +110,88 @@ pub(super) struct Opened {
     pub first: Option<super::conversation::FirstWrite>,
 }
 
+/// How a run that did not fail ended: its status for the caller and for session.json, its
+/// final message, or the question it waits on.
+struct Ending {
+    status: RunStatus,
+    session_status: SessionStatus,
+    message: String,
+    question: Option<String>,
+}
+
+impl Ending {
+    fn of(answer: Result<AgentResponse, Interrupted>, engine: &Engine) -> Ending {
+        let (status, session_status, message, question) = match answer {
+            Ok(response) => match response.status {
+                AgentStatus::Completed => (
+                    RunStatus::Completed,
+                    SessionStatus::Completed,
+                    response.message,
+                    None,
+                ),
+                AgentStatus::WaitingInput => (
+                    RunStatus::WaitingInput,
+                    SessionStatus::WaitingInput,
+                    String::new(),
+                    Some(response.message),
+                ),
+                AgentStatus::Error => (
+                    RunStatus::Error,
+                    SessionStatus::Error,
+                    response.message,
+                    None,
+                ),
+                AgentStatus::GoalNotMet => (
+                    RunStatus::GoalNotMet,
+                    SessionStatus::Idle,
+                    response.message,
+                    None,
+                ),
+                // Nothing failed: the session waits for more budget (`nop run --session ID`).
+                AgentStatus::OverBudget => (
+                    RunStatus::BudgetExceeded,
+                    SessionStatus::Idle,
+                    format!(
+                        "{}; raise --max-budget-usd (agent.max_budget_usd) to go on",
+                        response.message
+                    ),
+                    None,
+                ),
+            },
+            Err(Interrupted) => {
+                let why = match engine.stopped_by() {
+                    Some(word) => format!("stopped by the message \"{}\"", word.trim()),
+                    None => "cancelled by user".to_string(),
+                };
+                (RunStatus::Cancelled, SessionStatus::Cancelled, why, None)
+            }
+        };
+        Ending {
+            status,
+            session_status,
+            message,
+            question,
+        }
+    }
+}
+
+/// The session a run is admitted for, and its agent.
+struct Seat<'a> {
+    session_id: &'a str,
+    agent_name: &'a str,
+    def: Option<&'a crate::config::AgentDef>,
+    resumed: bool,
+}
+
+/// What taking a place on the session stack gave: the priority, why it is an emergency, the
+/// stack, and the run lock a new session came with.
+type Taken = (
+    Option<u8>,
+    Option<String>,
+    Option<crate::queue::priority::Coordinator>,
+    Option<crate::queue::RunGuard>,
+);
+
 /// What opening wrote of the session.
 struct Written {
     turn: Option<super::file_checkpoint::TurnStart>,
@@ -182,7 +264,6 @@ impl Runtime {
     /// Admits a run: its provider and budget, the agent and its rules (a broken permission
     /// file stops it here), the session (created, or the one to continue), seed 000's priority
     /// (pausing or refusing), and the session's run lock.
-    #[expect(clippy::too_many_lines, reason = "a debt: listed in AGENTS.md")]
     pub(super) async fn admit(&self, request: &mut RunRequest) -> Result<Admitted, RunError> {
         let provider = self.provider()?;
         // A budget nop cannot count against stops the run before anything happens.
@@ -190,43 +271,8 @@ impl Runtime {
             .check_priced()
             .map_err(RunError::Agent)?;
         let now = Utc::now();
-        let new_agent = || {
-            request
-                .agent
-                .clone()
-                .unwrap_or_else(|| self.config.agent.default.clone())
-        };
-        // A new session is written (four fsyncs) while the run is checked and opened, on a
-        // thread of its own at once (a spawned task would wait for this one to yield); its
-        // first write waits for it, and a run refused removes it again.
-        let target = match &request.session {
-            Some(id) => Target::Resume(id.clone()),
-            None => {
-                let (store, agent) = (self.store.clone(), new_agent());
-                let id = store.unused_id();
-                let named = id.clone();
-                Target::Create(
-                    id,
-                    tokio::task::spawn_blocking(move || store.create_running(&named, &agent, now)),
-                )
-            }
-        };
-        let checked = async {
-            let agents = self.ws.agents()?;
-            let agent_name = match &target {
-                Target::Resume(id) => self.agent_of(id).await?,
-                Target::Create(..) => new_agent(),
-            };
-            // A broken permission file stops the run before anything happens (fail closed).
-            load_policy(&self.ws.root, &agent_name)?;
-            if let Target::Create(..) = target {
-                agents
-                    .for_new_session(&agent_name, &self.ws.agents_path())
-                    .map_err(RunError::Agent)?;
-            }
-            Ok::<_, RunError>((agents, agent_name))
-        }
-        .await;
+        let target = self.target(request, now);
+        let checked = self.check_agent(&target, request).await;
         let (session_id, resumed, mut creating) = match target {
             Target::Resume(id) => (id, true, None),
             Target::Create(id, task) => (id, false, Some(task)),
@@ -241,69 +287,16 @@ impl Runtime {
                 return Err(e);
             }
         };
-        let mut guard = None;
-        let def = agents.get(&agent_name);
-        // Seed 000: agents with a priority take part in preemption; the others never wait.
-        let minute = {
-            use chrono::Timelike;
-            let local = chrono::Local::now();
-            local.hour() * 60 + local.minute()
+        let def = agents.get(&agent_name).cloned();
+        let seat = Seat {
+            session_id: &session_id,
+            agent_name: &agent_name,
+            def: def.as_ref(),
+            resumed,
         };
-        // Seed 000's dynamic priority: `--emergency`, or a prompt with one of the agent's
-        // emergency keywords.
-        let emergency = if request.emergency {
-            Some("--emergency".to_string())
-        } else {
-            def.zip(request.input.as_deref())
-                .and_then(|(d, input)| d.emergency_keyword(input))
-                .map(|k| format!("keyword \"{k}\""))
-        };
-        let priority =
-            agents.effective_priority(&agent_name, &self.queue.user, minute, emergency.is_some());
-        let emergency = emergency.filter(|_| priority.is_some());
-        let coordinator = priority.map(|_| {
-            crate::queue::priority::Coordinator::new(
-                &self.ws.nop_dir(),
-                &self.queue.user,
-                std::time::Duration::from_secs_f64(self.config.queue.idle_timeout_s),
-            )
-        });
-        if let (Some(coordinator), Some(priority)) = (&coordinator, priority) {
-            let interruptible = def.is_none_or(|d| d.interruptible);
-            match coordinator.admit(&session_id, &agent_name, priority, interruptible)? {
-                crate::queue::priority::Admission::Admitted { paused } => {
-                    // Seed 000 §3: the session stores the priority it runs with.
-                    guard = settle(&mut creating).await?;
-                    let why = emergency.clone();
-                    self.record(&session_id, move |s| {
-                        s.priority = Some(priority);
-                        s.interruptible = Some(interruptible);
-                        s.emergency = why;
-                    })
-                    .await?;
-                    if let Some(p) = paused {
-                        tracing::info!(session = %p.session_id, agent = %p.agent, op = "priority", result = "paused", by = %agent_name, "paused for a higher-priority session");
-                        // The paused session says so at once (its own run also records it at
-                        // its next checkpoint, and `running` when it resumes).
-                        if let Err(e) = self
-                            .store
-                            .set_status_async(&p.session_id, SessionStatus::Paused)
-                            .await
-                        {
-                            tracing::warn!(session = %p.session_id, op = "priority", error = %e, "could not record the pause in its session.json");
-                        }
-                    }
-                }
-                crate::queue::priority::Admission::Refused { reason } => {
-                    tracing::info!(agent = %agent_name, op = "priority", result = "refused", "{reason}");
-                    if !resumed {
-                        // The session was created a moment ago for this run only.
-                        discard(&self.store, &session_id, &mut creating).await;
-                    }
-                    return Err(RunError::Refused(reason));
-                }
-            }
-        }
+        let (priority, emergency, coordinator, guard) = self
+            .take_priority(&seat, &agents, request, &mut creating)
+            .await?;
         let guard = match (request.guard.take(), resumed) {
             (Some(taken), _) => Some(taken),
             (None, true) => match crate::queue::RunGuard::try_acquire(&self.store.dir(&session_id))
@@ -319,7 +312,7 @@ impl Runtime {
             session_id,
             resumed,
             agent_name,
-            def: def.cloned(),
+            def,
             priority,
             emergency,
             coordinator,
@@ -328,6 +321,136 @@ impl Runtime {
             creating,
             guard,
         })
+    }
+
+    /// The session the run is for: the one it names, or a new one, written (four fsyncs) while
+    /// the run is checked and opened, on a thread of its own at once (a spawned task would wait
+    /// for this one to yield); its first write waits for it, and a run refused removes it again.
+    fn target(&self, request: &RunRequest, now: DateTime<Utc>) -> Target {
+        match &request.session {
+            Some(id) => Target::Resume(id.clone()),
+            None => {
+                let (store, agent) = (self.store.clone(), self.new_agent(request));
+                let id = store.unused_id();
+                let named = id.clone();
+                Target::Create(
+                    id,
+                    tokio::task::spawn_blocking(move || store.create_running(&named, &agent, now)),
+                )
+            }
+        }
+    }
+
+    /// The agent a new session gets: the one asked for, else `agent.default`.
+    fn new_agent(&self, request: &RunRequest) -> String {
+        request
+            .agent
+            .clone()
+            .unwrap_or_else(|| self.config.agent.default.clone())
+    }
+
+    /// The agents, and the run's agent, if it may run: its permission files load (a broken one
+    /// stops the run before anything happens: fail closed) and a new session may use it.
+    async fn check_agent(
+        &self,
+        target: &Target,
+        request: &RunRequest,
+    ) -> Result<(crate::config::AgentsFile, String), RunError> {
+        let agents = self.ws.agents()?;
+        let agent_name = match target {
+            Target::Resume(id) => self.agent_of(id).await?,
+            Target::Create(..) => self.new_agent(request),
+        };
+        load_policy(&self.ws.root, &agent_name)?;
+        if let Target::Create(..) = target {
+            agents
+                .for_new_session(&agent_name, &self.ws.agents_path())
+                .map_err(RunError::Agent)?;
+        }
+        Ok((agents, agent_name))
+    }
+
+    /// Seed 000: an agent with a priority takes its place on the user's session stack (its
+    /// dynamic priority from `--emergency` or an emergency keyword of the prompt), which may
+    /// pause a lower one or refuse this run; the others never wait. Returns the priority, why
+    /// it is an emergency, the stack, and the run lock a new session came with.
+    async fn take_priority(
+        &self,
+        seat: &Seat<'_>,
+        agents: &crate::config::AgentsFile,
+        request: &RunRequest,
+        creating: &mut Option<Creating>,
+    ) -> Result<Taken, RunError> {
+        let minute = {
+            use chrono::Timelike;
+            let local = chrono::Local::now();
+            local.hour() * 60 + local.minute()
+        };
+        let emergency = if request.emergency {
+            Some("--emergency".to_string())
+        } else {
+            seat.def
+                .zip(request.input.as_deref())
+                .and_then(|(d, input)| d.emergency_keyword(input))
+                .map(|k| format!("keyword \"{k}\""))
+        };
+        let priority = agents.effective_priority(
+            seat.agent_name,
+            &self.queue.user,
+            minute,
+            emergency.is_some(),
+        );
+        let emergency = emergency.filter(|_| priority.is_some());
+        let coordinator = priority.map(|_| {
+            crate::queue::priority::Coordinator::new(
+                &self.ws.nop_dir(),
+                &self.queue.user,
+                std::time::Duration::from_secs_f64(self.config.queue.idle_timeout_s),
+            )
+        });
+        let mut guard = None;
+        if let (Some(coordinator), Some(priority)) = (&coordinator, priority) {
+            let interruptible = seat.def.is_none_or(|d| d.interruptible);
+            let session_id = seat.session_id;
+            match coordinator.admit(session_id, seat.agent_name, priority, interruptible)? {
+                crate::queue::priority::Admission::Admitted { paused } => {
+                    // Seed 000 §3: the session stores the priority it runs with.
+                    guard = settle(creating).await?;
+                    let why = emergency.clone();
+                    self.record(session_id, move |s| {
+                        s.priority = Some(priority);
+                        s.interruptible = Some(interruptible);
+                        s.emergency = why;
+                    })
+                    .await?;
+                    if let Some(p) = paused {
+                        self.note_paused(&p, seat.agent_name).await;
+                    }
+                }
+                crate::queue::priority::Admission::Refused { reason } => {
+                    tracing::info!(agent = %seat.agent_name, op = "priority", result = "refused", "{reason}");
+                    if !seat.resumed {
+                        // The session was created a moment ago for this run only.
+                        discard(&self.store, session_id, creating).await;
+                    }
+                    return Err(RunError::Refused(reason));
+                }
+            }
+        }
+        Ok((priority, emergency, coordinator, guard))
+    }
+
+    /// A session this run paused says so at once (its own run also records it at its next
+    /// checkpoint, and `running` when it resumes).
+    async fn note_paused(&self, paused: &crate::queue::priority::Entry, by: &str) {
+        tracing::info!(session = %paused.session_id, agent = %paused.agent, op = "priority", result = "paused", by = %by, "paused for a higher-priority session");
+        if let Err(e) = self
+            .store
+            .set_status_async(&paused.session_id, SessionStatus::Paused)
+            .await
+        {
+            tracing::warn!(session = %paused.session_id, op = "priority", error = %e, "could not record the pause in its session.json");
+        }
     }
 
     /// The `user-prompt-submit` hooks on the user's prompt: they may refuse it (the session made
@@ -767,7 +890,6 @@ impl Runtime {
 
     /// Finishes a run: its status from the agent's answer, the closing file checkpoint, the
     /// priority stack told, the session-end hooks, and the outcome sent as `result`.
-    #[expect(clippy::too_many_lines, reason = "a debt: listed in AGENTS.md")]
     pub(super) async fn finish(
         &self,
         admitted: Admitted,
@@ -776,12 +898,11 @@ impl Runtime {
         stats: TurnStats,
         events: &EventSink,
     ) -> Result<RunOutcome, RunError> {
-        let Admitted {
-            session_id,
-            agent_name,
-            coordinator,
-            ..
-        } = admitted;
+        let answer = match answer {
+            Ok(answer) => answer,
+            Err(fatal) => return Err(self.fail(&admitted, opened, fatal, &stats, events).await),
+        };
+        let ending = Ending::of(answer, &opened.engine);
         let Opened {
             engine,
             checkpoints,
@@ -790,86 +911,22 @@ impl Runtime {
             held,
             ..
         } = opened;
-        let (status, session_status, message, question) = match answer {
-            Ok(Ok(response)) => match response.status {
-                AgentStatus::Completed => (
-                    RunStatus::Completed,
-                    SessionStatus::Completed,
-                    response.message,
-                    None,
-                ),
-                AgentStatus::WaitingInput => (
-                    RunStatus::WaitingInput,
-                    SessionStatus::WaitingInput,
-                    String::new(),
-                    Some(response.message),
-                ),
-                AgentStatus::Error => (
-                    RunStatus::Error,
-                    SessionStatus::Error,
-                    response.message,
-                    None,
-                ),
-                AgentStatus::GoalNotMet => (
-                    RunStatus::GoalNotMet,
-                    SessionStatus::Idle,
-                    response.message,
-                    None,
-                ),
-                // Nothing failed: the session waits for more budget (`nop run --session ID`).
-                AgentStatus::OverBudget => (
-                    RunStatus::BudgetExceeded,
-                    SessionStatus::Idle,
-                    format!(
-                        "{}; raise --max-budget-usd (agent.max_budget_usd) to go on",
-                        response.message
-                    ),
-                    None,
-                ),
-            },
-            Ok(Err(Interrupted)) => {
-                let why = match engine.stopped_by() {
-                    Some(word) => format!("stopped by the message \"{}\"", word.trim()),
-                    None => "cancelled by user".to_string(),
-                };
-                (RunStatus::Cancelled, SessionStatus::Cancelled, why, None)
-            }
-            Err(fatal) => {
-                // The session may be unwritable; try to mark it, but report the real failure.
-                let _ = held.flush(&self.store, &session_id).await;
-                let _ = self
-                    .store
-                    .set_status_async(&session_id, SessionStatus::Error)
-                    .await;
-                if let Some(c) = &coordinator {
-                    let _ = c.finish(&session_id);
-                }
-                self.end_turn(
-                    &session_id,
-                    checkpoints.as_ref(),
-                    turn,
-                    events,
-                    stats.tool_calls,
-                )
-                .await;
-                tracing::error!(session = %session_id, agent = %agent_name, op = "run", result = "error", "{fatal}");
-                return Err(fatal.into());
-            }
-        };
-        // The closing checkpoint is written with the status: one write of session.json.
+        let session_id = &admitted.session_id;
+        // The closing checkpoint and the final answer, when the run held it, are written with
+        // the status: one write of session.json.
         let closing = self
             .close_files(
-                &session_id,
+                session_id,
                 checkpoints.as_ref(),
                 turn,
                 events,
                 stats.tool_calls,
             )
             .await;
-        // The final answer, when the run held it, is written with the status: one write.
         let answer = held.take();
+        let session_status = ending.session_status;
         self.store
-            .update_async(&session_id, Utc::now(), move |state| {
+            .update_async(session_id, Utc::now(), move |state| {
                 if let Some(answer) = answer {
                     super::conversation::HeldAnswer::apply(answer, &mut state.session);
                 }
@@ -888,21 +945,63 @@ impl Runtime {
                 Ok(())
             })
             .await?;
-        if let Some(c) = &coordinator {
+        if let Some(c) = &admitted.coordinator {
             if session_status == SessionStatus::WaitingInput {
-                c.set_waiting(&session_id)?;
+                c.set_waiting(session_id)?;
             } else {
-                c.finish(&session_id)?;
+                c.finish(session_id)?;
             }
         }
-        let waiting = match (&question, session_status) {
+        self.end_hooks(&admitted, &ending).await;
+        tracing::info!(session = %session_id, agent = %admitted.agent_name, op = "run", result = session_status.as_str(), turns = stats.turns, tool_calls = stats.tool_calls, "run ended");
+        let outcome = self.outcome(admitted.session_id, ending, &engine, &stats);
+        let _ = events.send(Event::Result(outcome.clone()));
+        Ok(outcome)
+    }
+
+    /// Ends a run that failed: the session marked so as far as it can be (it may be
+    /// unwritable), the priority stack told, the file checkpoint closed; the real failure
+    /// reported.
+    async fn fail(
+        &self,
+        admitted: &Admitted,
+        opened: Opened,
+        fatal: ToolError,
+        stats: &TurnStats,
+        events: &EventSink,
+    ) -> RunError {
+        let session_id = &admitted.session_id;
+        let _ = opened.held.flush(&self.store, session_id).await;
+        let _ = self
+            .store
+            .set_status_async(session_id, SessionStatus::Error)
+            .await;
+        if let Some(c) = &admitted.coordinator {
+            let _ = c.finish(session_id);
+        }
+        self.end_turn(
+            session_id,
+            opened.checkpoints.as_ref(),
+            opened.turn,
+            events,
+            stats.tool_calls,
+        )
+        .await;
+        tracing::error!(session = %session_id, agent = %admitted.agent_name, op = "run", result = "error", "{fatal}");
+        fatal.into()
+    }
+
+    /// The `notification` hooks (a question waits, or the task is done) and the session-end
+    /// hooks.
+    async fn end_hooks(&self, admitted: &Admitted, ending: &Ending) {
+        let waiting = match (&ending.question, ending.session_status) {
             (Some(q), _) => Some(("question", format!("nop is waiting for your answer: {q}"))),
             (None, SessionStatus::Completed) => Some(("done", "nop finished the task".to_string())),
             _ => None,
         };
         let about = About {
-            session_id: &session_id,
-            agent: &agent_name,
+            session_id: &admitted.session_id,
+            agent: &admitted.agent_name,
         };
         if let Some((kind, text)) = waiting {
             let event = HookEvent::Notification {
@@ -914,11 +1013,21 @@ impl Runtime {
         }
         let event = HookEvent::SessionEnd {
             about,
-            status: session_status.as_str(),
-            mode: Mode::Run(Some(&message)),
+            status: ending.session_status.as_str(),
+            mode: Mode::Run(Some(&ending.message)),
         };
         hooks::fire(&self.config.hooks, &self.ws.root, &event).await;
-        tracing::info!(session = %session_id, agent = %agent_name, op = "run", result = session_status.as_str(), turns = stats.turns, tool_calls = stats.tool_calls, "run ended");
+    }
+
+    /// The run's outcome (`result`): how it ended, what it and its subagents and advisors
+    /// spent, what was refused.
+    fn outcome(
+        &self,
+        session_id: String,
+        ending: Ending,
+        engine: &Engine,
+        stats: &TurnStats,
+    ) -> RunOutcome {
         let called = engine.meter().called();
         let usage = RunUsage {
             own: stats.spent.into(),
@@ -931,18 +1040,16 @@ impl Runtime {
         }
         .total()
         .into();
-        let outcome = RunOutcome {
+        RunOutcome {
             session_id,
-            status,
-            final_message: message,
-            question,
+            status: ending.status,
+            final_message: ending.message,
+            question: ending.question,
             usage,
             total_cost_usd: total.cost_usd,
             turns: stats.turns,
             tool_calls: stats.tool_calls,
             permission_denials: self.approver.denials(),
-        };
-        let _ = events.send(Event::Result(outcome.clone()));
-        Ok(outcome)
+        }
     }
 }
