@@ -54,6 +54,7 @@ pub async fn wants_compaction(
 
 /// Compacts the session now: snapshot, CompactAgent summary, new messages, record. `auto`:
 /// nop decided it (the advisor, an overflowing context), not the user or the agent.
+#[expect(clippy::too_many_lines, reason = "a debt: listed in AGENTS.md")]
 pub async fn compact(
     host: &dyn Host,
     ctx: &ToolContext,

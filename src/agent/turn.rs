@@ -94,6 +94,7 @@ pub type EventSink = tokio::sync::mpsc::UnboundedSender<Event>;
 
 impl ModelAgent {
     /// Works on the conversation until the agent has an answer.
+    #[expect(clippy::too_many_lines, reason = "a debt: listed in AGENTS.md")]
     pub async fn respond(
         &self,
         conversation: &Conversation,
@@ -289,6 +290,7 @@ impl ModelAgent {
         }))
     }
 
+    #[expect(clippy::too_many_lines, reason = "a debt: listed in AGENTS.md")]
     async fn run_calls(
         &self,
         calls: &[ToolCall],

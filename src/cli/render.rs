@@ -62,6 +62,7 @@ pub fn session_list(out: Out<'_>, sessions: &[SessionSummary], json: bool) -> st
     Ok(())
 }
 
+#[expect(clippy::too_many_lines, reason = "a debt: listed in AGENTS.md")]
 pub fn session_show(
     out: Out<'_>,
     state: &SessionState,
