@@ -94,7 +94,6 @@ pub type EventSink = tokio::sync::mpsc::UnboundedSender<Event>;
 
 impl ModelAgent {
     /// Works on the conversation until the agent has an answer.
-    #[expect(clippy::too_many_lines, reason = "a debt: listed in AGENTS.md")]
     pub async fn respond(
         &self,
         conversation: &Conversation,
@@ -102,19 +101,7 @@ impl ModelAgent {
         events: &EventSink,
         stats: &mut TurnStats,
     ) -> Result<Result<AgentResponse, Interrupted>, ToolError> {
-        // Only the tools this agent may call are offered (an advisor's permission file names
-        // few or none): a denied tool costs tokens and invites a refused call.
-        let specs: Vec<ToolSpec> = self
-            .registry
-            .specs()
-            .into_iter()
-            .filter(|spec| {
-                !matches!(
-                    ctx.policy.check_tool(&spec.name),
-                    crate::permissions::Decision::Deny { .. }
-                )
-            })
-            .collect();
+        let specs = self.offered(ctx);
         let mut previous: Option<super::meter::Previous> = None;
         // Whether the last request overflowed the server's context and a compaction followed:
         // a second overflow in a row is the end.
@@ -123,171 +110,201 @@ impl ModelAgent {
             if let Checkpoint::Stop(_) = self.run.checkpoint(ctx).await? {
                 return Ok(Err(Interrupted));
             }
-            let mut messages = conversation.messages().await?;
-            // After load and after every turn: the cheap pre-check, and only then the advisor.
-            match self.run.wants_compaction(ctx, &messages).await {
-                Ok(Some(reason)) => {
-                    // The compaction reads the conversation itself: a long one is in memory
-                    // once, not twice.
-                    drop(messages);
-                    if let Err(e) = self.run.compact_now(ctx, &reason).await {
-                        tracing::warn!(session = %ctx.session_id, op = "compact", result = "error", "{e}")
-                    }
-                    messages = conversation.messages().await?;
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    tracing::warn!(session = %ctx.session_id, op = "compact", result = "error", "{e}")
-                }
-            }
+            let messages = self.compacted(conversation, ctx).await?;
             let _ = events.send(Event::TurnStarted { turn });
             stats.turns += 1;
-            let mut on_event = |event: StreamEvent| {
-                let event = match event {
-                    // What waits for the first request to go out (the run's first file
-                    // checkpoint) may start: it is recorded while the model thinks.
-                    StreamEvent::Sending => return ctx.ready.requested(),
-                    StreamEvent::Text(delta) => Event::Text { delta },
-                    StreamEvent::Retrying {
-                        attempt,
-                        delay,
-                        error,
-                    } => Event::Retrying {
-                        attempt,
-                        delay_ms: delay.as_millis() as u64,
-                        error,
-                    },
-                };
-                let _ = events.send(event);
-            };
             let estimate = super::meter::estimate_next(previous, &messages, &specs);
             if let Err(over) = self.run.afford(&estimate) {
                 tracing::warn!(session = %ctx.session_id, op = "model", result = "over_budget", "{over}");
-                return Ok(Ok(AgentResponse {
-                    status: AgentStatus::OverBudget,
-                    message: over.to_string(),
-                }));
+                return Ok(Ok(answer(AgentStatus::OverBudget, over.to_string())));
             }
-            let request = ChatRequest {
-                messages: &messages,
-                tools: &specs,
-                cache_key: Some(&ctx.session_id),
-            };
-            let sent = self
-                .provider
-                .complete(request, &ctx.cancel, &mut on_event)
-                .await;
+            let sent = self.send(ctx, events, &messages, &specs).await;
             // The run's first write, made while the request went out, is in before anything
             // that follows.
             conversation.settle().await?;
-            let reply = match sent {
+            let mut reply = match sent {
                 Ok(reply) => reply,
                 Err(ProviderError::Cancelled) => return Ok(Err(Interrupted)),
                 Err(e @ ProviderError::ContextOverflow { .. }) if !compacted_for_overflow => {
-                    tracing::warn!(session = %ctx.session_id, op = "model", result = "context_overflow", "{e}");
-                    let compacted = self
-                        .run
-                        .compact_now(ctx, "the model server's context overflowed")
-                        .await;
-                    match compacted {
-                        Ok(Some(_)) => {
-                            compacted_for_overflow = true;
-                            previous = None;
-                            let _ = events.send(Event::Warning {
-                                message: format!("{e}; the conversation was compacted and the request is sent again"),
-                            });
-                            continue;
-                        }
-                        Ok(None) => {
-                            return Ok(Ok(AgentResponse {
-                                status: AgentStatus::Error,
-                                message: format!(
-                                    "{e}; the conversation is too short to compact: shorten the prompt, or use a model with a larger context"
-                                ),
-                            }));
-                        }
-                        Err(why) => {
-                            return Ok(Ok(AgentResponse {
-                                status: AgentStatus::Error,
-                                message: format!("{e}; compacting the conversation failed: {why}"),
-                            }));
-                        }
+                    if let Err(ended) = self.after_overflow(ctx, events, &e).await {
+                        return Ok(Ok(ended));
                     }
+                    compacted_for_overflow = true;
+                    previous = None;
+                    continue;
                 }
                 Err(e) => {
                     tracing::error!(op = "model", result = "error", "{e}");
-                    return Ok(Ok(AgentResponse {
-                        status: AgentStatus::Error,
-                        message: e.to_string(),
-                    }));
+                    return Ok(Ok(answer(AgentStatus::Error, e.to_string())));
                 }
             };
             compacted_for_overflow = false;
-            let mut reply = reply;
-            if reply.usage.input_tokens == 0 && reply.usage.output_tokens == 0 {
-                // A server that reports no usage (some local ones): counted at nop's estimate,
-                // marked as one, so the budget and the compaction still see the tokens.
-                reply.usage = estimated_usage(&messages, &specs, &reply);
-            }
-            let cost = self.run.charge(&reply.usage);
-            stats.spent.record(&reply.usage, cost);
+            let cost = self.account(&mut reply, &messages, &specs, stats, events);
             previous = Some(super::meter::Previous {
                 tokens: reply.usage,
                 messages: messages.len(),
             });
-            let _ = events.send(Event::Usage {
-                input_tokens: reply.usage.input_tokens,
-                output_tokens: reply.usage.output_tokens,
-                cache_read_tokens: reply.usage.cache_read_tokens,
-                cache_write_tokens: reply.usage.cache_write_tokens,
-                estimated: reply.usage.estimated,
-                cost_usd: cost,
-                run_input_tokens: stats.spent.input_tokens,
-                run_output_tokens: stats.spent.output_tokens,
-                run_cost_usd: stats.spent.cost_usd,
-            });
-            let now = Utc::now();
-            let mut assistant = Message::new(Role::Assistant, reply.text.clone(), now);
+            let mut assistant = Message::new(Role::Assistant, reply.text.clone(), Utc::now());
             assistant.tool_calls = reply.tool_calls.clone();
             if reply.tool_calls.is_empty() {
                 conversation
                     .push_answer(assistant, (reply.usage, cost))
                     .await?;
-                return Ok(Ok(AgentResponse {
-                    status: AgentStatus::Completed,
-                    message: reply.text,
-                }));
+                return Ok(Ok(answer(AgentStatus::Completed, reply.text)));
             }
             conversation
                 .push(vec![assistant], Some((reply.usage, cost)))
                 .await?;
-            match self
+            let outcome = self
                 .run_calls(&reply.tool_calls, conversation, ctx, events, stats)
-                .await?
-            {
-                CallsOutcome::Continue => {}
-                CallsOutcome::Question(question) => {
-                    return Ok(Ok(AgentResponse {
-                        status: AgentStatus::WaitingInput,
-                        message: question,
-                    }));
-                }
-                CallsOutcome::Interrupted => return Ok(Err(Interrupted)),
-                CallsOutcome::Aborted(reason) => {
-                    return Ok(Ok(AgentResponse {
-                        status: AgentStatus::Error,
-                        message: format!("stopped on the advice of retry-advisor: {reason}"),
-                    }));
-                }
+                .await?;
+            if let Some(ended) = outcome.ends_the_turns() {
+                return Ok(ended);
             }
         }
-        Ok(Ok(AgentResponse {
-            status: AgentStatus::Error,
-            message: format!(
+        Ok(Ok(answer(
+            AgentStatus::Error,
+            format!(
                 "stopped after {} model requests without finishing (--max-turns / agent.max_turns); continue with `nop run --session {}`",
                 self.max_turns, ctx.session_id
             ),
-        }))
+        )))
+    }
+
+    /// The tools this agent may call: only those are offered (an advisor's permission file
+    /// names few or none): a denied tool costs tokens and invites a refused call.
+    fn offered(&self, ctx: &ToolContext) -> Vec<ToolSpec> {
+        self.registry
+            .specs()
+            .into_iter()
+            .filter(|spec| {
+                !matches!(
+                    ctx.policy.check_tool(&spec.name),
+                    crate::permissions::Decision::Deny { .. }
+                )
+            })
+            .collect()
+    }
+
+    /// The conversation for the next request, compacted first when the cheap pre-check and
+    /// then the advisor say so (after load and after every turn).
+    async fn compacted(
+        &self,
+        conversation: &Conversation,
+        ctx: &ToolContext,
+    ) -> Result<Vec<Message>, ToolError> {
+        let messages = conversation.messages().await?;
+        match self.run.wants_compaction(ctx, &messages).await {
+            Ok(Some(reason)) => {
+                // The compaction reads the conversation itself: a long one is in memory once,
+                // not twice.
+                drop(messages);
+                if let Err(e) = self.run.compact_now(ctx, &reason).await {
+                    tracing::warn!(session = %ctx.session_id, op = "compact", result = "error", "{e}")
+                }
+                conversation.messages().await
+            }
+            Ok(None) => Ok(messages),
+            Err(e) => {
+                tracing::warn!(session = %ctx.session_id, op = "compact", result = "error", "{e}");
+                Ok(messages)
+            }
+        }
+    }
+
+    /// Sends one request, its stream's text and retries told as events.
+    async fn send(
+        &self,
+        ctx: &ToolContext,
+        events: &EventSink,
+        messages: &[Message],
+        specs: &[ToolSpec],
+    ) -> Result<crate::providers::ModelResponse, ProviderError> {
+        let mut on_event = |event: StreamEvent| {
+            let event = match event {
+                // What waits for the first request to go out (the run's first file checkpoint)
+                // may start: it is recorded while the model thinks.
+                StreamEvent::Sending => return ctx.ready.requested(),
+                StreamEvent::Text(delta) => Event::Text { delta },
+                StreamEvent::Retrying {
+                    attempt,
+                    delay,
+                    error,
+                } => Event::Retrying {
+                    attempt,
+                    delay_ms: delay.as_millis() as u64,
+                    error,
+                },
+            };
+            let _ = events.send(event);
+        };
+        let request = ChatRequest {
+            messages,
+            tools: specs,
+            cache_key: Some(&ctx.session_id),
+        };
+        self.provider
+            .complete(request, &ctx.cancel, &mut on_event)
+            .await
+    }
+
+    /// After the server's context overflowed (`e`): the conversation compacted so the request
+    /// can be sent again, or the run's answer saying why it cannot.
+    async fn after_overflow(
+        &self,
+        ctx: &ToolContext,
+        events: &EventSink,
+        e: &ProviderError,
+    ) -> Result<(), AgentResponse> {
+        tracing::warn!(session = %ctx.session_id, op = "model", result = "context_overflow", "{e}");
+        let compacted = self
+            .run
+            .compact_now(ctx, "the model server's context overflowed")
+            .await;
+        let message = match compacted {
+            Ok(Some(_)) => {
+                let _ = events.send(Event::Warning {
+                    message: format!(
+                        "{e}; the conversation was compacted and the request is sent again"
+                    ),
+                });
+                return Ok(());
+            }
+            Ok(None) => format!(
+                "{e}; the conversation is too short to compact: shorten the prompt, or use a model with a larger context"
+            ),
+            Err(why) => format!("{e}; compacting the conversation failed: {why}"),
+        };
+        Err(answer(AgentStatus::Error, message))
+    }
+
+    /// Counts what a reply cost (at nop's estimate, marked so, for a server that reports no
+    /// usage: some local ones), charges it to the run and tells it; its cost.
+    fn account(
+        &self,
+        reply: &mut crate::providers::ModelResponse,
+        messages: &[Message],
+        specs: &[ToolSpec],
+        stats: &mut TurnStats,
+        events: &EventSink,
+    ) -> Option<f64> {
+        if reply.usage.input_tokens == 0 && reply.usage.output_tokens == 0 {
+            reply.usage = estimated_usage(messages, specs, reply);
+        }
+        let cost = self.run.charge(&reply.usage);
+        stats.spent.record(&reply.usage, cost);
+        let _ = events.send(Event::Usage {
+            input_tokens: reply.usage.input_tokens,
+            output_tokens: reply.usage.output_tokens,
+            cache_read_tokens: reply.usage.cache_read_tokens,
+            cache_write_tokens: reply.usage.cache_write_tokens,
+            estimated: reply.usage.estimated,
+            cost_usd: cost,
+            run_input_tokens: stats.spent.input_tokens,
+            run_output_tokens: stats.spent.output_tokens,
+            run_cost_usd: stats.spent.cost_usd,
+        });
+        cost
     }
 
     #[expect(clippy::too_many_lines, reason = "a debt: listed in AGENTS.md")]
@@ -463,6 +480,28 @@ enum CallsOutcome {
     Question(String),
     Interrupted,
     Aborted(String),
+}
+
+impl CallsOutcome {
+    /// How the run's answer ends here, unless the turns go on.
+    fn ends_the_turns(self) -> Option<Result<AgentResponse, Interrupted>> {
+        match self {
+            CallsOutcome::Continue => None,
+            CallsOutcome::Question(question) => {
+                Some(Ok(answer(AgentStatus::WaitingInput, question)))
+            }
+            CallsOutcome::Interrupted => Some(Err(Interrupted)),
+            CallsOutcome::Aborted(reason) => Some(Ok(answer(
+                AgentStatus::Error,
+                format!("stopped on the advice of retry-advisor: {reason}"),
+            ))),
+        }
+    }
+}
+
+/// The agent's answer: `status` and its message.
+fn answer(status: AgentStatus, message: String) -> AgentResponse {
+    AgentResponse { status, message }
 }
 
 /// Whether retry-advisor is asked about a failure: a failure of a kind `advisors.retry_on`
