@@ -307,7 +307,6 @@ impl ModelAgent {
         cost
     }
 
-    #[expect(clippy::too_many_lines, reason = "a debt: listed in AGENTS.md")]
     async fn run_calls(
         &self,
         calls: &[ToolCall],
@@ -331,21 +330,7 @@ impl ModelAgent {
                 return Ok(CallsOutcome::Interrupted);
             }
             if question.is_some() {
-                let skipped = record(
-                    ctx,
-                    &calls[i],
-                    Executed {
-                        result: Err(ToolError::model(
-                            ToolErrorKind::Skipped,
-                            "not run: the agent asked the user a question first; call it again after the answer",
-                        )),
-                        duration: Default::default(),
-                    },
-                    self.output_max_bytes,
-                )
-                .await?;
-                conversation
-                    .push(skipped.into_iter().map(|r| r.message).collect(), None)
+                self.skip_after_question(&calls[i], conversation, ctx)
                     .await?;
                 i += 1;
                 continue;
@@ -354,98 +339,172 @@ impl ModelAgent {
             // `agent.max_parallel` at a time; their results are recorded in the order of the
             // calls. Any other call runs alone.
             let end = self.batch_end(calls, i);
-            let batch = &calls[i..end];
-            for call in batch {
-                let _ = events.send(Event::ToolCall {
-                    id: call.id.clone(),
-                    name: call.name.clone(),
-                    arguments: call.arguments.clone(),
-                });
-                stats.tool_calls += 1;
-            }
-            let pending: Vec<BoxFuture<'_, Ran>> = batch
-                .iter()
-                .map(|call| Box::pin(self.execute(call, ctx)) as BoxFuture<'_, _>)
-                .collect();
-            let mut runs = futures_util::stream::iter(pending).buffered(self.max_parallel.max(1));
-            let (mut interrupted, mut stop) = (false, None);
-            for call in batch {
-                let Some(ran) = runs.next().await else { break };
-                let (mut executed, abort) = ran?;
-                interrupted |= matches!(executed.result, Err(ToolError::Aborted { .. }));
-                stop = stop.or(abort);
-                // What the front end shows is taken out, not copied (a file's text twice); a
-                // question stays, since recording the call looks at it.
-                let (mut change, mut plan_changed) = (None, None);
-                if let Ok(output) = &mut executed.result {
-                    match std::mem::replace(&mut output.effect, ToolEffect::None) {
-                        ToolEffect::AskUser(q) => {
-                            question = Some(q.clone());
-                            output.effect = ToolEffect::AskUser(q);
-                        }
-                        ToolEffect::FileChanged(c) => change = Some(c),
-                        ToolEffect::PlanChanged(plan) => plan_changed = Some(plan),
-                        ToolEffect::None => {}
-                    }
-                }
-                let ok = executed.result.is_ok();
-                let duration_ms = executed.duration.as_millis() as u64;
-                tracing::info!(session = %ctx.session_id, op = "tool", tool = %call.name, result = if ok { "ok" } else { "error" }, duration_ms, "tool call");
-                let recorded = record(ctx, call, executed, self.output_max_bytes).await?;
-                if let Some(orchestrator::Recorded { message, outcome }) = recorded {
-                    // Recorded first, shown after: what the user saw is in session.json even if
-                    // nop is killed right then.
-                    let output = shown_output(&message.content);
-                    conversation.push(vec![message], None).await?;
-                    let _ = events.send(Event::ToolResult {
-                        id: call.id.clone(),
-                        name: call.name.clone(),
-                        ok,
-                        duration_ms,
-                        output,
-                        change,
-                        outcome,
-                    });
-                    if let Some(plan) = plan_changed {
-                        let _ = events.send(Event::PlanUpdated { plan });
-                    }
-                }
-            }
-            drop(runs);
+            let (interrupted, stop) = self
+                .run_batch(
+                    &calls[i..end],
+                    conversation,
+                    ctx,
+                    events,
+                    stats,
+                    &mut question,
+                )
+                .await?;
             i = end;
-            if interrupted {
-                conversation
-                    .push(
-                        aborted(&calls[i..], "aborted by user before it started"),
-                        None,
-                    )
-                    .await?;
-                return Ok(CallsOutcome::Interrupted);
-            }
-            // A checkpoint between tool calls: a stop word, a high-priority message or a pause
-            // ends this batch; the calls not yet run are closed so the transcript stays whole, and
-            // the next turn's checkpoint acts on it.
-            if i < calls.len() && self.run.wants_checkpoint(ctx).await {
-                let rest = aborted(
-                    &calls[i..],
-                    "not run: interrupted by a user message; call it again if still needed",
-                );
-                conversation.push(rest, None).await?;
-                return Ok(CallsOutcome::Continue);
-            }
-            if let Some(reason) = stop {
-                let rest = aborted(
-                    &calls[i..],
-                    "not run: the task was stopped on the advice of retry-advisor",
-                );
-                conversation.push(rest, None).await?;
-                return Ok(CallsOutcome::Aborted(reason));
+            if let Some(outcome) = self
+                .after_batch(&calls[i..], interrupted, stop, conversation, ctx)
+                .await?
+            {
+                return Ok(outcome);
             }
         }
         Ok(match question {
             Some(q) => CallsOutcome::Question(q),
             None => CallsOutcome::Continue,
         })
+    }
+
+    /// Records `call` as not run: the agent asked the user a question before it.
+    async fn skip_after_question(
+        &self,
+        call: &ToolCall,
+        conversation: &Conversation,
+        ctx: &ToolContext,
+    ) -> Result<(), ToolError> {
+        let skipped = record(
+            ctx,
+            call,
+            Executed {
+                result: Err(ToolError::model(
+                    ToolErrorKind::Skipped,
+                    "not run: the agent asked the user a question first; call it again after the answer",
+                )),
+                duration: Default::default(),
+            },
+            self.output_max_bytes,
+        )
+        .await?;
+        conversation
+            .push(skipped.into_iter().map(|r| r.message).collect(), None)
+            .await
+    }
+
+    /// Runs the calls of `batch` together and records each in order; whether the user
+    /// interrupted one, and the retry-advisor's reason to stop, if it gave one. A question a
+    /// call asked goes to `question`.
+    async fn run_batch(
+        &self,
+        batch: &[ToolCall],
+        conversation: &Conversation,
+        ctx: &ToolContext,
+        events: &EventSink,
+        stats: &mut TurnStats,
+        question: &mut Option<String>,
+    ) -> Result<(bool, Option<String>), ToolError> {
+        for call in batch {
+            let _ = events.send(Event::ToolCall {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+            });
+            stats.tool_calls += 1;
+        }
+        let pending: Vec<BoxFuture<'_, Ran>> = batch
+            .iter()
+            .map(|call| Box::pin(self.execute(call, ctx)) as BoxFuture<'_, _>)
+            .collect();
+        let mut runs = futures_util::stream::iter(pending).buffered(self.max_parallel.max(1));
+        let (mut interrupted, mut stop) = (false, None);
+        for call in batch {
+            let Some(ran) = runs.next().await else { break };
+            let (executed, abort) = ran?;
+            interrupted |= matches!(executed.result, Err(ToolError::Aborted { .. }));
+            stop = stop.or(abort);
+            self.record_one(call, executed, conversation, ctx, events, question)
+                .await?;
+        }
+        Ok((interrupted, stop))
+    }
+
+    /// Records one call's result, then shows it (what the user saw is in session.json even if
+    /// nop is killed right then); a question it asked goes to `question`.
+    async fn record_one(
+        &self,
+        call: &ToolCall,
+        mut executed: Executed,
+        conversation: &Conversation,
+        ctx: &ToolContext,
+        events: &EventSink,
+        question: &mut Option<String>,
+    ) -> Result<(), ToolError> {
+        // What the front end shows is taken out, not copied (a file's text twice); a question
+        // stays, since recording the call looks at it.
+        let (mut change, mut plan_changed) = (None, None);
+        if let Ok(output) = &mut executed.result {
+            match std::mem::replace(&mut output.effect, ToolEffect::None) {
+                ToolEffect::AskUser(q) => {
+                    *question = Some(q.clone());
+                    output.effect = ToolEffect::AskUser(q);
+                }
+                ToolEffect::FileChanged(c) => change = Some(c),
+                ToolEffect::PlanChanged(plan) => plan_changed = Some(plan),
+                ToolEffect::None => {}
+            }
+        }
+        let ok = executed.result.is_ok();
+        let duration_ms = executed.duration.as_millis() as u64;
+        tracing::info!(session = %ctx.session_id, op = "tool", tool = %call.name, result = if ok { "ok" } else { "error" }, duration_ms, "tool call");
+        let recorded = record(ctx, call, executed, self.output_max_bytes).await?;
+        if let Some(orchestrator::Recorded { message, outcome }) = recorded {
+            let output = shown_output(&message.content);
+            conversation.push(vec![message], None).await?;
+            let _ = events.send(Event::ToolResult {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                ok,
+                duration_ms,
+                output,
+                change,
+                outcome,
+            });
+            if let Some(plan) = plan_changed {
+                let _ = events.send(Event::PlanUpdated { plan });
+            }
+        }
+        Ok(())
+    }
+
+    /// After a batch: the calls not yet run (`rest`) closed and the turn ended when the user
+    /// interrupted, when a checkpoint between calls wants the turn (a stop word, a
+    /// high-priority message, a pause: the next turn's checkpoint acts on it), or when the
+    /// retry-advisor said to stop; `None` to go on.
+    async fn after_batch(
+        &self,
+        rest: &[ToolCall],
+        interrupted: bool,
+        stop: Option<String>,
+        conversation: &Conversation,
+        ctx: &ToolContext,
+    ) -> Result<Option<CallsOutcome>, ToolError> {
+        let (why, outcome) = if interrupted {
+            (
+                "aborted by user before it started",
+                CallsOutcome::Interrupted,
+            )
+        } else if !rest.is_empty() && self.run.wants_checkpoint(ctx).await {
+            (
+                "not run: interrupted by a user message; call it again if still needed",
+                CallsOutcome::Continue,
+            )
+        } else if let Some(reason) = stop {
+            (
+                "not run: the task was stopped on the advice of retry-advisor",
+                CallsOutcome::Aborted(reason),
+            )
+        } else {
+            return Ok(None);
+        };
+        conversation.push(aborted(rest, why), None).await?;
+        Ok(Some(outcome))
     }
 
     /// The end of the batch of calls that starts at `from`: the calls after it that may run at
