@@ -237,7 +237,6 @@ enum Done {
 
 /// The handle's task: runs what it is given, answers operations, turns approval questions into
 /// events, and takes what was queued as a run ended.
-#[expect(clippy::too_many_lines, reason = "a debt: listed in AGENTS.md")]
 async fn serve(
     runtime: Runtime,
     approvals: Option<Approvals>,
@@ -245,177 +244,257 @@ async fn serve(
     mut ops: mpsc::UnboundedReceiver<Op>,
     events: mpsc::UnboundedSender<Event>,
 ) -> Result<RunOutcome, RunError> {
-    let mut cancel = CancellationToken::new();
     // Held for the whole session: one handle at a time answers a front end's questions.
     let mut approvals = match &approvals {
         Some(shared) => Some(shared.lock().await),
         None => None,
     };
-    let mut waiting: HashMap<u64, oneshot::Sender<ApprovalAnswer>> = HashMap::new();
-    let mut next_id = 0u64;
     // The runtime's events pass through here, so the handle knows its session.
     let (inner, mut from_runs) = mpsc::unbounded_channel();
-    let (mut work, open): (Option<Work>, Option<Open>) = match plan {
-        Plan::Once(request) => (Some(run(&runtime, request, &inner, &cancel)), None),
-        Plan::Open(open) => (None, Some(open)),
+    let mut serving = Serving {
+        session: None,
+        runtime,
+        events,
+        inner,
+        cancel: CancellationToken::new(),
+        waiting: HashMap::new(),
+        next_id: 0,
+        work: None,
+        open: None,
+        last: None,
+        leaving: false,
     };
-    let mut session: Option<String> = open.as_ref().and_then(|o| o.session.clone());
-    let mut last: Option<Result<RunOutcome, RunError>> = None;
-    let mut leaving = false;
+    match plan {
+        Plan::Once(request) => serving.work = Some(serving.run(request)),
+        Plan::Open(open) => {
+            serving.session = open.session.clone();
+            serving.open = Some(open);
+        }
+    }
     loop {
         tokio::select! {
             // In order: what the run said comes before an approval question it asks after it.
             biased;
-            Some(event) = from_runs.recv() => forward(event, &mut session, &events),
-            done = until_done(&mut work) => {
-                work = None;
+            Some(event) = from_runs.recv() => serving.forward(event),
+            done = until_done(&mut serving.work) => {
+                serving.work = None;
                 // Every event the work sent is in the channel before it returns.
                 while let Ok(event) = from_runs.try_recv() {
-                    forward(event, &mut session, &events);
+                    serving.forward(event);
                 }
-                match done {
-                    Done::Run(result) => {
-                        let result = *result;
-                        if let Ok(outcome) = &result {
-                            session = Some(outcome.session_id.clone());
-                        }
-                        if open.is_none() {
-                            // A message typed as the run ended still goes to the session's
-                            // queue, where the next run takes it.
-                            while let Ok(op) = ops.try_recv() {
-                                if let Op::Queue { text, priority } = op {
-                                    let _ = events.send(queue(&runtime, session.as_deref(), &text, priority));
-                                } else if let Op::UserInput { text } = op {
-                                    let high = crate::protocol::QueuePriority::High;
-                                    let _ = events.send(queue(&runtime, session.as_deref(), &text, high));
-                                }
-                            }
-                            return result;
-                        }
-                        if let Err(e) = &result {
-                            let _ = events.send(Event::Error { message: e.to_string() });
-                        }
-                        last = Some(result);
-                    }
-                    Done::Compact(Ok(Some(_))) => {}
-                    Done::Compact(Ok(None)) => {
-                        let _ = events.send(Event::Warning {
-                            message: "nothing to compact: the conversation is short".into(),
-                        });
-                    }
-                    Done::Compact(Err(e)) => {
-                        let _ = events.send(Event::Error { message: e.to_string() });
-                    }
+                if let Some(result) = serving.done(done, &mut ops) {
+                    return result;
                 }
-                if leaving {
-                    return ended(last);
-                }
-                cancel = CancellationToken::new();
-                let _ = events.send(Event::Idle { session_id: session.clone() });
             }
-            Some(op) = ops.recv() => match op {
-                Op::UserInput { text } => match (&work, &open) {
-                    (None, Some(open)) => {
-                        let request = RunRequest {
-                            session: session.clone(),
-                            agent: open.agent.clone(),
-                            input: Some(text),
-                            max_turns: open.max_turns,
-                            emergency: false,
-                            guard: None,
-                            goal: None,
+            Some(op) = ops.recv() => {
+                if let Some(result) = serving.op(op) {
+                    return result;
+                }
+            }
+            Some(question) = next_question(&mut approvals) => serving.ask(question),
+        }
+    }
+}
+
+/// A handle's state while it serves: its runtime and streams, what runs, the approval
+/// questions waiting for an answer.
+struct Serving {
+    runtime: Runtime,
+    /// To the front end.
+    events: mpsc::UnboundedSender<Event>,
+    /// From the runs (forwarded to `events`).
+    inner: mpsc::UnboundedSender<Event>,
+    cancel: CancellationToken,
+    waiting: HashMap<u64, oneshot::Sender<ApprovalAnswer>>,
+    next_id: u64,
+    work: Option<Work>,
+    /// For an open session (the interactive one): what each input runs with.
+    open: Option<Open>,
+    session: Option<String>,
+    last: Option<Result<RunOutcome, RunError>>,
+    leaving: bool,
+}
+
+impl Serving {
+    fn run(&self, request: RunRequest) -> Work {
+        run(&self.runtime, request, &self.inner, &self.cancel)
+    }
+
+    fn forward(&mut self, event: Event) {
+        forward(event, &mut self.session, &self.events);
+    }
+
+    fn send(&self, event: Event) {
+        let _ = self.events.send(event);
+    }
+
+    fn warn(&self, message: &str) {
+        self.send(Event::Warning {
+            message: message.into(),
+        });
+    }
+
+    /// The work ended; `Some` when the handle ends with it.
+    fn done(
+        &mut self,
+        done: Done,
+        ops: &mut mpsc::UnboundedReceiver<Op>,
+    ) -> Option<Result<RunOutcome, RunError>> {
+        match done {
+            Done::Run(result) => {
+                let result = *result;
+                if let Ok(outcome) = &result {
+                    self.session = Some(outcome.session_id.clone());
+                }
+                if self.open.is_none() {
+                    // A message typed as the run ended still goes to the session's queue,
+                    // where the next run takes it.
+                    while let Ok(op) = ops.try_recv() {
+                        let (text, priority) = match op {
+                            Op::Queue { text, priority } => (text, priority),
+                            Op::UserInput { text } => (text, crate::protocol::QueuePriority::High),
+                            _ => continue,
                         };
-                        work = Some(run(&runtime, request, &inner, &cancel));
+                        self.send(queue(
+                            &self.runtime,
+                            self.session.as_deref(),
+                            &text,
+                            priority,
+                        ));
                     }
-                    _ => {
-                        let high = crate::protocol::QueuePriority::High;
-                        let _ = events.send(queue(&runtime, session.as_deref(), &text, high));
-                    }
-                },
-                Op::Goal { spec } => match (&work, &open) {
-                    (None, Some(open)) => {
-                        let request = RunRequest {
-                            session: session.clone(),
-                            agent: open.agent.clone(),
-                            input: None,
-                            max_turns: open.max_turns,
-                            emergency: false,
-                            guard: None,
-                            goal: Some(spec),
-                        };
-                        work = Some(run(&runtime, request, &inner, &cancel));
-                    }
-                    _ => {
-                        let _ = events.send(Event::Warning {
-                            message: "a goal is set when the agent is idle: /goal again once it stops".into(),
-                        });
-                    }
-                },
-                Op::Interrupt => {
-                    cancel.cancel();
-                    // Nobody waits for a yes to a call that is being stopped.
-                    for (_, respond) in waiting.drain() {
-                        let _ = respond.send(ApprovalAnswer::No);
-                    }
+                    return Some(result);
                 }
-                Op::Stop => {
-                    let _ = events.send(stop(&runtime, work.is_some(), session.as_deref()));
+                if let Err(e) = &result {
+                    self.send(Event::Error {
+                        message: e.to_string(),
+                    });
                 }
-                Op::Compact => match (&work, &session) {
-                    (None, Some(id)) => {
-                        let (runtime, id, events, cancel) =
-                            (runtime.clone(), id.clone(), inner.clone(), cancel.clone());
-                        work = Some(Box::pin(async move {
-                            let reason = "requested by the user";
-                            Done::Compact(runtime.compact(&id, reason, events, cancel).await)
-                        }));
-                    }
-                    (Some(_), _) => {
-                        let _ = events.send(Event::Warning {
-                            message: "the agent is working: compact once it has answered".into(),
-                        });
-                    }
-                    (None, None) => {
-                        let _ = events.send(Event::Warning {
-                            message: "no session yet: there is nothing to compact".into(),
-                        });
-                        // Whoever asked waits for the handle to be idle again.
-                        let _ = events.send(Event::Idle { session_id: None });
-                    }
-                },
-                Op::Approval { id, answer } => {
-                    if let Some(respond) = waiting.remove(&id) {
-                        let _ = respond.send(answer);
-                    }
+                self.last = Some(result);
+            }
+            Done::Compact(Ok(Some(_))) => {}
+            Done::Compact(Ok(None)) => {
+                self.warn("nothing to compact: the conversation is short");
+            }
+            Done::Compact(Err(e)) => self.send(Event::Error {
+                message: e.to_string(),
+            }),
+        }
+        if self.leaving {
+            return Some(ended(self.last.take()));
+        }
+        self.cancel = CancellationToken::new();
+        self.send(Event::Idle {
+            session_id: self.session.clone(),
+        });
+        None
+    }
+
+    /// An operation from the front end; `Some` when the handle ends.
+    fn op(&mut self, op: Op) -> Option<Result<RunOutcome, RunError>> {
+        match op {
+            Op::UserInput { text } => {
+                if !self.start(Some(text.clone()), None) {
+                    let high = crate::protocol::QueuePriority::High;
+                    self.send(queue(&self.runtime, self.session.as_deref(), &text, high));
                 }
-                Op::Queue { text, priority } => {
-                    let event = queue(&runtime, session.as_deref(), &text, priority);
-                    let _ = events.send(event);
+            }
+            Op::Goal { spec } => {
+                if !self.start(None, Some(spec)) {
+                    self.warn("a goal is set when the agent is idle: /goal again once it stops");
                 }
-                Op::Shutdown => {
-                    if work.is_none() {
-                        return ended(last);
-                    }
-                    leaving = true;
-                    cancel.cancel();
-                    for (_, respond) in waiting.drain() {
-                        let _ = respond.send(ApprovalAnswer::No);
-                    }
+            }
+            Op::Interrupt => self.interrupt(),
+            Op::Stop => self.send(stop(
+                &self.runtime,
+                self.work.is_some(),
+                self.session.as_deref(),
+            )),
+            Op::Compact => self.compact(),
+            Op::Approval { id, answer } => {
+                if let Some(respond) = self.waiting.remove(&id) {
+                    let _ = respond.send(answer);
                 }
-            },
-            Some(question) = next_question(&mut approvals) => {
-                next_id += 1;
-                waiting.insert(next_id, question.respond);
-                let _ = events.send(Event::ApprovalRequested {
-                    id: next_id,
-                    tool: question.tool,
-                    detail: question.detail,
-                    reason: question.reason,
-                    scope: question.scope,
-                    preview: question.preview,
-                });
+            }
+            Op::Queue { text, priority } => {
+                self.send(queue(
+                    &self.runtime,
+                    self.session.as_deref(),
+                    &text,
+                    priority,
+                ));
+            }
+            Op::Shutdown => {
+                if self.work.is_none() {
+                    return Some(ended(self.last.take()));
+                }
+                self.leaving = true;
+                self.interrupt();
             }
         }
+        None
+    }
+
+    /// Starts a run of the open session with `input` or `goal`, when it is idle; whether it did.
+    fn start(&mut self, input: Option<String>, goal: Option<super::goal::GoalSpec>) -> bool {
+        let (None, Some(open)) = (&self.work, &self.open) else {
+            return false;
+        };
+        let request = RunRequest {
+            session: self.session.clone(),
+            agent: open.agent.clone(),
+            input,
+            max_turns: open.max_turns,
+            emergency: false,
+            guard: None,
+            goal,
+        };
+        self.work = Some(self.run(request));
+        true
+    }
+
+    /// Stops what runs; nobody waits for a yes to a call that is being stopped.
+    fn interrupt(&mut self) {
+        self.cancel.cancel();
+        for (_, respond) in self.waiting.drain() {
+            let _ = respond.send(ApprovalAnswer::No);
+        }
+    }
+
+    fn compact(&mut self) {
+        match (&self.work, &self.session) {
+            (None, Some(id)) => {
+                let (runtime, id, events, cancel) = (
+                    self.runtime.clone(),
+                    id.clone(),
+                    self.inner.clone(),
+                    self.cancel.clone(),
+                );
+                self.work = Some(Box::pin(async move {
+                    let reason = "requested by the user";
+                    Done::Compact(runtime.compact(&id, reason, events, cancel).await)
+                }));
+            }
+            (Some(_), _) => self.warn("the agent is working: compact once it has answered"),
+            (None, None) => {
+                self.warn("no session yet: there is nothing to compact");
+                // Whoever asked waits for the handle to be idle again.
+                self.send(Event::Idle { session_id: None });
+            }
+        }
+    }
+
+    /// An approval question of a run, for the front end to answer.
+    fn ask(&mut self, question: ApprovalRequest) {
+        self.next_id += 1;
+        self.waiting.insert(self.next_id, question.respond);
+        self.send(Event::ApprovalRequested {
+            id: self.next_id,
+            tool: question.tool,
+            detail: question.detail,
+            reason: question.reason,
+            scope: question.scope,
+            preview: question.preview,
+        });
     }
 }
 
