@@ -227,7 +227,6 @@ async fn ask(
 /// Answers `messages` as one batch of session `session_id`. A history question among them
 /// brings the matching memory in first (seed 001 §2.3.5), as `nop run` does: a system message
 /// just before the batch, stored with the entry ids.
-#[expect(clippy::too_many_lines, reason = "a debt: listed in AGENTS.md")]
 async fn answer_batch(
     ws: &Workspace,
     config: &Config,
@@ -249,15 +248,7 @@ async fn answer_batch(
             m.batch_id = Some(batch_id.clone());
             m
         });
-    let incoming: Vec<Message> = recall
-        .into_iter()
-        .chain(messages.iter().enumerate().map(|(i, text)| {
-            let mut m = Message::new(Role::User, text.clone(), now);
-            m.batch_id = Some(batch_id.clone());
-            m.batch_index = Some(i);
-            m
-        }))
-        .collect();
+    let incoming = incoming(&batch_id, recall, &messages, now);
     // The model answers the whole conversation: read whole.
     let history = store
         .update_whole_async(session_id, now, move |state| {
@@ -273,57 +264,17 @@ async fn answer_batch(
     ));
     let (answer, tokens) = ask(provider, &request, Some(session_id), cancel).await?;
     let mut used = vec![tokens];
-    let (replies, via): (Vec<Reply>, &'static str) = match parse_replies(&answer, max_delay) {
+    let (replies, via) = match parse_replies(&answer, max_delay) {
         Some(r) => (r, "json"),
         None => {
-            ws.agents()?; // a broken agents.yml is an error, not a silent fallback
-            let prompt = super::prompt::configured_prompt(ws, "splitter", SPLITTER_PROMPT);
-            let split = [
-                Message::new(Role::System, prompt, now),
-                Message::new(Role::User, answer.clone(), now),
-            ];
-            let mut found = None;
-            for attempt in 1..=2 {
-                match ask(provider, &split, None, cancel).await {
-                    Ok((text, tokens)) => {
-                        used.push(tokens);
-                        if let Some(r) = parse_replies(&text, max_delay) {
-                            found = Some(r);
-                            break;
-                        }
-                        tracing::warn!(session = %session_id, op = "chat", result = "retry", attempt, "the splitter did not answer with replies JSON");
-                    }
-                    Err(e) => {
-                        tracing::warn!(session = %session_id, op = "chat", result = "error", attempt, "the splitter failed: {e}")
-                    }
-                }
-            }
-            match found {
-                Some(r) => (r, "splitter"),
-                None => (
-                    vec![Reply {
-                        content: answer.trim().to_string(),
-                        send_delay_seconds: 0.0,
-                    }],
-                    "single",
-                ),
-            }
+            split_replies(
+                ws, provider, &answer, max_delay, session_id, cancel, &mut used,
+            )
+            .await?
         }
     };
     let scheduled = schedule(&replies, Utc::now());
-    let stored: Vec<Message> = scheduled
-        .iter()
-        .map(|r| {
-            let mut m = Message::new(Role::Assistant, r.content.clone(), Utc::now());
-            m.reply_id = Some(r.id.clone());
-            m.batch_id = Some(batch_id.clone());
-            m.batch_index = Some(r.order);
-            m.send_delay_seconds = Some(r.send_delay_seconds);
-            m.scheduled_send_at = Some(r.scheduled_send_at);
-            m.actual_sent_at = Some(None);
-            m
-        })
-        .collect();
+    let stored = stored_replies(&scheduled, &batch_id);
     store
         .update_async(session_id, Utc::now(), move |state| {
             state.session.messages.extend(stored);
@@ -341,6 +292,82 @@ async fn answer_batch(
         replies: scheduled,
         via,
     })
+}
+
+/// The batch as stored: the recalled memory first, then each message of the batch in order.
+fn incoming(
+    batch_id: &str,
+    recall: Option<Message>,
+    messages: &[String],
+    now: chrono::DateTime<Utc>,
+) -> Vec<Message> {
+    recall
+        .into_iter()
+        .chain(messages.iter().enumerate().map(|(i, text)| {
+            let mut m = Message::new(Role::User, text.clone(), now);
+            m.batch_id = Some(batch_id.to_string());
+            m.batch_index = Some(i);
+            m
+        }))
+        .collect()
+}
+
+/// An answer that is not replies JSON, split into replies by the splitter agent (two tries),
+/// else kept as one reply; the replies and how they were made. What the splitter spent goes
+/// to `used`.
+async fn split_replies(
+    ws: &Workspace,
+    provider: &Provider,
+    answer: &str,
+    max_delay: f64,
+    session_id: &str,
+    cancel: &CancellationToken,
+    used: &mut Vec<crate::protocol::TokenUsage>,
+) -> Result<(Vec<Reply>, &'static str), RunError> {
+    ws.agents()?; // a broken agents.yml is an error, not a silent fallback
+    let prompt = super::prompt::configured_prompt(ws, "splitter", SPLITTER_PROMPT);
+    let now = Utc::now();
+    let split = [
+        Message::new(Role::System, prompt, now),
+        Message::new(Role::User, answer.to_string(), now),
+    ];
+    for attempt in 1..=2 {
+        match ask(provider, &split, None, cancel).await {
+            Ok((text, tokens)) => {
+                used.push(tokens);
+                if let Some(r) = parse_replies(&text, max_delay) {
+                    return Ok((r, "splitter"));
+                }
+                tracing::warn!(session = %session_id, op = "chat", result = "retry", attempt, "the splitter did not answer with replies JSON");
+            }
+            Err(e) => {
+                tracing::warn!(session = %session_id, op = "chat", result = "error", attempt, "the splitter failed: {e}")
+            }
+        }
+    }
+    let single = Reply {
+        content: answer.trim().to_string(),
+        send_delay_seconds: 0.0,
+    };
+    Ok((vec![single], "single"))
+}
+
+/// The scheduled replies as the session stores them: each with its batch, order, delay and
+/// when it is to be sent (not sent yet).
+fn stored_replies(scheduled: &[crate::chat::ScheduledReply], batch_id: &str) -> Vec<Message> {
+    scheduled
+        .iter()
+        .map(|r| {
+            let mut m = Message::new(Role::Assistant, r.content.clone(), Utc::now());
+            m.reply_id = Some(r.id.clone());
+            m.batch_id = Some(batch_id.to_string());
+            m.batch_index = Some(r.order);
+            m.send_delay_seconds = Some(r.send_delay_seconds);
+            m.scheduled_send_at = Some(r.scheduled_send_at);
+            m.actual_sent_at = Some(None);
+            m
+        })
+        .collect()
 }
 
 /// Records when a reply was shown (`Some`), or that it never was (`None`: the person left).
