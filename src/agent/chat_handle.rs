@@ -155,45 +155,16 @@ async fn serve(
             .map(|left| Instant::now() + left);
         let reply_at = due.front().map(|(when, _)| *when);
         tokio::select! {
-            op = ops.recv() => match op {
-                None | Some(Op::Shutdown) => break,
-                Some(Op::UserInput { text }) | Some(Op::Queue { text, .. }) => {
-                    if text.trim().is_empty() {
-                        continue;
-                    }
-                    let random = (uuid::Uuid::now_v7().as_u128() & 0xFFFF) as f64 / 65535.0;
-                    let deadline = batcher.push(text, start.elapsed(), random);
-                    let wait = deadline.saturating_sub(start.elapsed());
-                    let _ = events.send(Event::BatchWaiting {
-                        wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
-                    });
+            op = ops.recv() => {
+                if !take_op(op, &mut batcher, start, &mut cancel, &events) {
+                    break;
                 }
-                Some(Op::Interrupt) => {
-                    cancel.cancel();
-                    cancel = CancellationToken::new();
-                }
-                Some(Op::Stop | Op::Compact | Op::Approval { .. }) => {
-                    let _ = events.send(Event::Warning {
-                        message: "a chat has no run to stop or compact: /exit leaves".into(),
-                    });
-                }
-                Some(Op::Goal { .. }) => {
-                    let _ = events.send(Event::Warning {
-                        message: "a chat has no goal: goals belong to `nop run` sessions".into(),
-                    });
-                }
-            },
+            }
             result = until_answered(&mut answering) => {
                 answering = None;
                 match result {
                     Ok(result) => {
-                        // Each reply is due at its stored `scheduledSendAt` (delays count from
-                        // the first reply).
-                        let (instant, now) = (Instant::now(), Utc::now());
-                        for reply in &result.replies {
-                            due.push_back((instant + crate::chat::due_in(reply, now), reply.clone()));
-                        }
-                        due.make_contiguous().sort_by_key(|(when, _)| *when);
+                        schedule_replies(&result, &mut due);
                         let _ = events.send(answered_event(result));
                     }
                     Err(e) => {
@@ -210,19 +181,7 @@ async fn serve(
                     }));
                 }
             }
-            () = sleep_until(reply_at) => {
-                while due.front().is_some_and(|(when, _)| *when <= Instant::now()) {
-                    let Some((_, reply)) = due.pop_front() else {
-                        break;
-                    };
-                    let _ = events.send(Event::Reply {
-                        session_id: chat.id.clone(),
-                        reply_id: reply.id.clone(),
-                        content: reply.content.clone(),
-                    });
-                    record_delivery(&chat, &reply.id, Some(Utc::now()), &events).await;
-                }
-            }
+            () = sleep_until(reply_at) => deliver_due(&chat, &mut due, &events).await,
         }
     }
     // An answer being made is dropped; replies not shown are recorded as not sent.
@@ -231,6 +190,74 @@ async fn serve(
         record_delivery(&chat, &reply.id, None, &events).await;
     }
     chat.close().await
+}
+
+/// An operation from the front end: a message into the batcher (the front end told how long
+/// the batch waits), an interrupt of the answer being made, or a warning for what a chat does
+/// not have. `false` when the chat ends.
+fn take_op(
+    op: Option<Op>,
+    batcher: &mut Batcher,
+    start: Instant,
+    cancel: &mut CancellationToken,
+    events: &mpsc::UnboundedSender<Event>,
+) -> bool {
+    let warning = match op {
+        None | Some(Op::Shutdown) => return false,
+        Some(Op::UserInput { text }) | Some(Op::Queue { text, .. }) => {
+            if !text.trim().is_empty() {
+                let random = (uuid::Uuid::now_v7().as_u128() & 0xFFFF) as f64 / 65535.0;
+                let deadline = batcher.push(text, start.elapsed(), random);
+                let wait = deadline.saturating_sub(start.elapsed());
+                let _ = events.send(Event::BatchWaiting {
+                    wait_ms: u64::try_from(wait.as_millis()).unwrap_or(u64::MAX),
+                });
+            }
+            return true;
+        }
+        Some(Op::Interrupt) => {
+            cancel.cancel();
+            *cancel = CancellationToken::new();
+            return true;
+        }
+        Some(Op::Stop | Op::Compact | Op::Approval { .. }) => {
+            "a chat has no run to stop or compact: /exit leaves"
+        }
+        Some(Op::Goal { .. }) => "a chat has no goal: goals belong to `nop run` sessions",
+    };
+    let _ = events.send(Event::Warning {
+        message: warning.into(),
+    });
+    true
+}
+
+/// Each reply of an answered batch is due at its stored `scheduledSendAt` (delays count from
+/// the first reply), in the order they are due.
+fn schedule_replies(result: &BatchResult, due: &mut VecDeque<(Instant, ScheduledReply)>) {
+    let (instant, now) = (Instant::now(), Utc::now());
+    for reply in &result.replies {
+        due.push_back((instant + crate::chat::due_in(reply, now), reply.clone()));
+    }
+    due.make_contiguous().sort_by_key(|(when, _)| *when);
+}
+
+/// Shows every reply that is due, each recorded as sent.
+async fn deliver_due(
+    chat: &ChatSession,
+    due: &mut VecDeque<(Instant, ScheduledReply)>,
+    events: &mpsc::UnboundedSender<Event>,
+) {
+    while due.front().is_some_and(|(when, _)| *when <= Instant::now()) {
+        let Some((_, reply)) = due.pop_front() else {
+            break;
+        };
+        let _ = events.send(Event::Reply {
+            session_id: chat.id.clone(),
+            reply_id: reply.id.clone(),
+            content: reply.content.clone(),
+        });
+        record_delivery(chat, &reply.id, Some(Utc::now()), events).await;
+    }
 }
 
 async fn until_answered(answering: &mut Option<Answering<'_>>) -> Result<BatchResult, RunError> {

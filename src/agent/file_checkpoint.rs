@@ -28,17 +28,7 @@ impl Runtime {
             return (None, crate::tools::Ready::default());
         };
         let started_at = Utc::now();
-        let prompt: String = match input {
-            Some(text) => {
-                let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-                let mut cut: String = line.chars().take(80).collect();
-                if line.chars().count() > 80 {
-                    cut.push('…');
-                }
-                cut
-            }
-            None => "(queued messages)".to_string(),
-        };
+        let prompt = short_prompt(input);
         let (gate, ready) = crate::tools::Ready::new();
         let closing = std::sync::Arc::new(tokio::sync::Mutex::new(false));
         let store = self.store.clone();
@@ -52,20 +42,7 @@ impl Runtime {
             } = gate;
             // Every `Ready` gone (the run ended before asking) counts as asked.
             let _ = requested.wait_for(|asked| *asked).await;
-            let recorded = tokio::task::spawn_blocking(move || checkpoints.record_at_start()).await;
-            let recorded = match recorded {
-                Ok(Ok(recorded)) => recorded,
-                Ok(Err(e)) => {
-                    tracing::warn!(session = %id, op = "checkpoint", result = "error", "{e}");
-                    let _ = events.send(Event::Warning {
-                        message: format!(
-                            "no file checkpoint for this run (`nop undo` cannot undo it): {e}"
-                        ),
-                    });
-                    return None;
-                }
-                Err(_) => return None,
-            };
+            let recorded = record_start(checkpoints, &id, &events).await?;
             tracing::debug!(session = %id, op = "checkpoint", result = ?recorded.how, "began");
             let turn = crate::protocol::TurnCheckpoint {
                 before: recorded.tree,
@@ -264,6 +241,41 @@ impl Closing {
             turn.after = Some(self.after.unwrap_or_else(|| turn.before.clone()));
             turn.ended_at = Some(now);
         }
+    }
+}
+
+/// The run's prompt as its checkpoint names it: on one line, cut at 80 characters.
+fn short_prompt(input: Option<&str>) -> String {
+    let Some(text) = input else {
+        return "(queued messages)".to_string();
+    };
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut cut: String = line.chars().take(80).collect();
+    if line.chars().count() > 80 {
+        cut.push('…');
+    }
+    cut
+}
+
+/// Records the files as a run begins, on a blocking thread; a failure is a warning (the run
+/// goes on without a checkpoint) and `None`.
+async fn record_start(
+    checkpoints: crate::checkpoint::Checkpoints,
+    id: &str,
+    events: &EventSink,
+) -> Option<crate::checkpoint::Recorded> {
+    match tokio::task::spawn_blocking(move || checkpoints.record_at_start()).await {
+        Ok(Ok(recorded)) => Some(recorded),
+        Ok(Err(e)) => {
+            tracing::warn!(session = %id, op = "checkpoint", result = "error", "{e}");
+            let _ = events.send(Event::Warning {
+                message: format!(
+                    "no file checkpoint for this run (`nop undo` cannot undo it): {e}"
+                ),
+            });
+            None
+        }
+        Err(_) => None,
     }
 }
 

@@ -133,27 +133,7 @@ pub(super) async fn check(
     let mut asking = ctx.clone();
     asking.advisors = true;
     let decision = consult::<GoalDecision>(engine, &asking, GOAL_CHECKER, arguments).await;
-    let command_failed = goal.until.is_some() && exit_code != Some(0);
-    let verdict = match decision {
-        // A command that fails is not met, whatever the checker read into the answer.
-        Ok(d) if d.met && command_failed => Verdict::NotMet(format!(
-            "`{}` exited {}: {}",
-            goal.until.as_deref().unwrap_or_default(),
-            exit_code.map_or("without running".to_string(), |c| c.to_string()),
-            d.reason
-        )),
-        Ok(d) if d.met => Verdict::Met(d.reason),
-        Ok(d) => Verdict::NotMet(d.reason),
-        Err(why) => match (&goal.until, exit_code) {
-            (Some(cmd), Some(0)) => Verdict::Met(format!(
-                "`{cmd}` exited 0 (no answer from goal-checker: {why})"
-            )),
-            (Some(cmd), Some(code)) => Verdict::NotMet(format!(
-                "`{cmd}` exited {code} (no answer from goal-checker: {why})"
-            )),
-            _ => Verdict::Unchecked(format!("the goal could not be checked: {why}")),
-        },
-    };
+    let verdict = verdict(decision, goal.until.as_deref(), exit_code);
     let (met, reason) = match &verdict {
         Verdict::Met(r) => (true, r.clone()),
         Verdict::NotMet(r) | Verdict::Unchecked(r) => (false, r.clone()),
@@ -184,6 +164,36 @@ pub(super) async fn check(
         checks: checks as u32,
     });
     Ok(Some(verdict))
+}
+
+/// What the goal-checker's `decision` (or its failure) and the `until` command's exit code
+/// say: a command that fails is not met, whatever the checker read into the answer; without an
+/// answer, the command's exit code decides, and without a command the goal is unchecked.
+fn verdict(
+    decision: Result<GoalDecision, impl std::fmt::Display>,
+    until: Option<&str>,
+    exit_code: Option<i32>,
+) -> Verdict {
+    let command_failed = until.is_some() && exit_code != Some(0);
+    match decision {
+        Ok(d) if d.met && command_failed => Verdict::NotMet(format!(
+            "`{}` exited {}: {}",
+            until.unwrap_or_default(),
+            exit_code.map_or("without running".to_string(), |c| c.to_string()),
+            d.reason
+        )),
+        Ok(d) if d.met => Verdict::Met(d.reason),
+        Ok(d) => Verdict::NotMet(d.reason),
+        Err(why) => match (until, exit_code) {
+            (Some(cmd), Some(0)) => Verdict::Met(format!(
+                "`{cmd}` exited 0 (no answer from goal-checker: {why})"
+            )),
+            (Some(cmd), Some(code)) => Verdict::NotMet(format!(
+                "`{cmd}` exited {code} (no answer from goal-checker: {why})"
+            )),
+            _ => Verdict::Unchecked(format!("the goal could not be checked: {why}")),
+        },
+    }
 }
 
 /// The agent's next input when the goal is not met.
@@ -226,5 +236,47 @@ async fn run_until(ctx: &ToolContext, command: &str) -> (Option<i32>, Option<Str
             (ran.status.code(), Some(text[start..].to_string()))
         }
         Err(e) => (None, Some(format!("the command could not run: {e}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn said(met: bool, reason: &str) -> Result<GoalDecision, String> {
+        Ok(GoalDecision {
+            met,
+            reason: reason.to_string(),
+        })
+    }
+
+    #[test]
+    fn a_failing_command_outweighs_the_checker_and_decides_without_it() {
+        assert_eq!(
+            verdict(said(true, "looks done"), Some("cargo test"), Some(101)),
+            Verdict::NotMet("`cargo test` exited 101: looks done".into())
+        );
+        assert_eq!(
+            verdict(said(true, "done"), Some("cargo test"), Some(0)),
+            Verdict::Met("done".into())
+        );
+        assert_eq!(
+            verdict(said(false, "two left"), None, None),
+            Verdict::NotMet("two left".into())
+        );
+        let silent = || Err::<GoalDecision, _>("timed out");
+        assert_eq!(
+            verdict(silent(), Some("make"), Some(0)),
+            Verdict::Met("`make` exited 0 (no answer from goal-checker: timed out)".into())
+        );
+        assert_eq!(
+            verdict(silent(), Some("make"), Some(2)),
+            Verdict::NotMet("`make` exited 2 (no answer from goal-checker: timed out)".into())
+        );
+        assert_eq!(
+            verdict(silent(), None, None),
+            Verdict::Unchecked("the goal could not be checked: timed out".into())
+        );
     }
 }

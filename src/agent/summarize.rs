@@ -122,24 +122,7 @@ pub async fn summarize_day(
 ) -> Result<Summary, RunError> {
     let store = MemoryStore::new(&ws.nop_dir());
     // Refuse before paying for a model call.
-    if let Some(existing) = store
-        .load(agent)
-        .map_err(|e| RunError::Agent(e.to_string()))?
-        .and_then(|m| {
-            m.remaining()
-                .find(|e| e.summary_date == date)
-                .map(|e| e.id.clone())
-        })
-    {
-        return Err(RunError::Agent(
-            crate::memory::MemoryError::AlreadySummarized {
-                agent: agent.to_string(),
-                date,
-                id: existing,
-            }
-            .to_string(),
-        ));
-    }
+    not_summarized(&store, agent, date)?;
     let (sessions, left_out) = sessions_of_day(ws, config, agent, date)?;
     for line in &left_out {
         tracing::warn!(agent, op = "memory", date = %date, "left out of the summary: {line}");
@@ -195,6 +178,29 @@ pub async fn summarize_day(
         left_out,
         tokens: Some(reply.usage),
     })
+}
+
+/// Refuses a day that already has a summary of `agent`'s (naming it).
+fn not_summarized(store: &MemoryStore, agent: &str, date: NaiveDate) -> Result<(), RunError> {
+    let existing = store
+        .load(agent)
+        .map_err(|e| RunError::Agent(e.to_string()))?
+        .and_then(|m| {
+            m.remaining()
+                .find(|e| e.summary_date == date)
+                .map(|e| e.id.clone())
+        });
+    match existing {
+        None => Ok(()),
+        Some(id) => Err(RunError::Agent(
+            crate::memory::MemoryError::AlreadySummarized {
+                agent: agent.to_string(),
+                date,
+                id,
+            }
+            .to_string(),
+        )),
+    }
 }
 
 /// The most recent earlier day with sessions of `agent` and no summary (removed ones count as
