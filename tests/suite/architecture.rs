@@ -816,3 +816,58 @@ fn the_scanner_sees_what_the_compiler_sees() {
         Some(module("queue::X"))
     );
 }
+
+/// The functions of `src/agent/` longer than `max` lines (from `fn` to its closing brace, at
+/// the indentation it opened with): the engine's core is kept in small steps.
+fn long_functions(dir: &Path, max: usize) -> Vec<String> {
+    let mut paths = Vec::new();
+    collect(dir, &mut paths);
+    let mut long = Vec::new();
+    for path in paths {
+        let text = fs::read_to_string(&path).expect("read source");
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let body = line.trim_start();
+            let indent = &line[..line.len() - body.len()];
+            let head = body
+                .trim_start_matches("pub(super) ")
+                .trim_start_matches("pub(crate) ")
+                .trim_start_matches("pub ")
+                .trim_start_matches("async ");
+            if !head.starts_with("fn ") {
+                continue;
+            }
+            // A declaration without a body (a trait's) ends with `;` before any `{`.
+            let Some(open) = (i..lines.len()).find(|&k| {
+                let l = lines[k].trim_end();
+                l.ends_with('{') || l.ends_with(';')
+            }) else {
+                continue;
+            };
+            if lines[open].trim_end().ends_with(';') {
+                continue;
+            }
+            let close = format!("{indent}}}");
+            if let Some(end) = (open..lines.len()).find(|&k| lines[k] == close)
+                && end - i + 1 > max
+            {
+                long.push(format!(
+                    "{}:{} {} lines",
+                    path.display(),
+                    i + 1,
+                    end - i + 1
+                ));
+            }
+        }
+    }
+    long
+}
+
+#[test]
+fn no_function_in_agent_is_over_80_lines() {
+    let agent = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/agent");
+    let long = long_functions(&agent, 80);
+    assert!(long.is_empty(), "split these:\n{}", long.join("\n"));
+    // The measure finds functions at all: some of agent/ are over 30 lines.
+    assert!(!long_functions(&agent, 30).is_empty());
+}
