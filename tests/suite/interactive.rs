@@ -778,8 +778,8 @@ fn esc_during_a_command_shows_and_hands_the_model_what_it_printed_so_far() {
     let t = Terminal::start(&repo, &server, "partial", "run", &[], "/help for commands");
     t.type_line("run it");
     t.wait_for("esc to interrupt");
-    // The command has printed (its output is in the session's view of it) before Esc.
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // The command has printed (the live tail shows it) before Esc.
+    t.wait_for("first partial line");
     t.press(&["Escape"]);
     let screen = t.wait_for_prompt_after("interrupted");
     assert!(screen.contains("first partial line"), "{screen}");

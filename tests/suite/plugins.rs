@@ -949,7 +949,7 @@ fn a_remote_server_over_streamable_http_gets_its_headers_and_the_token_is_never_
 /// Where the official servers are installed (`npm i @modelcontextprotocol/server-everything
 /// @modelcontextprotocol/server-filesystem` in a directory): `NOP_TEST_MCP_MODULES`, else
 /// `/var/tmp/mcp-real/node_modules`.
-fn official_servers() -> Option<std::path::PathBuf> {
+fn official_servers() -> std::path::PathBuf {
     let dir = std::env::var_os("NOP_TEST_MCP_MODULES")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| "/var/tmp/mcp-real/node_modules".into());
@@ -959,20 +959,20 @@ fn official_servers() -> Option<std::path::PathBuf> {
         && dir
             .join("@modelcontextprotocol/server-filesystem/dist/index.js")
             .is_file();
-    if !found {
-        eprintln!(
-            "SKIPPED: the official MCP servers are not installed in {} (set NOP_TEST_MCP_MODULES)",
-            dir.display()
-        );
-    }
-    found.then_some(dir)
+    assert!(
+        found,
+        "the official MCP servers are not installed in {} (set NOP_TEST_MCP_MODULES)",
+        dir.display()
+    );
+    dir
 }
 
 #[test]
-fn the_official_servers_content_types_names_and_roots_when_installed() {
-    let Some(modules) = official_servers() else {
-        return;
-    };
+#[ignore = "needs the official MCP servers from npm: `npm i @modelcontextprotocol/server-everything \
+            @modelcontextprotocol/server-filesystem` in /var/tmp/mcp-real (or NOP_TEST_MCP_MODULES), \
+            then `cargo test --test all official_servers -- --ignored`"]
+fn the_official_servers_content_types_names_and_roots() {
+    let modules = official_servers();
     let repo = Repo::new();
     fs::write(repo.path().join("hello.txt"), "hello from the repository\n").expect("write");
     for (name, args) in [
@@ -998,6 +998,8 @@ fn the_official_servers_content_types_names_and_roots_when_installed() {
         )
         .expect("write");
     }
+    // Servers start only once the user trusted their configuration.
+    repo.trust();
     let server = MockServer::start(vec![
         openai::reply_tool_calls(&[
             ("p1", "everything__get-tiny-image", json!({})),
