@@ -64,7 +64,7 @@ fn a_slow_hook_times_out_and_the_run_goes_on() {
         "{:?}",
         started.elapsed()
     );
-    assert!(server.requests()[1].tool_results()[0].contains("ran"));
+    assert!(server.result_of("c1").contains("ran"));
     let log = fs::read_to_string(repo.path().join(".nop/logs/system.log")).expect("log");
     assert!(
         log.contains("op=hook") && log.contains("still running after 0.5 s; killed"),

@@ -785,13 +785,12 @@ fn esc_during_a_command_shows_and_hands_the_model_what_it_printed_so_far() {
     assert!(screen.contains("first partial line"), "{screen}");
     t.type_line("go on");
     t.wait_for_prompt_after("noted");
-    let requests = server.requests();
-    let results = requests[1].tool_results();
+    let result = server.result_of("c1");
     assert!(
-        results.iter().any(|r| r.contains("aborted by user")
-            && r.contains("first partial line")
-            && r.contains("second partial line")),
-        "{results:?}"
+        result.contains("aborted by user")
+            && result.contains("first partial line")
+            && result.contains("second partial line"),
+        "{result}"
     );
     t.type_line("/exit");
 }

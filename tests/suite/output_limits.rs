@@ -88,7 +88,7 @@ fn a_plugin_command_printing_megabytes_gives_the_model_head_and_tail() {
         openai::reply_text("done"),
     ]);
     repo.model_ok(&server, &["run", "flood"]);
-    let result = &server.requests()[1].tool_results()[0];
+    let result = &server.result_of("p1");
     assert!(result.len() <= 30_000, "{}", result.len());
     assert!(result.starts_with("start\nyyy") && result.ends_with("yyy\nend\n"));
     let name = regex::Regex::new(r"bytes of stdout omitted; the whole output is in (out-\S+\.log)")

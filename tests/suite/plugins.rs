@@ -319,7 +319,7 @@ fn without_a_runtime_directory_the_server_starts_outside_the_repository_too() {
         .output()
         .expect("run");
     crate::support::assert_ok(&out);
-    let seen = whoami(&server.requests()[1].tool_results()[0]);
+    let seen = whoami(&server.result_of("p1"));
     let cwd = Path::new(seen["cwd"].as_str().expect("cwd"));
     let root = repo.path().canonicalize().expect("root");
     assert!(!cwd.starts_with(&root), "{}", cwd.display());
@@ -374,7 +374,7 @@ fn a_tool_name_with_dots_round_trips_through_the_model() {
     repo.model_ok(&server, &["run", "count the files"]);
     let offered = server.requests()[0].body["tools"].to_string();
     assert!(offered.contains("\"demo__files__count\""), "{offered}");
-    assert_eq!(server.requests()[1].tool_results()[0], "3 files");
+    assert_eq!(server.result_of("p1"), "3 files");
     assert_eq!(
         repo.first_session()["messages"][3]["toolCall"]["name"],
         "demo.files.count"
@@ -913,7 +913,7 @@ fn a_remote_server_over_streamable_http_gets_its_headers_and_the_token_is_never_
         .output()
         .expect("run");
     crate::support::assert_ok(&out);
-    assert_eq!(server.requests()[1].tool_results()[0], "remote: over http");
+    assert_eq!(server.result_of("p1"), "remote: over http");
     let seen = remote.seen();
     let posts: Vec<_> = seen.iter().filter(|s| s.method == "POST").collect();
     assert!(posts.len() >= 3, "{seen:?}");

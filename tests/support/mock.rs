@@ -103,6 +103,30 @@ impl RecordedRequest {
             .collect()
     }
 
+    /// The result of tool call `call_id` this request carries (OpenAI's `tool` message with
+    /// that `tool_call_id`, or Anthropic's `tool_result` block with that `tool_use_id`).
+    pub fn tool_result(&self, call_id: &str) -> Option<String> {
+        let text = |content: &Value| match content {
+            Value::String(s) => s.clone(),
+            Value::Array(blocks) => blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
+            _ => String::new(),
+        };
+        let messages = self.body["messages"].as_array()?;
+        messages.iter().find_map(|m| {
+            if m["role"] == "tool" && m["tool_call_id"] == call_id {
+                return Some(text(&m["content"]));
+            }
+            m["content"].as_array()?.iter().find_map(|b| {
+                (b["type"] == "tool_result" && b["tool_use_id"] == call_id)
+                    .then(|| text(&b["content"]))
+            })
+        })
+    }
+
     pub fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();
         self.headers
@@ -272,6 +296,15 @@ impl MockServer {
     /// Every request received so far, in order of arrival.
     pub fn requests(&self) -> Vec<RecordedRequest> {
         self.shared.lock().requests.clone()
+    }
+
+    /// The result of tool call `call_id` as the model was first sent it: found by the call's
+    /// id, not by the request's position. Panics, naming the call, when no request carries it.
+    pub fn result_of(&self, call_id: &str) -> String {
+        self.requests()
+            .iter()
+            .find_map(|r| r.tool_result(call_id))
+            .unwrap_or_else(|| panic!("no request carries the result of tool call `{call_id}`"))
     }
 
     /// Blocks until at least `n` requests have arrived or `timeout` has passed, and returns all
