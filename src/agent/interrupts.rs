@@ -226,10 +226,10 @@ impl Engine {
         stop: &crate::queue::QueuedMessage,
     ) -> Result<(), ToolError> {
         let now = Utc::now();
+        // What the conversation keeps: no command line in it (the front end says how to go on).
         let reply = format!(
-            "Stopped, as you asked (\"{}\"). The session is kept; continue with `nop run --session {}`.",
-            stop.text.trim(),
-            ctx.session_id
+            "Stopped, as you asked (\"{}\"). The session is kept.",
+            stop.text.trim()
         );
         let (stopped, asked) = (queued_message(stop, now), stop.text.trim().to_string());
         self.0
