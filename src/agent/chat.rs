@@ -67,13 +67,15 @@ impl ChatSession {
                 admitted.def.as_ref(),
                 now,
             )?;
-            store.update(&id, now, |state| {
-                state
-                    .session
-                    .messages
-                    .push(Message::new(Role::System, system, now));
-                Ok(())
-            })?;
+            store
+                .update_async(&id, now, move |state| {
+                    state
+                        .session
+                        .messages
+                        .push(Message::new(Role::System, system, now));
+                    Ok(())
+                })
+                .await?;
         }
         let chat = ChatSession {
             id,

@@ -60,7 +60,8 @@ async fn settle(
 /// Removes session `id`, made for this run only (the run was refused), once it is written.
 async fn discard(store: &crate::session::Store, id: &str, creating: &mut Option<Creating>) {
     if settle(creating).await.is_ok() {
-        let _ = std::fs::remove_dir_all(store.dir(id));
+        let dir = store.dir(id);
+        let _ = tokio::task::spawn_blocking(move || std::fs::remove_dir_all(dir)).await;
     }
 }
 
