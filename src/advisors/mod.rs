@@ -63,10 +63,19 @@ pub enum AdvisorError {
     },
 }
 
+/// Why an advisor's answer is not a decision.
+#[derive(Debug, thiserror::Error)]
+pub enum DecisionError {
+    #[error("the answer is not a JSON object")]
+    NotJson,
+    #[error("the answer does not match the schema: {0}")]
+    Schema(#[from] serde_json::Error),
+}
+
 /// Parses an advisor's answer into its decision type; `Err` says what was wrong.
-pub fn parse_decision<T: DeserializeOwned>(text: &str) -> Result<T, String> {
-    let value = extract_json(text).ok_or_else(|| "the answer is not a JSON object".to_string())?;
-    serde_json::from_value(value).map_err(|e| format!("the answer does not match the schema: {e}"))
+pub fn parse_decision<T: DeserializeOwned>(text: &str) -> Result<T, DecisionError> {
+    let value = extract_json(text).ok_or(DecisionError::NotJson)?;
+    Ok(serde_json::from_value(value)?)
 }
 
 /// consistency-checker (§2.4).
@@ -289,7 +298,7 @@ mod tests {
         let e = parse_decision::<RetryDecision>(
             "{\"shouldRetry\": true, \"reason\": \"x\", \"suggestedAction\": \"maybe\"}",
         );
-        assert!(e.is_err_and(|e| e.contains("maybe")));
+        assert!(e.is_err_and(|e| e.to_string().contains("maybe")));
         let c: ConsistencyDecision = parse_decision(r#"{"consistent": false, "inconsistencies": [{"type": "status_mismatch", "taskId": "1", "description": "d", "severity": "high", "suggestion": "s"}], "summary": "x"}"#).expect("consistency");
         assert_eq!(c.inconsistencies[0].kind, InconsistencyKind::StatusMismatch);
         let p: CompressionDecision = parse_decision(

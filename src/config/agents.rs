@@ -22,6 +22,15 @@ use serde_json::{Map, Value};
 use super::{ConfigError, first_line};
 use crate::protocol::TextPos;
 
+/// An agent a new session cannot be created for: not in agents.yml (`path`), or disabled there.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}", if *.disabled { format!("agent `{}` is disabled in {}", .name, .path.display()) } else { format!("no agent `{}` in {}", .name, .path.display()) })]
+pub struct NoSuchAgent {
+    pub name: String,
+    pub path: std::path::PathBuf,
+    pub disabled: bool,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct AgentsFile {
@@ -196,14 +205,21 @@ impl AgentsFile {
     /// The agent a new session may be created for: one defined and enabled here, or the built-in
     /// `coder`, which exists even where agents.yml does not list it (one rule for `nop run` and
     /// `nop sessions new`). The error says why not, naming `path`.
-    pub fn for_new_session(&self, name: &str, path: &Path) -> Result<Option<&AgentDef>, String> {
+    pub fn for_new_session(
+        &self,
+        name: &str,
+        path: &Path,
+    ) -> Result<Option<&AgentDef>, NoSuchAgent> {
+        let no = |disabled| NoSuchAgent {
+            name: name.to_string(),
+            path: path.to_path_buf(),
+            disabled,
+        };
         match self.get(name) {
-            Some(def) if !def.enabled => {
-                Err(format!("agent `{name}` is disabled in {}", path.display()))
-            }
+            Some(def) if !def.enabled => Err(no(true)),
             Some(def) => Ok(Some(def)),
             None if name == BUILT_IN_AGENT => Ok(None),
-            None => Err(format!("no agent `{name}` in {}", path.display())),
+            None => Err(no(false)),
         }
     }
 

@@ -33,6 +33,18 @@ pub struct Meter {
 }
 
 /// Why the run stopped before a request.
+/// A budget is set but the model has no price: nop could not count against it.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "a budget of ${budget:.2} is set (--max-budget-usd / agent.max_budget_usd) but nop has no \
+     price for model `{model}`; add one under `pricing` in .nop/config.yml, e.g. pricing: \
+     {{\"{model}\": {{input: 3.0, output: 15.0, cache_read: 0.3}}}} (US dollars per million tokens)"
+)]
+pub struct Unpriced {
+    pub budget: f64,
+    pub model: String,
+}
+
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[error(
     "stopped before a model request that would pass the budget of ${budget:.2} (spent ${spent:.4}, the next request would cost about ${next:.4})"
@@ -57,15 +69,12 @@ impl Meter {
 
     /// A budget needs a price: a run with one and a model nop has no price for is refused
     /// before it starts, with what to do.
-    pub fn check_priced(&self) -> Result<(), String> {
+    pub fn check_priced(&self) -> Result<(), Unpriced> {
         match (self.budget, self.price) {
-            (Some(budget), None) => Err(format!(
-                "a budget of ${budget:.2} is set (--max-budget-usd / agent.max_budget_usd) but nop \
-                 has no price for model `{}`; add one under `pricing` in .nop/config.yml, e.g. \
-                 pricing: {{\"{}\": {{input: 3.0, output: 15.0, cache_read: 0.3}}}} (US dollars \
-                 per million tokens)",
-                self.model, self.model
-            )),
+            (Some(budget), None) => Err(Unpriced {
+                budget,
+                model: self.model.clone(),
+            }),
             _ => Ok(()),
         }
     }

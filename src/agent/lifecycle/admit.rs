@@ -48,7 +48,7 @@ impl Runtime {
         // A budget nop cannot count against stops the run before anything happens.
         crate::agent::meter::Meter::new(&self.config, provider.model())
             .check_priced()
-            .map_err(RunError::Agent)?;
+            .map_err(|e| RunError::Agent(e.to_string()))?;
         let now = Utc::now();
         let target = self.target(request, now);
         let checked = self.check_agent(&target, request).await;
@@ -144,7 +144,7 @@ impl Runtime {
         if let Target::Create(..) = target {
             agents
                 .for_new_session(&agent_name, &self.ws.agents_path())
-                .map_err(RunError::Agent)?;
+                .map_err(|e| RunError::Agent(e.to_string()))?;
         }
         Ok((agents, agent_name))
     }
