@@ -37,10 +37,20 @@ pub fn read_capped(path: &Path) -> std::io::Result<(String, bool)> {
     Ok((text, cut))
 }
 
+/// Why a file's front matter cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FrontMatterError {
+    #[error("the front matter that starts on line 1 has no closing `---` line")]
+    Unclosed,
+    /// Not YAML, or a known key of the wrong type: where, as the YAML parser says it.
+    #[error("its front matter is not valid: {0}")]
+    Invalid(String),
+}
+
 /// The YAML between a leading `---` line and the next `---` line, and the body after it; `None`
 /// when the text does not begin with front matter. An opening `---` that is never closed is an
 /// error.
-pub fn split(text: &str) -> Result<Option<(&str, &str)>, String> {
+pub fn split(text: &str) -> Result<Option<(&str, &str)>, FrontMatterError> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let Some(first_end) = text.find('\n') else {
         return Ok(None);
@@ -58,13 +68,13 @@ pub fn split(text: &str) -> Result<Option<(&str, &str)>, String> {
         }
         at = end + 1;
     }
-    Err("the front matter that starts on line 1 has no closing `---` line".into())
+    Err(FrontMatterError::Unclosed)
 }
 
 /// The front matter of `text` as `T` (its default when there is none or it is empty), and the
 /// body. A front matter that is not YAML, or whose known keys have the wrong type, is an error
 /// whose text says where.
-pub fn parse<T: DeserializeOwned + Default>(text: &str) -> Result<(T, &str), String> {
+pub fn parse<T: DeserializeOwned + Default>(text: &str) -> Result<(T, &str), FrontMatterError> {
     let Some((yaml, body)) = split(text)? else {
         return Ok((T::default(), text));
     };
@@ -72,7 +82,7 @@ pub fn parse<T: DeserializeOwned + Default>(text: &str) -> Result<(T, &str), Str
         return Ok((T::default(), body));
     }
     let value: Option<T> =
-        serde_saphyr::from_str(yaml).map_err(|e| format!("its front matter is not valid: {e}"))?;
+        serde_saphyr::from_str(yaml).map_err(|e| FrontMatterError::Invalid(e.to_string()))?;
     Ok((value.unwrap_or_default(), body))
 }
 

@@ -200,7 +200,9 @@ fn real_skill_file(dir: &Path) -> Option<PathBuf> {
 
 fn read_skill(file: &Path) -> Result<Meta, String> {
     let (text, _) = crate::front_matter::read_capped(file).map_err(|e| e.to_string())?;
-    crate::front_matter::parse::<Meta>(&text).map(|(meta, _)| meta)
+    crate::front_matter::parse::<Meta>(&text)
+        .map(|(meta, _)| meta)
+        .map_err(|e| e.to_string())
 }
 
 /// The folders of the user's skills (outside the repository) that the file tools may read:

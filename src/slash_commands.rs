@@ -218,10 +218,12 @@ fn read(path: &Path) -> Result<(Meta, String), String> {
         Err(error) => {
             // Claude Code's own examples write `argument-hint: [pr] [priority]`, which is not
             // YAML: a flat front matter is then read line by line, as that tool reads it.
-            let Some((yaml, body)) = crate::front_matter::split(&text)? else {
-                return Err(error);
+            let Some((yaml, body)) =
+                crate::front_matter::split(&text).map_err(|e| e.to_string())?
+            else {
+                return Err(error.to_string());
             };
-            (flat(yaml).ok_or(error)?, body)
+            (flat(yaml).ok_or_else(|| error.to_string())?, body)
         }
     };
     Ok((meta, body.trim().to_string()))
