@@ -228,7 +228,8 @@ async fn attach(
             return Err(reason);
         }
         Decision::Ask { source } => {
-            let resolved = crate::permissions::resolve(&ctx.root, path)?;
+            let resolved =
+                crate::permissions::resolve(&ctx.root, path).map_err(|e| e.to_string())?;
             let reason = format!("calling `{TOOL}` needs approval ({source})");
             let detail = format!("read {}", paths::display(&ctx.root, &resolved));
             let ask = Ask {

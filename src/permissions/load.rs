@@ -326,11 +326,11 @@ fn load_ruleset_from(
     Ok(set)
 }
 
-fn parse_err(path: &Path, at: &Spanned<String>, message: String) -> PermissionError {
+fn parse_err(path: &Path, at: &Spanned<String>, message: impl ToString) -> PermissionError {
     PermissionError::Parse {
         path: path.to_path_buf(),
         pos: pos(&at.referenced),
-        message,
+        message: message.to_string(),
     }
 }
 

@@ -120,11 +120,15 @@ pub struct Pattern {
 }
 
 impl Pattern {
-    pub fn tool(text: &str, source: Source) -> Result<Pattern, String> {
+    pub fn tool(text: &str, source: Source) -> Result<Pattern, RuleError> {
         let matcher = GlobBuilder::new(text)
             .literal_separator(false)
             .build()
-            .map_err(|e| format!("tool pattern `{text}`: {e}"))?
+            .map_err(|e| RuleError::Glob {
+                what: "tool pattern",
+                pattern: text.to_string(),
+                message: e.to_string(),
+            })?
             .compile_matcher();
         Ok(Pattern {
             text: text.to_string(),
@@ -153,17 +157,17 @@ pub struct FileRule {
 impl FileRule {
     /// A rule for `pattern`: relative to the repository root, absolute, or `~/…` (the home
     /// directory, from `HOME`).
-    pub fn new(pattern: &str, access: FileAccess, source: Source) -> Result<FileRule, String> {
+    pub fn new(pattern: &str, access: FileAccess, source: Source) -> Result<FileRule, RuleError> {
         let trimmed = pattern.trim();
         if trimmed.is_empty() {
-            return Err("the pattern is empty".into());
+            return Err(RuleError::Empty);
         }
         let expanded;
         let trimmed = match trimmed.strip_prefix("~/") {
             Some(rest) => {
                 let home = std::env::var_os("HOME")
                     .filter(|h| Path::new(h).is_absolute())
-                    .ok_or_else(|| format!("pattern `{pattern}`: HOME is not set"))?;
+                    .ok_or_else(|| RuleError::NoHome(pattern.to_string()))?;
                 expanded = format!("{}/{rest}", Path::new(&home).display());
                 expanded.as_str()
             }
@@ -176,7 +180,11 @@ impl FileRule {
                 .backslash_escape(true)
                 .build()
                 .map(|g| g.compile_matcher())
-                .map_err(|e| format!("pattern `{pattern}`: {e}"))
+                .map_err(|e| RuleError::Glob {
+                    what: "pattern",
+                    pattern: pattern.to_string(),
+                    message: e.to_string(),
+                })
         };
         let dir_matcher = match normalised.strip_suffix("/**") {
             Some(dir) if !dir.is_empty() => Some(compile(dir)?),
@@ -686,15 +694,47 @@ impl Policy {
     }
 }
 
+/// Why a permission rule's pattern is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RuleError {
+    #[error("the pattern is empty")]
+    Empty,
+    #[error("pattern `{0}`: HOME is not set")]
+    NoHome(String),
+    #[error("{what} `{pattern}`: {message}")]
+    Glob {
+        what: &'static str,
+        pattern: String,
+        message: String,
+    },
+}
+
+/// Why a path cannot be resolved ([`resolve`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PathError {
+    #[error("the path is empty")]
+    Empty,
+    #[error("the path contains a NUL byte")]
+    Nul,
+    #[error("cannot resolve {}: {}", .0.display(), .1)]
+    Unreadable(PathBuf, String),
+    #[error("{} is a symbolic link to a missing target", .0.display())]
+    DanglingLink(PathBuf),
+    #[error("`..` after a directory that does not exist")]
+    ParentOfMissing,
+    #[error("no part of it exists")]
+    Nothing,
+}
+
 /// The canonical form of `path`: its longest existing prefix canonicalised (symbolic links and
 /// `..` resolved by the kernel) with the rest, which does not exist yet, appended. A `..` in that
 /// rest is refused (it would be resolved against a directory that is not there).
-pub fn resolve(root: &Path, path: &str) -> Result<PathBuf, String> {
+pub fn resolve(root: &Path, path: &str) -> Result<PathBuf, PathError> {
     if path.trim().is_empty() {
-        return Err("the path is empty".into());
+        return Err(PathError::Empty);
     }
     if path.contains('\0') {
-        return Err("the path contains a NUL byte".into());
+        return Err(PathError::Nul);
     }
     let joined = if Path::new(path).is_absolute() {
         PathBuf::from(path)
@@ -713,7 +753,7 @@ pub fn resolve(root: &Path, path: &str) -> Result<PathBuf, String> {
                 return Ok(out);
             }
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                return Err(format!("cannot resolve {}: {e}", existing.display()));
+                return Err(PathError::Unreadable(existing, e.to_string()));
             }
             Err(_) => match existing.components().next_back() {
                 Some(Component::Normal(name)) => {
@@ -721,10 +761,7 @@ pub fn resolve(root: &Path, path: &str) -> Result<PathBuf, String> {
                     if std::fs::symlink_metadata(&existing)
                         .is_ok_and(|m| m.file_type().is_symlink())
                     {
-                        return Err(format!(
-                            "{} is a symbolic link to a missing target",
-                            existing.display()
-                        ));
+                        return Err(PathError::DanglingLink(existing));
                     }
                     rest.push(name.to_os_string());
                     existing.pop();
@@ -733,9 +770,9 @@ pub fn resolve(root: &Path, path: &str) -> Result<PathBuf, String> {
                     existing.pop();
                 }
                 Some(Component::ParentDir) => {
-                    return Err("`..` after a directory that does not exist".into());
+                    return Err(PathError::ParentOfMissing);
                 }
-                _ => return Err("no part of it exists".into()),
+                _ => return Err(PathError::Nothing),
             },
         }
     }
