@@ -60,7 +60,7 @@ fn mcp_and_command_tools_appear_and_round_trip() {
             "{name} not offered: {tools:?}"
         );
     }
-    let r = server.requests()[1].tool_results();
+    let r = server.results_of(&["p1", "p2", "p3", "p4"]);
     assert_eq!(r[0], "hi there");
     assert_eq!(r[1], "5");
     assert_eq!(r[2].trim(), "hello Ann");
@@ -97,7 +97,7 @@ fn a_denied_plugin_tool_is_refused() {
         .output()
         .expect("run");
     assert_eq!(out.status.code(), Some(0));
-    let r = server.requests()[1].tool_results();
+    let r = server.results_of(&["p1"]);
     assert!(
         r[0].contains("PermissionDenied") && r[0].contains("demo.echo"),
         "{r:?}"
@@ -158,7 +158,7 @@ fn a_crashing_mcp_server_gives_the_model_an_error_and_the_run_goes_on() {
         openai::reply_text("the plugin died; carrying on"),
     ]);
     let out = repo.model_ok(&server, &["run", "--output-format", "json", "crash it"]);
-    let r = server.requests()[1].tool_results();
+    let r = server.results_of(&["p1", "p2"]);
     assert!(r[0].starts_with("error (PluginError)"), "{r:?}");
     assert!(r[1].starts_with("error (PluginError)"), "{r:?}");
     let result: Value = serde_json::from_slice(&out.stdout).expect("json");
@@ -194,7 +194,7 @@ fn a_plugin_command_tool_is_asked_about_under_approval_always_like_shell() {
     let denials = result["permission_denials"].as_array().expect("denials");
     assert_eq!(denials.len(), 1, "{denials:?}");
     assert_eq!(denials[0]["tool"], "demo.greet");
-    let results = server.requests()[1].tool_results();
+    let results = server.results_of(&["p1", "p2"]);
     assert!(
         results[0].contains("PermissionDenied") && !results[0].contains("hello Ann"),
         "{results:?}"
@@ -264,7 +264,7 @@ fn mcp_servers_get_the_filtered_environment_and_start_outside_the_repository() {
         .output()
         .expect("run");
     crate::support::assert_ok(&out);
-    let results = server.requests()[1].tool_results();
+    let results = server.results_of(&["p1", "p2"]);
     let seen = whoami(&results[0]);
     for (name, secret) in SECRETS {
         assert!(seen["env"].get(name).is_none(), "{name} reached the server");
@@ -436,7 +436,7 @@ fn an_mcp_call_is_cut_at_its_plugin_limit_and_a_timeout_argument_changes_nothing
     ]);
     let started = std::time::Instant::now();
     repo.model_ok(&server, &["run", "sleep"]);
-    let r = server.requests()[1].tool_results();
+    let r = server.results_of(&["p1"]);
     assert!(
         r[0].starts_with("error (Timeout)") && r[0].contains("within 1.0 s"),
         "{r:?}"
@@ -482,7 +482,7 @@ fn every_mcp_content_type_reaches_the_model_and_resources_can_be_read() {
             .is_some_and(|d| d.contains("test://notes/readme (readme)")),
         "{read}"
     );
-    let r = server.requests()[1].tool_results();
+    let r = server.results_of(&["p1", "p2", "p3"]);
     assert_eq!(
         r[0],
         "here is everything\n[image: image/png, 8 bytes]\n\
@@ -710,7 +710,7 @@ fn servers_come_from_every_place_users_keep_them_in_order_of_precedence() {
         .output()
         .expect("run");
     crate::support::assert_ok(&out);
-    let r = server.requests()[1].tool_results();
+    let r = server.results_of(&["p1", "p2", "p3"]);
     assert_eq!(whoami(&r[0])["argv"][0], "--label=nop-plugin");
     assert_eq!(r[1], "from the user scope");
     assert_eq!(r[2], "from ~/.config/nop");
@@ -855,7 +855,7 @@ fn a_configured_cwd_and_the_project_variable_name_the_repository_and_the_warning
         .expect("run");
     assert_eq!(out.status.code(), Some(0));
     let root = repo.path().canonicalize().expect("root");
-    let r = server.requests()[1].tool_results();
+    let r = server.results_of(&["p1", "p2"]);
     let seen = whoami(&r[0]);
     assert_eq!(seen["cwd"], root.join("tools").display().to_string());
     assert_eq!(seen["argv"][0], format!("--label={}", root.display()));

@@ -307,6 +307,11 @@ impl MockServer {
             .unwrap_or_else(|| panic!("no request carries the result of tool call `{call_id}`"))
     }
 
+    /// [`MockServer::result_of`] for each of `call_ids`, in that order.
+    pub fn results_of(&self, call_ids: &[&str]) -> Vec<String> {
+        call_ids.iter().map(|id| self.result_of(id)).collect()
+    }
+
     /// Blocks until at least `n` requests have arrived or `timeout` has passed, and returns all
     /// requests received by then (possibly fewer than `n`).
     pub fn wait_for_requests(&self, n: usize, timeout: Duration) -> Vec<RecordedRequest> {
