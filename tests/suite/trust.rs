@@ -273,7 +273,7 @@ fn hostile_a_trusted_claude_hook_script_the_model_rewrites_never_runs() {
     ]);
     let out = s.run(&server, "rewrite the hook");
     crate::support::assert_ok(&out);
-    let results = server.requests()[1].tool_results();
+    let results = server.results_of(&["c1", "c2", "c3"]);
     // The script a trusted hook runs is read-only to the agent, like the settings file.
     for result in &results {
         assert!(
@@ -331,7 +331,7 @@ fn hostile_a_nop_hook_script_the_model_rewrites_never_runs() {
         openai::reply_text("ok"),
     ]);
     crate::support::assert_ok(&s.run(&server, "rewrite"));
-    let results = server.requests()[1].tool_results();
+    let results = server.results_of(&["c1", "c2"]);
     assert!(
         results
             .iter()
@@ -391,7 +391,7 @@ fn hostile_a_trusted_mcp_server_script_the_model_rewrites_never_starts() {
         openai::reply_text("ok"),
     ]);
     crate::support::assert_ok(&s.run(&server, "rewrite"));
-    let results = server.requests()[1].tool_results();
+    let results = server.results_of(&["c1", "c2"]);
     assert!(
         results
             .iter()
@@ -630,7 +630,7 @@ fn hostile_a_nested_nop_dir_the_model_made_never_becomes_the_workspace() {
     let out = s.run_in(&s.root().join("sub"), &server, &[], "look around");
     crate::support::assert_ok(&out);
     assert_eq!(s.fired(), Vec::<String>::new());
-    let results = server.requests()[3].tool_results().join("\n");
+    let results = server.results_of(&["c2", "c3"]).join("\n");
     assert!(!results.contains("SECRET-KEY-1234"), "{results}");
     assert!(!results.contains("secrets/**"), "{results}");
     assert!(
