@@ -54,7 +54,6 @@ pub async fn wants_compaction(
 
 /// Compacts the session now: snapshot, CompactAgent summary, new messages, record. `auto`:
 /// nop decided it (the advisor, an overflowing context), not the user or the agent.
-#[expect(clippy::too_many_lines, reason = "a debt: listed in AGENTS.md")]
 pub async fn compact(
     host: &dyn Host,
     ctx: &ToolContext,
@@ -112,32 +111,7 @@ pub async fn compact(
     let read = compaction::fingerprint(&state.session.messages);
     let goal = state.session.goal.clone();
     drop(state);
-    if !host.afford(&crate::providers::meter::estimate_next(None, &request, &[])) {
-        return Err(ToolError::model(
-            ToolErrorKind::CompactionFailed,
-            "the CompactAgent was not asked: its request would pass the run's budget \
-             (--max-budget-usd)",
-        ));
-    }
-    let mut ignore = |_| {};
-    let reply = host
-        .provider()
-        .complete(
-            ChatRequest {
-                messages: &request,
-                tools: &[],
-                cache_key: None,
-            },
-            &ctx.cancel,
-            &mut ignore,
-        )
-        .await
-        .map_err(|e| {
-            ToolError::model(
-                ToolErrorKind::CompactionFailed,
-                format!("the CompactAgent failed: {e}"),
-            )
-        })?;
+    let reply = ask_compact_agent(host, ctx, &request).await?;
     drop(request);
     let new_messages = kept.compacted(&reply.text, &plan, consistency.as_deref(), goal.as_ref());
     let after = new_messages.len();
@@ -156,18 +130,14 @@ pub async fn compact(
     let cost = host.charge_advisor(ctx, &tokens);
     let applied = store
         .update_whole_async(&ctx.session_id, Utc::now(), move |s| {
-            let unchanged = read.is_some()
-                && s.session.messages.len() >= before
-                && compaction::fingerprint(&s.session.messages[..before]) == read;
-            if !unchanged {
-                return Ok(false);
-            }
-            let appended: Vec<Message> = s.session.messages.split_off(before);
-            s.session.messages = new_messages;
-            s.session.messages.extend(appended);
-            s.session.compressions.push(record);
-            s.session.usage.advisors.record(&tokens, cost);
-            Ok(true)
+            Ok(replace_read(
+                s,
+                before,
+                read,
+                new_messages,
+                record,
+                (tokens, cost),
+            ))
         })
         .await?;
     if !applied {
@@ -187,4 +157,64 @@ pub async fn compact(
         messages_after: after,
     });
     Ok(Some(snapshot))
+}
+
+/// Asks the stateless CompactAgent (one model call, no tools, no session of its own) for the
+/// summary, unless its request would pass the run's budget.
+async fn ask_compact_agent(
+    host: &dyn Host,
+    ctx: &ToolContext,
+    request: &[Message],
+) -> Result<crate::providers::ModelResponse, ToolError> {
+    if !host.afford(&crate::providers::meter::estimate_next(None, request, &[])) {
+        return Err(ToolError::model(
+            ToolErrorKind::CompactionFailed,
+            "the CompactAgent was not asked: its request would pass the run's budget \
+             (--max-budget-usd)",
+        ));
+    }
+    let mut ignore = |_| {};
+    host.provider()
+        .complete(
+            ChatRequest {
+                messages: request,
+                tools: &[],
+                cache_key: None,
+            },
+            &ctx.cancel,
+            &mut ignore,
+        )
+        .await
+        .map_err(|e| {
+            ToolError::model(
+                ToolErrorKind::CompactionFailed,
+                format!("the CompactAgent failed: {e}"),
+            )
+        })
+}
+
+/// Replaces the first `before` messages of `s` with `compacted` when they are still the ones
+/// read (`read`, their fingerprint): anything appended since stays after the compacted part,
+/// and the compaction and what it cost are recorded. `false`, replacing nothing, when they
+/// changed (another compaction finished first).
+fn replace_read(
+    s: &mut crate::session::SessionState,
+    before: usize,
+    read: Option<u64>,
+    compacted: Vec<Message>,
+    record: CompressionRecord,
+    (tokens, cost): (crate::protocol::TokenUsage, Option<f64>),
+) -> bool {
+    let unchanged = read.is_some()
+        && s.session.messages.len() >= before
+        && compaction::fingerprint(&s.session.messages[..before]) == read;
+    if !unchanged {
+        return false;
+    }
+    let appended: Vec<Message> = s.session.messages.split_off(before);
+    s.session.messages = compacted;
+    s.session.messages.extend(appended);
+    s.session.compressions.push(record);
+    s.session.usage.advisors.record(&tokens, cost);
+    true
 }
