@@ -3,7 +3,7 @@
 //! so the user knows which undo or rewind would fail before trying it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::BufRead;
 
 use super::{CheckpointError, Checkpoints, Result};
 
@@ -103,29 +103,8 @@ impl Checkpoints {
         if present.is_empty() {
             return Ok(bad);
         }
-        let mut child = self
-            .command(
-                &["cat-file", "--batch"],
-                &self.dir.join("index"),
-                &self.root,
-                true,
-            )
-            .spawn()
-            .map_err(CheckpointError::NoGit)?;
         let ids: String = present.iter().map(|id| format!("{id}\n")).collect();
-        let mut stdin = child.stdin.take();
-        let writer = std::thread::spawn(move || {
-            if let Some(stdin) = stdin.as_mut() {
-                let _ = stdin.write_all(ids.as_bytes());
-            }
-        });
-        let read = (|| {
-            let stdout = child
-                .stdout
-                .take()
-                .ok_or_else(|| self.failed("cat-file", b"no output"))?;
-            let mut out = BufReader::with_capacity(256 * 1024, stdout);
-            let mut buf = vec![0u8; 64 * 1024];
+        self.cat_batch(ids, |out| {
             for id in &present {
                 let mut header = String::new();
                 out.read_line(&mut header)
@@ -141,30 +120,16 @@ impl Checkpoints {
                         continue;
                     }
                 };
-                let mut hasher = super::put_back::Hasher::new(&kind, id, size);
-                let mut left = size;
-                while left > 0 {
-                    let n = usize::try_from(left.min(buf.len() as u64)).unwrap_or(buf.len());
-                    out.read_exact(&mut buf[..n])
-                        .map_err(|e| self.failed("cat-file", e.to_string().as_bytes()))?;
-                    hasher.update(&buf[..n]);
-                    left -= n as u64;
-                }
-                let mut newline = [0u8; 1];
-                let _ = out.read_exact(&mut newline);
-                if !hasher.matches(id) {
+                let whole = self.read_object(out, (&kind, id, size), |_| Ok(()))?;
+                if !whole {
                     bad.insert(
                         id.clone(),
                         "is damaged (its content does not hash to its id)",
                     );
                 }
             }
-            Ok::<(), CheckpointError>(())
-        })();
-        let _ = writer.join();
-        let _ = child.kill();
-        let _ = child.wait();
-        read?;
+            Ok(())
+        })?;
         Ok(bad)
     }
 }

@@ -41,36 +41,13 @@ impl Checkpoints {
         let _one = self.restore_lock()?;
         sweep(dir, files);
         let mut staged: Vec<Staged> = Vec::with_capacity(files.len());
-        let mut child = self
-            .command(
-                &["cat-file", "--batch"],
-                &self.dir.join("index"),
-                &self.root,
-                true,
-            )
-            .spawn()
-            .map_err(CheckpointError::NoGit)?;
         let ids: String = files.iter().map(|f| format!("{}\n", f.id)).collect();
-        let mut stdin = child.stdin.take();
-        let writer = std::thread::spawn(move || {
-            if let Some(stdin) = stdin.as_mut() {
-                let _ = stdin.write_all(ids.as_bytes());
-            }
-        });
-        let read = (|| {
-            let stdout = child
-                .stdout
-                .take()
-                .ok_or_else(|| self.failed("cat-file", b"no output"))?;
-            let mut out = BufReader::with_capacity(256 * 1024, stdout);
+        let read = self.cat_batch(ids, |out| {
             for want in files {
-                staged.push(self.stage(&mut out, tree, dir, want)?);
+                staged.push(self.stage(out, tree, dir, want)?);
             }
-            Ok::<(), CheckpointError>(())
-        })();
-        let _ = writer.join();
-        let _ = child.kill();
-        let _ = child.wait();
+            Ok(())
+        });
         read?;
         for file in staged {
             match file.link {
@@ -90,6 +67,63 @@ impl Checkpoints {
             }
         }
         Ok(())
+    }
+
+    /// Runs `read` on the answers of one `git cat-file --batch` for `ids` (one per line), fed
+    /// from a thread of its own so neither side waits for the other; the process ends when
+    /// `read` returns, whatever it read.
+    pub(super) fn cat_batch<T>(
+        &self,
+        ids: String,
+        read: impl FnOnce(&mut BufReader<std::process::ChildStdout>) -> Result<T>,
+    ) -> Result<T> {
+        let mut child = self
+            .command(
+                &["cat-file", "--batch"],
+                &self.dir.join("index"),
+                &self.root,
+                true,
+            )
+            .spawn()
+            .map_err(CheckpointError::NoGit)?;
+        let mut stdin = child.stdin.take();
+        let writer = std::thread::spawn(move || {
+            if let Some(stdin) = stdin.as_mut() {
+                let _ = stdin.write_all(ids.as_bytes());
+            }
+        });
+        let result = match child.stdout.take() {
+            Some(stdout) => read(&mut BufReader::with_capacity(256 * 1024, stdout)),
+            None => Err(self.failed("cat-file", b"no output")),
+        };
+        let _ = child.kill();
+        let _ = writer.join();
+        let _ = child.wait();
+        result
+    }
+
+    /// Streams the next object of a `cat-file --batch` answer (its header read: `kind`, `id`,
+    /// `size` bytes) through `each`, then its closing newline; whether its bytes hash to `id`.
+    pub(super) fn read_object(
+        &self,
+        out: &mut impl BufRead,
+        (kind, id, size): (&str, &str, u64),
+        mut each: impl FnMut(&[u8]) -> Result<()>,
+    ) -> Result<bool> {
+        let mut hasher = Hasher::new(kind, id, size);
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut left = size;
+        while left > 0 {
+            let n = usize::try_from(left.min(buf.len() as u64)).unwrap_or(buf.len());
+            out.read_exact(&mut buf[..n])
+                .map_err(|e| self.failed("cat-file", e.to_string().as_bytes()))?;
+            hasher.update(&buf[..n]);
+            each(&buf[..n])?;
+            left -= n as u64;
+        }
+        let mut newline = [0u8; 1];
+        let _ = out.read_exact(&mut newline);
+        Ok(hasher.matches(id))
     }
 
     /// Reads the next object of `out` (answering `want.id`), checks its id, and stages it beside
@@ -126,25 +160,16 @@ impl Checkpoints {
             .prefix(".nop-restore-")
             .tempfile_in(&parent)
             .map_err(super::io(&parent))?;
-        let mut hasher = Hasher::new("blob", want.id, size);
-        let mut left = size;
-        let mut buf = vec![0u8; 64 * 1024];
         let mut link = Vec::new();
-        while left > 0 {
-            let n = usize::try_from(left.min(buf.len() as u64)).unwrap_or(buf.len());
-            out.read_exact(&mut buf[..n])
-                .map_err(|e| self.failed("cat-file", e.to_string().as_bytes()))?;
-            hasher.update(&buf[..n]);
+        let whole = self.read_object(out, ("blob", want.id, size), |bytes| {
             if want.mode == "120000" {
-                link.extend_from_slice(&buf[..n]);
+                link.extend_from_slice(bytes);
+                Ok(())
             } else {
-                temp.write_all(&buf[..n]).map_err(super::io(temp.path()))?;
+                temp.write_all(bytes).map_err(super::io(temp.path()))
             }
-            left -= n as u64;
-        }
-        let mut newline = [0u8; 1];
-        let _ = out.read_exact(&mut newline);
-        if !hasher.matches(want.id) {
+        })?;
+        if !whole {
             return Err(CheckpointError::Refused(format!(
                 "the checkpoint store at {} holds damaged data for {} (object {} of checkpoint \
                  {tree} does not hash to its id); nothing was put back (`nop sessions check` names \
@@ -298,11 +323,11 @@ fn umask() -> u32 {
 }
 
 /// An object id computed again from a blob's bytes (SHA-1, or SHA-256 for a 64-digit id).
-pub(super) struct Hasher(ring::digest::Context);
+struct Hasher(ring::digest::Context);
 
 impl Hasher {
     /// For an object of type `kind` (`blob`, `tree`, …) and `size` bytes said to be `id`.
-    pub(super) fn new(kind: &str, id: &str, size: u64) -> Hasher {
+    fn new(kind: &str, id: &str, size: u64) -> Hasher {
         let algorithm = if id.len() == 64 {
             &ring::digest::SHA256
         } else {
@@ -313,11 +338,11 @@ impl Hasher {
         Hasher(context)
     }
 
-    pub(super) fn update(&mut self, bytes: &[u8]) {
+    fn update(&mut self, bytes: &[u8]) {
         self.0.update(bytes);
     }
 
-    pub(super) fn matches(self, id: &str) -> bool {
+    fn matches(self, id: &str) -> bool {
         let hex: String = self
             .0
             .finish()
