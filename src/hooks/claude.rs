@@ -71,14 +71,7 @@ pub(super) fn input(event: &HookEvent<'_>, root: &Path) -> Value {
             output,
             ..
         } => {
-            let output: String = if *ok {
-                output
-                    .chars()
-                    .take(crate::protocol::hook_event::HOOK_OUTPUT_CHARS)
-                    .collect()
-            } else {
-                output.to_string()
-            };
+            let output = crate::protocol::hook_event::what_hooks_read(*ok, output);
             let mut response = json!({"success": ok, "output": output});
             if let Some(path) = arguments.get("path").and_then(Value::as_str) {
                 response["filePath"] = json!(absolute(root, path));

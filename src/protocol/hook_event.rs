@@ -125,6 +125,16 @@ pub enum HookEvent<'a> {
 /// How much of a tool's output a hook reads.
 pub const HOOK_OUTPUT_CHARS: usize = 2000;
 
+/// What hooks read of a call's `output`: its first [`HOOK_OUTPUT_CHARS`] characters, or the
+/// whole error when it failed.
+pub fn what_hooks_read(ok: bool, output: &str) -> String {
+    if ok {
+        output.chars().take(HOOK_OUTPUT_CHARS).collect()
+    } else {
+        output.to_string()
+    }
+}
+
 impl HookEvent<'_> {
     pub fn hook(&self) -> Hook {
         match self {
@@ -224,11 +234,7 @@ impl HookEvent<'_> {
                 put("tool", json!(tool));
                 put("arguments", (*arguments).clone());
                 put("ok", json!(ok));
-                let output: String = if *ok {
-                    output.chars().take(HOOK_OUTPUT_CHARS).collect()
-                } else {
-                    output.to_string()
-                };
+                let output = what_hooks_read(*ok, output);
                 put("output", json!(output));
             }
             HookEvent::BeforeCompact {
