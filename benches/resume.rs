@@ -14,54 +14,24 @@ mod mock;
 #[path = "support/under_test.rs"]
 mod under_test;
 
+#[path = "support/coding_session.rs"]
+mod coding_session;
+
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use mock::{MockServer, openai};
-use nop::protocol::{Message, Role, ToolCall};
+use nop::protocol::Message;
 use nop::session::Store;
 
 /// A coding session's mix: a user turn now and then, assistant turns with a tool call, tool
 /// results of 2 to 14 KB (a file read, a test run).
 fn message(n: usize) -> Message {
-    let now = Utc::now();
-    match n % 3 {
-        0 => Message::new(
-            Role::User,
-            format!("Please look at step {n} of the refactor and keep the tests green."),
-            now,
-        ),
-        1 => {
-            let mut m = Message::new(
-                Role::Assistant,
-                "I'll read the file first, then run the tests. ".repeat(4),
-                now,
-            );
-            m.tool_calls.push(ToolCall {
-                id: format!("call_{n}"),
-                name: "read-file".into(),
-                arguments: serde_json::json!({"path": format!("src/module_{n}.rs")}),
-                extra: Default::default(),
-            });
-            m
-        }
-        _ => {
-            let mut m = Message::new(
-                Role::Tool,
-                "fn example() -> u32 { 42 } // a line of the module read\n".repeat(40 + n % 200),
-                now,
-            );
-            m.tool_call = Some(ToolCall {
-                id: format!("call_{}", n - 1),
-                name: "read-file".into(),
-                arguments: serde_json::json!({"path": format!("src/module_{}.rs", n - 1)}),
-                extra: Default::default(),
-            });
-            m
-        }
-    }
+    coding_session::message(n, |n| {
+        "fn example() -> u32 { 42 } // a line of the module read\n".repeat(40 + n % 200)
+    })
 }
 
 fn size_of(dir: &Path) -> u64 {

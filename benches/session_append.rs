@@ -11,52 +11,20 @@
 //!
 //! Run with `cargo bench --bench session_append`. Prints a Markdown table of medians.
 
+#[path = "support/coding_session.rs"]
+mod coding_session;
+
 use std::process::Command;
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use nop::protocol::{Message, Role, SessionStatus, ToolCall};
+use nop::protocol::{Message, SessionStatus};
 use nop::session::Store;
 
 /// The mix of `benches/store.rs`: short user turns, assistant turns with a tool call, tool
 /// results of 0.5 to 2 KB (about 1.1 KB a message on disk).
 fn message(n: usize) -> Message {
-    let now = Utc::now();
-    match n % 3 {
-        0 => Message::new(
-            Role::User,
-            format!("Please look at step {n} of the refactor and keep the tests green."),
-            now,
-        ),
-        1 => {
-            let mut m = Message::new(
-                Role::Assistant,
-                "I'll read the file first, then run the tests. ".repeat(4),
-                now,
-            );
-            m.tool_calls.push(ToolCall {
-                id: format!("call_{n}"),
-                name: "read-file".into(),
-                arguments: serde_json::json!({"path": format!("src/module_{n}.rs")}),
-                extra: Default::default(),
-            });
-            m
-        }
-        _ => {
-            let mut m = Message::new(
-                Role::Tool,
-                "fn example() -> u32 { 42 }\n".repeat(20 + n % 60),
-                now,
-            );
-            m.tool_call = Some(ToolCall {
-                id: format!("call_{}", n - 1),
-                name: "read-file".into(),
-                arguments: serde_json::json!({"path": format!("src/module_{}.rs", n - 1)}),
-                extra: Default::default(),
-            });
-            m
-        }
-    }
+    coding_session::message(n, |n| "fn example() -> u32 { 42 }\n".repeat(20 + n % 60))
 }
 
 /// Runs one `nop sessions append` through a child of this benchmark; its wall time and peak RSS.

@@ -5,51 +5,19 @@
 //! Run with `cargo bench --bench store`. Prints a Markdown table (median and p95 per size); the
 //! size is the session's before the timed appends (each of which adds one message).
 
+#[path = "support/coding_session.rs"]
+mod coding_session;
+
 use std::time::{Duration, Instant};
 
 use chrono::Utc;
-use nop::protocol::{Message, Role, ToolCall};
+use nop::protocol::Message;
 use nop::session::Store;
 
 /// A message mix like a coding session's: short user turns, longer assistant turns with tool
 /// calls, and tool results of a few hundred bytes to a few kilobytes.
 fn message(n: usize) -> Message {
-    let now = Utc::now();
-    match n % 3 {
-        0 => Message::new(
-            Role::User,
-            format!("Please look at step {n} of the refactor and keep the tests green."),
-            now,
-        ),
-        1 => {
-            let mut m = Message::new(
-                Role::Assistant,
-                "I'll read the file first, then run the tests. ".repeat(4),
-                now,
-            );
-            m.tool_calls.push(ToolCall {
-                id: format!("call_{n}"),
-                name: "read-file".into(),
-                arguments: serde_json::json!({"path": format!("src/module_{n}.rs")}),
-                extra: Default::default(),
-            });
-            m
-        }
-        _ => {
-            let mut m = Message::new(
-                Role::Tool,
-                "fn example() -> u32 { 42 }\n".repeat(20 + n % 60),
-                now,
-            );
-            m.tool_call = Some(ToolCall {
-                id: format!("call_{}", n - 1),
-                name: "read-file".into(),
-                arguments: serde_json::json!({"path": format!("src/module_{}.rs", n - 1)}),
-                extra: Default::default(),
-            });
-            m
-        }
-    }
+    coding_session::message(n, |n| "fn example() -> u32 { 42 }\n".repeat(20 + n % 60))
 }
 
 fn stats(mut samples: Vec<Duration>) -> (f64, f64) {
