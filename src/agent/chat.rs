@@ -8,9 +8,10 @@ use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
 use super::RunError;
+use super::around::{self, Around, Closing, Opening, UserHooks};
 use crate::chat::{Reply, ScheduledReply, batch_instruction, parse_replies, schedule};
 use crate::config::Config;
-use crate::hooks::{About, HookEvent, Mode};
+use crate::hooks::Mode;
 use crate::protocol::{Message, Role, TokenUsage};
 use crate::providers::{ChatRequest, Provider};
 use crate::session::Store;
@@ -43,6 +44,8 @@ pub struct ChatSession {
     /// What `@path` mentions in its messages are read with (the agent's rules, the user's
     /// working directory), as in a run.
     runtime: super::Runtime,
+    /// Told as the chat opens and closes (`agent/around/`): the user's session hooks.
+    behaviours: Vec<Box<dyn Around>>,
 }
 
 impl ChatSession {
@@ -77,7 +80,7 @@ impl ChatSession {
                 })
                 .await?;
         }
-        let chat = ChatSession {
+        let mut chat = ChatSession {
             id,
             agent,
             ws: ws.clone(),
@@ -85,18 +88,25 @@ impl ChatSession {
             store: store.clone(),
             admitted,
             runtime: runtime.clone(),
+            behaviours: vec![Box::new(UserHooks::new(
+                config.hooks.clone(),
+                ws.root.clone(),
+            ))],
         };
         chat.set_status(crate::protocol::SessionStatus::WaitingInput)
             .await?;
-        let event = HookEvent::SessionStart {
-            about: About {
-                session_id: &chat.id,
-                agent: &chat.agent,
-            },
+        // What the behaviours say as the chat opens is not the chat's: its front end shows
+        // replies only.
+        let (events, _) = tokio::sync::mpsc::unbounded_channel();
+        let mut opening = Opening {
+            session_id: &chat.id,
+            agent: &chat.agent,
             resumed,
             mode: Mode::Chat,
+            events: &events,
+            run: None,
         };
-        crate::hooks::fire(&config.hooks, &ws.root, &event).await;
+        around::opened(&mut chat.behaviours, &mut opening).await;
         tracing::info!(session = %chat.id, agent = %chat.agent, op = "chat", result = "started", resumed, "chat started");
         Ok(chat)
     }
@@ -179,21 +189,25 @@ impl ChatSession {
             .map_err(|e| RunError::Agent(format!("recording a delivery failed: {e}")))?
     }
 
-    /// Leaves the chat: status `idle`, the session-end hooks; the run lock is released.
-    pub async fn close(self) -> Result<(), RunError> {
+    /// Leaves the chat: status `idle`, the behaviours told (the session-end hooks); the run
+    /// lock is released.
+    pub async fn close(mut self) -> Result<(), RunError> {
         let status = self.set_status(crate::protocol::SessionStatus::Idle).await;
         if let Some(c) = &self.admitted.coordinator {
             let _ = c.finish(&self.id);
         }
-        let event = HookEvent::SessionEnd {
-            about: About {
-                session_id: &self.id,
-                agent: &self.agent,
-            },
-            status: "idle",
+        let (events, _) = tokio::sync::mpsc::unbounded_channel();
+        let closing = Closing {
+            session_id: &self.id,
+            agent: &self.agent,
             mode: Mode::Chat,
+            status: crate::protocol::SessionStatus::Idle,
+            question: None,
+            failed: false,
+            tool_calls: 0,
+            events: &events,
         };
-        crate::hooks::fire(&self.config.hooks, &self.ws.root, &event).await;
+        around::closed(&mut self.behaviours, &closing).await;
         tracing::info!(session = %self.id, agent = %self.agent, op = "chat", result = "ended", "chat ended");
         status
     }

@@ -5,203 +5,167 @@
 
 use chrono::Utc;
 
-use super::runtime::Runtime;
 use super::turn::EventSink;
 use crate::protocol::events::Event;
+use crate::session::Store;
 
-impl Runtime {
-    /// Opens a new turn of session.json's `checkpoints` with the working files as the run
-    /// begins, recorded in the background as the first model request goes out (the turn
-    /// loop says so through the returned gate): nothing of it runs before that request, and
-    /// the first tool call waits for it. `messages_before`: the session's messages before this
-    /// run's. Returns what [`Runtime::end_turn`] waits for, `None` without checkpoints (a
-    /// failure is a warning: the run goes on without one).
-    pub(super) fn begin_turn(
-        &self,
-        session_id: &str,
-        checkpoints: Option<&crate::checkpoint::Checkpoints>,
-        input: Option<&str>,
-        events: &EventSink,
-        messages_before: usize,
-    ) -> (Option<TurnStart>, crate::tools::Ready) {
-        let Some(checkpoints) = checkpoints.cloned() else {
-            return (None, crate::tools::Ready::default());
+/// Opens a new turn of session.json's `checkpoints` with the working files as the run
+/// begins, recorded in the background as the first model request goes out (the turn
+/// loop says so through the returned gate): nothing of it runs before that request, and
+/// the first tool call waits for it. `messages_before`: the session's messages before this
+/// run's. Returns what [`close_files`] waits for, `None` without checkpoints (a
+/// failure is a warning: the run goes on without one).
+pub(super) fn begin_turn(
+    store: &Store,
+    session_id: &str,
+    checkpoints: Option<&crate::checkpoint::Checkpoints>,
+    input: Option<&str>,
+    events: &EventSink,
+    messages_before: usize,
+) -> (Option<TurnStart>, crate::tools::Ready) {
+    let Some(checkpoints) = checkpoints.cloned() else {
+        return (None, crate::tools::Ready::default());
+    };
+    let started_at = Utc::now();
+    let prompt = short_prompt(input);
+    let (gate, ready) = crate::tools::Ready::new();
+    let closing = std::sync::Arc::new(tokio::sync::Mutex::new(false));
+    let store = store.clone();
+    let id = session_id.to_string();
+    let events = events.clone();
+    let claimed = std::sync::Arc::clone(&closing);
+    let task = tokio::spawn(async move {
+        let crate::tools::Gate {
+            open,
+            mut requested,
+        } = gate;
+        // Every `Ready` gone (the run ended before asking) counts as asked.
+        let _ = requested.wait_for(|asked| *asked).await;
+        let recorded = record_start(checkpoints, &id, &events).await?;
+        tracing::debug!(session = %id, op = "checkpoint", result = ?recorded.how, "began");
+        let turn = crate::protocol::TurnCheckpoint {
+            before: recorded.tree,
+            after: None,
+            started_at,
+            ended_at: None,
+            messages_before,
+            prompt,
+            undone_at: None,
         };
-        let started_at = Utc::now();
-        let prompt = short_prompt(input);
-        let (gate, ready) = crate::tools::Ready::new();
-        let closing = std::sync::Arc::new(tokio::sync::Mutex::new(false));
-        let store = self.store.clone();
-        let id = session_id.to_string();
-        let events = events.clone();
-        let claimed = std::sync::Arc::clone(&closing);
-        let task = tokio::spawn(async move {
-            let crate::tools::Gate {
-                open,
-                mut requested,
-            } = gate;
-            // Every `Ready` gone (the run ended before asking) counts as asked.
-            let _ = requested.wait_for(|asked| *asked).await;
-            let recorded = record_start(checkpoints, &id, &events).await?;
-            tracing::debug!(session = %id, op = "checkpoint", result = ?recorded.how, "began");
-            let turn = crate::protocol::TurnCheckpoint {
-                before: recorded.tree,
-                after: None,
-                started_at,
-                ended_at: None,
-                messages_before,
-                prompt,
-                undone_at: None,
-            };
-            // A run that is already closing writes the turn with its end: one write.
-            let closing = claimed.lock().await;
-            if *closing {
-                drop(open);
-                return Some(Begun {
-                    nested: recorded.nested,
-                    unwritten: Some(turn),
-                });
-            }
-            let written = store
-                .update_async(&id, started_at, move |state| {
-                    state.session.checkpoints.push(turn);
-                    Ok(())
-                })
-                .await;
-            drop(closing);
+        // A run that is already closing writes the turn with its end: one write.
+        let closing = claimed.lock().await;
+        if *closing {
             drop(open);
-            match written {
-                Ok(_) => Some(Begun {
-                    nested: recorded.nested,
-                    unwritten: None,
-                }),
-                Err(e) => {
-                    tracing::warn!(session = %id, op = "checkpoint", result = "error", "{e}");
-                    None
-                }
-            }
-        });
-        let start = TurnStart {
-            task,
-            ready: ready.clone(),
-            closing,
-        };
-        (Some(start), ready)
-    }
-
-    /// Records the working files as the run ends, closing the turn [`Runtime::begin_turn`]
-    /// opened, and names the git repositories the run created.
-    pub(super) async fn end_turn(
-        &self,
-        session_id: &str,
-        checkpoints: Option<&crate::checkpoint::Checkpoints>,
-        begun: Option<TurnStart>,
-        events: &EventSink,
-        tool_calls: u32,
-    ) {
-        if let Some(closing) = self
-            .close_files(session_id, checkpoints, begun, events, tool_calls)
-            .await
-        {
-            self.close_turn(session_id, closing).await;
-        }
-    }
-
-    /// The working files as the run ends: the tree to close the turn with (`Closing(None)`: the
-    /// tree it began with), and a warning naming the git repositories the run created. `None`:
-    /// there is no turn to close (no checkpoint began, or it failed).
-    pub(super) async fn close_files(
-        &self,
-        session_id: &str,
-        checkpoints: Option<&crate::checkpoint::Checkpoints>,
-        begun: Option<TurnStart>,
-        events: &EventSink,
-        tool_calls: u32,
-    ) -> Option<Closing> {
-        if tool_calls > 0
-            && let Some(checkpoints) = checkpoints
-        {
-            checkpoints.tools_ran();
-        }
-        let TurnStart {
-            task,
-            ready,
-            closing,
-        } = begun?;
-        // A run that ended before its first request went out still records how it began.
-        ready.requested();
-        *closing.lock().await = true;
-        let Ok(Some(Begun {
-            nested: nested_before,
-            unwritten,
-        })) = task.await
-        else {
-            return None;
-        };
-        if tool_calls == 0 {
-            // The agent called no tool: it changed no file, so the run ends where it began, and
-            // nothing needs recording again (the next run's first checkpoint sees any change of
-            // yours).
-            return Some(Closing {
-                unwritten,
-                after: None,
+            return Some(Begun {
+                nested: recorded.nested,
+                unwritten: Some(turn),
             });
         }
-        let checkpoints = checkpoints.cloned()?;
-        let recorded = match tokio::task::spawn_blocking(move || checkpoints.record_full()).await {
-            Ok(Ok(recorded)) => recorded,
-            Ok(Err(e)) => {
-                tracing::warn!(session = %session_id, op = "checkpoint", result = "error", "{e}");
-                let _ = events.send(Event::Warning {
-                    message: format!(
-                        "no file checkpoint at the end of this run (`nop undo` cannot undo it): {e}"
-                    ),
-                });
-                return None;
-            }
-            Err(_) => return None,
-        };
-        let created: Vec<&String> = recorded
-            .nested
-            .iter()
-            .filter(|n| !nested_before.contains(n))
-            .collect();
-        if !created.is_empty() {
-            let names: Vec<String> = created.iter().map(|n| format!("{n}/")).collect();
-            let message = format!(
-                "this run created a git repository at {}: git commands run there (yours too) \
-                 read its own configuration and hooks, which the agent wrote and nop does not \
-                 check; look at its .git/config and .git/hooks before you run git in it",
-                names.join(", ")
-            );
-            tracing::warn!(session = %session_id, op = "checkpoint", result = "nested-repository", "{message}");
-            let _ = events.send(Event::Warning { message });
-        }
-        tracing::debug!(session = %session_id, op = "checkpoint", result = ?recorded.how, "ended");
-        Some(Closing {
-            unwritten,
-            after: Some(recorded.tree),
-        })
-    }
-
-    /// Records the run's closing tree in a write of its own.
-    async fn close_turn(&self, session_id: &str, closing: Closing) {
-        let now = Utc::now();
-        let closed = self
-            .store
-            .update_async(session_id, now, move |state| {
-                closing.apply(&mut state.session, now);
+        let written = store
+            .update_async(&id, started_at, move |state| {
+                state.session.checkpoints.push(turn);
                 Ok(())
             })
             .await;
-        if let Err(e) = closed {
-            tracing::warn!(session = %session_id, op = "checkpoint", result = "error", "{e}");
+        drop(closing);
+        drop(open);
+        match written {
+            Ok(_) => Some(Begun {
+                nested: recorded.nested,
+                unwritten: None,
+            }),
+            Err(e) => {
+                tracing::warn!(session = %id, op = "checkpoint", result = "error", "{e}");
+                None
+            }
         }
+    });
+    let start = TurnStart {
+        task,
+        ready: ready.clone(),
+        closing,
+    };
+    (Some(start), ready)
+}
+
+/// The working files as the run ends: the tree to close the turn with (`TurnEnd(None)`: the
+/// tree it began with), and a warning naming the git repositories the run created. `None`:
+/// there is no turn to close (no checkpoint began, or it failed).
+pub(super) async fn close_files(
+    session_id: &str,
+    checkpoints: Option<&crate::checkpoint::Checkpoints>,
+    begun: Option<TurnStart>,
+    events: &EventSink,
+    tool_calls: u32,
+) -> Option<TurnEnd> {
+    if tool_calls > 0
+        && let Some(checkpoints) = checkpoints
+    {
+        checkpoints.tools_ran();
     }
+    let TurnStart {
+        task,
+        ready,
+        closing,
+    } = begun?;
+    // A run that ended before its first request went out still records how it began.
+    ready.requested();
+    *closing.lock().await = true;
+    let Ok(Some(Begun {
+        nested: nested_before,
+        unwritten,
+    })) = task.await
+    else {
+        return None;
+    };
+    if tool_calls == 0 {
+        // The agent called no tool: it changed no file, so the run ends where it began, and
+        // nothing needs recording again (the next run's first checkpoint sees any change of
+        // yours).
+        return Some(TurnEnd {
+            unwritten,
+            after: None,
+        });
+    }
+    let checkpoints = checkpoints.cloned()?;
+    let recorded = match tokio::task::spawn_blocking(move || checkpoints.record_full()).await {
+        Ok(Ok(recorded)) => recorded,
+        Ok(Err(e)) => {
+            tracing::warn!(session = %session_id, op = "checkpoint", result = "error", "{e}");
+            let _ = events.send(Event::Warning {
+                message: format!(
+                    "no file checkpoint at the end of this run (`nop undo` cannot undo it): {e}"
+                ),
+            });
+            return None;
+        }
+        Err(_) => return None,
+    };
+    let created: Vec<&String> = recorded
+        .nested
+        .iter()
+        .filter(|n| !nested_before.contains(n))
+        .collect();
+    if !created.is_empty() {
+        let names: Vec<String> = created.iter().map(|n| format!("{n}/")).collect();
+        let message = format!(
+            "this run created a git repository at {}: git commands run there (yours too) \
+             read its own configuration and hooks, which the agent wrote and nop does not \
+             check; look at its .git/config and .git/hooks before you run git in it",
+            names.join(", ")
+        );
+        tracing::warn!(session = %session_id, op = "checkpoint", result = "nested-repository", "{message}");
+        let _ = events.send(Event::Warning { message });
+    }
+    tracing::debug!(session = %session_id, op = "checkpoint", result = ?recorded.how, "ended");
+    Some(TurnEnd {
+        unwritten,
+        after: Some(recorded.tree),
+    })
 }
 
 /// The run's first file checkpoint, waiting for the first request or being recorded
-/// ([`Runtime::begin_turn`]).
+/// ([`begin_turn`]).
 pub(super) struct TurnStart {
     task: tokio::task::JoinHandle<Option<Begun>>,
     /// Tells the task the run asked the model (or is over).
@@ -219,12 +183,12 @@ struct Begun {
 
 /// How a run's turn closes: the turn itself when it is not written yet, and the tree it ends
 /// with (`None`: the tree it began with).
-pub(super) struct Closing {
+pub(super) struct TurnEnd {
     unwritten: Option<crate::protocol::TurnCheckpoint>,
     after: Option<String>,
 }
 
-impl Closing {
+impl TurnEnd {
     /// Closes the session's open turn (the last, without an `after`), or adds it closed.
     pub(super) fn apply(
         self,
@@ -299,9 +263,9 @@ mod tests {
     #[test]
     fn a_turn_not_yet_written_is_added_closed_and_a_written_one_is_closed_in_place() {
         let now = Utc::now();
-        // Closing before the first checkpoint was written: the turn comes with the closing.
+        // TurnEnd before the first checkpoint was written: the turn comes with the closing.
         let mut session = SessionFile::new("s".into(), "coder".into(), now);
-        let closing = Closing {
+        let closing = TurnEnd {
             unwritten: Some(turn("t0")),
             after: None,
         };
@@ -311,7 +275,7 @@ mod tests {
         assert_eq!(session.checkpoints[0].ended_at, Some(now));
         // Written already: the open turn is closed with the tree the run ends with.
         session.checkpoints.push(turn("t1"));
-        let closing = Closing {
+        let closing = TurnEnd {
             unwritten: None,
             after: Some("t2".to_string()),
         };
@@ -319,7 +283,7 @@ mod tests {
         assert_eq!(session.checkpoints.len(), 2);
         assert_eq!(session.checkpoints[1].after.as_deref(), Some("t2"));
         // Nothing open: nothing changes.
-        let closing = Closing {
+        let closing = TurnEnd {
             unwritten: None,
             after: Some("t3".to_string()),
         };

@@ -12,7 +12,7 @@ use super::error::RunError;
 use super::turn::{EventSink, TurnStats, aborted};
 use crate::config::Config;
 use crate::permissions::Approver;
-use crate::protocol::events::{Event, RunOutcome};
+use crate::protocol::events::RunOutcome;
 use crate::protocol::{Message, Role, SessionFile, SessionStatus};
 use crate::providers::{Provider, ProviderError};
 use crate::session::Store;
@@ -261,36 +261,6 @@ impl Runtime {
     /// The agent of session `id`, from session.json alone (a long conversation is not read).
     pub(super) async fn agent_of(&self, id: &str) -> Result<String, RunError> {
         Ok(self.store.read_recent_async(id).await?.session.agent)
-    }
-
-    /// Follows a forked session's `parentSession` reference to the snapshot it came from (its
-    /// own copy first, then the parent's directory). A snapshot that is gone, or that is not of
-    /// the session it names, is a warning: the session's own conversation is what runs.
-    pub(super) async fn check_parent(&self, session_id: &str, events: &EventSink) {
-        let store = self.store.clone();
-        let id = session_id.to_string();
-        let checked = tokio::task::spawn_blocking(move || {
-            let session = store.read_recent(&id)?.session;
-            let found = store.parent_snapshot(&session)?;
-            Ok::<_, crate::session::SessionError>(session.parent_session.zip(found))
-        })
-        .await;
-        let problem = match checked {
-            Ok(Ok(Some((parent, snapshot)))) if snapshot.session_id != parent.id => Some(format!(
-                "snapshot {} that session {session_id} was forked from belongs to session {}, not to its parent {}",
-                parent.snapshot_id, snapshot.session_id, parent.id
-            )),
-            Ok(Ok(_)) => None,
-            Ok(Err(e)) => Some(format!(
-                "session {session_id}'s parent reference cannot be followed: {e}"
-            )),
-            Err(e) => Some(e.to_string()),
-        };
-        if let Some(problem) = problem {
-            let message = format!("{problem}; the session's own copy of the conversation runs");
-            tracing::warn!(session = %session_id, op = "load", result = "parent-missing", "{message}");
-            let _ = events.send(Event::Warning { message });
-        }
     }
 
     /// Changes session.json of `id` (not its messages) under its lock.

@@ -48,7 +48,7 @@ pub struct About<'a> {
 }
 
 /// What opened or closed a session: a run (with its input, its final message), or a chat.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Mode<'a> {
     Run(Option<&'a str>),
     Chat,

@@ -5,16 +5,30 @@
 //! budget covers the loop: a continuation gets the turns left, a queued message (a new task,
 //! seed 004) the run's whole turns.
 //!
-//! A new behaviour is one file here implementing [`Around`] and one line where the run lists
-//! them (`Runtime::drive`, `Engine::run_subagent`).
+//! A behaviour also has a say as the session opens ([`Around::on_open`]: its input is written)
+//! and as it closes ([`Around::on_close`]: what it adds to the closing write of session.json;
+//! [`Around::on_closed`]: once that is written). Runs and chats open and close their sessions
+//! through these points.
+//!
+//! A new behaviour is one file here implementing [`Around`] and one line where the session
+//! lists them (`Runtime::behaviours` for a run, `ChatSession::open` for a chat,
+//! `Engine::run_subagent` for a subagent).
 
+mod checkpoint;
+mod checks;
 mod goal;
 mod queue;
 mod stop_hooks;
+mod trust;
+mod user_hooks;
 
+pub(super) use checkpoint::FileCheckpoint;
+pub(super) use checks::ChecksOnLoad;
 pub(super) use goal::GoalCheck;
 pub(super) use queue::QueueDrain;
 pub(super) use stop_hooks::StopHooks;
+pub(super) use trust::Trust;
+pub(super) use user_hooks::UserHooks;
 
 use chrono::Utc;
 use futures_util::future::BoxFuture;
@@ -23,7 +37,9 @@ use super::conversation::HeldAnswer;
 use super::engine::Engine;
 use super::turn::{EventSink, TurnStats};
 use super::{AgentResponse, AgentStatus, Interrupted};
+use crate::hooks::Mode;
 use crate::protocol::{Message, Role, SessionStatus};
+use crate::session::Recent;
 use crate::tools::{ToolContext, ToolError};
 
 /// What a drive of the agent ends with.
@@ -67,12 +83,93 @@ impl Stopped<'_> {
     }
 }
 
-/// A per-run behaviour: asked, each time the agent answers, whether the run goes on.
-pub(super) trait Around: Send {
+/// What a behaviour is told as the session opens: its input is written (a chat has none).
+pub(super) struct Opening<'a> {
+    pub session_id: &'a str,
+    pub agent: &'a str,
+    pub resumed: bool,
+    pub mode: Mode<'a>,
+    pub events: &'a EventSink,
+    /// A run's engine and tools (`None` for a chat).
+    pub run: Option<RunOpening<'a>>,
+}
+
+/// What a run adds to [`Opening`].
+pub(super) struct RunOpening<'a> {
+    pub engine: &'a Engine,
+    pub ctx: &'a mut ToolContext,
+    /// The session's messages before this run's.
+    pub messages_before: usize,
+    /// The plan and the conversation are as the last checked run left them.
+    pub unchanged: bool,
+}
+
+/// What a behaviour is told as the session closes.
+pub(super) struct Closing<'a> {
+    pub session_id: &'a str,
+    pub agent: &'a str,
+    pub mode: Mode<'a>,
+    /// The status session.json is given.
+    pub status: SessionStatus,
+    /// The question the agent waits on.
+    pub question: Option<&'a str>,
+    /// The run failed (the session could not be carried on).
+    pub failed: bool,
+    /// The tools the run called.
+    pub tool_calls: u32,
+    pub events: &'a EventSink,
+}
+
+/// What a behaviour adds to the closing write of session.json.
+pub(super) type Change = Box<dyn FnOnce(&mut Recent) + Send>;
+
+/// A per-run behaviour: told as the session opens and closes, and asked, each time the agent
+/// answers, whether the run goes on. Each point does nothing unless the behaviour says.
+pub(super) trait Around: Send + Sync {
+    fn on_open<'a>(&'a mut self, _opening: &'a mut Opening<'_>) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+
     fn on_stop<'a>(
         &'a mut self,
-        stopped: &'a Stopped<'a>,
-    ) -> BoxFuture<'a, Result<Next, ToolError>>;
+        _stopped: &'a Stopped<'a>,
+    ) -> BoxFuture<'a, Result<Next, ToolError>> {
+        Box::pin(async { Ok(Next::Pass) })
+    }
+
+    fn on_close<'a>(&'a mut self, _closing: &'a Closing<'a>) -> BoxFuture<'a, Option<Change>> {
+        Box::pin(async { None })
+    }
+
+    fn on_closed<'a>(&'a mut self, _closing: &'a Closing<'a>) -> BoxFuture<'a, ()> {
+        Box::pin(async {})
+    }
+}
+
+/// Each behaviour told, in order, that the session opened.
+pub(super) async fn opened(behaviours: &mut [Box<dyn Around>], opening: &mut Opening<'_>) {
+    for behaviour in behaviours {
+        behaviour.on_open(opening).await;
+    }
+}
+
+/// What the behaviours add, in order, to the closing write.
+pub(super) async fn closing(
+    behaviours: &mut [Box<dyn Around>],
+    closing: &Closing<'_>,
+) -> Vec<Change> {
+    let mut changes = Vec::new();
+    for behaviour in behaviours.iter_mut() {
+        changes.extend(behaviour.on_close(closing).await);
+    }
+    changes
+}
+
+/// Each behaviour told, in order, that the closing write is made.
+pub(super) async fn closed(behaviours: &mut [Box<dyn Around>], closing: &Closing<'_>) {
+    for behaviour in behaviours {
+        behaviour.on_closed(closing).await;
+    }
 }
 
 /// What the loop drives: the agent on its session ([`Drive`]; a fake in tests).

@@ -1,17 +1,18 @@
-//! Finishing a run: its status from the agent's answer, the closing file checkpoint, the
-//! priority stack told, the session-end hooks, the outcome.
+//! Finishing a run: its status from the agent's answer, the closing write (with what the
+//! run's behaviours add: the closing file checkpoint, what the checks on load found), the
+//! priority stack told, the behaviours told (the session-end hooks), the outcome.
 
 use chrono::Utc;
 
+use crate::agent::around::{self, Around, Closing};
 use crate::agent::engine::Engine;
 use crate::agent::error::RunError;
 use crate::agent::runtime::Runtime;
 use crate::agent::turn::{EventSink, TurnStats};
 use crate::agent::{AgentResponse, AgentStatus, Interrupted};
-use crate::hooks::{self, About, HookEvent, Mode};
+use crate::hooks::Mode;
 use crate::protocol::SessionStatus;
 use crate::protocol::events::{Event, RunOutcome, RunSpent, RunStatus, RunUsage};
-use crate::protocol::session::ConsistencyChecked;
 use crate::tools::ToolError;
 
 use super::{Admitted, Answer, Opened};
@@ -99,63 +100,66 @@ impl Runtime {
         let ending = Ending::of(answer, &opened.engine);
         let Opened {
             engine,
-            checkpoints,
-            turn,
-            consistent,
             held,
+            mut behaviours,
             ..
         } = opened;
         let session_id = &admitted.session_id;
-        // The closing checkpoint and the final answer, when the run held it, are written with
-        // the status: one write of session.json.
-        let closing = self
-            .close_files(
-                session_id,
-                checkpoints.as_ref(),
-                turn,
-                events,
-                stats.tool_calls,
-            )
-            .await;
-        let answer = held.take();
-        let session_status = ending.session_status;
-        self.store
-            .update_async(session_id, Utc::now(), move |state| {
-                if let Some(answer) = answer {
-                    crate::agent::conversation::HeldAnswer::apply(answer, &mut state.session);
-                }
-                if let Some(closing) = closing {
-                    closing.apply(&mut state.session, Utc::now());
-                }
-                state.session.status = session_status;
-                if consistent {
-                    state.session.consistency_checked = Some(ConsistencyChecked::of(
-                        &state.plan,
-                        &state.session.earlier_messages,
-                        &state.session.messages,
-                        Utc::now(),
-                    ));
-                }
-                Ok(())
-            })
-            .await?;
+        let closing = Closing {
+            session_id,
+            agent: &admitted.agent_name,
+            mode: Mode::Run(Some(&ending.message)),
+            status: ending.session_status,
+            question: ending.question.as_deref(),
+            failed: false,
+            tool_calls: stats.tool_calls,
+            events,
+        };
+        // The final answer, when the run held it, what the behaviours add (the closing file
+        // checkpoint, what the checks on load found) and the status: one write of session.json.
+        self.close(&closing, &mut behaviours, held).await?;
         if let Some(c) = &admitted.coordinator {
-            if session_status == SessionStatus::WaitingInput {
+            if closing.status == SessionStatus::WaitingInput {
                 c.set_waiting(session_id)?;
             } else {
                 c.finish(session_id)?;
             }
         }
-        self.end_hooks(&admitted, &ending).await;
-        tracing::info!(session = %session_id, agent = %admitted.agent_name, op = "run", result = session_status.as_str(), turns = stats.turns, tool_calls = stats.tool_calls, "run ended");
-        let outcome = self.outcome(admitted.session_id, ending, &engine, &stats);
+        around::closed(&mut behaviours, &closing).await;
+        tracing::info!(session = %session_id, agent = %admitted.agent_name, op = "run", result = closing.status.as_str(), turns = stats.turns, tool_calls = stats.tool_calls, "run ended");
+        let outcome = self.outcome(admitted.session_id.clone(), ending, &engine, &stats);
         let _ = events.send(Event::Result(outcome.clone()));
         Ok(outcome)
     }
 
+    /// The closing write: the held answer, what the behaviours add, the status.
+    async fn close(
+        &self,
+        closing: &Closing<'_>,
+        behaviours: &mut [Box<dyn Around>],
+        held: crate::agent::conversation::HeldAnswer,
+    ) -> Result<(), RunError> {
+        let changes = around::closing(behaviours, closing).await;
+        let answer = held.take();
+        let status = closing.status;
+        self.store
+            .update_async(closing.session_id, Utc::now(), move |state| {
+                if let Some(answer) = answer {
+                    crate::agent::conversation::HeldAnswer::apply(answer, &mut state.session);
+                }
+                for change in changes {
+                    change(state);
+                }
+                state.session.status = status;
+                Ok(())
+            })
+            .await?;
+        Ok(())
+    }
+
     /// Ends a run that failed: the session marked so as far as it can be (it may be
-    /// unwritable), the priority stack told, the file checkpoint closed; the real failure
-    /// reported.
+    /// unwritable), the priority stack told, the behaviours told (the file checkpoint
+    /// closed); the real failure reported.
     async fn fail(
         &self,
         admitted: &Admitted,
@@ -165,52 +169,30 @@ impl Runtime {
         events: &EventSink,
     ) -> RunError {
         let session_id = &admitted.session_id;
-        let _ = opened.held.flush(&self.store, session_id).await;
-        let _ = self
-            .store
-            .set_status_async(session_id, SessionStatus::Error)
-            .await;
+        let Opened {
+            held,
+            mut behaviours,
+            ..
+        } = opened;
+        let closing = Closing {
+            session_id,
+            agent: &admitted.agent_name,
+            mode: Mode::Run(None),
+            status: SessionStatus::Error,
+            question: None,
+            failed: true,
+            tool_calls: stats.tool_calls,
+            events,
+        };
+        if let Err(e) = self.close(&closing, &mut behaviours, held).await {
+            tracing::warn!(session = %session_id, op = "run", result = "error", "the failed run's closing write failed too: {e}");
+        }
         if let Some(c) = &admitted.coordinator {
             let _ = c.finish(session_id);
         }
-        self.end_turn(
-            session_id,
-            opened.checkpoints.as_ref(),
-            opened.turn,
-            events,
-            stats.tool_calls,
-        )
-        .await;
+        around::closed(&mut behaviours, &closing).await;
         tracing::error!(session = %session_id, agent = %admitted.agent_name, op = "run", result = "error", "{fatal}");
         fatal.into()
-    }
-
-    /// The `notification` hooks (a question waits, or the task is done) and the session-end
-    /// hooks.
-    async fn end_hooks(&self, admitted: &Admitted, ending: &Ending) {
-        let waiting = match (&ending.question, ending.session_status) {
-            (Some(q), _) => Some(("question", format!("nop is waiting for your answer: {q}"))),
-            (None, SessionStatus::Completed) => Some(("done", "nop finished the task".to_string())),
-            _ => None,
-        };
-        let about = About {
-            session_id: &admitted.session_id,
-            agent: &admitted.agent_name,
-        };
-        if let Some((kind, text)) = waiting {
-            let event = HookEvent::Notification {
-                about,
-                kind,
-                message: text.into(),
-            };
-            hooks::fire(&self.config.hooks, &self.ws.root, &event).await;
-        }
-        let event = HookEvent::SessionEnd {
-            about,
-            status: ending.session_status.as_str(),
-            mode: Mode::Run(Some(&ending.message)),
-        };
-        hooks::fire(&self.config.hooks, &self.ws.root, &event).await;
     }
 
     /// The run's outcome (`result`): how it ended, what it and its subagents and advisors

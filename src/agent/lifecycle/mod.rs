@@ -6,7 +6,7 @@
 use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
-use super::around::{Around, Drive, GoalCheck, QueueDrain, StopHooks};
+use super::around::{Around, Drive};
 use super::engine::Engine;
 use super::error::RunError;
 use super::runtime::{RunRequest, Runtime};
@@ -83,16 +83,12 @@ impl Admitted {
     }
 }
 
-/// A run under way: the engine, the top-level tool context and the open file checkpoint.
+/// A run under way: the engine, the top-level tool context and the run's behaviours.
 pub(super) struct Opened {
     pub engine: Engine,
     pub ctx: ToolContext,
-    pub checkpoints: Option<crate::checkpoint::Checkpoints>,
-    pub turn: Option<super::file_checkpoint::TurnStart>,
-    /// The consistency check on load found the plan and the conversation in agreement (or
-    /// repaired them, or they were as the last checked run left them): the run's end records
-    /// what it leaves, so that the next load with nothing changed skips the check.
-    pub consistent: bool,
+    /// Told as the run opened, asked as the agent answers, told as the run closes.
+    pub behaviours: Vec<Box<dyn Around>>,
     /// The run's final answer, written with the run's closing write (or before whatever the
     /// run writes next).
     pub held: super::conversation::HeldAnswer,
@@ -163,7 +159,8 @@ impl Runtime {
     }
 
     /// Drives the agent until it answers, then asks the run's behaviours whether it goes on
-    /// (`around`): what is still queued (seed 004), the `stop` hooks, the session's goal.
+    /// ([`Runtime::behaviours`]): what is still queued (seed 004), the `stop` hooks, the
+    /// session's goal.
     pub(super) async fn drive(
         &self,
         opened: &mut Opened,
@@ -173,17 +170,12 @@ impl Runtime {
     ) -> Answer {
         let first = opened.first.take();
         let Opened {
-            engine, ctx, held, ..
-        } = &*opened;
-        let mut behaviours: Vec<Box<dyn Around + '_>> = vec![
-            Box::new(QueueDrain),
-            Box::new(StopHooks::new(
-                self.config.hooks.clone(),
-                self.ws.root.clone(),
-                None,
-            )),
-            Box::new(GoalCheck::new(self.config.agent.goal_timeout_s)),
-        ];
+            engine,
+            ctx,
+            held,
+            behaviours,
+            ..
+        } = opened;
         Drive {
             engine,
             ctx,
@@ -192,7 +184,7 @@ impl Runtime {
             held: Some(held.clone()),
             max_turns: max_turns.unwrap_or(self.config.agent.max_turns),
             first,
-            behaviours: &mut behaviours,
+            behaviours,
         }
         .run()
         .await

@@ -4,12 +4,16 @@
 use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
+use crate::agent::around::{
+    self, Around, ChecksOnLoad, FileCheckpoint, GoalCheck, Opening, QueueDrain, RunOpening,
+    StopHooks, Trust, UserHooks,
+};
 use crate::agent::engine::Engine;
 use crate::agent::error::RunError;
 use crate::agent::prompt;
 use crate::agent::runtime::{RunRequest, Runtime, resume_messages};
 use crate::agent::turn::EventSink;
-use crate::hooks::{self, About, Hook, HookEvent, Mode};
+use crate::hooks::{self, Hook, Mode};
 use crate::protocol::events::Event;
 use crate::protocol::{Message, Role, SessionStatus};
 use crate::tools::ToolContext;
@@ -18,7 +22,8 @@ use super::{Admitted, Opened};
 
 /// What opening wrote of the session.
 struct Written {
-    turn: Option<crate::agent::file_checkpoint::TurnStart>,
+    /// The session's messages before this run's.
+    messages_before: usize,
     /// The plan and conversation are as the last checked run left them.
     unchanged: bool,
     /// The session's goal was not met by the last run: this one takes it up again.
@@ -30,8 +35,9 @@ struct Written {
 impl Runtime {
     /// Opens a run's session: the engine and the tools' context, the input (mentions attached,
     /// a goal announced), the session written (a new one's first messages, or a resumed one's
-    /// closing of what a killed process left and its queue), the run's file checkpoint begun,
-    /// `session_started` sent, the session-start hooks, and the checks on load.
+    /// closing of what a killed process left and its queue), `session_started` sent, and the
+    /// run's behaviours told (the file checkpoint begun, the session-start hooks, the checks on
+    /// load: [`Runtime::behaviours`]).
     pub(in crate::agent) async fn open(
         &self,
         admitted: &mut Admitted,
@@ -61,46 +67,59 @@ impl Runtime {
             (Some(goal), None) => Some(crate::agent::goal::announce(goal)),
             (None, input) => input,
         };
-        let checkpoints = self.checkpoints();
         let written = if admitted.resumed {
-            self.write_resumed(
-                admitted,
-                request,
-                &engine,
-                &mut ctx,
-                input,
-                checkpoints.as_ref(),
-                events,
-            )
-            .await?
+            self.write_resumed(admitted, request, &engine, &ctx, input)
+                .await?
         } else {
-            self.write_new(
-                admitted,
-                request,
-                &engine,
-                &mut ctx,
-                input,
-                checkpoints.as_ref(),
-                events,
-            )
-            .await?
+            self.write_new(admitted, request, &engine, input, events)
+                .await?
         };
         self.set_goal(&admitted.session_id, admitted.now, goal, written.reactivate)
             .await?;
-        self.announce(admitted, request, &engine, checkpoints.as_ref(), events)
-            .await;
-        let consistent = self
-            .checks_on_load(admitted, &engine, &ctx, written.unchanged, events)
-            .await;
+        self.announce(admitted, &engine, events);
+        let mut behaviours = self.behaviours();
+        let mut opening = Opening {
+            session_id: &admitted.session_id,
+            agent: &admitted.agent_name,
+            resumed: admitted.resumed,
+            mode: Mode::Run(request.input.as_deref()),
+            events,
+            run: Some(RunOpening {
+                engine: &engine,
+                ctx: &mut ctx,
+                messages_before: written.messages_before,
+                unchanged: written.unchanged,
+            }),
+        };
+        around::opened(&mut behaviours, &mut opening).await;
         Ok(Opened {
             engine,
             ctx,
-            checkpoints,
-            turn: written.turn,
-            consistent,
+            behaviours,
             held: Default::default(),
             first: written.first,
         })
+    }
+
+    /// The behaviours of a run, in the order they are told and asked (`agent/around/`): one
+    /// line each.
+    pub(in crate::agent) fn behaviours(&self) -> Vec<Box<dyn Around>> {
+        vec![
+            Box::new(Trust::new(self.ws.clone(), self.env.clone())),
+            Box::new(FileCheckpoint::new(self.store.clone(), self.checkpoints())),
+            Box::new(UserHooks::new(
+                self.config.hooks.clone(),
+                self.ws.root.clone(),
+            )),
+            Box::new(ChecksOnLoad::new(self.store.clone())),
+            Box::new(QueueDrain),
+            Box::new(StopHooks::new(
+                self.config.hooks.clone(),
+                self.ws.root.clone(),
+                None,
+            )),
+            Box::new(GoalCheck::new(self.config.agent.goal_timeout_s)),
+        ]
     }
 
     /// The run's engine: its provider, approver, queue settings and plugins; memory's daily
@@ -159,29 +178,18 @@ impl Runtime {
 
     /// A resumed session: what a killed process left open closed (or the agent's question
     /// answered), then the messages queued while nobody ran it (they came first), then the
-    /// input; the run's file checkpoint begun as the run finds the files.
-    #[allow(clippy::too_many_arguments)]
+    /// input.
     async fn write_resumed(
         &self,
         admitted: &Admitted,
         request: &RunRequest,
         engine: &Engine,
-        ctx: &mut ToolContext,
+        ctx: &ToolContext,
         input: Option<String>,
-        checkpoints: Option<&crate::checkpoint::Checkpoints>,
-        events: &EventSink,
     ) -> Result<Written, RunError> {
         let session_id = &admitted.session_id;
         let state = self.store.read_async(session_id).await?;
-        // The files as the run finds them, before anything it does (`nop undo`).
-        let turn;
-        (turn, ctx.ready) = self.begin_turn(
-            session_id,
-            checkpoints,
-            request.input.as_deref(),
-            events,
-            state.session.messages.len(),
-        );
+        let messages_before = state.session.messages.len();
         // The plan and the conversation are as the last checked run left them.
         let unchanged = state
             .session
@@ -205,7 +213,7 @@ impl Runtime {
         self.update_status(session_id, SessionStatus::Running, after)
             .await?;
         Ok(Written {
-            turn,
+            messages_before,
             unchanged,
             reactivate,
             first: None,
@@ -213,28 +221,16 @@ impl Runtime {
     }
 
     /// A new session's first messages (system prompt, recalled memory, input), written while
-    /// the first request goes out unless a session-start hook must read them first; the run's
-    /// file checkpoint begun.
-    #[allow(clippy::too_many_arguments)]
+    /// the first request goes out unless a session-start hook must read them first.
     async fn write_new(
         &self,
         admitted: &mut Admitted,
         request: &RunRequest,
         engine: &Engine,
-        ctx: &mut ToolContext,
         input: Option<String>,
-        checkpoints: Option<&crate::checkpoint::Checkpoints>,
         events: &EventSink,
     ) -> Result<Written, RunError> {
         let (session_id, now) = (admitted.session_id.clone(), admitted.now);
-        let turn;
-        (turn, ctx.ready) = self.begin_turn(
-            &session_id,
-            checkpoints,
-            request.input.as_deref(),
-            events,
-            0,
-        );
         let (system, warnings) = prompt::system_prompt_noting(
             &self.ws,
             &self.cwd,
@@ -274,7 +270,7 @@ impl Runtime {
             );
         }
         Ok(Written {
-            turn,
+            messages_before: 0,
             unchanged: false,
             reactivate: false,
             first: first_write,
@@ -311,16 +307,8 @@ impl Runtime {
         Ok(())
     }
 
-    /// Tells that the run started: `session_started`, what is untrusted, worktrees of
-    /// subagents whose nop was killed, hook settings set aside; then the session-start hooks.
-    async fn announce(
-        &self,
-        admitted: &Admitted,
-        request: &RunRequest,
-        engine: &Engine,
-        checkpoints: Option<&crate::checkpoint::Checkpoints>,
-        events: &EventSink,
-    ) {
+    /// Tells that the run started: `session_started`.
+    fn announce(&self, admitted: &Admitted, engine: &Engine, events: &EventSink) {
         let (session_id, agent_name) = (&admitted.session_id, &admitted.agent_name);
         tracing::info!(session = %session_id, agent = %agent_name, op = "run", result = "started", resumed = admitted.resumed, model = engine.provider().model(), "run started");
         let _ = events.send(Event::SessionStarted {
@@ -331,58 +319,5 @@ impl Runtime {
             priority: admitted.priority,
             emergency: admitted.emergency.clone(),
         });
-        crate::agent::untrusted::report(&self.ws, &self.env, events);
-        // Worktrees of subagents whose nop was killed while they worked: named, once.
-        if let Some(c) = checkpoints {
-            for message in crate::checkpoint::left_behind(c) {
-                tracing::warn!(op = "isolation", result = "left behind", "{message}");
-                let _ = events.send(Event::Warning { message });
-            }
-        }
-        for message in &self.config.hooks.warnings {
-            tracing::warn!(session = %session_id, op = "hook", result = "set aside", "{message}");
-            let _ = events.send(Event::Warning {
-                message: message.clone(),
-            });
-        }
-        let event = HookEvent::SessionStart {
-            about: About {
-                session_id,
-                agent: agent_name,
-            },
-            resumed: admitted.resumed,
-            mode: Mode::Run(request.input.as_deref()),
-        };
-        hooks::fire(&self.config.hooks, &self.ws.root, &event).await;
-    }
-
-    /// Seed 002 §3.3, on loading a session: its parent reference followed (a fork), and plan.xml
-    /// checked against the messages unless nothing changed since the last check (`unchanged`).
-    /// Whether the session is consistent as the run leaves it.
-    async fn checks_on_load(
-        &self,
-        admitted: &Admitted,
-        engine: &Engine,
-        ctx: &ToolContext,
-        unchanged: bool,
-        events: &EventSink,
-    ) -> bool {
-        if !admitted.resumed {
-            return false;
-        }
-        self.check_parent(&admitted.session_id, events).await;
-        if !ctx.advisors {
-            return false;
-        }
-        if unchanged {
-            // Nobody changed the session since a check: asking again would cost a model round
-            // trip for the same answer.
-            tracing::info!(session = %admitted.session_id, op = "consistency", result = "skipped", "unchanged since the last check");
-            return true;
-        }
-        // Warnings only.
-        crate::advisors::check_consistency(engine, ctx, None)
-            .await
-            .is_some_and(|checked| checked.decision.consistent || !checked.repairs.is_empty())
     }
 }
