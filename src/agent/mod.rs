@@ -48,6 +48,8 @@ pub enum AgentStatus {
     Error,
     /// The run stopped before a request that would have passed its budget.
     OverBudget,
+    /// The run made its `--max-turns` model requests without finishing.
+    MaxTurns,
     /// The session's goal was checked and is not met, and the run may not go on (its turns or
     /// time ran out, or the goal could not be checked).
     GoalNotMet,

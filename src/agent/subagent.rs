@@ -366,9 +366,10 @@ fn ended(
         Ok(Ok(Ok(response))) => match response.status {
             AgentStatus::Completed => (SessionStatus::Completed, response.message),
             AgentStatus::WaitingInput => (SessionStatus::WaitingInput, response.message),
-            AgentStatus::Error | AgentStatus::OverBudget | AgentStatus::GoalNotMet => {
-                (SessionStatus::Error, response.message)
-            }
+            AgentStatus::Error
+            | AgentStatus::OverBudget
+            | AgentStatus::MaxTurns
+            | AgentStatus::GoalNotMet => (SessionStatus::Error, response.message),
         },
     }
 }

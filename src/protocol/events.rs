@@ -204,6 +204,9 @@ pub struct RunOutcome {
     /// The agent's question (for `waiting_input`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub question: Option<String>,
+    /// The limit the run stopped at, when it did (the session may go on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<RunLimit>,
     pub usage: RunUsage,
     /// What the run cost in US dollars, its subagents and advisors included; null when the
     /// model has no price (never a guessed figure).
@@ -220,6 +223,16 @@ pub struct RunOutcome {
 #[serde(rename_all = "snake_case")]
 pub enum Refusal {
     Refused,
+}
+
+/// A limit a run stopped at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunLimit {
+    /// `--max-turns` (`agent.max_turns`) model requests were made.
+    MaxTurns,
+    /// The next request would have passed `--max-budget-usd`.
+    MaxBudgetUsd,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

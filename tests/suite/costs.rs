@@ -286,11 +286,13 @@ fn the_budget_stops_the_run_before_the_request_that_would_pass_it_and_the_sessio
     let spent = result["total_cost_usd"].as_f64().expect("cost");
     assert!(spent <= 6.0, "spent {spent}");
     let message = result["final_message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains("budget of $6.00") && message.contains("raise --max-budget-usd"),
-        "{message}"
-    );
+    assert!(message.contains("budget of $6.00"), "{message}");
     let id = result["session_id"].as_str().expect("id");
+    assert_eq!(result["limit"], "max_budget_usd", "{result}");
+    assert_eq!(
+        result["continue_with"],
+        format!("nop run --session {id} --max-budget-usd …")
+    );
     assert_eq!(repo.session_json(id)["status"], "idle");
     // The session goes on with more budget, from where it stopped.
     let (code, result) = run_json(

@@ -390,7 +390,7 @@ fn an_unreachable_model_api_names_the_url_and_the_cause() {
 }
 
 #[test]
-fn the_max_turns_hint_names_the_real_session() {
+fn a_run_at_its_max_turns_says_so_and_how_to_go_on_with_the_real_session() {
     let repo = Repo::new();
     fs::write(repo.path().join("a.txt"), "a\n").expect("write");
     let server = MockServer::start(vec![openai::reply_tool_calls(&[(
@@ -420,12 +420,17 @@ fn the_max_turns_hint_names_the_real_session() {
     let list: Value =
         serde_json::from_str(&repo.run(&["sessions", "list", "--json"])).expect("json");
     let id = list[0]["id"].as_str().expect("a session");
-    let text = result.to_string();
-    assert!(
-        text.contains(&format!("continue with `nop run --session {id}`")),
-        "{text}"
+    // The engine says how the run ended; the renderer words how to go on.
+    assert_eq!(result["limit"], "max_turns", "{result}");
+    assert_eq!(
+        result["continue_with"],
+        format!("nop run --session {id}"),
+        "{result}"
     );
-    assert!(!text.contains("--session ID"), "{text}");
+    assert_eq!(
+        result["final_message"],
+        "stopped after 1 model requests without finishing (--max-turns / agent.max_turns)"
+    );
 }
 
 /// The model must not widen its own rights through the user's configuration: neither a shell

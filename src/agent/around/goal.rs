@@ -50,12 +50,7 @@ impl Around for GoalCheck {
             };
             let cancelled = stopped.ctx.cancel.is_cancelled();
             if stopped.turns_left == 0 || Instant::now() >= self.deadline || cancelled {
-                let message = out_of_room(
-                    &reason,
-                    stopped.turns_left,
-                    stopped.max_turns,
-                    &stopped.ctx.session_id,
-                );
+                let message = out_of_room(&reason, stopped.turns_left, stopped.max_turns);
                 return not_met(stopped, message).await;
             }
             let objective = stopped
@@ -74,15 +69,13 @@ impl Around for GoalCheck {
 
 /// Why a run whose goal is not met (`reason`) stops: its turns are used up (none left of
 /// `max_turns`) or its time has passed.
-fn out_of_room(reason: &str, turns_left: u32, max_turns: u32, session: &str) -> String {
+fn out_of_room(reason: &str, turns_left: u32, max_turns: u32) -> String {
     let limit = if turns_left == 0 {
         format!("its {max_turns} model requests (--max-turns) are used up")
     } else {
         "agent.goal_timeout_s has passed".to_string()
     };
-    format!(
-        "the goal is not met ({reason}) and {limit}; continue with `nop run --session {session}`"
-    )
+    format!("the goal is not met ({reason}) and {limit}")
 }
 
 /// Ends a run whose goal is not met: the goal is marked so (the next run takes it up) and the
@@ -101,16 +94,14 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     #[test]
-    fn a_goal_out_of_room_says_which_limit_and_how_to_go_on() {
+    fn a_goal_out_of_room_says_which_limit() {
         assert_eq!(
-            out_of_room("tests fail", 0, 30, "s1"),
-            "the goal is not met (tests fail) and its 30 model requests (--max-turns) are used \
-             up; continue with `nop run --session s1`"
+            out_of_room("tests fail", 0, 30),
+            "the goal is not met (tests fail) and its 30 model requests (--max-turns) are used up"
         );
         assert_eq!(
-            out_of_room("tests fail", 4, 30, "s1"),
-            "the goal is not met (tests fail) and agent.goal_timeout_s has passed; continue \
-             with `nop run --session s1`"
+            out_of_room("tests fail", 4, 30),
+            "the goal is not met (tests fail) and agent.goal_timeout_s has passed"
         );
     }
 }

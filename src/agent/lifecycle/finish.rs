@@ -12,7 +12,7 @@ use crate::agent::turn::{EventSink, TurnStats};
 use crate::agent::{AgentResponse, AgentStatus, Interrupted};
 use crate::hooks::Mode;
 use crate::protocol::SessionStatus;
-use crate::protocol::events::{Event, RunOutcome, RunSpent, RunStatus, RunUsage};
+use crate::protocol::events::{Event, RunLimit, RunOutcome, RunSpent, RunStatus, RunUsage};
 use crate::tools::ToolError;
 
 use super::{Admitted, Answer, Opened};
@@ -24,10 +24,12 @@ struct Ending {
     session_status: SessionStatus,
     message: String,
     question: Option<String>,
+    limit: Option<RunLimit>,
 }
 
 impl Ending {
     fn of(answer: Result<AgentResponse, Interrupted>, engine: &Engine) -> Ending {
+        let mut limit = None;
         let (status, session_status, message, question) = match answer {
             Ok(response) => match response.status {
                 AgentStatus::Completed => (
@@ -48,22 +50,31 @@ impl Ending {
                     response.message,
                     None,
                 ),
+                AgentStatus::MaxTurns => {
+                    limit = Some(RunLimit::MaxTurns);
+                    (
+                        RunStatus::Error,
+                        SessionStatus::Error,
+                        response.message,
+                        None,
+                    )
+                }
                 AgentStatus::GoalNotMet => (
                     RunStatus::GoalNotMet,
                     SessionStatus::Idle,
                     response.message,
                     None,
                 ),
-                // Nothing failed: the session waits for more budget (`nop run --session ID`).
-                AgentStatus::OverBudget => (
-                    RunStatus::BudgetExceeded,
-                    SessionStatus::Idle,
-                    format!(
-                        "{}; raise --max-budget-usd (agent.max_budget_usd) to go on",
-                        response.message
-                    ),
-                    None,
-                ),
+                // Nothing failed: the session waits for more budget.
+                AgentStatus::OverBudget => {
+                    limit = Some(RunLimit::MaxBudgetUsd);
+                    (
+                        RunStatus::BudgetExceeded,
+                        SessionStatus::Idle,
+                        response.message,
+                        None,
+                    )
+                }
             },
             Err(Interrupted) => {
                 let why = match engine.stopped_by() {
@@ -78,6 +89,7 @@ impl Ending {
             session_status,
             message,
             question,
+            limit,
         }
     }
 }
@@ -221,6 +233,7 @@ impl Runtime {
             status: ending.status,
             final_message: ending.message,
             question: ending.question,
+            limit: ending.limit,
             usage,
             total_cost_usd: total.cost_usd,
             turns: stats.turns,

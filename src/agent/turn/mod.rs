@@ -164,10 +164,10 @@ impl ModelAgent {
             }
         }
         Ok(Ok(answer(
-            AgentStatus::Error,
+            AgentStatus::MaxTurns,
             format!(
-                "stopped after {} model requests without finishing (--max-turns / agent.max_turns); continue with `nop run --session {}`",
-                self.max_turns, ctx.session_id
+                "stopped after {} model requests without finishing (--max-turns / agent.max_turns)",
+                self.max_turns
             ),
         )))
     }

@@ -10,10 +10,8 @@ pub struct Json;
 
 impl Json {
     pub fn event(&mut self, event: &Event) {
-        if let Event::Result(outcome) = event
-            && let Ok(line) = serde_json::to_string(outcome).map(json_safe)
-        {
-            println!("{line}");
+        if let Event::Result(outcome) = event {
+            println!("{}", json_safe(super::outcome_json(outcome).to_string()));
         }
     }
 }

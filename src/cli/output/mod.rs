@@ -9,7 +9,35 @@ pub mod stream_json;
 pub mod text;
 
 use super::OutputFormat;
-use nop::protocol::events::Event;
+use nop::protocol::events::{Event, RunLimit, RunOutcome, RunStatus};
+
+/// The command that goes on with a run that ended as `outcome` did, when one can: the hint
+/// every renderer words (the engine reports how the run ended, not what to type).
+pub fn continue_with(outcome: &RunOutcome) -> Option<String> {
+    let id = &outcome.session_id;
+    match (outcome.status, outcome.limit) {
+        (RunStatus::WaitingInput | RunStatus::Cancelled, _) => {
+            Some(format!("nop run --session {id} \"…\""))
+        }
+        (_, Some(RunLimit::MaxBudgetUsd)) | (RunStatus::BudgetExceeded, _) => {
+            Some(format!("nop run --session {id} --max-budget-usd …"))
+        }
+        (RunStatus::GoalNotMet, _) | (_, Some(RunLimit::MaxTurns)) => {
+            Some(format!("nop run --session {id}"))
+        }
+        (RunStatus::Completed | RunStatus::Error, None) => None,
+    }
+}
+
+/// The outcome as the JSON formats give it: its fields, and `continue_with` when the session
+/// can go on.
+pub fn outcome_json(outcome: &RunOutcome) -> serde_json::Value {
+    let mut value = serde_json::to_value(outcome).unwrap_or_default();
+    if let (Some(command), Some(object)) = (continue_with(outcome), value.as_object_mut()) {
+        object.insert("continue_with".into(), command.into());
+    }
+    value
+}
 
 /// A chat batch's replies (`nop run --message`), in `format`: a `batch_answered` event; others
 /// are not shown.
@@ -48,5 +76,66 @@ pub fn queued(
             priority,
             stop,
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn outcome(status: RunStatus, limit: Option<RunLimit>) -> RunOutcome {
+        RunOutcome {
+            session_id: "s1".into(),
+            status,
+            final_message: "m".into(),
+            question: None,
+            limit,
+            usage: Default::default(),
+            total_cost_usd: None,
+            turns: 1,
+            tool_calls: 0,
+            permission_denials: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_command_to_go_on_follows_how_the_run_ended() {
+        let cases = [
+            (RunStatus::Completed, None, None),
+            (RunStatus::Error, None, None),
+            (
+                RunStatus::Error,
+                Some(RunLimit::MaxTurns),
+                Some("nop run --session s1"),
+            ),
+            (
+                RunStatus::BudgetExceeded,
+                Some(RunLimit::MaxBudgetUsd),
+                Some("nop run --session s1 --max-budget-usd …"),
+            ),
+            (RunStatus::GoalNotMet, None, Some("nop run --session s1")),
+            (
+                RunStatus::WaitingInput,
+                None,
+                Some("nop run --session s1 \"…\""),
+            ),
+            (
+                RunStatus::Cancelled,
+                None,
+                Some("nop run --session s1 \"…\""),
+            ),
+        ];
+        for (status, limit, expected) in cases {
+            let outcome = outcome(status, limit);
+            assert_eq!(continue_with(&outcome).as_deref(), expected, "{status:?}");
+            let json = outcome_json(&outcome);
+            assert_eq!(json["continue_with"].as_str(), expected);
+            // The outcome's own fields come first, in their order.
+            assert_eq!(
+                json.as_object().unwrap().keys().next().unwrap(),
+                "session_id"
+            );
+        }
     }
 }

@@ -14,7 +14,18 @@ impl StreamJson {
         if matches!(event, Event::ToolOutput { .. }) {
             return;
         }
-        if let Ok(line) = serde_json::to_string(event).map(json_safe) {
+        let line = match event {
+            Event::Result(outcome) => {
+                let mut line = serde_json::Map::new();
+                line.insert("type".into(), "result".into());
+                if let serde_json::Value::Object(fields) = super::outcome_json(outcome) {
+                    line.extend(fields);
+                }
+                Some(serde_json::Value::Object(line).to_string())
+            }
+            _ => serde_json::to_string(event).ok(),
+        };
+        if let Some(line) = line.map(json_safe) {
             let mut out = std::io::stdout().lock();
             let _ = writeln!(out, "{line}");
             let _ = out.flush();

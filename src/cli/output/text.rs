@@ -139,25 +139,21 @@ impl Text {
                 // that failed or was cut short.
                 self.pending.clear();
                 self.end_line(&mut out);
-                let id = &outcome.session_id;
+                let then = super::continue_with(outcome)
+                    .map(|c| format!("; continue with: {c}"))
+                    .unwrap_or_default();
+                let message = visible(&outcome.final_message);
                 match outcome.status {
                     RunStatus::Completed => {}
                     RunStatus::WaitingInput => {
                         let question = outcome.question.as_deref().unwrap_or_default();
                         let _ = writeln!(out, "{}", visible(question));
-                        eprintln!("(waiting for your answer: nop run --session {id} \"…\")");
+                        eprintln!("(waiting for your answer{then})");
                     }
-                    RunStatus::Error => eprintln!("error: {}", visible(&outcome.final_message)),
-                    RunStatus::BudgetExceeded => eprintln!(
-                        "{}; continue with: nop run --session {id} --max-budget-usd …",
-                        visible(&outcome.final_message)
-                    ),
-                    RunStatus::Cancelled => {
-                        eprintln!("cancelled; continue with: nop run --session {id} \"…\"")
-                    }
-                    RunStatus::GoalNotMet => {
-                        eprintln!("goal not met: {}", visible(&outcome.final_message))
-                    }
+                    RunStatus::Error => eprintln!("error: {message}{then}"),
+                    RunStatus::BudgetExceeded => eprintln!("{message}{then}"),
+                    RunStatus::Cancelled => eprintln!("cancelled{then}"),
+                    RunStatus::GoalNotMet => eprintln!("goal not met: {message}{then}"),
                 }
             }
         }

@@ -304,41 +304,35 @@ impl Live {
                 }
             }
             Event::Result(outcome) => {
-                let id = &outcome.session_id;
+                // A person at the prompt goes on by typing: no command to continue with, but
+                // the budget, which only a new run can raise.
+                let then = crate::cli::output::continue_with(outcome)
+                    .filter(|_| !interactive || outcome.status == RunStatus::BudgetExceeded)
+                    .map(|c| format!("; continue with: {c}"))
+                    .unwrap_or_default();
+                let message = visible(&outcome.final_message);
                 match outcome.status {
                     RunStatus::Completed => {}
                     RunStatus::WaitingInput => {
                         let question = outcome.question.as_deref().unwrap_or_default();
                         println!("{} {}", self.out.bold("?"), visible(question));
                         if !interactive {
-                            eprintln!("(waiting for your answer: nop run --session {id} \"…\")");
+                            eprintln!("(waiting for your answer{then})");
                         }
                     }
-                    RunStatus::Error => eprintln!(
-                        "{}",
-                        err.red(&format!("error: {}", visible(&outcome.final_message)))
-                    ),
-                    RunStatus::BudgetExceeded => eprintln!(
-                        "{}",
-                        err.yellow(&format!(
-                            "{}; continue with: nop run --session {} --max-budget-usd …",
-                            visible(&outcome.final_message),
-                            outcome.session_id
-                        ))
-                    ),
+                    RunStatus::Error => {
+                        eprintln!("{}", err.red(&format!("error: {message}{then}")))
+                    }
+                    RunStatus::BudgetExceeded => {
+                        eprintln!("{}", err.yellow(&format!("{message}{then}")))
+                    }
                     RunStatus::Cancelled if interactive => {
                         eprintln!("{}", err.yellow("interrupted"))
                     }
-                    RunStatus::Cancelled => {
-                        eprintln!("cancelled; continue with: nop run --session {id} \"…\"")
+                    RunStatus::Cancelled => eprintln!("cancelled{then}"),
+                    RunStatus::GoalNotMet => {
+                        eprintln!("{}", err.yellow(&format!("goal not met: {message}{then}")))
                     }
-                    RunStatus::GoalNotMet => eprintln!(
-                        "{}",
-                        err.yellow(&format!(
-                            "goal not met: {}",
-                            visible(&outcome.final_message)
-                        ))
-                    ),
                 }
                 let used = if self.run_in + self.run_out > 0 {
                     format!(
