@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::error::RunError;
 use super::runtime::{RunRequest, Runtime};
+use super::task::{self, CompactTask, Done, RunTask, Task, Work};
 use crate::permissions::{ApprovalAnswer, ApprovalRequest};
 use crate::protocol::events::{Event, RunOutcome};
 
@@ -227,14 +228,6 @@ enum Plan {
     Open(Open),
 }
 
-/// What the handle is doing: a run (with what was queued behind it) or a compaction.
-type Work = std::pin::Pin<Box<dyn std::future::Future<Output = Done> + Send>>;
-
-enum Done {
-    Run(Box<Result<RunOutcome, RunError>>),
-    Compact(Result<Option<String>, RunError>),
-}
-
 /// The handle's task: runs what it is given, answers operations, turns approval questions into
 /// events, and takes what was queued as a run ended.
 async fn serve(
@@ -265,7 +258,7 @@ async fn serve(
         leaving: false,
     };
     match plan {
-        Plan::Once(request) => serving.work = Some(serving.run(request)),
+        Plan::Once(request) => serving.start_task(Box::new(RunTask(request))),
         Plan::Open(open) => {
             serving.session = open.session.clone();
             serving.open = Some(open);
@@ -316,8 +309,9 @@ struct Serving {
 }
 
 impl Serving {
-    fn run(&self, request: RunRequest) -> Work {
-        run(&self.runtime, request, &self.inner, &self.cancel)
+    /// Starts `task` as the handle's work (the one place it does).
+    fn start_task(&mut self, task: Box<dyn Task>) {
+        self.work = Some(task::start(task, &self.runtime, &self.inner, &self.cancel));
     }
 
     fn forward(&mut self, event: Event) {
@@ -448,7 +442,7 @@ impl Serving {
             guard: None,
             goal,
         };
-        self.work = Some(self.run(request));
+        self.start_task(Box::new(RunTask(request)));
         true
     }
 
@@ -463,16 +457,11 @@ impl Serving {
     fn compact(&mut self) {
         match (&self.work, &self.session) {
             (None, Some(id)) => {
-                let (runtime, id, events, cancel) = (
-                    self.runtime.clone(),
-                    id.clone(),
-                    self.inner.clone(),
-                    self.cancel.clone(),
-                );
-                self.work = Some(Box::pin(async move {
-                    let reason = "requested by the user";
-                    Done::Compact(runtime.compact(&id, reason, events, cancel).await)
-                }));
+                let task = CompactTask {
+                    session: id.clone(),
+                    reason: "requested by the user",
+                };
+                self.start_task(Box::new(task));
             }
             (Some(_), _) => self.warn("the agent is working: compact once it has answered"),
             (None, None) => {
@@ -496,17 +485,6 @@ impl Serving {
             preview: question.preview,
         });
     }
-}
-
-/// A run of `request` (and of what is queued behind it) as the handle's work.
-fn run(
-    runtime: &Runtime,
-    request: RunRequest,
-    events: &mpsc::UnboundedSender<Event>,
-    cancel: &CancellationToken,
-) -> Work {
-    let (runtime, events, cancel) = (runtime.clone(), events.clone(), cancel.clone());
-    Box::pin(async move { Done::Run(Box::new(runtime.run(request, events, cancel).await)) })
 }
 
 async fn until_done(work: &mut Option<Work>) -> Done {

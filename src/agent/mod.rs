@@ -13,6 +13,8 @@ mod conversation;
 pub mod engine;
 mod error;
 mod file_checkpoint;
+#[cfg(test)]
+mod fixture;
 pub mod goal;
 pub mod handle;
 mod instruction_imports;
@@ -25,6 +27,7 @@ pub mod recall;
 pub mod runtime;
 mod subagent;
 pub mod summarize;
+mod task;
 mod turn;
 mod untrusted;
 

@@ -74,3 +74,109 @@ impl Around for FileCheckpoint {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::around::{self, RunOpening};
+    use crate::agent::fixture::Fixture;
+    use crate::hooks::Mode;
+    use crate::protocol::{Role, SessionStatus};
+
+    /// Opens a run on a session with a file checkpoint, then closes it having called `tools`
+    /// tools (after `work`): the turn the session records.
+    async fn a_run(
+        work: impl FnOnce(&std::path::Path),
+        tools: u32,
+    ) -> crate::protocol::TurnCheckpoint {
+        let f = Fixture::new();
+        std::fs::write(f.dir.path().join("a.txt"), "one\n").expect("write");
+        let mut ctx = f.session(&[(Role::User, "fix it")]);
+        let id = ctx.session_id.clone();
+        let mut behaviours: Vec<Box<dyn Around>> = vec![Box::new(FileCheckpoint::new(
+            f.runtime.store().clone(),
+            f.runtime.workspace().checkpoints(f.runtime.config()),
+        ))];
+        let mut opening = Opening {
+            session_id: &id,
+            agent: "coder",
+            resumed: false,
+            mode: Mode::Run(Some("fix it")),
+            events: &f.events,
+            run: Some(RunOpening {
+                engine: &f.engine,
+                ctx: &mut ctx,
+                messages_before: 1,
+                unchanged: false,
+            }),
+        };
+        around::opened(&mut behaviours, &mut opening).await;
+        // The first model request goes out; the first tool call waits for the checkpoint.
+        ctx.ready.requested();
+        ctx.ready.wait().await;
+        work(f.dir.path());
+        let closing = Closing {
+            session_id: &id,
+            agent: "coder",
+            mode: Mode::Run(Some("done")),
+            status: SessionStatus::Completed,
+            question: None,
+            failed: false,
+            tool_calls: tools,
+            events: &f.events,
+        };
+        let changes = around::closing(&mut behaviours, &closing).await;
+        f.runtime
+            .store()
+            .update(&id, chrono::Utc::now(), |state| {
+                for change in changes {
+                    change(state);
+                }
+                Ok(())
+            })
+            .expect("closing write");
+        let mut turns = f
+            .runtime
+            .store()
+            .read(&id)
+            .expect("read")
+            .session
+            .checkpoints;
+        assert_eq!(turns.len(), 1, "{turns:?}");
+        turns.remove(0)
+    }
+
+    #[tokio::test]
+    async fn a_run_without_tools_ends_where_it_began_and_one_that_wrote_records_its_end() {
+        let turn = a_run(|_| {}, 0).await;
+        assert_eq!(turn.after.as_deref(), Some(turn.before.as_str()));
+        assert_eq!(turn.prompt, "fix it");
+        assert_eq!(turn.messages_before, 1);
+        assert!(turn.ended_at.is_some());
+        let turn = a_run(
+            |root| std::fs::write(root.join("a.txt"), "two\n").expect("write"),
+            1,
+        )
+        .await;
+        assert_ne!(turn.after.as_deref(), Some(turn.before.as_str()));
+    }
+
+    #[tokio::test]
+    async fn a_chat_has_no_file_checkpoint() {
+        let f = Fixture::new();
+        let mut checkpoint = FileCheckpoint::new(
+            f.runtime.store().clone(),
+            f.runtime.workspace().checkpoints(f.runtime.config()),
+        );
+        let mut opening = Opening {
+            session_id: "s1",
+            agent: "coder",
+            resumed: false,
+            mode: Mode::Chat,
+            events: &f.events,
+            run: None,
+        };
+        checkpoint.on_open(&mut opening).await;
+        assert!(checkpoint.turn.is_none());
+    }
+}

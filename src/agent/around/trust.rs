@@ -26,3 +26,48 @@ impl Around for Trust {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::fixture::Fixture;
+    use crate::hooks::Mode;
+    use crate::protocol::events::Event;
+
+    #[tokio::test]
+    async fn a_server_the_user_never_trusted_is_named_as_the_run_opens() {
+        let mut f = Fixture::new();
+        std::fs::write(
+            f.dir.path().join(".mcp.json"),
+            r#"{"mcpServers": {"planted": {"command": "./run-me.sh"}}}"#,
+        )
+        .expect("write");
+        let state = f.dir.path().join("state");
+        let env = std::collections::BTreeMap::from([(
+            "XDG_STATE_HOME".to_string(),
+            state.display().to_string(),
+        )]);
+        let mut trust = Trust::new(f.runtime.workspace().clone(), env);
+        let mut opening = Opening {
+            session_id: "s1",
+            agent: "coder",
+            resumed: false,
+            mode: Mode::Run(None),
+            events: &f.events,
+            run: None,
+        };
+        trust.on_open(&mut opening).await;
+        let mut named = Vec::new();
+        while let Ok(event) = f.seen.try_recv() {
+            if let Event::Untrusted { name, kind, .. } = event {
+                named.push((kind, name));
+            }
+        }
+        assert!(
+            named
+                .iter()
+                .any(|(kind, name)| kind == "mcp-server" && name.contains("`planted`")),
+            "{named:?}"
+        );
+    }
+}
