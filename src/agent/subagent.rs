@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use futures_util::future::BoxFuture;
 
-use super::around::{Around, Drive, StopHooks};
+use super::around::{self, Around, Closing, Drive, OwnWorktree, StopHooks};
 use super::engine::Engine;
 use super::meter::Spender;
 use super::turn::TurnStats;
@@ -83,8 +83,9 @@ impl Engine {
         let (sink, _) = tokio::sync::mpsc::unbounded_channel();
         let mut stats = TurnStats::default();
         let started = Instant::now();
-        // The `subagent-stop` hooks may keep a subagent (never an advisor) going.
-        let mut behaviours: Vec<Box<dyn Around + '_>> = Vec::new();
+        // The `subagent-stop` hooks may keep a subagent (never an advisor) going; a worktree
+        // of its own is finished as it closes.
+        let mut behaviours: Vec<Box<dyn Around>> = Vec::new();
         if !advisor {
             behaviours.push(Box::new(StopHooks::new(
                 self.0.config.hooks.clone(),
@@ -92,6 +93,12 @@ impl Engine {
                 Some(parent.session_id.clone()),
             )));
         }
+        let isolation = isolated.map(|isolated| {
+            let behaviour = OwnWorktree::new(isolated, parent.session_id.clone());
+            let report = behaviour.report();
+            behaviours.push(Box::new(behaviour));
+            report
+        });
         let run = Drive {
             engine: self,
             ctx: &ctx,
@@ -115,9 +122,14 @@ impl Engine {
             output_tokens: stats.spent.output_tokens,
         };
         let (status, message) = ended(result, timeout);
-        let isolation = self
-            .close_child(&who, &child, status, metrics, &stats.spent, isolated)
+        let ending = ChildEnd {
+            status,
+            metrics,
+            counted: stats.spent,
+        };
+        self.close_child(&who, &child, ending, &mut behaviours)
             .await;
+        let isolation = isolation.and_then(|report| report.lock().ok().and_then(|mut r| r.take()));
         Ok(SubagentOutcome {
             session_id: child,
             status,
@@ -291,23 +303,41 @@ impl Engine {
         Ok(ctx)
     }
 
-    /// Closes the child session: its final status and metrics recorded, what it spent charged
-    /// to its caller, an isolated child's work committed, `subagent_finished` sent. Returns what
-    /// the caller reads of its worktree.
+    /// Closes the child session: its final status and metrics recorded (with what its
+    /// behaviours add), what it spent charged to its caller, its behaviours told (an isolated
+    /// child's work committed), `subagent_finished` sent.
     async fn close_child(
         &self,
         who: &Child<'_>,
         child: &str,
-        status: SessionStatus,
-        metrics: CallMetrics,
-        counted: &Spent,
-        isolated: Option<Isolated>,
-    ) -> Option<String> {
+        end: ChildEnd,
+        behaviours: &mut [Box<dyn Around>],
+    ) {
         let (parent, target) = (who.parent, who.target);
+        let ChildEnd {
+            status,
+            metrics,
+            counted,
+        } = end;
+        let (sink, _) = tokio::sync::mpsc::unbounded_channel();
+        let closing = Closing {
+            session_id: child,
+            agent: target,
+            mode: crate::hooks::Mode::Run(None),
+            status,
+            question: None,
+            failed: false,
+            tool_calls: metrics.tool_calls,
+            events: &sink,
+        };
+        let changes = around::closing(behaviours, &closing).await;
         let recorded = self
             .0
             .store
             .update_async(child, Utc::now(), move |state| {
+                for change in changes {
+                    change(state);
+                }
                 state.session.status = status;
                 state.session.metrics = Some(metrics);
                 Ok(state.session.usage.total())
@@ -316,7 +346,7 @@ impl Engine {
         match &recorded {
             Ok(spent) => self.charge_caller(parent, who.advisor, spent).await,
             // What the child spent is still the caller's: from what its turns counted.
-            Err(_) => self.charge_caller(parent, who.advisor, counted).await,
+            Err(_) => self.charge_caller(parent, who.advisor, &counted).await,
         }
         if let Err(e) = recorded {
             tracing::error!(session = %child, agent = %target, op = "subagent", error = %e, "the subagent's final status could not be recorded");
@@ -327,12 +357,7 @@ impl Engine {
                 ),
             });
         }
-        let isolation = match isolated {
-            None => None,
-            Some(isolated) => {
-                Some(finish_isolation(isolated, target, child, &parent.session_id).await)
-            }
-        };
+        around::closed(behaviours, &closing).await;
         tracing::info!(session = %child, agent = %target, op = "subagent", result = status.as_str(), duration_ms = metrics.duration_ms, tool_calls = metrics.tool_calls, output_tokens = metrics.output_tokens, "subagent ended");
         self.emit(Event::SubagentFinished {
             session_id: child.to_string(),
@@ -343,8 +368,14 @@ impl Engine {
             input_tokens: metrics.input_tokens,
             output_tokens: metrics.output_tokens,
         });
-        isolation
     }
+}
+
+/// How a child session's run ended: its status, metrics and what its turns counted.
+struct ChildEnd {
+    status: SessionStatus,
+    metrics: CallMetrics,
+    counted: Spent,
 }
 
 /// The child session's final status and message from how its run ended (`Err`: at its time
@@ -444,38 +475,6 @@ fn isolation_section(isolated: &Isolated, caller: &str) -> String {
         isolated.branch,
         isolated.branch
     )
-}
-
-/// Commits an isolated subagent's changes on its branch (or removes its empty worktree); what
-/// the caller's model reads of it.
-async fn finish_isolation(isolated: Isolated, target: &str, child: &str, caller: &str) -> String {
-    let message = format!(
-        "nop: changes of agent {target} (session {child})\n\nMade by nop's subagent `{target}` in session {child}, called by session {caller}.\n"
-    );
-    let path = isolated.path.clone();
-    let branch = isolated.branch.clone();
-    let ended = tokio::task::spawn_blocking(move || isolated.finish(&message)).await;
-    match ended {
-        Ok(Ok(ended)) => {
-            let result = match ended {
-                crate::checkpoint::Ended::Committed { .. } => "committed",
-                crate::checkpoint::Ended::Unchanged => "unchanged",
-            };
-            tracing::info!(session = %child, agent = %target, op = "isolation", branch = %branch, result, "{}", ended.summary());
-            ended.summary()
-        }
-        Ok(Err(e)) => {
-            tracing::error!(session = %child, agent = %target, op = "isolation", branch = %branch, error = %e, "the worktree's changes could not be committed");
-            format!(
-                "its changes could not be committed on branch {branch} ({e}); they are still in the worktree {}",
-                path.display()
-            )
-        }
-        Err(e) => format!(
-            "its worktree {} (branch {branch}) was not finished: {e}",
-            path.display()
-        ),
-    }
 }
 
 impl Engine {

@@ -17,6 +17,7 @@
 mod checkpoint;
 mod checks;
 mod goal;
+mod isolation;
 mod queue;
 mod stop_hooks;
 mod trust;
@@ -25,6 +26,7 @@ mod user_hooks;
 pub(super) use checkpoint::FileCheckpoint;
 pub(super) use checks::ChecksOnLoad;
 pub(super) use goal::GoalCheck;
+pub(super) use isolation::OwnWorktree;
 pub(super) use queue::QueueDrain;
 pub(super) use stop_hooks::StopHooks;
 pub(super) use trust::Trust;
