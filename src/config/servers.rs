@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::protocol::TextPos;
+
 /// One MCP server as nop starts it: a stdio command or a streamable-HTTP endpoint.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -86,7 +88,64 @@ pub enum Spec {
 pub struct Found {
     pub name: String,
     pub source: PathBuf,
-    pub spec: Result<Spec, String>,
+    pub spec: Result<Spec, DeclarationError>,
+}
+
+/// Why a file that declares servers, or one server of it, cannot be used; each names the file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeclarationError {
+    #[error("{}: larger than {} MB, not read", .0.display(), MAX_FILE >> 20)]
+    TooLarge(PathBuf),
+    #[error("{}: {message}", path.display())]
+    Unreadable { path: PathBuf, message: String },
+    #[error("{}: not UTF-8: {message}", path.display())]
+    NotUtf8 { path: PathBuf, message: String },
+    /// Not JSON, or not TOML: where, as the parser says it.
+    #[error("{}{}: {message}", path.display(), pos.map(|p| format!(":{}:{}", p.line, p.column)).unwrap_or_default())]
+    Parse {
+        path: PathBuf,
+        pos: Option<TextPos>,
+        message: String,
+    },
+    /// Claude Code's `mcpServers` is not a map of servers.
+    #[error("{}: `mcpServers` is not an object", .0.display())]
+    NotObject(PathBuf),
+    /// Codex's `mcp_servers` is not a table of servers.
+    #[error("{}: `mcp_servers` is not a table", .0.display())]
+    NotTable(PathBuf),
+    /// One server of the file (`mcpServers.<name>`, `mcp_servers.<name>`).
+    #[error("{}: {key}.{name}: {source}", path.display())]
+    Entry {
+        path: PathBuf,
+        key: &'static str,
+        name: String,
+        source: Box<EntryError>,
+    },
+}
+
+/// Why one server entry of another agent's configuration cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EntryError {
+    #[error("`{key}` must be a string, not {value}")]
+    NotString { key: String, value: Value },
+    #[error("`{key}` must be an object, not {value}")]
+    NotObject { key: String, value: Value },
+    #[error("`{key}` must be a list, not {value}")]
+    NotList { key: String, value: Value },
+    #[error("`{key}` must be a positive number, not {value}")]
+    NotPositive { key: String, value: Value },
+    /// Codex's `env_http_headers.<header>`, which names a variable.
+    #[error("`env_http_headers.{0}` must be a string")]
+    HeaderVariable(String),
+    #[error("no `{0}`")]
+    Missing(&'static str),
+    #[error(
+        "the older HTTP+SSE transport (`type: sse`) is not supported; nop speaks \
+         streamable HTTP (`type: http`)"
+    )]
+    Sse,
+    #[error("unknown server type `{0}`")]
+    UnknownType(String),
 }
 
 /// Every plugin declared for the repository at `root` given nop's environment `env`, first
@@ -111,7 +170,7 @@ pub fn discover(
     if let (Some(path), Some(json)) = (&claude, &claude_json) {
         match json {
             Ok(json) => all.extend(claude_local(path, json, root)),
-            Err(why) => all.push(unreadable(path, why)),
+            Err(why) => all.push(unreadable(path, why.clone())),
         }
     }
     if let Some(dir) =
@@ -145,14 +204,14 @@ pub fn discover(
 }
 
 /// A file that could not be used, as a plugin entry named after it.
-fn unreadable(path: &Path, why: &str) -> Found {
+fn unreadable(path: &Path, why: DeclarationError) -> Found {
     Found {
         name: path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default(),
         source: path.to_path_buf(),
-        spec: Err(why.to_string()),
+        spec: Err(why),
     }
 }
 
@@ -177,17 +236,29 @@ fn dirs(dir: &Path) -> Vec<Found> {
 }
 
 /// The text of `path` as JSON: `None` when there is no such file.
-fn read_json(path: &Path) -> Option<Result<Value, String>> {
-    Some(read_capped(path)?.and_then(|bytes| {
-        serde_json::from_slice(&bytes)
-            .map_err(|e| format!("{}:{}:{}: {e}", path.display(), e.line(), e.column()))
-    }))
+fn read_json(path: &Path) -> Option<Result<Value, DeclarationError>> {
+    Some(
+        read_capped(path)?
+            .and_then(|bytes| serde_json::from_slice(&bytes).map_err(|e| json_error(path, &e))),
+    )
+}
+
+/// A file that is not JSON (or not of the shape asked for), with where.
+fn json_error(path: &Path, e: &serde_json::Error) -> DeclarationError {
+    DeclarationError::Parse {
+        path: path.to_path_buf(),
+        pos: Some(TextPos {
+            line: e.line(),
+            column: e.column(),
+        }),
+        message: e.to_string(),
+    }
 }
 
 /// What nop reads of `~/.claude.json`: `mcpServers` and each project's `mcpServers`, as JSON of
 /// that shape. Claude Code keeps its history in the same file (megabytes for a long-time user):
 /// the rest is skipped as it is parsed, never built, which keeps it off every run's start-up.
-fn read_claude_json(path: &Path) -> Option<Result<Value, String>> {
+fn read_claude_json(path: &Path) -> Option<Result<Value, DeclarationError>> {
     #[derive(serde::Deserialize)]
     struct Servers {
         #[serde(default, rename = "mcpServers")]
@@ -201,8 +272,8 @@ fn read_claude_json(path: &Path) -> Option<Result<Value, String>> {
         projects: BTreeMap<String, Servers>,
     }
     Some(read_capped(path)?.and_then(|bytes| {
-        let parsed: ClaudeJson = serde_json::from_slice(&bytes)
-            .map_err(|e| format!("{}:{}:{}: {e}", path.display(), e.line(), e.column()))?;
+        let parsed: ClaudeJson =
+            serde_json::from_slice(&bytes).map_err(|e| json_error(path, &e))?;
         let mut json = serde_json::Map::new();
         if let Some(servers) = parsed.mcp_servers {
             json.insert("mcpServers".into(), servers);
@@ -226,21 +297,22 @@ fn project_mcp_json(root: &Path) -> Vec<Found> {
     match read_json(&path) {
         None => Vec::new(),
         Some(Ok(json)) => servers(&path, json.get("mcpServers")),
-        Some(Err(why)) => vec![unreadable(&path, &why)],
+        Some(Err(why)) => vec![unreadable(&path, why)],
     }
 }
 
 /// The bytes of `path`, at most [`MAX_FILE`]; `None` when there is no such file.
-fn read_capped(path: &Path) -> Option<Result<Vec<u8>, String>> {
+fn read_capped(path: &Path) -> Option<Result<Vec<u8>, DeclarationError>> {
     match crate::capped_file::read(path, MAX_FILE) {
         Ok(None) => None,
         Ok(Some(bytes)) => Some(Ok(bytes)),
-        Err(crate::capped_file::CappedError::TooLarge(..)) => Some(Err(format!(
-            "{}: larger than {} MB, not read",
-            path.display(),
-            MAX_FILE >> 20
-        ))),
-        Err(e) => Some(Err(format!("{}: {e}", path.display()))),
+        Err(crate::capped_file::CappedError::TooLarge(..)) => {
+            Some(Err(DeclarationError::TooLarge(path.to_path_buf())))
+        }
+        Err(e) => Some(Err(DeclarationError::Unreadable {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })),
     }
 }
 
@@ -248,25 +320,30 @@ fn read_capped(path: &Path) -> Option<Result<Vec<u8>, String>> {
 fn codex(path: &Path) -> Vec<Found> {
     let parsed = match read_capped(path) {
         None => return Vec::new(),
-        Some(Err(why)) => return vec![unreadable(path, &why)],
+        Some(Err(why)) => return vec![unreadable(path, why)],
         Some(Ok(bytes)) => String::from_utf8(bytes)
-            .map_err(|e| format!("{}: not UTF-8: {e}", path.display()))
+            .map_err(|e| DeclarationError::NotUtf8 {
+                path: path.to_path_buf(),
+                message: e.to_string(),
+            })
             .and_then(|text| {
-                toml::from_str::<toml::Table>(&text).map_err(|e| {
-                    format!(
-                        "{}: {}",
-                        path.display(),
-                        crate::config::first_line(e.message())
-                    )
+                toml::from_str::<toml::Table>(&text).map_err(|e| DeclarationError::Parse {
+                    path: path.to_path_buf(),
+                    pos: None,
+                    message: crate::config::first_line(e.message()),
                 })
             })
             .and_then(|table| {
-                serde_json::to_value(table).map_err(|e| format!("{}: {e}", path.display()))
+                serde_json::to_value(table).map_err(|e| DeclarationError::Parse {
+                    path: path.to_path_buf(),
+                    pos: None,
+                    message: e.to_string(),
+                })
             }),
     };
     let json = match parsed {
         Ok(json) => json,
-        Err(why) => return vec![unreadable(path, &why)],
+        Err(why) => return vec![unreadable(path, why)],
     };
     let Some(servers) = json.get("mcp_servers") else {
         return Vec::new();
@@ -274,7 +351,7 @@ fn codex(path: &Path) -> Vec<Found> {
     let Some(map) = servers.as_object() else {
         return vec![unreadable(
             path,
-            &format!("{}: `mcp_servers` is not a table", path.display()),
+            DeclarationError::NotTable(path.to_path_buf()),
         )];
     };
     let mut found: Vec<Found> = map
@@ -285,7 +362,12 @@ fn codex(path: &Path) -> Vec<Found> {
             source: path.to_path_buf(),
             spec: codex_entry(entry)
                 .map(Spec::Mcp)
-                .map_err(|e| format!("{}: mcp_servers.{name}: {e}", path.display())),
+                .map_err(|source| DeclarationError::Entry {
+                    path: path.to_path_buf(),
+                    key: "mcp_servers",
+                    name: name.clone(),
+                    source: Box::new(source),
+                }),
         })
         .collect();
     found.sort_by(|a, b| a.name.cmp(&b.name));
@@ -295,7 +377,7 @@ fn codex(path: &Path) -> Vec<Found> {
 /// One server as Codex writes it: `command`, `args`, `env`, `cwd`, or `url`,
 /// `bearer_token_env_var`, `http_headers`, `env_http_headers` (header → variable); and
 /// `startup_timeout_sec`, `tool_timeout_sec`.
-fn codex_entry(entry: &Value) -> Result<McpConfig, String> {
+fn codex_entry(entry: &Value) -> Result<McpConfig, EntryError> {
     let mut config = if entry.get("url").is_some() {
         let mut config = mcp_entry(&serde_json::json!({
             "type": "http",
@@ -306,7 +388,7 @@ fn codex_entry(entry: &Value) -> Result<McpConfig, String> {
             for (header, var) in map {
                 let var = var
                     .as_str()
-                    .ok_or_else(|| format!("`env_http_headers.{header}` must be a string"))?;
+                    .ok_or_else(|| EntryError::HeaderVariable(header.clone()))?;
                 config.headers.insert(header.clone(), format!("${{{var}}}"));
             }
         }
@@ -314,23 +396,27 @@ fn codex_entry(entry: &Value) -> Result<McpConfig, String> {
             None => None,
             Some(Value::String(s)) => Some(s.clone()),
             Some(other) => {
-                return Err(format!(
-                    "`bearer_token_env_var` must be a string, not {other}"
-                ));
+                return Err(EntryError::NotString {
+                    key: "bearer_token_env_var".into(),
+                    value: other.clone(),
+                });
             }
         };
         config
     } else {
         mcp_entry(entry)?
     };
-    let seconds = |key: &str| -> Result<Option<f64>, String> {
+    let seconds = |key: &str| -> Result<Option<f64>, EntryError> {
         match entry.get(key) {
             None => Ok(None),
             Some(v) => v
                 .as_f64()
                 .filter(|s| s.is_finite() && *s > 0.0)
                 .map(Some)
-                .ok_or_else(|| format!("`{key}` must be a positive number, not {v}")),
+                .ok_or_else(|| EntryError::NotPositive {
+                    key: key.into(),
+                    value: v.clone(),
+                }),
         }
     };
     if let Some(s) = seconds("startup_timeout_sec")? {
@@ -358,7 +444,7 @@ fn servers(path: &Path, servers: Option<&Value>) -> Vec<Found> {
     let Some(map) = servers.as_object() else {
         return vec![unreadable(
             path,
-            &format!("{}: `mcpServers` is not an object", path.display()),
+            DeclarationError::NotObject(path.to_path_buf()),
         )];
     };
     let mut found: Vec<Found> = map
@@ -368,7 +454,12 @@ fn servers(path: &Path, servers: Option<&Value>) -> Vec<Found> {
             source: path.to_path_buf(),
             spec: mcp_entry(entry)
                 .map(Spec::Mcp)
-                .map_err(|e| format!("{}: mcpServers.{name}: {e}", path.display())),
+                .map_err(|source| DeclarationError::Entry {
+                    path: path.to_path_buf(),
+                    key: "mcpServers",
+                    name: name.clone(),
+                    source: Box::new(source),
+                }),
         })
         .collect();
     found.sort_by(|a, b| a.name.cmp(&b.name));
@@ -377,12 +468,15 @@ fn servers(path: &Path, servers: Option<&Value>) -> Vec<Found> {
 
 /// One server as Claude Code writes it: `{command, args, env, cwd}` (stdio) or
 /// `{type: "http", url, headers}` (streamable HTTP). Keys nop does not use are ignored.
-fn mcp_entry(entry: &Value) -> Result<McpConfig, String> {
-    let text = |key: &str| -> Result<Option<String>, String> {
+fn mcp_entry(entry: &Value) -> Result<McpConfig, EntryError> {
+    let text = |key: &str| -> Result<Option<String>, EntryError> {
         match entry.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(other) => Err(format!("`{key}` must be a string, not {other}")),
+            Some(other) => Err(EntryError::NotString {
+                key: key.into(),
+                value: other.clone(),
+            }),
         }
     };
     let kind = text("type")?.unwrap_or_else(|| {
@@ -392,7 +486,7 @@ fn mcp_entry(entry: &Value) -> Result<McpConfig, String> {
             "stdio".into()
         }
     });
-    let strings = |key: &str| -> Result<BTreeMap<String, String>, String> {
+    let strings = |key: &str| -> Result<BTreeMap<String, String>, EntryError> {
         match entry.get(key) {
             None | Some(Value::Null) => Ok(BTreeMap::new()),
             Some(Value::Object(map)) => map
@@ -400,31 +494,31 @@ fn mcp_entry(entry: &Value) -> Result<McpConfig, String> {
                 .map(|(k, v)| {
                     v.as_str()
                         .map(|v| (k.clone(), v.to_string()))
-                        .ok_or_else(|| format!("`{key}.{k}` must be a string, not {v}"))
+                        .ok_or_else(|| EntryError::NotString {
+                            key: format!("{key}.{k}"),
+                            value: v.clone(),
+                        })
                 })
                 .collect(),
-            Some(other) => Err(format!("`{key}` must be an object, not {other}")),
+            Some(other) => Err(EntryError::NotObject {
+                key: key.into(),
+                value: other.clone(),
+            }),
         }
     };
     match kind.as_str() {
         "stdio" => {}
         "http" | "streamable-http" | "streamable_http" => {
             return Ok(McpConfig {
-                url: Some(text("url")?.ok_or("no `url`")?),
+                url: Some(text("url")?.ok_or(EntryError::Missing("url"))?),
                 headers: strings("headers")?,
                 ..McpConfig::default()
             });
         }
-        "sse" => {
-            return Err(
-                "the older HTTP+SSE transport (`type: sse`) is not supported; nop speaks \
-                 streamable HTTP (`type: http`)"
-                    .into(),
-            );
-        }
-        other => return Err(format!("unknown server type `{other}`")),
+        "sse" => return Err(EntryError::Sse),
+        other => return Err(EntryError::UnknownType(other.to_string())),
     }
-    let command = text("command")?.ok_or("no `command`")?;
+    let command = text("command")?.ok_or(EntryError::Missing("command"))?;
     let args = match entry.get("args") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::Array(items)) => items
@@ -433,10 +527,18 @@ fn mcp_entry(entry: &Value) -> Result<McpConfig, String> {
             .map(|(i, a)| {
                 a.as_str()
                     .map(str::to_string)
-                    .ok_or_else(|| format!("`args[{i}]` must be a string, not {a}"))
+                    .ok_or_else(|| EntryError::NotString {
+                        key: format!("args[{i}]"),
+                        value: a.clone(),
+                    })
             })
             .collect::<Result<_, _>>()?,
-        Some(other) => return Err(format!("`args` must be a list, not {other}")),
+        Some(other) => {
+            return Err(EntryError::NotList {
+                key: "args".into(),
+                value: other.clone(),
+            });
+        }
     };
     Ok(McpConfig {
         command,
@@ -489,7 +591,7 @@ mod tests {
         std::fs::write(&path, "[mcp_servers\n").expect("write");
         let bad = codex(&path);
         assert_eq!(bad.len(), 1);
-        assert!(matches!(&bad[0].spec, Err(e) if e.contains("config.toml")));
+        assert!(matches!(&bad[0].spec, Err(e) if e.to_string().contains("config.toml")));
     }
 
     #[test]
@@ -522,8 +624,67 @@ mod tests {
             (json!({"type": "http"}), "no `url`"),
             (json!({"type": "ws"}), "unknown server type `ws`"),
         ] {
-            let error = mcp_entry(&entry).expect_err(wanted);
+            let error = mcp_entry(&entry).expect_err(wanted).to_string();
             assert!(error.contains(wanted), "{entry}: {error}");
+        }
+    }
+
+    #[test]
+    fn a_file_or_entry_that_cannot_be_used_is_named_in_the_words_users_know() {
+        let dir = tempfile::tempdir().expect("dir");
+        let said = |found: Vec<Found>| -> Vec<String> {
+            found
+                .into_iter()
+                .filter_map(|f| f.spec.err().map(|e| e.to_string()))
+                .collect()
+        };
+        let json = dir.path().join(".mcp.json");
+        let j = json.display();
+        std::fs::write(&json, "{").expect("write");
+        let e = serde_json::from_str::<Value>("{").expect_err("not JSON");
+        assert_eq!(
+            said(project_mcp_json(dir.path())),
+            [format!("{j}:{}:{}: {e}", e.line(), e.column())]
+        );
+        for (text, wanted) in [
+            (r#"{"mcpServers": 3}"#, "`mcpServers` is not an object"),
+            (
+                r#"{"mcpServers": {"x": {"type": "ws"}}}"#,
+                "mcpServers.x: unknown server type `ws`",
+            ),
+        ] {
+            std::fs::write(&json, text).expect("write");
+            assert_eq!(
+                said(project_mcp_json(dir.path())),
+                [format!("{j}: {wanted}")]
+            );
+        }
+        let toml = dir.path().join("config.toml");
+        let t = toml.display();
+        std::fs::write(&toml, [0xff]).expect("write");
+        assert_eq!(
+            said(codex(&toml)),
+            [format!(
+                "{t}: not UTF-8: invalid utf-8 sequence of 1 bytes from index 0"
+            )]
+        );
+        for (text, wanted) in [
+            ("mcp_servers = 3", "`mcp_servers` is not a table"),
+            (
+                "[mcp_servers.w]\nurl = \"u\"\nenv_http_headers = { X = 1 }",
+                "mcp_servers.w: `env_http_headers.X` must be a string",
+            ),
+            (
+                "[mcp_servers.w]\nurl = \"u\"\nbearer_token_env_var = 3",
+                "mcp_servers.w: `bearer_token_env_var` must be a string, not 3",
+            ),
+            (
+                "[mcp_servers.w]\ncommand = \"x\"\ntool_timeout_sec = -1",
+                "mcp_servers.w: `tool_timeout_sec` must be a positive number, not -1",
+            ),
+        ] {
+            std::fs::write(&toml, text).expect("write");
+            assert_eq!(said(codex(&toml)), [format!("{t}: {wanted}")]);
         }
     }
 }

@@ -48,6 +48,7 @@ use serde_json::Value;
 
 pub use crate::config::McpConfig;
 use crate::config::servers as sources;
+use crate::protocol::TextPos;
 use crate::providers::ToolSpec;
 use crate::tools::ToolErrorKind;
 use crate::tools::{SandboxSettings, TimeLimit, Tool, ToolContext, ToolError, ToolOutput};
@@ -238,41 +239,75 @@ pub async fn load_all(
 /// A plugin's tools and the notes of its start-up warning.
 type Started = (Vec<Arc<dyn Tool>>, Vec<String>);
 
+/// Why a plugin did not load (its status says `failed: ` and this).
+#[derive(Debug, thiserror::Error)]
+enum LoadError {
+    #[error(transparent)]
+    Declaration(#[from] sources::DeclarationError),
+    #[error("plugin name `{name}` may only use letters, digits, - and _ ({})", file.display())]
+    Name { name: String, file: PathBuf },
+    #[error("{}: No such file or directory", .0.display())]
+    NoFile(PathBuf),
+    #[error("{}: larger than 1 MB, not read", .0.display())]
+    TooLarge(PathBuf),
+    #[error("{}: {source}", path.display())]
+    Unreadable {
+        path: PathBuf,
+        source: crate::capped_file::CappedError,
+    },
+    #[error("{}: not UTF-8: {source}", path.display())]
+    NotUtf8 {
+        path: PathBuf,
+        source: std::string::FromUtf8Error,
+    },
+    /// The plugin's `config.yml` is not what it should be: where, as the YAML parser says it.
+    #[error("{}{}: {message}", path.display(), pos.map(|p| format!(":{}:{}", p.line, p.column)).unwrap_or_default())]
+    Yaml {
+        path: PathBuf,
+        pos: Option<TextPos>,
+        message: String,
+    },
+    /// Its MCP server did not start: the client's words (and the end of the server's stderr).
+    #[error("{0}")]
+    Mcp(String),
+}
+
 async fn load_one(
     root: &Path,
     settings: &SandboxSettings,
     found: &sources::Found,
-) -> Result<Started, String> {
+) -> Result<Started, LoadError> {
     let name = found.name.as_str();
     if let Err(why) = &found.spec {
-        return Err(why.clone());
+        return Err(why.clone().into());
     }
     if !name
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
     {
-        return Err(format!(
-            "plugin name `{name}` may only use letters, digits, - and _ ({})",
-            found.source.display()
-        ));
+        return Err(LoadError::Name {
+            name: name.to_string(),
+            file: found.source.clone(),
+        });
     }
     let dir = match &found.spec {
-        Err(why) => return Err(why.clone()),
-        Ok(sources::Spec::Mcp(config)) => return load_mcp(root, settings, name, config).await,
+        Err(why) => return Err(why.clone().into()),
+        Ok(sources::Spec::Mcp(config)) => {
+            return load_mcp(root, settings, name, config)
+                .await
+                .map_err(LoadError::Mcp);
+        }
         Ok(sources::Spec::Dir(dir)) => dir,
     };
     let path = dir.join("config.yml");
     let text = read_capped(&path)?;
-    let file: PluginFile = serde_saphyr::from_str(&text).map_err(|e| {
-        let pos = e
-            .location()
-            .map(|l| format!(":{}:{}", l.line(), l.column()))
-            .unwrap_or_default();
-        format!(
-            "{}{pos}: {}",
-            path.display(),
-            crate::config::first_line(&e.to_string())
-        )
+    let file: PluginFile = serde_saphyr::from_str(&text).map_err(|e| LoadError::Yaml {
+        pos: e.location().map(|l| TextPos {
+            line: usize::try_from(l.line()).unwrap_or(0),
+            column: usize::try_from(l.column()).unwrap_or(0),
+        }),
+        message: crate::config::first_line(&e.to_string()),
+        path: path.clone(),
     })?;
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     for t in file.tools {
@@ -288,7 +323,9 @@ async fn load_one(
     }
     let mut notes = Vec::new();
     if let Some(mcp) = file.mcp {
-        let (more, more_notes) = load_mcp(root, settings, name, &mcp).await?;
+        let (more, more_notes) = load_mcp(root, settings, name, &mcp)
+            .await
+            .map_err(LoadError::Mcp)?;
         tools.extend(more);
         notes = more_notes;
     }
@@ -296,18 +333,24 @@ async fn load_one(
 }
 
 /// The text of a plugin's `config.yml`, at most 1 MB.
-fn read_capped(path: &Path) -> Result<String, String> {
+fn read_capped(path: &Path) -> Result<String, LoadError> {
     use crate::capped_file::{CappedError, read};
     const MAX: u64 = 1 << 20;
     let bytes = match read(path, MAX) {
         Ok(Some(bytes)) => bytes,
-        Ok(None) => return Err(format!("{}: No such file or directory", path.display())),
-        Err(CappedError::TooLarge(..)) => {
-            return Err(format!("{}: larger than 1 MB, not read", path.display()));
+        Ok(None) => return Err(LoadError::NoFile(path.to_path_buf())),
+        Err(CappedError::TooLarge(..)) => return Err(LoadError::TooLarge(path.to_path_buf())),
+        Err(source) => {
+            return Err(LoadError::Unreadable {
+                path: path.to_path_buf(),
+                source,
+            });
         }
-        Err(e) => return Err(format!("{}: {e}", path.display())),
     };
-    String::from_utf8(bytes).map_err(|e| format!("{}: not UTF-8: {e}", path.display()))
+    String::from_utf8(bytes).map_err(|source| LoadError::NotUtf8 {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 #[cfg(feature = "mcp")]
@@ -633,5 +676,34 @@ impl Tool for PluginTool {
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plugin_file_that_cannot_be_read_is_named() {
+        let dir = tempfile::tempdir().expect("dir");
+        let path = dir.path().join("config.yml");
+        let p = path.display();
+        let said = |path: &Path| read_capped(path).expect_err("unreadable").to_string();
+        assert_eq!(said(&path), format!("{p}: No such file or directory"));
+        std::fs::write(&path, [b'a', 0xff]).expect("write");
+        assert_eq!(
+            said(&path),
+            format!("{p}: not UTF-8: invalid utf-8 sequence of 1 bytes from index 1")
+        );
+        std::fs::write(&path, vec![b'a'; (1 << 20) + 1]).expect("write");
+        assert_eq!(said(&path), format!("{p}: larger than 1 MB, not read"));
+        let name = LoadError::Name {
+            name: "a b".into(),
+            file: path.clone(),
+        };
+        assert_eq!(
+            name.to_string(),
+            format!("plugin name `a b` may only use letters, digits, - and _ ({p})")
+        );
     }
 }
