@@ -80,7 +80,6 @@ pub struct RecordedRequest {
 }
 
 impl RecordedRequest {
-    /// The first header of that name (case-insensitive).
     /// The contents of the user messages this request carries, in order.
     pub fn user_messages(&self) -> Vec<String> {
         self.body["messages"]
@@ -127,6 +126,7 @@ impl RecordedRequest {
         })
     }
 
+    /// The first header of that name (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
         let name = name.to_ascii_lowercase();
         self.headers
@@ -195,7 +195,6 @@ impl Shared {
 }
 
 impl MockServer {
-    /// Binds 127.0.0.1 on a free port and starts serving `script`.
     /// A server that answers every request with `responder`.
     pub fn start_with(responder: Responder) -> MockServer {
         let server = MockServer::start(Vec::new());
@@ -203,6 +202,7 @@ impl MockServer {
         server
     }
 
+    /// Binds 127.0.0.1 on a free port and starts serving `script`.
     pub fn start(script: Vec<MockResponse>) -> MockServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind mock server");
         let addr = listener.local_addr().expect("mock server address");
@@ -298,13 +298,22 @@ impl MockServer {
         self.shared.lock().requests.clone()
     }
 
+    /// The first request that carried the result of tool call `call_id` (the model's next
+    /// turn after the call): found by the call's id, not by the request's position. Panics,
+    /// naming the call, when no request carries it.
+    pub fn request_with_result(&self, call_id: &str) -> RecordedRequest {
+        self.requests()
+            .into_iter()
+            .find(|r| r.tool_result(call_id).is_some())
+            .unwrap_or_else(|| panic!("no request carries the result of tool call `{call_id}`"))
+    }
+
     /// The result of tool call `call_id` as the model was first sent it: found by the call's
     /// id, not by the request's position. Panics, naming the call, when no request carries it.
     pub fn result_of(&self, call_id: &str) -> String {
-        self.requests()
-            .iter()
-            .find_map(|r| r.tool_result(call_id))
-            .unwrap_or_else(|| panic!("no request carries the result of tool call `{call_id}`"))
+        self.request_with_result(call_id)
+            .tool_result(call_id)
+            .unwrap_or_default()
     }
 
     /// [`MockServer::result_of`] for each of `call_ids`, in that order.
