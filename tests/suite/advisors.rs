@@ -81,12 +81,12 @@ fn retry_advisor_modified_params_succeed_on_the_second_try() {
         question.contains("\"errorType\": \"NotFound\"") && question.contains("\"retryCount\": 0"),
         "{question}"
     );
-    let results = requests[2].tool_results();
+    let retried = server.result_of("c1");
     assert!(
-        results[0].starts_with("[succeeded after 1 retry advised by retry-advisor with arguments"),
-        "{results:?}"
+        retried.starts_with("[succeeded after 1 retry advised by retry-advisor with arguments"),
+        "{retried}"
     );
-    assert!(results[0].ends_with("found it\n"));
+    assert!(retried.ends_with("found it\n"));
     // The advisor ran in its own session that records its caller.
     let advisor = sessions(&repo)
         .into_iter()
@@ -360,10 +360,10 @@ fn a_subagent_that_runs_too_long_is_stopped() {
     let (code, result, stderr) = run(&repo, &server, &[], &["delegate"]);
     assert_eq!(code, 0, "{stderr} {result}");
     assert!(started.elapsed() < Duration::from_secs(15));
-    let results = server.requests()[3].tool_results();
+    let timed_out = server.result_of("c1");
     assert!(
-        results[0].starts_with("error (Timeout)") && results[0].contains("timed out"),
-        "{results:?}"
+        timed_out.starts_with("error (Timeout)") && timed_out.contains("timed out"),
+        "{timed_out}"
     );
     let child = sessions(&repo)
         .into_iter()
@@ -420,7 +420,7 @@ fn a_subagent_cannot_exceed_its_callers_permissions() {
     );
     assert_eq!(code, 0, "{stderr}");
     assert!(!repo.path().join("x.txt").exists());
-    let helper_results = server.requests()[2].tool_results();
+    let helper_results = server.results_of(&["h1", "h2"]);
     assert!(
         helper_results[0].contains("PermissionDenied") && helper_results[0].contains("read-only"),
         "{helper_results:?}"
@@ -429,11 +429,11 @@ fn a_subagent_cannot_exceed_its_callers_permissions() {
         helper_results[1].contains("PermissionDenied") && helper_results[1].contains("shell"),
         "{helper_results:?}"
     );
-    let main_results = server.requests()[3].tool_results();
+    let main_result = server.result_of("c1");
     assert!(
-        main_results[0].contains("agent helper (session")
-            && main_results[0].contains("I could not write it"),
-        "{main_results:?}"
+        main_result.contains("agent helper (session")
+            && main_result.contains("I could not write it"),
+        "{main_result}"
     );
     // Only the tools both may call were offered to the helper.
     let offered = tool_names(&server.requests()[1]);
@@ -521,10 +521,10 @@ fn recursion_stops_at_the_depth_limit() {
     );
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(result["final_message"], "top done");
-    let inner = server.requests()[3].tool_results();
+    let inner = server.result_of("c2");
     assert!(
-        inner[0].contains("DepthLimit") && inner[0].contains("subagents.max_depth"),
-        "{inner:?}"
+        inner.contains("DepthLimit") && inner.contains("subagents.max_depth"),
+        "{inner}"
     );
 }
 
@@ -607,7 +607,8 @@ fn the_compact_tool_compacts_mid_run_and_the_call_keeps_its_result() {
     crate::support::assert_ok(&output);
     let requests = server.requests();
     assert!(system_prompt(&requests[1]).contains("You compress the earlier part"));
-    let last = requests[2].body["messages"].as_array().expect("messages");
+    let after = server.request_with_result("k1");
+    let last = after.body["messages"].as_array().expect("messages");
     assert_eq!(last[0]["content"], "be useful");
     assert_eq!(last[1]["content"], "message 0");
     assert!(
@@ -953,11 +954,8 @@ fn a_refused_call_goes_to_retry_advisor_but_is_never_made_again_unchanged() {
         question.contains("\"errorType\": \"PermissionDenied\""),
         "{question}"
     );
-    let results = requests[2].tool_results();
-    assert!(
-        results[0].starts_with("error (PermissionDenied)"),
-        "{results:?}"
-    );
+    let refusal = server.result_of("c1");
+    assert!(refusal.starts_with("error (PermissionDenied)"), "{refusal}");
     // One refusal: the call was not tried twice.
     assert_eq!(
         result["permission_denials"].as_array().map(Vec::len),

@@ -81,7 +81,7 @@ fn a_claude_code_hook_script_runs_unchanged_and_sees_claude_codes_names() {
         openai::reply_text("ok"),
     ]);
     repo.model_ok(&server, &["run", "clean up"]);
-    let results = server.requests()[1].tool_results();
+    let results = server.results_of(&["c1", "c2", "c3"]);
     assert!(
         results[0]
             .starts_with("error (BlockedByHook): Blocked: rm -rf is not allowed (PreToolUse)"),
@@ -259,7 +259,7 @@ fi
         openai::reply_text("ok"),
     ]);
     repo.model_ok(&server, &["run", "--approval", "always", "go"]);
-    let results = server.requests()[1].tool_results();
+    let results = server.results_of(&["c1", "c2"]);
     assert!(
         results[0].contains("a permission-request hook refused it: no deploys from an agent"),
         "{results:?}"
@@ -499,7 +499,7 @@ fn hostile_a_model_cannot_plant_a_claude_code_hook() {
             openai::reply_text("ok"),
         ]);
         run(&server, "plant");
-        let results = server.requests()[1].tool_results();
+        let results = server.results_of(&["c1", "c2"]);
         assert!(results[0].starts_with("error"), "{name}: {results:?}");
         let text = fs::read_to_string(repo.path().join(&path)).unwrap_or_default();
         if existing {
@@ -556,11 +556,8 @@ fi
         requests[2].user_messages().last().map(String::as_str),
         Some("check your answer")
     );
-    assert!(
-        requests[3].tool_results()[0].contains("found it, checked"),
-        "{:?}",
-        requests[3].tool_results()
-    );
+    let result = server.result_of("c1");
+    assert!(result.contains("found it, checked"), "{result}");
     let log = fs::read_to_string(repo.path().join("work/subagent-stop.jsonl")).expect("log");
     let events: Vec<Value> = log
         .lines()

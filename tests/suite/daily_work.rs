@@ -99,8 +99,9 @@ impl Setup {
             .output()
             .unwrap();
         crate::support::assert_ok(&out);
-        let requests = server.requests();
-        requests[commands.len()].tool_results()
+        (0..commands.len())
+            .map(|i| server.result_of(&format!("c{i}")))
+            .collect()
     }
 }
 
@@ -520,7 +521,7 @@ fn a_command_runs_outside_the_sandbox_only_as_the_user_allows_it() {
             .output()
             .unwrap();
         crate::support::assert_ok(&out);
-        server.requests()[1].tool_results().join("\n")
+        server.result_of("c1")
     };
     // Confined, the write is refused, and the model is told the way out.
     let results = s.shell(&[&format!("touch {}", target("confined"))], &[]);

@@ -127,12 +127,8 @@ async fn the_turn_loop_runs_a_tool_and_answers_through_the_handle() {
     let outcome = session.finish().await.expect("outcome");
     assert_eq!(outcome.status, RunStatus::Completed);
     assert_eq!(outcome.final_message, "It is 42.");
-    let requests = server.requests();
-    assert!(last_message_contains(
-        &requests[1],
-        "tool",
-        "the answer is 42"
-    ));
+    let result = server.result_of("c1");
+    assert!(result.contains("the answer is 42"), "{result}");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -200,12 +196,8 @@ async fn approvals_are_events_answered_with_an_op() {
         assert_eq!(asked, 1);
         // "No, do this instead": the model reads the instruction as the call's result.
         if let ApprovalAnswer::Instead(text) = &answer {
-            let requests = server.requests();
-            let results = requests.last().expect("a request").tool_results();
-            assert!(
-                results.iter().any(|r| r.contains(text.as_str())),
-                "{results:?}"
-            );
+            let result = server.result_of("c1");
+            assert!(result.contains(text.as_str()), "{result}");
         }
         let outcome = session.finish().await.expect("outcome");
         assert_eq!(outcome.status, RunStatus::Completed);
@@ -216,7 +208,7 @@ async fn approvals_are_events_answered_with_an_op() {
 
 /// Runs `calls` (one model reply) under `--approval always`, answering each question with the
 /// next of `answers`; returns the questions (tool, detail, scope, preview), the tool results
-/// the model read, and the outcome.
+/// the model read (in the order of `calls`), and the outcome.
 async fn approving(
     repo: &Repo,
     calls: &[(&str, &str, Value)],
@@ -252,11 +244,8 @@ async fn approving(
         _ => None,
     })
     .await;
-    let results = server
-        .requests()
-        .last()
-        .map(|r| r.tool_results())
-        .unwrap_or_default();
+    let ids: Vec<&str> = calls.iter().map(|(id, _, _)| *id).collect();
+    let results = server.results_of(&ids);
     let outcome = session.finish().await.expect("outcome");
     (asked, results, outcome)
 }

@@ -36,7 +36,7 @@ fn a_before_tool_hook_blocks_rm_rf_and_lets_the_rest_run() {
         openai::reply_text("ok"),
     ]);
     repo.model_ok(&server, &["run", "clean up"]);
-    let results = server.requests()[1].tool_results();
+    let results = server.results_of(&["c1", "c2"]);
     assert!(
         results[0].starts_with("error (BlockedByHook): rm -rf is not allowed here"),
         "{results:?}"

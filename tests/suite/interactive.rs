@@ -39,7 +39,8 @@ fn the_interactive_session_answers_takes_what_is_typed_meanwhile_and_keeps_the_s
     t.wait_for_prompt_after("did both");
     let requests = server.requests();
     assert_eq!(requests.len(), 3);
-    let users: Vec<String> = requests[2].user_messages();
+    // The queued message went in at the next gap, after the command's result.
+    let users: Vec<String> = server.request_with_result("c1").user_messages();
     assert!(
         users.iter().any(|m| m == "and mention the weather"),
         "{users:?}"
@@ -280,21 +281,21 @@ fn an_approval_is_one_key_t_tells_the_agent_what_to_do_instead_and_esc_stops_the
     .expect("permissions");
     // Trusted before the session starts (else it would first ask whether to trust it).
     repo.trust();
-    let write = |content: &str| {
+    let write = |id: &str, content: &str| {
         openai::reply_tool_calls(&[(
-            "w",
+            id,
             "write-file",
             json!({"path": "notes/today.md", "content": content}),
         )])
     };
     let server = MockServer::start(vec![
-        write("x"),
+        write("w1", "x"),
         openai::reply_text("did not write"),
-        write("x"),
+        write("w2", "x"),
         openai::reply_text("fine, elsewhere"),
-        write("x"),
+        write("w3", "x"),
         openai::reply_text("written"),
-        write("y"),
+        write("w4", "y"),
         openai::reply_text("went on after esc"),
     ]);
     let t = Terminal::start(
@@ -336,13 +337,10 @@ fn an_approval_is_one_key_t_tells_the_agent_what_to_do_instead_and_esc_stops_the
         screen.contains("✗ no; instead: write it to scratch.md"),
         "{screen}"
     );
-    let requests = server.requests();
-    let results = requests.last().expect("request").tool_results();
+    let result = server.result_of("w2");
     assert!(
-        results
-            .iter()
-            .any(|r| r.contains("do this instead: write it to scratch.md")),
-        "{results:?}"
+        result.contains("do this instead: write it to scratch.md"),
+        "{result}"
     );
     assert!(!repo.path().join("notes/today.md").exists());
     // y: yes, this once.

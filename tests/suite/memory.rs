@@ -169,15 +169,9 @@ fn a_question_about_the_past_pulls_memory_into_the_request() {
         "what did we change in the parser previously?"
     );
     // The search-memory tool finds it too.
-    let result = server.requests()[2].body["messages"]
-        .as_array()
-        .and_then(|m| m.last())
-        .cloned()
-        .expect("tool result");
+    let result = server.result_of("m1");
     assert!(
-        result["content"]
-            .as_str()
-            .is_some_and(|c| c.contains("2026-01-15") && c.contains("Fixed the parser")),
+        result.contains("2026-01-15") && result.contains("Fixed the parser"),
         "{result}"
     );
 }

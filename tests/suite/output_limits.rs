@@ -20,9 +20,7 @@ fn twenty_megabytes_of_output_reach_the_log_whole_and_the_model_as_head_and_tail
     ]);
     repo.model_ok(&server, &["run", "--output-format", "json", "print a lot"]);
 
-    let requests = server.requests();
-    let results = requests[1].tool_results();
-    let result = &results[0];
+    let result = &server.result_of("c1");
     assert!(result.len() <= 30_000, "{}", result.len());
     assert!(result.starts_with("exit code: 0 ("), "{result}");
     assert!(result.contains("\nstdout:\nFIRST\né\né\n"), "{result}");

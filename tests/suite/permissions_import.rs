@@ -203,9 +203,9 @@ fn an_imported_deny_rule_keeps_the_file_from_the_agent() {
         .output()
         .expect("run");
     assert_eq!(output.status.code(), Some(0), "{output:?}");
-    let results = server.requests()[1].tool_results();
-    assert!(results[0].contains("`secrets/**` is denied"), "{results:?}");
-    assert!(!results[0].contains("TOP-SECRET"));
+    let result = server.result_of("c1");
+    assert!(result.contains("`secrets/**` is denied"), "{result}");
+    assert!(!result.contains("TOP-SECRET"));
 }
 
 #[test]

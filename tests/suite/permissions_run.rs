@@ -56,14 +56,14 @@ fn a_denied_tool_is_refused_and_reported() {
     ]);
     let (code, result) = run(&repo, &server, &["go"]);
     assert_eq!(code, 0);
-    let results = server.requests().last().expect("a request").tool_results();
+    let refusal = server.result_of("c1");
     assert!(
-        results[0].starts_with("error (PermissionDenied): tool `shell` is denied"),
-        "{results:?}"
+        refusal.starts_with("error (PermissionDenied): tool `shell` is denied"),
+        "{refusal}"
     );
     assert!(
-        results[0].contains("agent-default.yml:3"),
-        "names the rule: {results:?}"
+        refusal.contains("agent-default.yml:3"),
+        "names the rule: {refusal}"
     );
     assert!(!repo.path().join("made-by-shell").exists());
     assert_eq!(result["permission_denials"][0]["tool"], "shell");
@@ -122,7 +122,7 @@ fn protected_files_stay_unchanged_through_file_tools_and_through_the_shell() {
     ]);
     let (code, result) = run(&repo, &server, &["try everything"]);
     assert_eq!(code, 0, "{result}");
-    let results = server.requests().last().expect("a request").tool_results();
+    let results = server.results_of(&["c1", "c2", "c3", "c4", "c5", "c6", "c7", "c8", "c9", "c10"]);
     assert_eq!(
         fs::read_to_string(repo.path().join("protected/file")).expect("read"),
         "original\n"
@@ -409,7 +409,7 @@ fn the_approval_key_and_plan_mode() {
         .output()
         .expect("run");
     crate::support::assert_ok(&out);
-    let results = server.requests()[1].tool_results();
+    let results = server.results_of(&["c1", "c2", "c3"]);
     assert!(!results[0].contains("plan mode"), "{}", results[0]);
     // write-file is refused; the shell command runs, and cannot write the repository.
     for r in &results[1..] {

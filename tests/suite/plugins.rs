@@ -398,11 +398,11 @@ fn an_mcp_is_error_result_goes_to_the_model_and_not_to_the_retry_advisor() {
     crate::support::assert_ok(&out);
     let requests = server.requests();
     assert_eq!(requests.len(), 2, "an advisor was asked");
-    let r = requests[1].tool_results();
+    let r = server.result_of("p1");
     assert!(
-        r[0].starts_with("error (ToolReportedError)")
-            && r[0].contains("the tool failed: no such issue #7"),
-        "{r:?}"
+        r.starts_with("error (ToolReportedError)")
+            && r.contains("the tool failed: no such issue #7"),
+        "{r}"
     );
     assert_eq!(repo.first_session()["messages"][3]["isError"], true);
 }
@@ -776,7 +776,7 @@ fn the_agent_cannot_plant_an_mcp_server_for_later() {
         openai::reply_text("third run"),
     ]);
     repo.model_ok(&server, &["run", "plant a server"]);
-    let r = server.requests()[1].tool_results();
+    let r = server.results_of(&["p1", "p2", "p3"]);
     for (i, wanted) in [
         (0, ".mcp.json"),
         (1, ".codex/config.toml"),
@@ -1022,7 +1022,7 @@ fn the_official_servers_content_types_names_and_roots() {
         .output()
         .expect("run");
     crate::support::assert_ok(&out);
-    let r = server.requests()[1].tool_results();
+    let r = server.results_of(&["p1", "p2", "p3", "p4", "p5", "p6"]);
     for (i, result) in r.iter().enumerate() {
         eprintln!("--- result {i}:\n{result}");
     }

@@ -232,7 +232,8 @@ fn a_tool_runs_to_completion_and_a_high_message_enters_at_the_next_gap() {
     assert_eq!(code, 0, "{result}");
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
-    let messages = requests[1].body["messages"].as_array().expect("messages");
+    let after = server.request_with_result("c1");
+    let messages = after.body["messages"].as_array().expect("messages");
     let n = messages.len();
     // The running tool was not interrupted: it finished and its output is whole.
     assert!(

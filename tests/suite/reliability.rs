@@ -219,7 +219,7 @@ fn read_file_refuses_a_fifo_or_a_device_at_once() {
     command.args(["run", "read them"]);
     let out = output_within(command, 20);
     crate::support::assert_ok(&out);
-    let results = server.requests().last().unwrap().tool_results();
+    let results = server.results_of(&["c1", "c2"]);
     assert!(
         results[0].contains("pipe is a named pipe (FIFO), not a regular file"),
         "{results:?}"
@@ -270,12 +270,12 @@ fn reading_two_lines_of_a_large_file_streams_it() {
     let out = output_within(command, 60);
     crate::support::assert_ok(&out);
     let peak_kib: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
-    let results = server.requests().last().unwrap().tool_results();
+    let result = server.result_of("c1");
     let expected = format!(
         "{0}\n{0}\n[lines 3-4 of 1500000; use offset/limit to read more]",
         "x".repeat(99)
     );
-    assert_eq!(results[0], expected);
+    assert_eq!(result, expected);
     // The file is 150 MB; nop itself needs a few.
     assert!(peak_kib < 60 * 1024, "peak memory {peak_kib} KiB");
 }

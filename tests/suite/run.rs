@@ -41,25 +41,21 @@ fn reply_text(kind: &str, text: &str) -> MockResponse {
     }
 }
 
-/// The tool results a request carries, in order, as (call id, content) in either protocol.
-fn tool_results(request: &Value) -> Vec<(String, String)> {
+/// The ids of the tool calls whose results a request carries, in order, in either protocol.
+fn result_ids(request: &Value) -> Vec<String> {
     let mut out = Vec::new();
     for m in request["messages"].as_array().into_iter().flatten() {
         if m["role"] == "tool" {
-            out.push((
-                m["tool_call_id"].as_str().unwrap_or_default().to_string(),
-                m["content"].as_str().unwrap_or_default().to_string(),
-            ));
+            out.push(m["tool_call_id"].as_str().unwrap_or_default().to_string());
         }
         for block in m["content"].as_array().into_iter().flatten() {
             if block["type"] == "tool_result" {
-                out.push((
+                out.push(
                     block["tool_use_id"]
                         .as_str()
                         .unwrap_or_default()
                         .to_string(),
-                    block["content"].as_str().unwrap_or_default().to_string(),
-                ));
+                );
             }
         }
     }
@@ -142,18 +138,18 @@ fn three_step_task(kind: &str) {
         assert!(tools.contains(&name), "{name} not offered: {tools:?}");
     }
     assert!(tools.contains(&"compact") && tools.contains(&"call-agent"));
-    let results = tool_results(&requests[3].body);
-    assert_eq!(results.len(), 3);
-    assert_eq!(results[0].0, "c1");
+    let results = server.results_of(&["c1", "c2", "c3"]);
     assert!(
-        results[0].1.starts_with("created notes/hello.txt"),
+        results[0].starts_with("created notes/hello.txt"),
         "{results:?}"
     );
     assert!(
-        results[1].1.starts_with("exit code: 0") && results[1].1.contains("15"),
+        results[1].starts_with("exit code: 0") && results[1].contains("15"),
         "{results:?}"
     );
-    assert_eq!(results[2].1, "hello from nop\n");
+    assert_eq!(results[2], "hello from nop\n");
+    // The last request carries the whole conversation: every result, in call order.
+    assert_eq!(result_ids(&requests[3].body), ["c1", "c2", "c3"]);
 
     // The session on disk is complete: system, user, then assistant/tool pairs and the answer.
     let id = result["session_id"].as_str().expect("id");
@@ -239,13 +235,9 @@ fn tool_arguments_streamed_in_many_pieces_and_llama_cpp_deltas() {
         std::fs::read_to_string(repo.path().join("pieces.txt")).expect("file"),
         "ünïcödé – split everywhere\n"
     );
-    let results = tool_results(&server.requests()[2].body);
-    assert_eq!(
-        results[1],
-        ("c2".to_string(), "ünïcödé – split everywhere\n".to_string())
-    );
+    assert_eq!(server.result_of("c2"), "ünïcödé – split everywhere\n");
     // The repeated name was not doubled in what was recorded and sent back.
-    let assistant = &server.requests()[2].body["messages"][4];
+    let assistant = &server.request_with_result("c2").body["messages"][4];
     assert_eq!(assistant["tool_calls"][0]["function"]["name"], "read-file");
 }
 
@@ -345,9 +337,9 @@ fn malformed_tool_arguments_go_back_to_the_model_and_the_run_completes() {
     let (code, result, stderr) = run_json(&repo, &server, "openai", &["go"]);
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(result["final_message"], "recovered");
-    let results = tool_results(&server.requests()[2].body);
-    assert!(results[0].1.contains("not valid JSON"), "{results:?}");
-    assert!(results[1].1.contains("unknown field `file`"), "{results:?}");
+    let results = server.results_of(&["c1", "c2"]);
+    assert!(results[0].contains("not valid JSON"), "{results:?}");
+    assert!(results[1].contains("unknown field `file`"), "{results:?}");
     // Failures are in error logs with their details, and marked in the transcript.
     let id = result["session_id"].as_str().expect("id");
     let errors: Vec<_> = std::fs::read_dir(repo.session_dir(id))
@@ -429,8 +421,8 @@ fn a_tool_that_runs_too_long_is_killed_and_reported() {
     let (code, _, stderr) = run_json(&repo, &server, "openai", &["go"]);
     assert_eq!(code, 0, "{stderr}");
     assert!(started.elapsed() < Duration::from_secs(20));
-    let results = tool_results(&server.requests()[1].body);
-    assert!(results[0].1.starts_with("error (Timeout)"), "{results:?}");
+    let result = server.result_of("c1");
+    assert!(result.starts_with("error (Timeout)"), "{result}");
 }
 
 #[test]
@@ -468,12 +460,7 @@ fn ask_user_waits_with_exit_3_and_the_answer_resumes() {
         );
         assert_eq!(code, 0, "{kind}: {stderr}");
         assert_eq!(result["session_id"], id.as_str());
-        let results = tool_results(&server.requests()[1].body);
-        assert_eq!(
-            results,
-            vec![("q1".to_string(), "config.toml".to_string())],
-            "{kind}"
-        );
+        assert_eq!(server.result_of("q1"), "config.toml", "{kind}");
         assert_eq!(repo.session_json(&id)["status"], "completed");
     }
 }
@@ -553,9 +540,8 @@ fn ctrl_c_mid_tool_exits_130_and_the_session_resumes() {
         run_json(&repo, &server, "openai", &["--session", &id, "carry on"]);
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(result["final_message"], "resumed fine");
-    let request = &server.requests()[1].body;
-    let results = tool_results(request);
-    assert!(results[0].1.contains("aborted by user"), "{results:?}");
+    let result = server.result_of("c1");
+    assert!(result.contains("aborted by user"), "{result}");
     assert!(
         !marker.exists(),
         "the killed command's process group survived"

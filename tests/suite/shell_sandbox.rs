@@ -514,7 +514,9 @@ fn agent_runs(repo: &Repo, env: &[(&str, &str)], commands: &[&str]) -> Vec<Strin
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    server.requests().last().unwrap().tool_results()
+    (0..commands.len())
+        .map(|i| server.result_of(&format!("c{i}")))
+        .collect()
 }
 
 #[test]
@@ -709,11 +711,8 @@ fn a_command_ends_when_nop_is_killed_or_stops_it() {
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        let results = server.requests().last().unwrap().tool_results();
-        assert!(
-            results[0].contains("did not finish within 1.0 s"),
-            "{results:?}"
-        );
+        let result = server.result_of("c1");
+        assert!(result.contains("did not finish within 1.0 s"), "{result}");
         assert_eq!(wait_until_gone(&marker), Vec::<String>::new(), "{mode:?}");
     }
 }
@@ -750,7 +749,7 @@ fn replacing_the_sandbox_helper_during_a_run_changes_nothing() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let results = server.requests().last().unwrap().tool_results();
+    let results = server.results_of(&["c0", "c1"]);
     assert!(results[0].contains("REPLACED"), "{results:?}");
     assert!(!marker.exists(), "the replaced helper ran: {results:?}");
     assert!(!pwned.exists(), "{results:?}");

@@ -44,13 +44,7 @@ fn skills_are_listed_loaded_and_unknown_ones_are_refused() {
         !system.contains("make deploy"),
         "only names and descriptions are listed"
     );
-    let results: Vec<String> = requests[1].body["messages"]
-        .as_array()
-        .expect("m")
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .filter_map(|m| m["content"].as_str().map(str::to_string))
-        .collect();
+    let results = server.results_of(&["s1", "s2"]);
     assert!(
         results[0].contains("Run `make deploy`") && results[0].contains("checklist.md"),
         "{results:?}"
@@ -59,17 +53,6 @@ fn skills_are_listed_loaded_and_unknown_ones_are_refused() {
         results[1].contains("no skill `nope`") && results[1].contains("deploy, review"),
         "{results:?}"
     );
-}
-
-/// What the tool results of the request after the tool calls say, in call order.
-fn tool_results(request: &serde_json::Value) -> Vec<String> {
-    request["messages"]
-        .as_array()
-        .expect("messages")
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .filter_map(|m| m["content"].as_str().map(str::to_string))
-        .collect()
 }
 
 fn write(path: &std::path::Path, text: &str) {
@@ -160,7 +143,7 @@ fn skills_other_agents_keep_are_listed_whole_and_loaded_by_name() {
         !system.contains("broken") && !system.contains("|-"),
         "{system}"
     );
-    let results = tool_results(&requests[1].body);
+    let results = server.results_of(&["s1", "s2", "s3", "s4"]);
     assert!(
         results[0].contains("# PDF Processing Guide")
             && results[0].contains("forms.md")
@@ -213,7 +196,7 @@ fn a_user_skill_folder_grants_reading_itself_and_nothing_else() {
         .output()
         .expect("run nop");
     crate::support::assert_ok(&out);
-    let results = tool_results(&server.requests()[1].body);
+    let results = server.results_of(&["r1", "r2", "r3", "r4", "r5"]);
     assert!(results[0].contains("forms"), "{results:?}");
     for (i, result) in results.iter().enumerate().skip(1) {
         assert!(
@@ -326,7 +309,7 @@ fn a_planted_repository_skill_linking_out_is_neither_listed_nor_loaded() {
         !system.contains("AKIA-SECRET") && !system.contains("OUTSIDE-DESCRIPTION"),
         "{system}"
     );
-    let results = tool_results(&requests[1].body);
+    let results = server.results_of(&["s1", "s2"]);
     assert!(
         results.iter().all(|r| r.contains("no skill")
             && !r.contains("SECRET")

@@ -50,8 +50,7 @@ fn commands_cannot_reach_the_terminal(tag: &str, global: &str) {
     let screen = t.wait_for_prompt_after("tried the terminal");
     t.type_line("/exit");
     let after = t.wait_for("saved; continue with");
-    let requests = server.requests();
-    let result = requests[1].tool_results().join("\n");
+    let result = server.result_of("t1");
     assert!(result.contains("tty=[?]"), "{result}");
     // No terminal to open (ENXIO); under the sandbox, Landlock refuses the write access first.
     assert!(
@@ -63,7 +62,7 @@ fn commands_cannot_reach_the_terminal(tag: &str, global: &str) {
     for text in [&screen, &after] {
         assert!(!text.contains("INJECTED"), "{text}");
     }
-    for r in &requests {
+    for r in &server.requests() {
         assert!(
             !r.user_messages().iter().any(|m| m.contains("INJECTED")),
             "{:?}",
@@ -114,7 +113,7 @@ fn a_plugin_command_tool_runs_in_a_session_of_its_own() {
         &server,
         &["--set", "shell.namespaces=off", "run", "where are you"],
     );
-    let result = server.requests()[1].tool_results().join("\n");
+    let result = server.result_of("p1");
     let ids: Vec<i64> = result
         .split_whitespace()
         .skip_while(|w| *w != "sid")

@@ -468,7 +468,7 @@ fn the_agent_cannot_rewrite_the_users_configuration() {
         fs::read_to_string(&user_file).expect("user file"),
         "sandbox: required\n"
     );
-    let results = server.requests()[2].tool_results();
+    let results = server.results_of(&["s", "w"]);
     assert!(
         results
             .iter()
