@@ -198,11 +198,18 @@ fn real_skill_file(dir: &Path) -> Option<PathBuf> {
     (file.parent() == Some(dir.as_path())).then_some(file)
 }
 
-fn read_skill(file: &Path) -> Result<Meta, String> {
-    let (text, _) = crate::front_matter::read_capped(file).map_err(|e| e.to_string())?;
-    crate::front_matter::parse::<Meta>(&text)
-        .map(|(meta, _)| meta)
-        .map_err(|e| e.to_string())
+/// Why a SKILL.md is left out (its warning names the file).
+#[derive(Debug, thiserror::Error)]
+enum SkillFileError {
+    #[error(transparent)]
+    Read(#[from] std::io::Error),
+    #[error(transparent)]
+    FrontMatter(#[from] crate::front_matter::FrontMatterError),
+}
+
+fn read_skill(file: &Path) -> Result<Meta, SkillFileError> {
+    let (text, _) = crate::front_matter::read_capped(file)?;
+    Ok(crate::front_matter::parse::<Meta>(&text)?.0)
 }
 
 /// The folders of the user's skills (outside the repository) that the file tools may read:
@@ -387,8 +394,13 @@ mod tests {
         assert_eq!(found.shadowed[0].description, "user");
         assert_eq!(found.warnings.len(), 2, "{:?}", found.warnings);
         assert!(found.warnings[0].contains("skills/secret/SKILL.md: the agent's rules"));
+        let broken = format!(
+            "{}: its front matter is not valid: ",
+            home.join(".codex/skills/broken/SKILL.md").display()
+        );
         assert!(
-            found.warnings[1].contains("broken/SKILL.md"),
+            found.warnings[1].starts_with(&broken)
+                && found.warnings[1].ends_with("; this skill is left out"),
             "{:?}",
             found.warnings
         );

@@ -205,25 +205,31 @@ fn walk(
     }
 }
 
-fn read(path: &Path) -> Result<(Meta, String), String> {
-    let (text, cut) = crate::front_matter::read_capped(path).map_err(|e| e.to_string())?;
+/// Why a command file is left out (its warning names the file).
+#[derive(Debug, thiserror::Error)]
+enum CommandFileError {
+    #[error(transparent)]
+    Read(#[from] std::io::Error),
+    #[error("it is longer than {} KB", crate::front_matter::MAX_FILE_BYTES / 1024)]
+    TooLong,
+    #[error(transparent)]
+    FrontMatter(#[from] crate::front_matter::FrontMatterError),
+}
+
+fn read(path: &Path) -> Result<(Meta, String), CommandFileError> {
+    let (text, cut) = crate::front_matter::read_capped(path)?;
     if cut {
-        return Err(format!(
-            "it is longer than {} KB",
-            crate::front_matter::MAX_FILE_BYTES / 1024
-        ));
+        return Err(CommandFileError::TooLong);
     }
     let (meta, body) = match crate::front_matter::parse::<Meta>(&text) {
         Ok(parsed) => parsed,
         Err(error) => {
             // Claude Code's own examples write `argument-hint: [pr] [priority]`, which is not
             // YAML: a flat front matter is then read line by line, as that tool reads it.
-            let Some((yaml, body)) =
-                crate::front_matter::split(&text).map_err(|e| e.to_string())?
-            else {
-                return Err(error.to_string());
+            let Some((yaml, body)) = crate::front_matter::split(&text)? else {
+                return Err(error.into());
             };
-            (flat(yaml).ok_or_else(|| error.to_string())?, body)
+            (flat(yaml).ok_or(error)?, body)
         }
     };
     Ok((meta, body.trim().to_string()))
@@ -376,6 +382,7 @@ mod tests {
         );
         write(user.join("review.md"), "user's\n");
         write(user.join("bad.md"), "---\ndescription: x\n");
+        write(user.join("long.md"), &"x".repeat(300 * 1024));
         write(user.join("has space.md"), "x");
         write(
             tmp.path().join("secret.md"),
@@ -398,12 +405,25 @@ mod tests {
         assert_eq!(found.commands[1].body, "Run $1");
         assert_eq!(found.shadowed.len(), 1);
         assert!(found.shadowed[0].user);
-        assert_eq!(found.warnings.len(), 2, "{:?}", found.warnings);
+        assert_eq!(found.warnings.len(), 3, "{:?}", found.warnings);
         assert!(
             found.warnings[0].contains("leak.md"),
             "{:?}",
             found.warnings
         );
-        assert!(found.warnings[1].contains("bad.md"), "{:?}", found.warnings);
+        assert_eq!(
+            found.warnings[1..],
+            [
+                format!(
+                    "{}: the front matter that starts on line 1 has no closing `---` line; \
+                     this command is left out",
+                    user.join("bad.md").display()
+                ),
+                format!(
+                    "{}: it is longer than 256 KB; this command is left out",
+                    user.join("long.md").display()
+                )
+            ]
+        );
     }
 }
