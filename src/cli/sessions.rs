@@ -165,7 +165,7 @@ fn append(store: &Store, args: AppendArgs, out: &mut impl Write) -> Result<ExitC
     let role: Role = args
         .role
         .parse()
-        .map_err(|e: String| anyhow!("--role: {e}"))?;
+        .map_err(|e: nop::protocol::session::UnknownRole| anyhow!("--role: {e}"))?;
     let text = match args.text.as_deref() {
         None | Some("-") => {
             let mut text = String::new();

@@ -34,17 +34,34 @@ impl QueuePriority {
     }
 }
 
-impl std::str::FromStr for QueuePriority {
-    type Err = String;
+/// A priority's name that is none of [`QueuePriority`]'s.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("`{0}` is not a priority: normal, high or urgent")]
+pub struct UnknownPriority(pub String);
 
-    fn from_str(s: &str) -> Result<QueuePriority, String> {
+impl std::str::FromStr for QueuePriority {
+    type Err = UnknownPriority;
+
+    fn from_str(s: &str) -> Result<QueuePriority, UnknownPriority> {
         match s {
             "normal" => Ok(QueuePriority::Normal),
             "high" => Ok(QueuePriority::High),
             "urgent" => Ok(QueuePriority::Urgent),
-            other => Err(format!(
-                "`{other}` is not a priority: normal, high or urgent"
-            )),
+            other => Err(UnknownPriority(other.to_string())),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_priority_is_one_of_three_names() {
+        assert_eq!("urgent".parse::<QueuePriority>(), Ok(QueuePriority::Urgent));
+        assert_eq!(
+            "now".parse::<QueuePriority>().map_err(|e| e.to_string()),
+            Err("`now` is not a priority: normal, high or urgent".to_string())
+        );
     }
 }
