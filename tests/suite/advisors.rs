@@ -306,17 +306,10 @@ fn compaction_keeps_the_four_parts_snapshots_the_full_history_and_the_session_go
 #[test]
 fn the_compact_command_forces_compaction() {
     let repo = Repo::new();
-    let id = repo.new_session();
-    for i in 0..12 {
-        repo.run(&[
-            "sessions",
-            "append",
-            &id,
-            "--role",
-            if i % 2 == 0 { "user" } else { "assistant" },
-            &format!("message {i}"),
-        ]);
-    }
+    let id = repo
+        .session()
+        .alternating(12, |i| format!("message {i}"))
+        .write();
     let server = MockServer::start(vec![openai::reply_text("the gist")]);
     let output = repo
         .nop_model(&server, "openai")
@@ -573,19 +566,11 @@ fn consistency_is_checked_when_a_session_is_loaded() {
 #[test]
 fn the_compact_tool_compacts_mid_run_and_the_call_keeps_its_result() {
     let repo = Repo::new();
-    let id = repo.new_session();
-    repo.run(&["sessions", "append", &id, "--role", "system", "be useful"]);
-    for i in 0..12 {
-        let role = if i % 2 == 0 { "user" } else { "assistant" };
-        repo.run(&[
-            "sessions",
-            "append",
-            &id,
-            "--role",
-            role,
-            &format!("message {i}"),
-        ]);
-    }
+    let id = repo
+        .session()
+        .system("be useful")
+        .alternating(12, |i| format!("message {i}"))
+        .write();
     let server = MockServer::start(vec![
         openai::reply_tool_calls(&[("k1", "compact", json!({}))]),
         openai::reply_text("summary of messages 1 to 8"),
@@ -731,16 +716,13 @@ fn requests_offer_only_the_tools_the_agent_may_call_and_advisors_only_their_own(
 
 /// A session of 12 messages whose plan.xml says task 1 is pending while the chat finished it.
 fn session_with_stale_plan(repo: &Repo) -> String {
-    let id = repo.new_session();
-    for i in 0..12 {
-        let text = if i == 5 {
-            "Docs written (task 1 done).".to_string()
-        } else {
-            format!("message {i}")
-        };
-        let role = if i % 2 == 0 { "user" } else { "assistant" };
-        repo.run(&["sessions", "append", &id, "--role", role, &text]);
-    }
+    let id = repo
+        .session()
+        .alternating(12, |i| match i {
+            5 => "Docs written (task 1 done).".to_string(),
+            _ => format!("message {i}"),
+        })
+        .write();
     fs::write(
         repo.session_dir(&id).join("plan.xml"),
         "<tasks>\n  <task id=\"1\" title=\"Write docs\" status=\"pending\"/>\n</tasks>\n",

@@ -425,11 +425,10 @@ fn config_show_reports_values_and_origins_by_precedence() {
     );
 
     // Session and agent layers sit between the file and the environment.
-    let id = repo.new_session();
-    let path = repo.session_dir(&id).join("session.json");
-    let mut session = json(&fs::read_to_string(&path).expect("read"));
-    session["config"] = serde_json::json!({"session.lock_timeout_s": 6});
-    fs::write(&path, serde_json::to_string_pretty(&session).expect("json")).expect("write");
+    let id = repo
+        .session()
+        .config("session.lock_timeout_s", serde_json::json!(6))
+        .write();
     let value = json(&repo.run(&["config", "show", "--json", "--session", &id]));
     assert_eq!(value["session.lock_timeout_s"]["value"], 6);
     assert_eq!(
@@ -508,8 +507,7 @@ fn append_reads_stdin_and_rejects_unknown_roles() {
 fn running_a_fork_follows_its_parent_reference_and_warns_when_the_snapshot_is_gone() {
     use crate::support::mock::{MockServer, openai};
     let repo = Repo::new();
-    let parent = repo.new_session();
-    repo.run(&["sessions", "append", &parent, "the parent's work"]);
+    let parent = repo.session().user("the parent's work").write();
     let child = repo.run(&["fork", &parent]).trim().to_string();
     let server = MockServer::start(vec![
         openai::reply_text("first"),

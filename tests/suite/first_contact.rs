@@ -91,20 +91,13 @@ fn continue_without_a_session_says_so() {
 #[test]
 fn the_session_list_has_titles_newest_first_and_hides_called_sessions() {
     let repo = Repo::new();
-    let old = repo.new_session();
-    repo.run(&[
-        "sessions",
-        "append",
-        &old,
-        "fix the parser\nit chokes on arrays",
-    ]);
-    let child = repo.new_session();
-    let path = repo.session_dir(&child).join("session.json");
-    let mut session: Value = json_of(&fs::read_to_string(&path).expect("read"));
-    session["caller"] = json!({"sessionId": old, "agent": "coder", "depth": 1});
-    fs::write(&path, serde_json::to_string_pretty(&session).expect("json")).expect("write");
-    let new = repo.new_session();
-    repo.run(&["sessions", "append", &new, "write the docs"]);
+    let old = repo
+        .session()
+        .user("fix the parser\nit chokes on arrays")
+        .write();
+    // A subagent's session, which the list leaves out.
+    repo.session().called_by(&old).write();
+    let new = repo.session().user("write the docs").write();
 
     let list = json_of(&repo.run(&["sessions", "list", "--json"]));
     let ids: Vec<&str> = list

@@ -8,23 +8,11 @@ use crate::support::mock::{MockServer, openai};
 
 /// A session of `coder` on 2026-01-15 (UTC; tests run with no TZ) about the parser.
 fn day_of_work(repo: &Repo) -> String {
-    let id = repo.new_session();
-    repo.run(&[
-        "sessions",
-        "append",
-        &id,
-        "the parser chokes on nested arrays",
-    ]);
-    repo.run(&[
-        "sessions",
-        "append",
-        &id,
-        "--role",
-        "assistant",
-        "Fixed src/parser.rs: arrays now recurse.",
-    ]);
-    repo.backdate(&id, "2026-01-15T10:00:00Z");
-    id
+    repo.session()
+        .user("the parser chokes on nested arrays")
+        .assistant("Fixed src/parser.rs: arrays now recurse.")
+        .created_at("2026-01-15T10:00:00Z")
+        .write()
 }
 
 fn summary_reply() -> Value {

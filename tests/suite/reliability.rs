@@ -297,11 +297,7 @@ fn two_compactions_at_once_lose_nothing_appended_meanwhile() {
     .unwrap();
     repo.trust();
     std::fs::create_dir_all(repo.path().join("gates")).unwrap();
-    let id = repo.new_session();
-    for i in 0..30 {
-        let role = if i % 2 == 0 { "user" } else { "assistant" };
-        repo.run(&["sessions", "append", &id, "--role", role, &format!("m{i}")]);
-    }
+    let id = repo.session().alternating(30, |i| format!("m{i}")).write();
     let server = MockServer::start(vec![
         openai::reply_text("summary one"),
         openai::reply_text("summary two"),
@@ -351,8 +347,7 @@ fn two_compactions_at_once_lose_nothing_appended_meanwhile() {
 #[test]
 fn a_session_json_without_messages_is_refused_with_file_and_field_and_left_alone() {
     let repo = Repo::new();
-    let id = repo.new_session();
-    repo.run(&["sessions", "append", &id, "kept"]);
+    let id = repo.session().user("kept").write();
     let file = repo.session_dir(&id).join("session.json");
     let mut value: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
     value.as_object_mut().unwrap().remove("messages");
@@ -788,9 +783,10 @@ fn an_unreadable_priority_stack_is_a_warning_once_not_silently_not_paused() {
 #[test]
 fn a_session_that_cannot_be_read_is_named_when_left_out_of_a_summary() {
     let repo = Repo::new();
-    let id = repo.new_session();
-    repo.run(&["sessions", "append", &id, "the parser chokes"]);
-    repo.backdate(&id, "2026-01-15T10:00:00Z");
+    repo.session()
+        .user("the parser chokes")
+        .created_at("2026-01-15T10:00:00Z")
+        .write();
     let broken = repo.new_session();
     std::fs::write(
         repo.session_dir(&broken).join("session.json"),

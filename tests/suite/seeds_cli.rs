@@ -11,10 +11,10 @@ use crate::support::mock::{MockServer, openai};
 
 /// A session of `coder` created on `date` (UTC; tests run with no TZ) holding `text`.
 fn session_on(repo: &Repo, date: &str, text: &str) -> String {
-    let id = repo.new_session();
-    repo.run(&["sessions", "append", &id, text]);
-    repo.backdate(&id, &format!("{date}T10:00:00Z"));
-    id
+    repo.session()
+        .user(text)
+        .created_at(&format!("{date}T10:00:00Z"))
+        .write()
 }
 
 /// The summarizer's answer for a day whose summary is `summary`.
@@ -173,14 +173,10 @@ fn a_history_question_in_a_chat_batch_recalls_memory() {
     let repo = Repo::new();
     // A session exactly a day ago: yesterday wherever the clock's time zone is.
     let yesterday = chrono::Utc::now() - chrono::Duration::days(1);
-    let id = repo.new_session();
-    repo.run(&[
-        "sessions",
-        "append",
-        &id,
-        "the parser chokes on nested arrays",
-    ]);
-    repo.backdate(&id, &yesterday.to_rfc3339());
+    repo.session()
+        .user("the parser chokes on nested arrays")
+        .created_at(&yesterday.to_rfc3339())
+        .write();
     let replies = |text: &str| json!({"replies": [{"content": text, "send_delay_seconds": 0}]});
     let server = MockServer::start(vec![
         openai::reply_text(&summary_reply(
@@ -259,29 +255,16 @@ fn temporaries(repo: &Repo) -> Vec<String> {
         .collect()
 }
 
-/// Makes session `id` a subagent called by `caller` (as `call-agent` records it).
-fn make_subagent_of(repo: &Repo, id: &str, caller: &str) {
-    let path = repo.session_dir(id).join("session.json");
-    let mut session: Value =
-        serde_json::from_str(&fs::read_to_string(&path).expect("read")).expect("json");
-    session["caller"] = json!({"sessionId": caller, "agent": "coder", "depth": 1});
-    fs::write(&path, serde_json::to_string_pretty(&session).expect("json")).expect("write");
-}
-
 /// Seed 002 §8.1 (删除操作需要先检查引用关系) and §7.2–7.3: `nop sessions delete` refuses a session
 /// that forks or subagents refer to, listing them; `--force` deletes it anyway and its forks stay
 /// whole (they still load, check clean and fork again from their snapshot); ids are prefixes.
 #[test]
-#[expect(clippy::too_many_lines, reason = "a debt: listed in AGENTS.md")]
 fn sessions_delete_checks_references_and_force_keeps_forks_whole() {
     let repo = Repo::new();
-    let parent = repo.new_session();
-    repo.run(&[
-        "sessions",
-        "append",
-        &parent,
-        "the parser chokes on nested arrays",
-    ]);
+    let parent = repo
+        .session()
+        .user("the parser chokes on nested arrays")
+        .write();
     let fork = repo.run(&["fork", &parent]).trim().to_string();
     // A fork made before forks kept their own snapshot copy: nothing but the parent holds it.
     let old_fork = repo.run(&["fork", &parent]).trim().to_string();
@@ -293,8 +276,7 @@ fn sessions_delete_checks_references_and_force_keeps_forks_whole() {
         .session_dir(&old_fork)
         .join(format!("history-{snapshot}.json"));
     fs::remove_file(&own_copy).expect("remove the fork's copy");
-    let subagent = repo.new_session();
-    make_subagent_of(&repo, &subagent, &parent);
+    let subagent = repo.session().called_by(&parent).write();
     let lonely = repo.new_session();
 
     // Referred to: refused (exit 1), naming every referring session and how it refers.
@@ -443,8 +425,7 @@ fn sessions_delete_refuses_a_session_held_or_running_elsewhere() {
 #[test]
 fn a_delete_cut_short_leaves_no_half_session() {
     let repo = Repo::new();
-    let id = repo.new_session();
-    repo.run(&["sessions", "append", &id, "hello"]);
+    let id = repo.session().user("hello").write();
     // As `Store::delete` leaves it when killed between the rename and the end of the removal.
     let renamed = repo.sessions_dir().join(format!(".tmp-deleted-{id}-x"));
     fs::rename(repo.session_dir(&id), &renamed).expect("rename");

@@ -5,6 +5,7 @@
 
 pub mod mcp_http;
 pub mod mock;
+pub mod session;
 pub mod terminal;
 
 use std::path::{Path, PathBuf};
@@ -172,6 +173,11 @@ impl Repo {
         self.run(&["sessions", "new"]).trim().to_string()
     }
 
+    /// A session to build and write ([`session::SessionBuilder`]).
+    pub fn session(&self) -> session::SessionBuilder<'_> {
+        session::SessionBuilder::new(self)
+    }
+
     pub fn sessions_dir(&self) -> PathBuf {
         self.path().join(".nop/sessions")
     }
@@ -223,15 +229,6 @@ impl Repo {
     pub fn model_json(&self, server: &mock::MockServer, args: &[&str]) -> serde_json::Value {
         let out = self.model_ok(server, args);
         serde_json::from_slice(&out.stdout).expect("JSON on standard output")
-    }
-
-    /// Sets session `id`'s `createdAt` (RFC 3339), as if it had been made then.
-    pub fn backdate(&self, id: &str, created_at: &str) {
-        let path = self.session_dir(id).join("session.json");
-        let mut session = self.session_json(id);
-        session["createdAt"] = serde_json::Value::from(created_at);
-        std::fs::write(&path, serde_json::to_string_pretty(&session).expect("json"))
-            .expect("write session.json");
     }
 
     /// The session.json of the oldest (or only) session.
