@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
 use super::RunError;
-use super::around::{self, Around, Closing, Opening, UserHooks};
+use super::around::{self, Around, Closing, Opening, Priority, UserHooks};
 use crate::chat::{Reply, ScheduledReply, batch_instruction, parse_replies, schedule};
 use crate::config::Config;
 use crate::hooks::Mode;
@@ -39,7 +39,9 @@ pub struct ChatSession {
     ws: Workspace,
     config: Config,
     store: Store,
-    /// Its admission: the run lock (held until the chat is left) and seed 000's priority stack.
+    /// Its admission, held for its run lock until the chat is left (its place on seed 000's
+    /// stack is left by a behaviour).
+    #[expect(dead_code, reason = "held for the run lock it releases when dropped")]
     admitted: super::lifecycle::Admitted,
     /// What `@path` mentions in its messages are read with (the agent's rules, the user's
     /// working directory), as in a run.
@@ -80,6 +82,7 @@ impl ChatSession {
                 })
                 .await?;
         }
+        let coordinator = admitted.coordinator.clone();
         let mut chat = ChatSession {
             id,
             agent,
@@ -88,10 +91,10 @@ impl ChatSession {
             store: store.clone(),
             admitted,
             runtime: runtime.clone(),
-            behaviours: vec![Box::new(UserHooks::new(
-                config.hooks.clone(),
-                ws.root.clone(),
-            ))],
+            behaviours: vec![
+                Box::new(Priority::new(coordinator)),
+                Box::new(UserHooks::new(config.hooks.clone(), ws.root.clone())),
+            ],
         };
         chat.set_status(crate::protocol::SessionStatus::WaitingInput)
             .await?;
@@ -192,10 +195,6 @@ impl ChatSession {
     /// Leaves the chat: status `idle`, the behaviours told (the session-end hooks); the run
     /// lock is released.
     pub async fn close(mut self) -> Result<(), RunError> {
-        let status = self.set_status(crate::protocol::SessionStatus::Idle).await;
-        if let Some(c) = &self.admitted.coordinator {
-            let _ = c.finish(&self.id);
-        }
         let (events, _) = tokio::sync::mpsc::unbounded_channel();
         let closing = Closing {
             session_id: &self.id,
@@ -207,9 +206,9 @@ impl ChatSession {
             tool_calls: 0,
             events: &events,
         };
-        around::closed(&mut self.behaviours, &closing).await;
+        let closed = around::close(&self.store, &closing, &mut self.behaviours, |_| ()).await;
         tracing::info!(session = %self.id, agent = %self.agent, op = "chat", result = "ended", "chat ended");
-        status
+        Ok(closed?)
     }
 
     async fn set_status(&self, status: crate::protocol::SessionStatus) -> Result<(), RunError> {

@@ -83,22 +83,7 @@ impl Engine {
         let (sink, _) = tokio::sync::mpsc::unbounded_channel();
         let mut stats = TurnStats::default();
         let started = Instant::now();
-        // The `subagent-stop` hooks may keep a subagent (never an advisor) going; a worktree
-        // of its own is finished as it closes.
-        let mut behaviours: Vec<Box<dyn Around>> = Vec::new();
-        if !advisor {
-            behaviours.push(Box::new(StopHooks::new(
-                self.0.config.hooks.clone(),
-                self.0.ws.root.clone(),
-                Some(parent.session_id.clone()),
-            )));
-        }
-        let isolation = isolated.map(|isolated| {
-            let behaviour = OwnWorktree::new(isolated, parent.session_id.clone());
-            let report = behaviour.report();
-            behaviours.push(Box::new(behaviour));
-            report
-        });
+        let (mut behaviours, isolation) = self.child_behaviours(&who, isolated);
         let run = Drive {
             engine: self,
             ctx: &ctx,
@@ -138,6 +123,31 @@ impl Engine {
             timed_out,
             isolation,
         })
+    }
+
+    /// The behaviours of a child session: the `subagent-stop` hooks, which may keep a subagent
+    /// (never an advisor) going; a worktree of its own, finished as it closes (where what
+    /// became of it is left).
+    fn child_behaviours(
+        &self,
+        who: &Child<'_>,
+        isolated: Option<Isolated>,
+    ) -> (Vec<Box<dyn Around>>, Option<Report>) {
+        let mut behaviours: Vec<Box<dyn Around>> = Vec::new();
+        if !who.advisor {
+            behaviours.push(Box::new(StopHooks::new(
+                self.0.config.hooks.clone(),
+                self.0.ws.root.clone(),
+                Some(who.parent.session_id.clone()),
+            )));
+        }
+        let isolation = isolated.map(|isolated| {
+            let behaviour = OwnWorktree::new(isolated, who.parent.session_id.clone());
+            let report = behaviour.report();
+            behaviours.push(Box::new(behaviour));
+            report
+        });
+        (behaviours, isolation)
     }
 
     /// The subagent `target` of `parent`, if it may run: a known, enabled agent within
@@ -330,19 +340,13 @@ impl Engine {
             tool_calls: metrics.tool_calls,
             events: &sink,
         };
-        let changes = around::closing(behaviours, &closing).await;
-        let recorded = self
-            .0
-            .store
-            .update_async(child, Utc::now(), move |state| {
-                for change in changes {
-                    change(state);
-                }
-                state.session.status = status;
-                state.session.metrics = Some(metrics);
-                Ok(state.session.usage.total())
-            })
-            .await;
+        // Its behaviours are told before its caller is charged: an isolated child's work is
+        // committed first.
+        let recorded = around::close(&self.0.store, &closing, behaviours, move |state| {
+            state.session.metrics = Some(metrics);
+            state.session.usage.total()
+        })
+        .await;
         match &recorded {
             Ok(spent) => self.charge_caller(parent, who.advisor, spent).await,
             // What the child spent is still the caller's: from what its turns counted.
@@ -357,7 +361,6 @@ impl Engine {
                 ),
             });
         }
-        around::closed(behaviours, &closing).await;
         tracing::info!(session = %child, agent = %target, op = "subagent", result = status.as_str(), duration_ms = metrics.duration_ms, tool_calls = metrics.tool_calls, output_tokens = metrics.output_tokens, "subagent ended");
         self.emit(Event::SubagentFinished {
             session_id: child.to_string(),
@@ -370,6 +373,9 @@ impl Engine {
         });
     }
 }
+
+/// Where an isolated child's worktree says what became of it.
+type Report = std::sync::Arc<std::sync::Mutex<Option<String>>>;
 
 /// How a child session's run ended: its status, metrics and what its turns counted.
 struct ChildEnd {

@@ -18,6 +18,7 @@ mod checkpoint;
 mod checks;
 mod goal;
 mod isolation;
+mod priority;
 mod queue;
 mod stop_hooks;
 mod trust;
@@ -27,6 +28,7 @@ pub(super) use checkpoint::FileCheckpoint;
 pub(super) use checks::ChecksOnLoad;
 pub(super) use goal::GoalCheck;
 pub(super) use isolation::OwnWorktree;
+pub(super) use priority::Priority;
 pub(super) use queue::QueueDrain;
 pub(super) use stop_hooks::StopHooks;
 pub(super) use trust::Trust;
@@ -165,6 +167,31 @@ pub(super) async fn closing(
         changes.extend(behaviour.on_close(closing).await);
     }
     changes
+}
+
+/// Closes a session, a run's, a chat's or a subagent's alike: one write of what `more`
+/// changes (its value is returned), what the behaviours add and the status; then the
+/// behaviours told, whether or not the write could be made.
+pub(super) async fn close<T: Send + 'static>(
+    store: &crate::session::Store,
+    closing: &Closing<'_>,
+    behaviours: &mut [Box<dyn Around>],
+    more: impl FnOnce(&mut Recent) -> T + Send + 'static,
+) -> Result<T, crate::session::SessionError> {
+    let changes = self::closing(behaviours, closing).await;
+    let status = closing.status;
+    let written = store
+        .update_async(closing.session_id, chrono::Utc::now(), move |state| {
+            let value = more(state);
+            for change in changes {
+                change(state);
+            }
+            state.session.status = status;
+            Ok(value)
+        })
+        .await;
+    closed(behaviours, closing).await;
+    written
 }
 
 /// Each behaviour told, in order, that the closing write is made.

@@ -2,8 +2,6 @@
 //! run's behaviours add: the closing file checkpoint, what the checks on load found), the
 //! priority stack told, the behaviours told (the session-end hooks), the outcome.
 
-use chrono::Utc;
-
 use crate::agent::around::{self, Around, Closing};
 use crate::agent::engine::Engine;
 use crate::agent::error::RunError;
@@ -128,44 +126,29 @@ impl Runtime {
             events,
         };
         // The final answer, when the run held it, what the behaviours add (the closing file
-        // checkpoint, what the checks on load found) and the status: one write of session.json.
+        // checkpoint, what the checks on load found) and the status: one write of session.json;
+        // then the behaviours told (the session stack, the session-end hooks).
         self.close(&closing, &mut behaviours, held).await?;
-        if let Some(c) = &admitted.coordinator {
-            if closing.status == SessionStatus::WaitingInput {
-                c.set_waiting(session_id)?;
-            } else {
-                c.finish(session_id)?;
-            }
-        }
-        around::closed(&mut behaviours, &closing).await;
         tracing::info!(session = %session_id, agent = %admitted.agent_name, op = "run", result = closing.status.as_str(), turns = stats.turns, tool_calls = stats.tool_calls, "run ended");
         let outcome = self.outcome(admitted.session_id.clone(), ending, &engine, &stats);
         let _ = events.send(Event::Result(outcome.clone()));
         Ok(outcome)
     }
 
-    /// The closing write: the held answer, what the behaviours add, the status.
+    /// Closes the run's session ([`around::close`]) with its held answer.
     async fn close(
         &self,
         closing: &Closing<'_>,
         behaviours: &mut [Box<dyn Around>],
         held: crate::agent::conversation::HeldAnswer,
     ) -> Result<(), RunError> {
-        let changes = around::closing(behaviours, closing).await;
         let answer = held.take();
-        let status = closing.status;
-        self.store
-            .update_async(closing.session_id, Utc::now(), move |state| {
-                if let Some(answer) = answer {
-                    crate::agent::conversation::HeldAnswer::apply(answer, &mut state.session);
-                }
-                for change in changes {
-                    change(state);
-                }
-                state.session.status = status;
-                Ok(())
-            })
-            .await?;
+        around::close(&self.store, closing, behaviours, move |state| {
+            if let Some(answer) = answer {
+                crate::agent::conversation::HeldAnswer::apply(answer, &mut state.session);
+            }
+        })
+        .await?;
         Ok(())
     }
 
@@ -199,10 +182,6 @@ impl Runtime {
         if let Err(e) = self.close(&closing, &mut behaviours, held).await {
             tracing::warn!(session = %session_id, op = "run", result = "error", "the failed run's closing write failed too: {e}");
         }
-        if let Some(c) = &admitted.coordinator {
-            let _ = c.finish(session_id);
-        }
-        around::closed(&mut behaviours, &closing).await;
         tracing::error!(session = %session_id, agent = %admitted.agent_name, op = "run", result = "error", "{fatal}");
         fatal.into()
     }

@@ -5,8 +5,8 @@ use chrono::{DateTime, Utc};
 use tokio_util::sync::CancellationToken;
 
 use crate::agent::around::{
-    self, Around, ChecksOnLoad, FileCheckpoint, GoalCheck, Opening, QueueDrain, RunOpening,
-    StopHooks, Trust, UserHooks,
+    self, Around, ChecksOnLoad, FileCheckpoint, GoalCheck, Opening, Priority, QueueDrain,
+    RunOpening, StopHooks, Trust, UserHooks,
 };
 use crate::agent::engine::Engine;
 use crate::agent::error::RunError;
@@ -77,7 +77,7 @@ impl Runtime {
         self.set_goal(&admitted.session_id, admitted.now, goal, written.reactivate)
             .await?;
         self.announce(admitted, &engine, events);
-        let mut behaviours = self.behaviours();
+        let mut behaviours = self.behaviours(admitted.coordinator.clone());
         let mut opening = Opening {
             session_id: &admitted.session_id,
             agent: &admitted.agent_name,
@@ -103,10 +103,14 @@ impl Runtime {
 
     /// The behaviours of a run, in the order they are told and asked (`agent/around/`): one
     /// line each.
-    pub(in crate::agent) fn behaviours(&self) -> Vec<Box<dyn Around>> {
+    pub(in crate::agent) fn behaviours(
+        &self,
+        coordinator: Option<crate::queue::priority::Coordinator>,
+    ) -> Vec<Box<dyn Around>> {
         vec![
             Box::new(Trust::new(self.ws.clone(), self.env.clone())),
             Box::new(FileCheckpoint::new(self.store.clone(), self.checkpoints())),
+            Box::new(Priority::new(coordinator)),
             Box::new(UserHooks::new(
                 self.config.hooks.clone(),
                 self.ws.root.clone(),
