@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use futures_util::future::BoxFuture;
 
-use super::around::{self, Around, Closing, Drive, OwnWorktree, StopHooks};
+use super::around::{self, Around, Closing, Drive, Opening, OwnWorktree, RunOpening, StopHooks};
 use super::engine::Engine;
 use super::meter::Spender;
 use super::turn::TurnStats;
@@ -60,30 +60,29 @@ impl Engine {
         let who = self.child(parent, target, advisor)?;
         let (child, isolated) = self.admit_child(&who, input).await?;
         let cancel = parent.cancel.child_token();
-        let ctx = match self.child_context(&who, &child, cancel.clone(), isolated.as_ref()) {
-            Ok(ctx) => ctx,
-            Err(e) => {
-                if let Some(isolated) = isolated {
-                    let _ = tokio::task::spawn_blocking(move || isolated.remove()).await;
-                }
-                return Err(ToolError::model(
-                    ToolErrorKind::PermissionDenied,
-                    e.to_string(),
-                ));
-            }
-        };
-        tracing::info!(session = %child, agent = %target, op = "subagent", result = "started", caller = %parent.session_id, depth = who.depth, "subagent started");
-        self.emit(Event::SubagentStarted {
-            session_id: child.clone(),
-            agent: target.to_string(),
-            caller_session_id: parent.session_id.clone(),
-            depth: who.depth,
-        });
+        let (mut ctx, isolated) = self
+            .child_context(&who, &child, cancel.clone(), isolated)
+            .await?;
+        self.started(&who, &child);
         // The child's own stream is not the user's: its events are dropped, its session keeps all.
         let (sink, _) = tokio::sync::mpsc::unbounded_channel();
         let mut stats = TurnStats::default();
         let started = Instant::now();
         let (mut behaviours, isolation) = self.child_behaviours(&who, isolated);
+        let mut opening = Opening {
+            session_id: &child,
+            agent: target,
+            resumed: false,
+            mode: crate::hooks::Mode::Run(None),
+            events: &sink,
+            run: Some(RunOpening {
+                engine: self,
+                ctx: &mut ctx,
+                messages_before: 0,
+                unchanged: false,
+            }),
+        };
+        around::opened(&mut behaviours, &mut opening).await;
         let run = Drive {
             engine: self,
             ctx: &ctx,
@@ -123,6 +122,18 @@ impl Engine {
             timed_out,
             isolation,
         })
+    }
+
+    /// Says that the child session `child` started.
+    fn started(&self, who: &Child<'_>, child: &str) {
+        let (parent, target) = (who.parent, who.target);
+        tracing::info!(session = %child, agent = %target, op = "subagent", result = "started", caller = %parent.session_id, depth = who.depth, "subagent started");
+        self.emit(Event::SubagentStarted {
+            session_id: child.to_string(),
+            agent: target.to_string(),
+            caller_session_id: parent.session_id.clone(),
+            depth: who.depth,
+        });
     }
 
     /// The behaviours of a child session: the `subagent-stop` hooks, which may keep a subagent
@@ -250,14 +261,14 @@ impl Engine {
             );
             (caller, who.ancestors.clone())
         });
-        let opening = Opening {
+        let first = FirstMessages {
             system,
             caller,
             source,
             input,
         };
         let (child, isolated) =
-            tokio::task::spawn_blocking(move || create_child(&store, &name, now, isolate, opening))
+            tokio::task::spawn_blocking(move || create_child(&store, &name, now, isolate, first))
                 .await
                 .map_err(ToolError::fatal_from)??;
         match isolated {
@@ -277,9 +288,32 @@ impl Engine {
     }
 
     /// The child's tools: it works where its caller does (an isolated caller's worktree), or in
-    /// a worktree of its own; its rules apply there, read from that root's `.nop/`, and its
-    /// caller's callers in other roots confine it too.
-    fn child_context(
+    /// a worktree of its own (`isolated`, given back); its rules apply there, read from that
+    /// root's `.nop/`, and its caller's callers in other roots confine it too. A child whose
+    /// rules cannot be read does not start: its worktree is removed.
+    async fn child_context(
+        &self,
+        who: &Child<'_>,
+        child: &str,
+        cancel: tokio_util::sync::CancellationToken,
+        isolated: Option<Isolated>,
+    ) -> Result<(ToolContext, Option<Isolated>), ToolError> {
+        match self.rooted_context(who, child, cancel, isolated.as_ref()) {
+            Ok(ctx) => Ok((ctx, isolated)),
+            Err(e) => {
+                if let Some(isolated) = isolated {
+                    let _ = tokio::task::spawn_blocking(move || isolated.remove()).await;
+                }
+                Err(ToolError::model(
+                    ToolErrorKind::PermissionDenied,
+                    e.to_string(),
+                ))
+            }
+        }
+    }
+
+    /// [`Engine::child_context`]'s context, in the root the child works in.
+    fn rooted_context(
         &self,
         who: &Child<'_>,
         child: &str,
@@ -413,7 +447,7 @@ fn ended(
 
 /// What a child session starts with: its system prompt, its caller, where its permissions
 /// come from, and what it is asked.
-struct Opening {
+struct FirstMessages {
     system: String,
     caller: Caller,
     source: PermissionSource,
@@ -428,14 +462,14 @@ fn create_child(
     name: &str,
     now: chrono::DateTime<Utc>,
     isolate: Option<(crate::checkpoint::Checkpoints, Vec<String>)>,
-    opening: Opening,
+    first: FirstMessages,
 ) -> Result<(String, Option<Result<Isolated, String>>), crate::session::SessionError> {
-    let Opening {
+    let FirstMessages {
         system,
         caller,
         source,
         input,
-    } = opening;
+    } = first;
     let session = store.create(name, now)?;
     let id = session.session_id;
     let isolated = isolate.map(|(caller, ancestors)| {
