@@ -2,9 +2,11 @@
 //!
 //! An agent does business logic only: given the conversation it answers with an
 //! [`AgentResponse`] whose status is WAITING_INPUT, COMPLETED or ERROR. The seed's "adapter" is
-//! the lifecycle (`lifecycle.rs`, phases on the [`Runtime`]): it creates and loads sessions, sets
-//! ids, records messages and moves the session through its states, for runs and chats alike;
-//! what the agent answers never depends on a session id (the id appears in its log lines only).
+//! the lifecycle (`lifecycle/`, phases on the [`Runtime`]; a subagent's in `subagent.rs`): it
+//! creates and loads sessions, sets ids, records messages and moves the session through its
+//! states; every session, a run's, a chat's or a subagent's, opens and closes through its
+//! behaviours' points (`around/`); what the agent answers never depends on a session id (the
+//! id appears in its log lines only).
 
 mod around;
 mod chat;
