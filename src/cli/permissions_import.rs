@@ -116,7 +116,7 @@ pub fn import(
                         out,
                         "  {:<8} {text}  →  not translated: {}",
                         list_name(rule.list),
-                        one_line(why)
+                        one_line(&why.to_string())
                     )?;
                 }
             }

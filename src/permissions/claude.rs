@@ -45,6 +45,49 @@ pub enum Change {
     Approval(String),
 }
 
+/// Why a rule of a settings file means nothing in nop.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Untranslated {
+    #[error("not a string")]
+    NotString,
+    #[error("the rule has no closing `)`")]
+    Unclosed,
+    #[error("the path is empty")]
+    EmptyPath,
+    #[error("`{0}` goes up with `..`, which nop patterns cannot say")]
+    GoesUp(String),
+    #[error("the directory is empty")]
+    EmptyDirectory,
+    #[error("`{0}` goes above `/`")]
+    AboveRoot(String),
+    #[error("nop has no web tool like `{0}`")]
+    NoWebTool(String),
+    #[error("`{0}` is not a Claude Code tool nop knows")]
+    UnknownTool(String),
+    /// `ask` for every call of a tool.
+    #[error(
+        "nop cannot ask before every call of one tool; `--approval always` asks before \
+         every call that changes something ({0})"
+    )]
+    AskEveryCall(String),
+    /// `Bash(…)`: nop confines commands instead.
+    #[error(
+        "nop has no rules for shell commands: every command runs confined to the file \
+         rules instead (an \"always\" answer covers a command prefix for one session)"
+    )]
+    ShellCommand,
+    #[error("nop's rules for `{tool}` cannot name what it is called with (`{specifier}`)")]
+    Specifier { tool: String, specifier: String },
+    /// `bypassPermissions`.
+    #[error(
+        "nop has no mode that lifts its rules; `on-request` asks only where a rule says \
+         `ask`, and commands stay confined"
+    )]
+    Bypass,
+    #[error("`{0}` is not a Claude Code mode nop knows")]
+    UnknownMode(String),
+}
+
 /// One rule of a settings file and what became of it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
@@ -53,7 +96,7 @@ pub struct Rule {
     /// The rule as written.
     pub text: String,
     /// What it becomes, or why it cannot be translated.
-    pub result: Result<Vec<Change>, String>,
+    pub result: Result<Vec<Change>, Untranslated>,
 }
 
 /// A settings file's permission rules, translated.
@@ -120,7 +163,7 @@ pub fn load(
         for item in entries(&permissions, list) {
             let (text, result) = match item.as_str() {
                 Some(text) => (text.to_string(), translate(list, text, &paths)),
-                None => (item.to_string(), Err("not a string".to_string())),
+                None => (item.to_string(), Err(Untranslated::NotString)),
             };
             rules.push(Rule { list, text, result });
         }
@@ -128,7 +171,7 @@ pub fn load(
     for item in entries(&permissions, "additionalDirectories") {
         let (text, result) = match item.as_str() {
             Some(text) => (text.to_string(), directory(text, &paths)),
-            None => (item.to_string(), Err("not a string".to_string())),
+            None => (item.to_string(), Err(Untranslated::NotString)),
         };
         rules.push(Rule {
             list: "additionalDirectories",
@@ -174,10 +217,10 @@ impl Paths<'_> {
     /// A path of a rule as a nop pattern: `//abs` absolute, `~/x` under the home directory, `/x`
     /// from the settings' project, `./x` from the root, and a bare `x` without a slash, as in
     /// gitignore, at any depth.
-    fn pattern(&self, path: &str) -> Result<String, String> {
+    fn pattern(&self, path: &str) -> Result<String, Untranslated> {
         let path = path.trim();
         if path.is_empty() {
-            return Err("the path is empty".into());
+            return Err(Untranslated::EmptyPath);
         }
         let mut out = if let Some(abs) = path.strip_prefix("//") {
             self.placed(&Path::new("/").join(abs))
@@ -196,9 +239,7 @@ impl Paths<'_> {
             out.push_str("**");
         }
         if out.split('/').any(|part| part == "..") {
-            return Err(format!(
-                "`{path}` goes up with `..`, which nop patterns cannot say"
-            ));
+            return Err(Untranslated::GoesUp(path.to_string()));
         }
         if out.is_empty() {
             out = "**".into();
@@ -227,7 +268,7 @@ impl Paths<'_> {
 }
 
 /// The nop tools a Claude Code tool name stands for; `Err` says why there are none.
-fn tools_of(name: &str) -> Result<Vec<String>, String> {
+fn tools_of(name: &str) -> Result<Vec<String>, Untranslated> {
     let names: &[&str] = match name {
         "Read" => &["read-file", "list-files", "search-files"],
         "Edit" | "MultiEdit" | "Write" | "NotebookEdit" => &["edit-file", "write-file"],
@@ -237,7 +278,7 @@ fn tools_of(name: &str) -> Result<Vec<String>, String> {
         "Task" | "Agent" => &["call-agent"],
         "TodoWrite" => &["update-plan"],
         "WebFetch" | "WebSearch" => {
-            return Err(format!("nop has no web tool like `{name}`"));
+            return Err(Untranslated::NoWebTool(name.to_string()));
         }
         _ => {
             if let Some(rest) = name.strip_prefix("mcp__") {
@@ -246,20 +287,18 @@ fn tools_of(name: &str) -> Result<Vec<String>, String> {
                     _ => format!("{}.*", rest.trim_end_matches('_')),
                 }]);
             }
-            return Err(format!("`{name}` is not a Claude Code tool nop knows"));
+            return Err(Untranslated::UnknownTool(name.to_string()));
         }
     };
     Ok(names.iter().map(|n| n.to_string()).collect())
 }
 
 /// What the rule `text` in the list `list` (`allow`, `deny`, `ask`) becomes.
-fn translate(list: &str, text: &str, paths: &Paths<'_>) -> Result<Vec<Change>, String> {
+fn translate(list: &str, text: &str, paths: &Paths<'_>) -> Result<Vec<Change>, Untranslated> {
     let text = text.trim();
     let (tool, specifier) = match text.split_once('(') {
         Some((tool, rest)) => {
-            let inner = rest
-                .strip_suffix(')')
-                .ok_or_else(|| "the rule has no closing `)`".to_string())?;
+            let inner = rest.strip_suffix(')').ok_or(Untranslated::Unclosed)?;
             (tool.trim(), Some(inner.trim()))
         }
         None => (text, None),
@@ -270,28 +309,20 @@ fn translate(list: &str, text: &str, paths: &Paths<'_>) -> Result<Vec<Change>, S
         return match list {
             "deny" => Ok(tools.into_iter().map(Change::ToolDenied).collect()),
             "allow" => Ok(tools.into_iter().map(Change::ToolAllowed).collect()),
-            _ => Err(format!(
-                "nop cannot ask before every call of one tool; `--approval always` asks before \
-                 every call that changes something ({tool})"
-            )),
+            _ => Err(Untranslated::AskEveryCall(tool.to_string())),
         };
     };
     let reading = match tool {
         "Read" => true,
         "Edit" | "MultiEdit" | "Write" | "NotebookEdit" => false,
-        "Bash" => {
-            return Err(
-                "nop has no rules for shell commands: every command runs confined to the file \
-                 rules instead (an \"always\" answer covers a command prefix for one session)"
-                    .into(),
-            );
-        }
-        "WebFetch" | "WebSearch" => return Err(format!("nop has no web tool like `{tool}`")),
+        "Bash" => return Err(Untranslated::ShellCommand),
+        "WebFetch" | "WebSearch" => return Err(Untranslated::NoWebTool(tool.to_string())),
         _ => {
             tools_of(tool)?;
-            return Err(format!(
-                "nop's rules for `{tool}` cannot name what it is called with (`{specifier}`)"
-            ));
+            return Err(Untranslated::Specifier {
+                tool: tool.to_string(),
+                specifier: specifier.to_string(),
+            });
         }
     };
     let pattern = paths.pattern(specifier)?;
@@ -306,17 +337,17 @@ fn translate(list: &str, text: &str, paths: &Paths<'_>) -> Result<Vec<Change>, S
 }
 
 /// An `additionalDirectories` entry: a directory the agent may read and write.
-fn directory(text: &str, paths: &Paths<'_>) -> Result<Vec<Change>, String> {
+fn directory(text: &str, paths: &Paths<'_>) -> Result<Vec<Change>, Untranslated> {
     let text = text.trim().trim_end_matches('/');
     if text.is_empty() {
-        return Err("the directory is empty".into());
+        return Err(Untranslated::EmptyDirectory);
     }
     let path = match text.strip_prefix("~/") {
         Some(_) => return Ok(vec![file(format!("{text}/**"), FileAccess::Read)]),
         None if text.starts_with('/') => PathBuf::from(text),
         None => paths.root.join(text),
     };
-    let path = normalise(&path).ok_or_else(|| format!("`{text}` goes above `/`"))?;
+    let path = normalise(&path).ok_or_else(|| Untranslated::AboveRoot(text.to_string()))?;
     let pattern = paths.placed(&path);
     let pattern = if pattern == "**" {
         pattern
@@ -348,19 +379,13 @@ fn normalise(path: &Path) -> Option<PathBuf> {
 }
 
 /// `defaultMode` as nop's approval mode.
-fn approval(mode: &str) -> Result<Vec<Change>, String> {
+fn approval(mode: &str) -> Result<Vec<Change>, Untranslated> {
     let approval = match mode {
         "default" | "acceptEdits" => "on-request",
         "plan" => "plan",
         "dontAsk" => "never",
-        "bypassPermissions" => {
-            return Err(
-                "nop has no mode that lifts its rules; `on-request` asks only where a rule says \
-                 `ask`, and commands stay confined"
-                    .into(),
-            );
-        }
-        other => return Err(format!("`{other}` is not a Claude Code mode nop knows")),
+        "bypassPermissions" => return Err(Untranslated::Bypass),
+        other => return Err(Untranslated::UnknownMode(other.to_string())),
     };
     Ok(vec![Change::Approval(approval.into())])
 }
@@ -794,7 +819,7 @@ mod tests {
         (PathBuf::from("/repo"), PathBuf::from("/home/me"))
     }
 
-    fn one(list: &str, text: &str) -> Result<Vec<Change>, String> {
+    fn one(list: &str, text: &str) -> Result<Vec<Change>, Untranslated> {
         let (root, home) = paths();
         let p = Paths {
             root: &root,
@@ -804,7 +829,7 @@ mod tests {
         translate(list, text, &p)
     }
 
-    fn f(pattern: &str, access: FileAccess) -> Result<Vec<Change>, String> {
+    fn f(pattern: &str, access: FileAccess) -> Result<Vec<Change>, Untranslated> {
         Ok(vec![file(pattern.into(), access)])
     }
 
@@ -857,21 +882,71 @@ mod tests {
             one("allow", "mcp__github"),
             Ok(vec![Change::ToolAllowed("github.*".into())])
         );
-        assert!(
-            one("allow", "Bash(npm run test:*)")
-                .unwrap_err()
-                .contains("no rules for shell commands")
+        assert_eq!(
+            one("allow", "Bash(npm run test:*)"),
+            Err(Untranslated::ShellCommand)
         );
-        assert!(
-            one("allow", "WebFetch(domain:example.com)")
-                .unwrap_err()
-                .contains("no web tool")
+        assert_eq!(
+            one("allow", "WebFetch(domain:example.com)"),
+            Err(Untranslated::NoWebTool("WebFetch".into()))
         );
         assert!(one("ask", "Bash").is_err());
         assert!(one("deny", "Frobnicate").is_err());
         assert!(one("deny", "Read(x").is_err());
         assert_eq!(approval("plan"), Ok(vec![Change::Approval("plan".into())]));
         assert!(approval("bypassPermissions").is_err());
+    }
+
+    #[test]
+    fn each_reason_is_said_in_the_words_users_know() {
+        let (root, home) = paths();
+        let p = Paths {
+            root: &root,
+            base: &root,
+            home: Some(&home),
+        };
+        let why = |result: Result<Vec<Change>, Untranslated>| result.unwrap_err().to_string();
+        for (rule, said) in [
+            ("Read(x", "the rule has no closing `)`"),
+            (
+                "Read(a/../../b)",
+                "`a/../../b` goes up with `..`, which nop patterns cannot say",
+            ),
+            ("WebSearch", "nop has no web tool like `WebSearch`"),
+            (
+                "Frobnicate",
+                "`Frobnicate` is not a Claude Code tool nop knows",
+            ),
+            (
+                "Bash(ls)",
+                "nop has no rules for shell commands: every command runs confined to the file \
+                 rules instead (an \"always\" answer covers a command prefix for one session)",
+            ),
+            (
+                "Grep(TODO)",
+                "nop's rules for `Grep` cannot name what it is called with (`TODO`)",
+            ),
+        ] {
+            assert_eq!(why(translate("deny", rule, &p)), said, "{rule}");
+        }
+        assert_eq!(
+            why(translate("ask", "Read", &p)),
+            "nop cannot ask before every call of one tool; `--approval always` asks before \
+             every call that changes something (Read)"
+        );
+        assert_eq!(why(directory(" / ", &p)), "the directory is empty");
+        assert_eq!(why(directory("../../..", &p)), "`../../..` goes above `/`");
+        assert_eq!(
+            why(approval("bypassPermissions")),
+            "nop has no mode that lifts its rules; `on-request` asks only where a rule says \
+             `ask`, and commands stay confined"
+        );
+        assert_eq!(
+            why(approval("yolo")),
+            "`yolo` is not a Claude Code mode nop knows"
+        );
+        assert_eq!(Untranslated::NotString.to_string(), "not a string");
+        assert_eq!(Untranslated::EmptyPath.to_string(), "the path is empty");
     }
 
     #[test]
