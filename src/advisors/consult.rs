@@ -9,7 +9,7 @@ use futures_util::future::BoxFuture;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::{AdvisorError, ConsistencyDecision, RetryAction, RetryDecision};
+use super::{AdvisorError, ConsistencyDecision, Refusal, RetryAction, RetryDecision};
 use crate::config::Config;
 use crate::protocol::events::Event;
 use crate::protocol::{SessionStatus, ToolCall};
@@ -99,7 +99,8 @@ async fn ask<T: DeserializeOwned>(
     // An advisor is consulted through `call-agent` (seed 002 §2.1): the caller's permissions
     // decide, as for the tool, and a refusal is recorded like the tool's.
     if let Err(reason) = may_call(ctx, advisor) {
-        ctx.approver.record_denial("call-agent", &reason);
+        ctx.approver
+            .record_denial("call-agent", &reason.to_string());
         let why = AdvisorError::Denied {
             advisor: advisor.to_string(),
             reason,
@@ -169,18 +170,20 @@ async fn ask<T: DeserializeOwned>(
 /// Whether the agent of `ctx` may call `target` with `call-agent`: the tool itself and
 /// `call-agent:<target>`, under its permission files as they are now. A rule that asks a
 /// person counts as a refusal here: nobody is asked about an advisor.
-fn may_call(ctx: &ToolContext, target: &str) -> Result<(), String> {
+fn may_call(ctx: &ToolContext, target: &str) -> Result<(), Refusal> {
     let policy = crate::permissions::load_chain(&ctx.root, &ctx.agent, &ctx.ancestors)
-        .map_err(|e| format!("the permission files cannot be read: {e}"))?;
+        .map_err(Refusal::Unreadable)?;
     for tool in ["call-agent".to_string(), format!("call-agent:{target}")] {
         match policy.check_tool(&tool) {
             crate::permissions::Decision::Allow { .. } => {}
             crate::permissions::Decision::Deny { reason, source } => {
-                let rule = source.map(|s| format!(" ({s})")).unwrap_or_default();
-                return Err(format!("{reason}{rule}"));
+                return Err(Refusal::Denied {
+                    reason,
+                    rule: source,
+                });
             }
             crate::permissions::Decision::Ask { source } => {
-                return Err(format!("calling `{tool}` needs approval ({source})"));
+                return Err(Refusal::NeedsApproval { tool, rule: source });
             }
         }
     }
@@ -648,9 +651,31 @@ mod tests {
             "agent: coder\ntools:\n  allowed: [\"*\"]\n  denied: [\"call-agent:retry-advisor\"]\nfile-access:\n  - pattern: \"**\"\n    access: read\n",
         )?;
         let result = consult::<RetryDecision>(&host, &ctx, RETRY_ADVISOR, failure()).await;
-        assert!(
-            matches!(&result, Err(AdvisorError::Denied { .. })),
-            "{result:?}"
+        let Err(error) = &result else {
+            panic!("{result:?}")
+        };
+        let AdvisorError::Denied {
+            reason:
+                Refusal::Denied {
+                    reason,
+                    rule: Some(rule),
+                },
+            ..
+        } = error
+        else {
+            panic!("{error:?}")
+        };
+        assert_eq!(
+            error.to_string(),
+            format!("retry-advisor was not consulted: {reason} ({rule})")
+        );
+        let ask = Refusal::NeedsApproval {
+            tool: "call-agent".into(),
+            rule: crate::permissions::Source::Floor,
+        };
+        assert_eq!(
+            ask.to_string(),
+            "calling `call-agent` needs approval (nop's built-in floor)"
         );
         assert_eq!(host.asked.load(Ordering::SeqCst), 0);
         assert_eq!(ctx.approver.denials().len(), 1);

@@ -44,7 +44,7 @@ pub enum AdvisorError {
     Off,
     /// The calling agent may not call it (seed 002 §2.1: advisors are called with `call-agent`).
     #[error("{advisor} was not consulted: {reason}")]
-    Denied { advisor: String, reason: String },
+    Denied { advisor: String, reason: Refusal },
     #[error("{advisor} did not answer with a JSON object")]
     NotJson { advisor: String },
     #[error("{advisor} answered with JSON that does not match its schema: {detail}")]
@@ -60,6 +60,25 @@ pub enum AdvisorError {
     Call {
         advisor: String,
         source: crate::tools::ToolError,
+    },
+}
+
+/// Why the calling agent may not consult an advisor: its rules for `call-agent`, read afresh.
+#[derive(Debug, thiserror::Error)]
+pub enum Refusal {
+    #[error("the permission files cannot be read: {0}")]
+    Unreadable(crate::permissions::PermissionError),
+    /// A rule denies the call (and where that rule is, unless it is nop's own).
+    #[error("{reason}{}", rule.as_ref().map(|r| format!(" ({r})")).unwrap_or_default())]
+    Denied {
+        reason: String,
+        rule: Option<crate::permissions::Source>,
+    },
+    /// A rule asks a person, and nobody is asked about an advisor.
+    #[error("calling `{tool}` needs approval ({rule})")]
+    NeedsApproval {
+        tool: String,
+        rule: crate::permissions::Source,
     },
 }
 
