@@ -3,7 +3,7 @@
 //! someone else changed since is kept and named, unless the caller forces it.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -126,9 +126,9 @@ impl Checkpoints {
                     self.prune_empty_parents(path, &present);
                 }
                 Ok(false) => {}
-                Err(reason) => done.skipped.push(Skipped {
+                Err(why) => done.skipped.push(Skipped {
                     path: path.clone(),
-                    reason,
+                    reason: why.to_string(),
                 }),
             }
         }
@@ -136,17 +136,15 @@ impl Checkpoints {
     }
 
     /// Removes `rel` if it is a file or link inside the root; `Ok(false)` if it is not there.
-    fn remove(&self, rel: &str) -> std::result::Result<bool, String> {
+    fn remove(&self, rel: &str) -> std::result::Result<bool, NotRemoved> {
         let mut dir = self.root.clone();
         if let Some(parent) = Path::new(rel).parent() {
             for part in parent.components() {
                 dir.push(part);
                 match dir.symlink_metadata() {
                     Ok(m) if m.file_type().is_symlink() => {
-                        return Err(format!(
-                            "{} is a symbolic link now; nothing is removed through one",
-                            dir.strip_prefix(&self.root).unwrap_or(&dir).display()
-                        ));
+                        let link = dir.strip_prefix(&self.root).unwrap_or(&dir);
+                        return Err(NotRemoved::Link(link.to_path_buf()));
                     }
                     Ok(m) if m.is_dir() => {}
                     _ => return Ok(false),
@@ -156,10 +154,10 @@ impl Checkpoints {
         let path = self.root.join(rel);
         match path.symlink_metadata() {
             Err(_) => Ok(false),
-            Ok(m) if m.is_dir() => Err("it is a directory now".to_string()),
+            Ok(m) if m.is_dir() => Err(NotRemoved::Directory),
             Ok(_) => std::fs::remove_file(&path)
                 .map(|()| true)
-                .map_err(|e| e.to_string()),
+                .map_err(NotRemoved::Io),
         }
     }
 
@@ -178,6 +176,18 @@ impl Checkpoints {
             dir = d.parent();
         }
     }
+}
+
+/// Why a file the checkpoint did not have was left in place (a [`Skipped`]'s reason).
+#[derive(Debug, thiserror::Error)]
+enum NotRemoved {
+    /// A folder on its way is a link now (relative to the root).
+    #[error("{} is a symbolic link now; nothing is removed through one", .0.display())]
+    Link(PathBuf),
+    #[error("it is a directory now")]
+    Directory,
+    #[error(transparent)]
+    Io(std::io::Error),
 }
 
 /// The rules of the session's agent, read now: what a restore may touch.
@@ -625,6 +635,25 @@ mod tests {
             prompt: "second".into(),
             undone_at: None,
         }
+    }
+
+    #[test]
+    fn a_file_the_checkpoint_lacks_is_removed_never_through_a_link_nor_a_directory() {
+        let dir = tempfile::tempdir().expect("temp");
+        let root = dir.path().join("repo");
+        std::fs::create_dir_all(root.join("d")).expect("dir");
+        std::fs::write(root.join("f"), "x").expect("file");
+        std::os::unix::fs::symlink(dir.path(), root.join("link")).expect("link");
+        let cp = Checkpoints::new(&root, &dir.path().join(".nop"), 1.0);
+        let why = |rel: &str| cp.remove(rel).expect_err(rel).to_string();
+        assert_eq!(why("d"), "it is a directory now");
+        assert_eq!(
+            why("link/repo/f"),
+            "link is a symbolic link now; nothing is removed through one"
+        );
+        assert!(!cp.remove("missing").expect("missing"));
+        assert!(cp.remove("f").expect("removed"));
+        assert!(!root.join("f").exists());
     }
 
     #[test]
