@@ -136,7 +136,7 @@ pub(super) fn typed_value(defaults: &Value, key: &str, text: &str) -> Result<Val
     {
         match check_leaf(defaults, key, &candidate) {
             Ok(()) => return Ok(candidate),
-            Err(e) => complaint = complaint.or(Some(e)),
+            Err(e) => complaint = complaint.or(Some(e.to_string())),
         }
     }
     Err(must_be(defaults, key, &complaint.unwrap_or_default(), text))

@@ -116,7 +116,7 @@ fn explain(text: &str, error: ConfigError) -> ConfigError {
                 Ok(()) => return,
                 Err(complaint) => format!(
                     "`{key}` {}",
-                    must_be(&defaults, &key, &complaint, &value.to_string())
+                    must_be(&defaults, &key, &complaint.to_string(), &value.to_string())
                 ),
             }
         } else if known.iter().any(|k| k.starts_with(&section)) {

@@ -1088,9 +1088,12 @@ impl Resolved {
                     Some(text) => edit::typed_value(&defaults, &key, &text),
                     None => match check_leaf(&defaults, &key, &value) {
                         Ok(()) => Ok(value),
-                        Err(complaint) => {
-                            Err(must_be(&defaults, &key, &complaint, &value.to_string()))
-                        }
+                        Err(complaint) => Err(must_be(
+                            &defaults,
+                            &key,
+                            &complaint.to_string(),
+                            &value.to_string(),
+                        )),
                     },
                 };
                 let value = match checked {
@@ -1266,13 +1269,12 @@ fn set_path(root: &mut Value, key: &str, value: Value) {
 }
 
 /// Whether `value` is acceptable for `key`: the defaults with that one leaf replaced must
-/// deserialise.
-fn check_leaf(defaults: &Value, key: &str, value: &Value) -> Result<(), String> {
+/// deserialise. The error is serde's complaint, which [`must_be`] turns into what the key
+/// accepts.
+fn check_leaf(defaults: &Value, key: &str, value: &Value) -> Result<(), serde_json::Error> {
     let mut probe = defaults.clone();
     set_path(&mut probe, key, value.clone());
-    serde_json::from_value::<Config>(probe)
-        .map(drop)
-        .map_err(|e| format!("{e} (got {value})"))
+    serde_json::from_value::<Config>(probe).map(drop)
 }
 
 fn to_value<T: Serialize>(value: &T) -> Value {
