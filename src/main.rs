@@ -28,12 +28,17 @@ fn main() -> ExitCode {
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
             .collect(),
     };
+    let json_result = cli.json_result();
     match cli::run(cli, outside) {
         Ok(code) => code,
         Err(e) => {
             let message = said_once(&e);
             tracing::error!(result = "error", "{message}");
             eprintln!("error: {message}");
+            if json_result.is_some() {
+                // A script reading the result still gets one: never a silent failure.
+                cli::failed_result(&message);
+            }
             ExitCode::from(exit::ERROR)
         }
     }

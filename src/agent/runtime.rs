@@ -166,6 +166,7 @@ impl Runtime {
         events: EventSink,
         cancel: CancellationToken,
     ) -> Result<RunOutcome, RunError> {
+        let started = std::time::Instant::now();
         let mut admitted = self.admit(&mut request).await?;
         self.submit_prompt(&mut admitted, &mut request).await?;
         let mut opened = self.open(&mut admitted, &request, &events, &cancel).await?;
@@ -173,7 +174,8 @@ impl Runtime {
         let answer = self
             .drive(&mut opened, request.max_turns, &events, &mut stats)
             .await;
-        self.finish(admitted, opened, answer, stats, &events).await
+        self.finish(admitted, opened, answer, stats, started, &events)
+            .await
     }
 
     /// Seed 001 §2.3.5: a question about the past brings the matching memory into the

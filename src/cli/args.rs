@@ -94,6 +94,19 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
+impl Cli {
+    /// The JSON format a run prints its result in, when it is asked for one: a run that fails
+    /// before it can report still ends with a result object.
+    pub fn json_result(&self) -> Option<OutputFormat> {
+        let format = match &self.command {
+            Some(Command::Run(args) | Command::Exec(args)) => args.output_format,
+            Some(Command::Resume { output_format, .. }) => *output_format,
+            _ => return None,
+        };
+        matches!(format, OutputFormat::Json | OutputFormat::StreamJson).then_some(format)
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the agent on a task: a new session, or `--session ID` to continue one (answering its

@@ -18,6 +18,7 @@ mod interactive;
 mod keys;
 mod memory;
 mod output;
+pub use output::json::failed as failed_result;
 mod permissions;
 mod permissions_import;
 mod picker;

@@ -213,6 +213,9 @@ pub struct RunOutcome {
     pub total_cost_usd: Option<f64>,
     /// Model requests made.
     pub turns: u32,
+    /// How long the run took, and how much of it was spent waiting for the model.
+    pub duration_ms: u64,
+    pub duration_api_ms: u64,
     pub tool_calls: u32,
     /// Tool calls and file operations refused by permissions (the reason the model was given).
     pub permission_denials: Vec<Denial>,

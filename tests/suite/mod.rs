@@ -11,6 +11,7 @@ mod daily_work;
 mod first_contact;
 mod goal;
 mod handle;
+mod headless;
 mod hooks;
 mod instructions;
 mod interactive;

@@ -101,6 +101,7 @@ impl Runtime {
         opened: Opened,
         answer: Answer,
         stats: TurnStats,
+        started: std::time::Instant,
         events: &EventSink,
     ) -> Result<RunOutcome, RunError> {
         let answer = match answer {
@@ -130,7 +131,8 @@ impl Runtime {
         // then the behaviours told (the session stack, the session-end hooks).
         self.close(&closing, &mut behaviours, held).await?;
         tracing::info!(session = %session_id, agent = %admitted.agent_name, op = "run", result = closing.status.as_str(), turns = stats.turns, tool_calls = stats.tool_calls, "run ended");
-        let outcome = self.outcome(admitted.session_id.clone(), ending, &engine, &stats);
+        let mut outcome = self.outcome(admitted.session_id.clone(), ending, &engine, &stats);
+        outcome.duration_ms = started.elapsed().as_millis() as u64;
         let _ = events.send(Event::Result(outcome.clone()));
         Ok(outcome)
     }
@@ -216,6 +218,8 @@ impl Runtime {
             usage,
             total_cost_usd: total.cost_usd,
             turns: stats.turns,
+            duration_ms: 0,
+            duration_api_ms: stats.api_ms,
             tool_calls: stats.tool_calls,
             permission_denials: self.approver.denials(),
         }

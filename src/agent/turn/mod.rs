@@ -26,6 +26,8 @@ pub struct TurnStats {
     pub tool_calls: u32,
     /// The model requests of this agent's own turns.
     pub spent: Spent,
+    /// Milliseconds spent waiting for the model (each request until its reply was whole).
+    pub api_ms: u64,
 }
 
 pub struct ModelAgent {
@@ -119,7 +121,9 @@ impl ModelAgent {
                 tracing::warn!(session = %ctx.session_id, op = "model", result = "over_budget", "{over}");
                 return Ok(Ok(answer(AgentStatus::OverBudget, over.to_string())));
             }
+            let asked = std::time::Instant::now();
             let sent = self.send(ctx, events, &messages, &specs).await;
+            stats.api_ms += asked.elapsed().as_millis() as u64;
             // The run's first write, made while the request went out, is in before anything
             // that follows.
             conversation.settle().await?;

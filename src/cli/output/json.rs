@@ -16,6 +16,37 @@ impl Json {
     }
 }
 
+/// The result of a run that failed before it could report one (its configuration, its
+/// session, its model could not be had): an error result in the shape of every other, so
+/// that a script reading `is_error` or `status` sees the failure.
+pub fn failed(message: &str) {
+    let line = serde_json::json!({
+        "type": "result",
+        "subtype": "error_during_execution",
+        "is_error": true,
+        "result": message,
+        "num_turns": 0,
+        "session_id": null,
+        "status": "error",
+        "final_message": message,
+    });
+    println!("{}", json_safe(line.to_string()));
+}
+
+/// A run refused a place on the session stack: the `refused` line, with Claude Code's error
+/// fields (`is_error`, `subtype`, `result`) so that a script checking them sees nothing ran.
+pub fn refused(reason: &str) {
+    let line = serde_json::json!({
+        "type": "refused",
+        "status": "refused",
+        "reason": reason,
+        "subtype": "error_during_execution",
+        "is_error": true,
+        "result": reason,
+    });
+    println!("{}", json_safe(line.to_string()));
+}
+
 /// A chat batch's replies as one object (the same in both JSON formats).
 pub fn batch_answered(event: &Event) {
     let Event::BatchAnswered {

@@ -15,14 +15,7 @@ impl StreamJson {
             return;
         }
         let line = match event {
-            Event::Result(outcome) => {
-                let mut line = serde_json::Map::new();
-                line.insert("type".into(), "result".into());
-                if let serde_json::Value::Object(fields) = super::outcome_json(outcome) {
-                    line.extend(fields);
-                }
-                Some(serde_json::Value::Object(line).to_string())
-            }
+            Event::Result(outcome) => Some(super::outcome_json(outcome).to_string()),
             _ => serde_json::to_string(event).ok(),
         };
         if let Some(line) = line.map(json_safe) {
