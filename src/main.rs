@@ -35,9 +35,9 @@ fn main() -> ExitCode {
             let message = said_once(&e);
             tracing::error!(result = "error", "{message}");
             eprintln!("error: {message}");
-            if json_result.is_some() {
+            if let Some(format) = json_result {
                 // A script reading the result still gets one: never a silent failure.
-                cli::failed_result(&message);
+                cli::failed_result(format, &message);
             }
             ExitCode::from(exit::ERROR)
         }

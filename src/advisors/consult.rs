@@ -505,6 +505,7 @@ mod tests {
             output_max_bytes: 30_000,
             events: None,
             outer: Vec::new(),
+            run_tools: Default::default(),
         };
         Ok((ctx, FakeHost::new(store, answer)))
     }

@@ -180,7 +180,8 @@ impl Engine {
             cancel,
             timeout: Duration::from_secs_f64(inner.config.tools.timeout_s),
             agent: agent.to_string(),
-            policy: crate::permissions::load_chain(&inner.ws.root, agent, &ancestors)?,
+            policy: crate::permissions::load_chain(&inner.ws.root, agent, &ancestors)?
+                .with_run_tools(&inner.config.agent.run_tools),
             approver: inner.approver.clone(),
             sandbox: SandboxSettings::from_config(&inner.config),
             ancestors,
@@ -192,6 +193,7 @@ impl Engine {
             output_max_bytes: inner.config.tools.output_max_bytes,
             events: Some(inner.events.clone()),
             outer: Vec::new(),
+            run_tools: inner.config.agent.run_tools.clone(),
         })
     }
 

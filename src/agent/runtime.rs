@@ -148,6 +148,12 @@ impl Runtime {
         self
     }
 
+    /// The same runtime with the run's own narrowing of its agent's tools.
+    pub fn with_run_tools(mut self, tools: crate::config::RunTools) -> Runtime {
+        self.config.agent.run_tools = tools;
+        self
+    }
+
     /// The model client of the configuration.
     pub(super) fn provider(&self) -> Result<Provider, ProviderError> {
         Ok(Provider::from_config(&self.config.provider, &self.env)?

@@ -43,6 +43,24 @@ pub enum OutputFormat {
     /// Text as where stdout is not a terminal, even on one: print mode (`nop -p`, `nop exec`).
     #[value(skip)]
     Plain,
+    /// stream-json in Claude Code's shapes (`--events claude`).
+    #[value(skip)]
+    ClaudeStream,
+    /// `codex exec --json`'s JSONL (`--json`, `--events codex`).
+    #[value(skip)]
+    CodexJson,
+}
+
+/// Whose shapes stream-json's events take (`--events`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Default)]
+pub enum EventShape {
+    /// nop's own events (docs/running.md).
+    #[default]
+    Nop,
+    /// Claude Code's stream-json (`system`/`init`, `assistant`, `user`, `result`).
+    Claude,
+    /// `codex exec --json` (`thread.started`, `item.*`, `turn.completed`).
+    Codex,
 }
 
 /// A queued message's priority, as `--priority` spells it (the engine's `QueuePriority`).
@@ -103,6 +121,11 @@ impl Cli {
             Some(Command::Resume { output_format, .. }) => *output_format,
             _ => return None,
         };
+        if let Some(Command::Run(args) | Command::Exec(args)) = &self.command
+            && (args.json || args.events == Some(EventShape::Codex))
+        {
+            return Some(OutputFormat::CodexJson);
+        }
         matches!(format, OutputFormat::Json | OutputFormat::StreamJson).then_some(format)
     }
 }
@@ -355,6 +378,35 @@ pub struct RunArgs {
     pub max_budget_usd: Option<f64>,
     #[arg(long, value_enum, default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,
+    /// Claude Code's `--allowedTools`: the only tools this run (and its subagents) may call,
+    /// besides reading and the plan, as Claude Code names them (`Edit`, `Bash`,
+    /// `mcp__server__tool`) or as nop does (`edit-file`); separated by commas or spaces. It
+    /// never allows what the agent's rules deny.
+    #[arg(long = "allowedTools", alias = "allowed-tools", value_name = "TOOLS")]
+    pub allowed_tools: Vec<String>,
+    /// Claude Code's `--disallowedTools`: tools this run (and its subagents) may not call.
+    #[arg(
+        long = "disallowedTools",
+        alias = "disallowed-tools",
+        value_name = "TOOLS"
+    )]
+    pub disallowed_tools: Vec<String>,
+    /// Claude Code's `--permission-mode`: `default` and `acceptEdits` are `--approval
+    /// on-request`, `plan` is `plan`, `dontAsk` is `never` (nop has no mode that lifts its
+    /// rules: `bypassPermissions` is refused).
+    #[arg(long, value_name = "MODE", conflicts_with = "approval")]
+    pub permission_mode: Option<String>,
+    /// Whole tool results and diffs in text output, as `/verbose` (stream-json and json always
+    /// carry every event).
+    #[arg(long)]
+    pub verbose: bool,
+    /// Whose shapes stream-json's events take: nop's, Claude Code's or Codex's.
+    #[arg(long, value_enum, value_name = "SHAPE")]
+    pub events: Option<EventShape>,
+    /// `codex exec --json`: the events as Codex's JSONL (as `--output-format stream-json
+    /// --events codex`).
+    #[arg(long, conflicts_with_all = ["events", "output_format"])]
+    pub json: bool,
     /// Print mode, as `claude -p`: headless even on a terminal, the answer on stdout (tool calls
     /// and notes on stderr), nothing asked; without PROMPT it reads standard input.
     #[arg(long, short = 'p')]

@@ -4,6 +4,7 @@
 //! each command or family of commands has its file.
 
 mod agents;
+mod anchors;
 mod args;
 mod chat;
 mod checkpoints;

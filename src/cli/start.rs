@@ -10,7 +10,7 @@ use anyhow::{Result, bail};
 
 use nop::permissions::{ApprovalMode, Approver};
 
-use super::args::PriorityArg;
+use super::args::{EventShape, PriorityArg};
 use super::context::Context;
 use super::sessions::last_session;
 use super::{OutputFormat, RunArgs, chat, exit, interactive, run};
@@ -70,6 +70,12 @@ pub fn resume(
         max_budget_usd: None,
         output_format,
         approval: None,
+        events: None,
+        json: false,
+        allowed_tools: Vec::new(),
+        disallowed_tools: Vec::new(),
+        permission_mode: None,
+        verbose: false,
         yes: false,
         print: false,
         emergency: false,
@@ -153,6 +159,11 @@ pub fn run_command(ctx: &Context, mut args: RunArgs) -> Result<ExitCode> {
         let runtime = ctx.runtime(resolved.config, approver).with_cwd(&ctx.cwd);
         return chat::batch(runtime, session, &agent, args.messages, args.output_format);
     }
+    args.output_format = match (args.json, args.events) {
+        (true, _) | (_, Some(EventShape::Codex)) => OutputFormat::CodexJson,
+        (false, Some(EventShape::Claude)) => OutputFormat::ClaudeStream,
+        _ => args.output_format,
+    };
     if args.print {
         if args.output_format == OutputFormat::Text {
             args.output_format = OutputFormat::Plain;
@@ -171,10 +182,21 @@ pub fn run_command(ctx: &Context, mut args: RunArgs) -> Result<ExitCode> {
         }
     };
     let on_terminal = std::io::stdin().is_terminal() && !args.print;
-    let mode = match args.approval {
-        Some(arg) => arg.into(),
-        None => resolved.config.approval.into(),
+    let anchors = match anchored(&args) {
+        Ok(anchors) => anchors,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return Ok(ExitCode::from(exit::USAGE));
+        }
     };
+    let mode = match (args.approval, anchors.mode) {
+        (Some(arg), _) => arg.into(),
+        (None, Some(mode)) => mode,
+        (None, None) => resolved.config.approval.into(),
+    };
+    if args.verbose {
+        super::transcript::Renderer::verbose_from_now();
+    }
     let (approver, prompts) = run::approver(mode, args.yes, on_terminal);
     let priority = resolved.config.queue.default_priority;
     let mut runtime = ctx.runtime(resolved.config, approver).with_cwd(&ctx.cwd);
@@ -184,7 +206,29 @@ pub fn run_command(ctx: &Context, mut args: RunArgs) -> Result<ExitCode> {
     if let Some(usd) = args.max_budget_usd {
         runtime = runtime.with_budget(usd);
     }
+    runtime = runtime.with_run_tools(anchors.tools);
     start_run(ctx, runtime, prompts, args, prompt, session, priority)
+}
+
+/// What the anchors' flags of a run say: its approval mode (`--permission-mode`) and its
+/// narrowing of the tools (`--allowedTools`, `--disallowedTools`; what nop cannot honour as
+/// written is a warning).
+struct Anchored {
+    mode: Option<ApprovalMode>,
+    tools: nop::config::RunTools,
+}
+
+fn anchored(args: &RunArgs) -> Result<Anchored> {
+    let mode = args
+        .permission_mode
+        .as_deref()
+        .map(super::anchors::permission_mode)
+        .transpose()?;
+    let (tools, warnings) = super::anchors::run_tools(&args.allowed_tools, &args.disallowed_tools)?;
+    for warning in warnings {
+        eprintln!("warning: {warning}");
+    }
+    Ok(Anchored { mode, tools })
 }
 
 /// A run with its runtime ready: a message delivered to the session, a new headless run, or an

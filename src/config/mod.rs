@@ -686,6 +686,10 @@ pub struct AgentConfig {
     /// US dollars a run may spend (its subagents and advisors included); 0: no limit. The run
     /// stops before the request that would pass it (`--max-budget-usd`).
     pub max_budget_usd: f64,
+    /// One run's own narrowing of its agent's tools (`--allowedTools`, `--disallowedTools`):
+    /// given on the command line only, never read from a file.
+    #[serde(skip)]
+    pub run_tools: RunTools,
 }
 
 impl Default for AgentConfig {
@@ -696,6 +700,40 @@ impl Default for AgentConfig {
             max_parallel: 4,
             goal_timeout_s: 3600.0,
             max_budget_usd: 0.0,
+            run_tools: RunTools::default(),
+        }
+    }
+}
+
+/// A run's narrowing of its agent's tools: it only takes away (what the agent's rules deny
+/// stays denied). Names are nop's tools; `server.*` names every tool of a plugin.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunTools {
+    /// When set, the only tools the run may call.
+    pub allowed: Option<Vec<String>>,
+    /// Tools the run may not call.
+    pub denied: Vec<String>,
+}
+
+impl RunTools {
+    /// Why the run may not call `tool`, when it may not.
+    pub fn refuses(&self, tool: &str) -> Option<String> {
+        let names = |list: &[String]| {
+            list.iter().any(|name| match name.strip_suffix('*') {
+                Some(prefix) => tool.starts_with(prefix),
+                None => name == tool,
+            })
+        };
+        if names(&self.denied) {
+            return Some(format!(
+                "tool `{tool}` is denied for this run (--disallowedTools)"
+            ));
+        }
+        match &self.allowed {
+            Some(allowed) if !names(allowed) => Some(format!(
+                "tool `{tool}` is not among this run's allowed tools (--allowedTools)"
+            )),
+            _ => None,
         }
     }
 }

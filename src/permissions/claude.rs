@@ -268,7 +268,7 @@ impl Paths<'_> {
 }
 
 /// The nop tools a Claude Code tool name stands for; `Err` says why there are none.
-fn tools_of(name: &str) -> Result<Vec<String>, Untranslated> {
+pub fn tools_of(name: &str) -> Result<Vec<String>, Untranslated> {
     let names: &[&str] = match name {
         "Read" => &["read-file", "list-files", "search-files"],
         "Edit" | "MultiEdit" | "Write" | "NotebookEdit" => &["edit-file", "write-file"],
@@ -380,14 +380,19 @@ fn normalise(path: &Path) -> Option<PathBuf> {
 
 /// `defaultMode` as nop's approval mode.
 fn approval(mode: &str) -> Result<Vec<Change>, Untranslated> {
-    let approval = match mode {
-        "default" | "acceptEdits" => "on-request",
-        "plan" => "plan",
-        "dontAsk" => "never",
+    Ok(vec![Change::Approval(approval_mode(mode)?.as_str().into())])
+}
+
+/// A Claude Code permission mode (`defaultMode`, `--permission-mode`) as nop's approval mode:
+/// none lifts nop's rules.
+pub fn approval_mode(mode: &str) -> Result<super::ApprovalMode, Untranslated> {
+    Ok(match mode {
+        "default" | "acceptEdits" => super::ApprovalMode::OnRequest,
+        "plan" => super::ApprovalMode::Plan,
+        "dontAsk" => super::ApprovalMode::Never,
         "bypassPermissions" => return Err(Untranslated::Bypass),
         other => return Err(Untranslated::UnknownMode(other.to_string())),
-    };
-    Ok(vec![Change::Approval(approval.into())])
+    })
 }
 
 /// Whether a settings file's `permissions` holds anything that means something to permissions.

@@ -480,6 +480,8 @@ pub struct Policy {
     /// Never written through this.
     user_skills: bool,
     skill_dirs: std::sync::OnceLock<Vec<PathBuf>>,
+    /// The run's own narrowing of the tools (`--allowedTools`, `--disallowedTools`).
+    run_tools: crate::config::RunTools,
 }
 
 impl Policy {
@@ -499,7 +501,14 @@ impl Policy {
             git_dirs,
             user_skills: false,
             skill_dirs: std::sync::OnceLock::new(),
+            run_tools: crate::config::RunTools::default(),
         }
+    }
+
+    /// This policy narrowed by a run's own tool lists: a tool they leave out is denied.
+    pub fn with_run_tools(mut self, tools: &crate::config::RunTools) -> Policy {
+        self.run_tools = tools.clone();
+        self
     }
 
     /// This policy with the user's skill folders readable (canonical paths outside the root,
@@ -606,7 +615,17 @@ impl Policy {
 
     /// May this agent call `tool`? Denied first, then allowed (seed 002 §5.2).
     pub fn check_tool(&self, tool: &str) -> Decision {
-        self.strictest(|set| set.check_tool(tool))
+        let decision = self.strictest(|set| set.check_tool(tool));
+        if matches!(decision, Decision::Deny { .. }) {
+            return decision;
+        }
+        match self.run_tools.refuses(tool) {
+            Some(reason) => Decision::Deny {
+                reason,
+                source: None,
+            },
+            None => decision,
+        }
     }
 
     /// Normalises `path` (relative to the root, or absolute; `.`/`..` and symbolic links

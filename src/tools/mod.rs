@@ -74,6 +74,9 @@ pub struct ToolContext {
     /// Callers that work in another root (an isolated subagent's caller, in the repository
     /// beside its worktree), nearest first: their rules confine this agent wherever they reach.
     pub outer: Vec<Outer>,
+    /// The run's own narrowing of the tools (`--allowedTools`, `--disallowedTools`), for its
+    /// subagents too.
+    pub run_tools: crate::config::RunTools,
 }
 
 /// A caller in another root: its root, its agent and that agent's callers, whose rules are read
@@ -209,7 +212,7 @@ impl ToolContext {
                 crate::permissions::load_chain(&outer.root, &outer.agent, &outer.ancestors)?;
             policy = policy.confined_by(&theirs);
         }
-        Ok(policy)
+        Ok(policy.with_run_tools(&self.run_tools))
     }
 }
 

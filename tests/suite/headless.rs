@@ -144,3 +144,225 @@ fn a_run_that_cannot_start_still_ends_with_an_error_result() {
     );
     assert!(server.requests().is_empty(), "nothing ran");
 }
+
+/// The tool names a request offered the model.
+fn offered(request: &crate::support::mock::RecordedRequest) -> Vec<String> {
+    request.body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn claude_codes_tool_flags_narrow_the_run_and_never_widen_it() {
+    let repo = Repo::new();
+    // The model calls a tool it was not offered: refused all the same.
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "write-file",
+            json!({"path": "out.txt", "content": "x\n"}),
+        )]),
+        openai::reply_text("could not write"),
+    ]);
+    let (code, lines) = run(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "--allowedTools",
+            "Read,Bash(npm test:*)",
+            "--disallowedTools",
+            "Bash",
+            "--output-format",
+            "json",
+            "write out.txt",
+        ],
+    );
+    assert_eq!(code, 0);
+    let tools = offered(&server.requests()[0]);
+    assert!(tools.contains(&"read-file".to_string()), "{tools:?}");
+    for gone in ["write-file", "edit-file", "shell", "call-agent"] {
+        assert!(!tools.contains(&gone.to_string()), "{gone} in {tools:?}");
+    }
+    assert!(!repo.path().join("out.txt").exists());
+    let refused = server.result_of("c1");
+    assert!(refused.contains("--allowedTools"), "{refused}");
+    let result = &lines[0];
+    assert_eq!(result["permission_denials"][0]["tool_name"], "write-file");
+}
+
+#[test]
+fn claude_codes_permission_mode_maps_to_an_approval_mode_and_bypass_is_refused() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "write-file",
+            json!({"path": "out.txt", "content": "x\n"}),
+        )]),
+        openai::reply_text("planned"),
+    ]);
+    let (code, _) = run(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "--permission-mode",
+            "plan",
+            "--output-format",
+            "json",
+            "write out.txt",
+        ],
+    );
+    assert_eq!(code, 0);
+    assert!(
+        !repo.path().join("out.txt").exists(),
+        "plan mode changes nothing"
+    );
+    let out = repo
+        .nop_model(&server, "openai")
+        .args(["-p", "--permission-mode", "bypassPermissions", "go"])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("--permission-mode bypassPermissions"),
+        "{stderr}"
+    );
+    assert_eq!(server.requests().len(), 2, "the refused run asked nothing");
+}
+
+/// A run that writes a file, runs a command and answers.
+fn a_small_task() -> MockServer {
+    MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "write-file",
+            json!({"path": "notes.txt", "content": "hello\n"}),
+        )]),
+        openai::reply_tool_calls(&[("c2", "shell", json!({"command": "cat notes.txt"}))]),
+        openai::reply_text("wrote and read it"),
+    ])
+}
+
+#[test]
+fn stream_json_speaks_claude_codes_shapes_when_asked() {
+    let repo = Repo::new();
+    let server = a_small_task();
+    let (code, lines) = run(
+        &repo,
+        &server,
+        &[
+            "-p",
+            "--output-format",
+            "stream-json",
+            "--events",
+            "claude",
+            "--verbose",
+            "do it",
+        ],
+    );
+    assert_eq!(code, 0);
+    let kinds: Vec<String> = lines
+        .iter()
+        .map(|l| match l["subtype"].as_str() {
+            Some(sub) => format!("{}/{sub}", l["type"].as_str().unwrap()),
+            None => l["type"].as_str().unwrap().to_string(),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "system/init",
+            "assistant",
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+            "result/success"
+        ],
+        "{lines:#?}"
+    );
+    let id = lines[0]["session_id"].as_str().expect("id");
+    assert!(lines.iter().all(|l| l["session_id"] == id), "{lines:#?}");
+    let tool_use = &lines[1]["message"]["content"][0];
+    assert_eq!(tool_use["type"], "tool_use");
+    assert_eq!(tool_use["id"], "c1");
+    assert_eq!(tool_use["name"], "write-file");
+    assert_eq!(tool_use["input"]["path"], "notes.txt");
+    let result = &lines[4]["message"]["content"][0];
+    assert_eq!(result["type"], "tool_result");
+    assert_eq!(result["tool_use_id"], "c2");
+    assert_eq!(result["is_error"], false);
+    assert!(
+        result["content"].as_str().unwrap().contains("hello"),
+        "{result}"
+    );
+    assert_eq!(
+        lines[5]["message"]["content"][0]["text"],
+        "wrote and read it"
+    );
+    has_claude_codes_fields(&lines[6]);
+}
+
+#[test]
+fn exec_json_speaks_codexs_jsonl() {
+    let repo = Repo::new();
+    let server = a_small_task();
+    let (code, lines) = run(&repo, &server, &["exec", "--json", "do it"]);
+    assert_eq!(code, 0);
+    let kinds: Vec<String> = lines
+        .iter()
+        .map(|l| match l["item"]["type"].as_str() {
+            Some(item) => format!("{} {item}", l["type"].as_str().unwrap()),
+            None => l["type"].as_str().unwrap().to_string(),
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "thread.started",
+            "turn.started",
+            "item.completed file_change",
+            "item.started command_execution",
+            "item.completed command_execution",
+            "item.completed agent_message",
+            "turn.completed"
+        ],
+        "{lines:#?}"
+    );
+    let change = &lines[2]["item"];
+    assert_eq!(
+        change["changes"][0],
+        json!({"path": "notes.txt", "kind": "add"})
+    );
+    assert_eq!(change["status"], "completed");
+    let command = &lines[4]["item"];
+    assert_eq!(command["id"], lines[3]["item"]["id"]);
+    assert_eq!(command["command"], "cat notes.txt");
+    assert_eq!(command["exit_code"], 0);
+    assert_eq!(command["status"], "completed");
+    assert!(
+        command["aggregated_output"]
+            .as_str()
+            .unwrap()
+            .contains("hello")
+    );
+    assert_eq!(lines[5]["item"]["text"], "wrote and read it");
+    assert!(lines[6]["usage"]["input_tokens"].is_u64(), "{}", lines[6]);
+    // The thread id is the session to go on with.
+    let id = lines[0]["thread_id"].as_str().expect("id");
+    assert!(repo.path().join(".nop/sessions").join(id).is_dir());
+    // A failure before the run is Codex's error line.
+    let (code, lines) = run(
+        &repo,
+        &server,
+        &["exec", "--json", "--session", "nope", "go on"],
+    );
+    assert_eq!(code, 1);
+    assert_eq!(lines.last().expect("a line")["type"], "error");
+}

@@ -19,7 +19,13 @@ impl Json {
 /// The result of a run that failed before it could report one (its configuration, its
 /// session, its model could not be had): an error result in the shape of every other, so
 /// that a script reading `is_error` or `status` sees the failure.
-pub fn failed(message: &str) {
+pub fn failed(format: crate::cli::OutputFormat, message: &str) {
+    if format == crate::cli::OutputFormat::CodexJson {
+        // `codex exec --json`'s fatal error.
+        let line = serde_json::json!({"type": "error", "message": message});
+        println!("{}", json_safe(line.to_string()));
+        return;
+    }
     let line = serde_json::json!({
         "type": "result",
         "subtype": "error_during_execution",

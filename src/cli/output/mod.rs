@@ -4,6 +4,8 @@
 //! and hands it each event; what is said of a run that did not start (refused, queued) and of a
 //! chat batch (`nop run --message`) is here too, once per format.
 
+pub mod claude_stream;
+pub mod codex_json;
 pub mod json;
 pub mod stream_json;
 pub mod text;
@@ -86,7 +88,7 @@ pub fn outcome_json(outcome: &RunOutcome) -> serde_json::Value {
 pub fn batch_answered(format: OutputFormat, event: &nop::protocol::events::Event) {
     match format {
         OutputFormat::Text | OutputFormat::Plain => text::batch_answered(event),
-        OutputFormat::Json | OutputFormat::StreamJson => json::batch_answered(event),
+        _ => json::batch_answered(event),
     }
 }
 
@@ -94,7 +96,7 @@ pub fn batch_answered(format: OutputFormat, event: &nop::protocol::events::Event
 pub fn refused(format: OutputFormat, reason: &str) {
     match format {
         OutputFormat::Text | OutputFormat::Plain => text::refused(reason),
-        OutputFormat::Json | OutputFormat::StreamJson => json::refused(reason),
+        _ => json::refused(reason),
     }
 }
 
@@ -109,7 +111,7 @@ pub fn queued(
 ) {
     match format {
         OutputFormat::Text | OutputFormat::Plain => text::queued(id, position, stop),
-        OutputFormat::Json | OutputFormat::StreamJson => json::event(&Event::Queued {
+        _ => json::event(&Event::Queued {
             session_id: id.to_string(),
             position,
             priority,

@@ -31,9 +31,14 @@ pub struct Renderer {
     last_result: Option<(String, String)>,
 }
 
+/// Whether renderers start verbose (`--verbose`): the command line's, for the whole process.
+static VERBOSE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// The renderer of each output format; text on a terminal is the transcript ([`Live`]).
 enum Format {
     StreamJson(StreamJson),
+    Claude(super::output::claude_stream::ClaudeStream),
+    Codex(super::output::codex_json::CodexJson),
     Json(Json),
     Text(Text),
     Live(Box<Live>),
@@ -44,13 +49,15 @@ impl Renderer {
         let terminal = std::io::stdout().is_terminal() && std::io::stderr().is_terminal();
         let format = match format {
             OutputFormat::StreamJson => Format::StreamJson(StreamJson),
+            OutputFormat::ClaudeStream => Format::Claude(Default::default()),
+            OutputFormat::CodexJson => Format::Codex(Default::default()),
             OutputFormat::Json => Format::Json(Json),
             OutputFormat::Text if terminal => Format::Live(Box::new(Live::new())),
             OutputFormat::Text | OutputFormat::Plain => Format::Text(Text::new()),
         };
         Renderer {
             format,
-            verbose: false,
+            verbose: VERBOSE.load(std::sync::atomic::Ordering::Relaxed),
             interactive: false,
             last_result: None,
         }
@@ -69,6 +76,12 @@ impl Renderer {
             Format::Live(live) => Some(live),
             _ => None,
         }
+    }
+
+    /// Renderers made from now on show whole results and diffs (`--verbose`), as `/verbose`
+    /// does for one.
+    pub fn verbose_from_now() {
+        VERBOSE.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// For the interactive session: what to do next is the prompt's business.
@@ -232,6 +245,8 @@ impl Renderer {
         }
         match &mut self.format {
             Format::StreamJson(r) => r.event(event),
+            Format::Claude(r) => r.event(event),
+            Format::Codex(r) => r.event(event),
             Format::Json(r) => r.event(event),
             Format::Text(r) => r.event(event),
             Format::Live(live) => live.event(event, self.verbose, self.interactive),
@@ -246,7 +261,7 @@ impl Renderer {
                 live.input.clear();
             }
             Format::Text(r) => r.finish(),
-            Format::StreamJson(_) | Format::Json(_) => {}
+            Format::StreamJson(_) | Format::Json(_) | Format::Claude(_) | Format::Codex(_) => {}
         }
     }
 }
