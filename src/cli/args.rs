@@ -353,6 +353,22 @@ pub enum SessionsCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Write a session, and the sessions it was forked from, to one file that another clone
+    /// imports (paths relative to the repository, secrets from the environment scrubbed).
+    Export {
+        id: String,
+        /// The file to write (default: standard output).
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<String>,
+    },
+    /// Make an exported session resumable here (`nop -r ID`): refused whole for a damaged or
+    /// newer archive, or a session that exists.
+    Import {
+        /// The archive (`-`: standard input).
+        file: String,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Debug, Args)]

@@ -34,6 +34,7 @@ mod slash;
 mod start;
 mod term;
 mod transcript;
+mod travel;
 mod trust;
 
 pub use args::{

@@ -1,4 +1,5 @@
-//! `nop sessions …` (list, show, check, new, append, delete, stack) and the commands that read
+//! `nop sessions …` (list, show, check, new, append, delete, stack; export and import in
+//! `travel.rs`) and the commands that read
 //! one session's files: `nop plan`, `nop log`, `nop snapshot`.
 
 use std::collections::BTreeMap;
@@ -26,6 +27,10 @@ pub fn sessions(ctx: &Context, command: SessionsCommand, out: &mut impl Write) -
         SessionsCommand::Append(args) => append(store, args, out),
         SessionsCommand::Delete { id, force, json } => delete(ctx, &id, force, json, out),
         SessionsCommand::Stack { json } => stack(ctx, json, out),
+        SessionsCommand::Export { id, output } => {
+            super::travel::export(ctx, &id, output.as_deref(), out)
+        }
+        SessionsCommand::Import { file, json } => super::travel::import(ctx, &file, json, out),
     }
 }
 

@@ -18,6 +18,7 @@
 //! depends on the parent's directory. Deleting a session (`delete.rs`) checks first that no other
 //! session refers to it.
 
+mod archive;
 mod atomic;
 mod delete;
 mod error;
@@ -31,6 +32,7 @@ mod sealed;
 mod store;
 mod summary_cache;
 
+pub use archive::{ArchiveError, FORMAT as ARCHIVE_FORMAT, Moved};
 pub use atomic::{commit_files, create_new_atomic, replace_file, sync_dir, write_atomic};
 
 /// `value` as indented JSON for a file, or an error naming `what` (never empty bytes to write).

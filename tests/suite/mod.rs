@@ -40,5 +40,6 @@ mod shell_sandbox;
 mod skills;
 mod slash_commands;
 mod terminal_safety;
+mod travel;
 mod trust;
 mod user_config;
