@@ -33,4 +33,8 @@ pub enum RunError {
     /// Another process is running the session.
     #[error("session {0} is being run by another process")]
     Busy(String),
+    /// `sandbox: required` and this machine cannot confine commands as asked: the run does
+    /// not start.
+    #[error("{0}")]
+    Sandbox(String),
 }

@@ -207,6 +207,9 @@ pub struct RunOutcome {
     /// The limit the run stopped at, when it did (the session may go on).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<RunLimit>,
+    /// How the run's shell commands were confined: `namespaces`, `landlock` (Landlock alone,
+    /// where user namespaces are refused), `none`, or `off` (`sandbox: off`).
+    pub sandbox: String,
     pub usage: RunUsage,
     /// What the run cost in US dollars, its subagents and advisors included; null when the
     /// model has no price (never a guessed figure).

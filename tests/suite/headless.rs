@@ -366,3 +366,72 @@ fn exec_json_speaks_codexs_jsonl() {
     assert_eq!(code, 1);
     assert_eq!(lines.last().expect("a line")["type"], "error");
 }
+
+/// `nop ARGS` against `server` where unprivileged user namespaces are refused, as on a hosted
+/// Ubuntu 24.04 runner: exit code and the JSON lines of stdout.
+fn run_without_namespaces(repo: &Repo, server: &MockServer, args: &[&str]) -> (i32, Vec<Value>) {
+    let output = std::process::Command::new("unshare")
+        .args(["--user", "--map-root-user", "sh", "-c"])
+        .arg("echo 0 > /proc/sys/user/max_user_namespaces && exec \"$@\"")
+        .arg("sh")
+        .arg(assert_cmd::cargo::cargo_bin("nop"))
+        .args(args)
+        .current_dir(repo.path())
+        .env_clear()
+        .env("HOME", repo.path())
+        .env("XDG_STATE_HOME", repo.state.path())
+        .env("PATH", "/usr/bin:/bin")
+        .envs(crate::support::model_env(server, "openai"))
+        .output()
+        .expect("unshare");
+    let lines = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    (output.status.code().unwrap_or(-1), lines)
+}
+
+#[test]
+fn a_runner_without_user_namespaces_says_what_confines_and_required_never_goes_green() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![openai::reply_text("done")]);
+    // Best effort: Landlock alone, and the result says so.
+    let (code, lines) =
+        run_without_namespaces(&repo, &server, &["-p", "--output-format", "json", "hi"]);
+    assert_eq!(code, 0, "{lines:?}");
+    assert_eq!(lines[0]["sandbox"], "landlock", "{}", lines[0]);
+    // Required: the run does not start, no model request is made, and the result says why.
+    let (code, lines) = run_without_namespaces(
+        &repo,
+        &server,
+        &[
+            "--set",
+            "sandbox=required",
+            "-p",
+            "--output-format",
+            "json",
+            "hi",
+        ],
+    );
+    assert_eq!(code, 1);
+    let result = lines.last().expect("a result");
+    assert_eq!(result["is_error"], true);
+    assert!(
+        result["result"]
+            .as_str()
+            .is_some_and(|r| r.contains("sandbox: required") && r.contains("did not start")),
+        "{result}"
+    );
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "only the best-effort run asked the model"
+    );
+    // Where namespaces work, the result names them.
+    let (_, lines) = run(
+        &repo,
+        &MockServer::start(vec![openai::reply_text("ok")]),
+        &["-p", "--output-format", "json", "hi"],
+    );
+    assert_eq!(lines[0]["sandbox"], "namespaces");
+}

@@ -45,6 +45,9 @@ impl Runtime {
         request: &mut RunRequest,
     ) -> Result<Admitted, RunError> {
         let provider = self.provider()?;
+        // A sandbox that is required and cannot be had stops it too: never a run that does
+        // nothing and reports success.
+        let sandbox = self.sandbox_in_force().await?;
         // A budget nop cannot count against stops the run before anything happens.
         crate::agent::meter::Meter::new(&self.config, provider.model())
             .check_priced()
@@ -89,6 +92,7 @@ impl Runtime {
         };
         Ok(Admitted {
             session_id,
+            sandbox,
             resumed,
             agent_name,
             def,
@@ -118,6 +122,32 @@ impl Runtime {
                 )
             }
         }
+    }
+
+    /// How this run's commands are confined (`namespaces`, `landlock`, `none`, `off`), or why
+    /// it may not start: `sandbox: required` where this machine cannot enforce it.
+    async fn sandbox_in_force(&self) -> Result<&'static str, RunError> {
+        let settings = crate::tools::SandboxSettings::from_config(&self.config);
+        if settings.mode == crate::config::SandboxMode::Off {
+            return Ok("off");
+        }
+        let probed = settings.clone();
+        let machine =
+            tokio::task::spawn_blocking(move || crate::tools::confine::Machine::probe(&probed))
+                .await
+                .map_err(|e| RunError::Agent(e.to_string()))?
+                .map_err(|e| RunError::Sandbox(e.to_string()))?;
+        if let Some(refusal) = machine.refusal(&settings) {
+            tracing::error!(op = "sandbox", result = "refused", "{refusal}");
+            return Err(RunError::Sandbox(format!(
+                "{refusal}; the run did not start (set `sandbox: best-effort` to run with what                  this machine has)"
+            )));
+        }
+        Ok(match machine.mechanism {
+            Some(crate::sandbox::Mechanism::Namespaces) => "namespaces",
+            Some(crate::sandbox::Mechanism::Landlock) => "landlock",
+            _ => "none",
+        })
     }
 
     /// The agent a new session gets: the one asked for, else `agent.default`.

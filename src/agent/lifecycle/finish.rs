@@ -133,6 +133,7 @@ impl Runtime {
         tracing::info!(session = %session_id, agent = %admitted.agent_name, op = "run", result = closing.status.as_str(), turns = stats.turns, tool_calls = stats.tool_calls, "run ended");
         let mut outcome = self.outcome(admitted.session_id.clone(), ending, &engine, &stats);
         outcome.duration_ms = started.elapsed().as_millis() as u64;
+        outcome.sandbox = admitted.sandbox.to_string();
         let _ = events.send(Event::Result(outcome.clone()));
         Ok(outcome)
     }
@@ -215,6 +216,7 @@ impl Runtime {
             final_message: ending.message,
             question: ending.question,
             limit: ending.limit,
+            sandbox: String::new(),
             usage,
             total_cost_usd: total.cost_usd,
             turns: stats.turns,

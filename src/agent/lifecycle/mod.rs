@@ -22,6 +22,8 @@ pub(super) type Answer = Result<Result<AgentResponse, Interrupted>, ToolError>;
 /// A run that may start: its session, agent, priority and run lock.
 pub(super) struct Admitted {
     pub session_id: String,
+    /// How its commands are confined (`namespaces`, `landlock`, `none`, `off`).
+    pub sandbox: &'static str,
     pub resumed: bool,
     pub agent_name: String,
     pub def: Option<crate::config::AgentDef>,

@@ -132,6 +132,7 @@ mod tests {
             final_message: "m".into(),
             question: None,
             limit,
+            sandbox: "namespaces".into(),
             usage: Default::default(),
             total_cost_usd: None,
             turns: 1,
