@@ -361,6 +361,19 @@ pub enum SessionsCommand {
         #[arg(long, short = 'o', value_name = "FILE")]
         output: Option<String>,
     },
+    /// Store a session's archive under the git ref `refs/nop/sessions/ID` and push it to
+    /// REMOTE, so that it travels with the repository (no server needed).
+    Push {
+        id: String,
+        #[arg(default_value = "origin")]
+        remote: String,
+    },
+    /// Fetch `refs/nop/sessions/ID` from REMOTE and import the session it holds.
+    Pull {
+        id: String,
+        #[arg(default_value = "origin")]
+        remote: String,
+    },
     /// Make an exported session resumable here (`nop -r ID`): refused whole for a damaged or
     /// newer archive, or a session that exists.
     Import {

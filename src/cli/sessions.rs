@@ -31,6 +31,8 @@ pub fn sessions(ctx: &Context, command: SessionsCommand, out: &mut impl Write) -
             super::travel::export(ctx, &id, output.as_deref(), out)
         }
         SessionsCommand::Import { file, json } => super::travel::import(ctx, &file, json, out),
+        SessionsCommand::Push { id, remote } => super::travel::push(ctx, &id, &remote),
+        SessionsCommand::Pull { id, remote } => super::travel::pull(ctx, &id, &remote, out),
     }
 }
 

@@ -230,3 +230,66 @@ fn sha256(bytes: &[u8]) -> Vec<u8> {
         .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
         .collect()
 }
+
+/// `git ARGS` in `dir`, isolated from the developer's configuration.
+fn git(dir: &std::path::Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .expect("git");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_session_pushed_under_a_git_ref_is_pulled_in_another_clone_and_goes_on() {
+    let (ci, laptop, remote) = (Repo::new(), Repo::new(), Repo::bare());
+    git(remote.path(), &["init", "-q", "--bare"]);
+    for clone in [&ci, &laptop] {
+        git(clone.path(), &["init", "-q"]);
+        git(clone.path(), &["remote", "add", "origin", &remote.path().display().to_string()]);
+    }
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("c1", "read-file", json!({"path": "a.txt"}))]),
+        openai::reply_text("a.txt says alpha"),
+        openai::reply_text("going on"),
+    ]);
+    let id = a_session(&ci, &server, "a-token-of-the-runner");
+    let pushed = ci
+        .nop()
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .args(["sessions", "push", &id])
+        .output()
+        .expect("push");
+    assert!(pushed.status.success(), "{}", String::from_utf8_lossy(&pushed.stderr));
+    let pulled = laptop
+        .nop()
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .args(["sessions", "pull", &id, "origin"])
+        .output()
+        .expect("pull");
+    assert!(pulled.status.success(), "{}", String::from_utf8_lossy(&pulled.stderr));
+    let out = laptop
+        .nop_model(&server, "openai")
+        .args(["run", "--session", &id, "--output-format", "json", "go on"])
+        .output()
+        .expect("resume");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let users = server.requests()[2].user_messages();
+    assert!(users[0].contains("read a.txt"), "{users:?}");
+    assert_eq!(users.last().map(String::as_str), Some("go on"));
+    // A ref that does not hold a session is an error, and imports nothing.
+    let missing = laptop
+        .nop()
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .args(["sessions", "pull", "01m8aaaaaa-aaaa"])
+        .output()
+        .expect("pull");
+    assert_eq!(missing.status.code(), Some(1));
+}
