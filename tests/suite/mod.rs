@@ -1,3 +1,4 @@
+mod action;
 mod advisors;
 mod architecture;
 mod chat;

@@ -234,14 +234,25 @@ fn sha256(bytes: &[u8]) -> Vec<u8> {
 /// `git ARGS` in `dir`, isolated from the developer's configuration.
 fn git(dir: &std::path::Path, args: &[&str]) {
     let out = std::process::Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "init.defaultBranch=main",
+        ])
         .args(args)
         .current_dir(dir)
         .env("GIT_CONFIG_NOSYSTEM", "1")
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .output()
         .expect("git");
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -250,7 +261,15 @@ fn a_session_pushed_under_a_git_ref_is_pulled_in_another_clone_and_goes_on() {
     git(remote.path(), &["init", "-q", "--bare"]);
     for clone in [&ci, &laptop] {
         git(clone.path(), &["init", "-q"]);
-        git(clone.path(), &["remote", "add", "origin", &remote.path().display().to_string()]);
+        git(
+            clone.path(),
+            &[
+                "remote",
+                "add",
+                "origin",
+                &remote.path().display().to_string(),
+            ],
+        );
     }
     let server = MockServer::start(vec![
         openai::reply_tool_calls(&[("c1", "read-file", json!({"path": "a.txt"}))]),
@@ -265,7 +284,11 @@ fn a_session_pushed_under_a_git_ref_is_pulled_in_another_clone_and_goes_on() {
         .args(["sessions", "push", &id])
         .output()
         .expect("push");
-    assert!(pushed.status.success(), "{}", String::from_utf8_lossy(&pushed.stderr));
+    assert!(
+        pushed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pushed.stderr)
+    );
     let pulled = laptop
         .nop()
         .env("GIT_CONFIG_NOSYSTEM", "1")
@@ -273,13 +296,21 @@ fn a_session_pushed_under_a_git_ref_is_pulled_in_another_clone_and_goes_on() {
         .args(["sessions", "pull", &id, "origin"])
         .output()
         .expect("pull");
-    assert!(pulled.status.success(), "{}", String::from_utf8_lossy(&pulled.stderr));
+    assert!(
+        pulled.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pulled.stderr)
+    );
     let out = laptop
         .nop_model(&server, "openai")
         .args(["run", "--session", &id, "--output-format", "json", "go on"])
         .output()
         .expect("resume");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let users = server.requests()[2].user_messages();
     assert!(users[0].contains("read a.txt"), "{users:?}");
     assert_eq!(users.last().map(String::as_str), Some("go on"));

