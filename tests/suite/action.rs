@@ -89,16 +89,24 @@ impl Project {
     /// `act issue_comment` with a comment of `author` saying `body` on pull request 7: act's
     /// output (it fails the test when the job fails, unless `fails`).
     fn comment(&self, server: &MockServer, body: &str, author: &str, fails: bool) -> String {
-        let event = self.home.path().join("event.json");
         let payload = json!({
             "action": "created",
             "comment": {"body": body, "author_association": author},
             "issue": {"number": 7, "pull_request": {"url": "https://example.invalid/pr/7"}},
         });
-        std::fs::write(&event, payload.to_string()).expect("event");
+        let (ok, log) = self.act(server, "issue_comment", &payload);
+        assert_eq!(ok, !fails, "{log}");
+        log
+    }
+
+    /// `act EVENT` with `payload`, the model being `server`: whether the workflow succeeded,
+    /// and act's output.
+    fn act(&self, server: &MockServer, event: &str, payload: &serde_json::Value) -> (bool, String) {
+        let path = self.home.path().join("event.json");
+        std::fs::write(&path, payload.to_string()).expect("event");
         let mut cmd = Command::new(act());
-        cmd.args(["issue_comment", "-e"])
-            .arg(&event)
+        cmd.args([event, "-e"])
+            .arg(&path)
             .args(["-P", "ubuntu-latest=-self-hosted", "--env"])
             .arg(format!("NOP_TEST_REMOTE={}", self.remote.path().display()))
             .arg("--env")
@@ -124,8 +132,7 @@ impl Project {
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         );
-        assert_eq!(out.status.success(), !fails, "{log}");
-        log
+        (out.status.success(), log)
     }
 }
 
@@ -334,40 +341,9 @@ fn the_fan_out_example_forks_shards_runs_them_as_a_matrix_and_joins_them() {
             .success()
     );
 
-    let event = project.home.path().join("dispatch.json");
     let payload = json!({"inputs": {"session": parent, "shards": "2", "task": "Review it."}});
-    std::fs::write(&event, payload.to_string()).expect("event");
-    let mut cmd = Command::new(act());
-    cmd.args(["workflow_dispatch", "-e"])
-        .arg(&event)
-        .args(["-P", "ubuntu-latest=-self-hosted", "--env"])
-        .arg(format!(
-            "NOP_TEST_REMOTE={}",
-            project.remote.path().display()
-        ))
-        .arg("--env")
-        .arg(format!(
-            "NOP_TEST_BIN={}",
-            assert_cmd::cargo::cargo_bin("nop").display()
-        ))
-        .current_dir(project.source.path())
-        .env("HOME", project.home.path())
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@t")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@t");
-    for (name, value) in crate::support::model_env(&server, "openai") {
-        cmd.arg("--env").arg(format!("{name}={value}"));
-    }
-    let out = cmd.output().expect("act");
-    let log = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{log}");
+    let (ok, log) = project.act(&server, "workflow_dispatch", &payload);
+    assert!(ok, "{log}");
     assert_eq!(server.requests().len(), 3, "one request per shard");
     // Back on the laptop: the parent holds each shard's report.
     let mut pull = laptop.nop();
