@@ -8,37 +8,13 @@ use std::process::Command;
 
 use serde_json::json;
 
-use crate::support::Repo;
 use crate::support::mock::{MockServer, openai};
+use crate::support::{Repo, git};
 
 fn act() -> PathBuf {
     std::env::var_os("NOP_TEST_ACT")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("act"))
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .expect("git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
 const WORKFLOW: &str = r#"on: issue_comment

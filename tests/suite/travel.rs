@@ -4,8 +4,8 @@
 
 use serde_json::{Value, json};
 
-use crate::support::Repo;
 use crate::support::mock::{MockServer, openai};
+use crate::support::{Repo, git};
 
 /// A session made in `repo`: a file read, an answer. Its id.
 fn a_session(repo: &Repo, server: &MockServer, secret: &str) -> String {
@@ -229,30 +229,6 @@ fn sha256(bytes: &[u8]) -> Vec<u8> {
         .step_by(2)
         .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).expect("hex"))
         .collect()
-}
-
-/// `git ARGS` in `dir`, isolated from the developer's configuration.
-fn git(dir: &std::path::Path, args: &[&str]) {
-    let out = std::process::Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@t",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .output()
-        .expect("git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 #[test]

@@ -15,12 +15,16 @@ use assert_cmd::Command;
 use nop::session::Store;
 use tempfile::TempDir;
 
-/// `git ARGS` in `dir` with a test identity; asserts it succeeded and returns its stdout.
+/// `git ARGS` in `dir` with a test identity and none of the developer's configuration (the
+/// first branch is `main`); asserts it succeeded and returns its stdout.
 pub fn git(dir: &Path, args: &[&str]) -> String {
     let out = std::process::Command::new("git")
         .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(["-c", "init.defaultBranch=main"])
         .args(args)
         .current_dir(dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .output()
         .expect("git");
     assert!(
