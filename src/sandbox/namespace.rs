@@ -46,13 +46,24 @@ pub(super) fn run(spec: &Spec, program: &OsStr, args: &[OsString]) -> SandboxErr
         Ok(()) => {}
         Err(e) => return e,
     }
+    // B learns that A is gone from this pipe: A holds its writing end until it exits.
+    let (alive, holder) = match nix::unistd::pipe() {
+        Ok(ends) => ends,
+        Err(e) => return fail("making the parent-death pipe", e),
+    };
     // SAFETY: this process is single-threaded (`nop __sandbox` starts no threads), so the child
     // may do anything the parent could.
     match unsafe { fork() } {
         Err(e) => SandboxError::Fork(e),
-        Ok(ForkResult::Parent { child }) => std::process::exit(wait_for(child)),
+        Ok(ForkResult::Parent { child }) => {
+            drop(alive);
+            let code = wait_for(child);
+            drop(holder);
+            std::process::exit(code)
+        }
         Ok(ForkResult::Child) => {
-            let error = init(spec, program, args);
+            drop(holder);
+            let error = init(spec, program, args, alive);
             eprintln!("nop sandbox: {error}");
             std::process::exit(super::EXIT_SANDBOX_FAILURE);
         }
@@ -70,12 +81,22 @@ fn prepare(spec: &Spec) -> Result<(), SandboxError> {
 
 /// Step 3, in B (PID 1 of the new namespace): `/proc`, Landlock, capabilities, then the command
 /// as B's child.
-fn init(spec: &Spec, program: &OsStr, args: &[OsString]) -> SandboxError {
+fn init(spec: &Spec, program: &OsStr, args: &[OsString], alive: OwnedFd) -> SandboxError {
     // If A is killed (the tool's time limit kills its process group), B follows, and with B
     // everything in the namespace.
     if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
         return fail("setting the parent-death signal", e);
     }
+    // A may have died before the line above (nop killed at once, and A with it): then no
+    // signal comes, and B would run on alone. A's end of the pipe is closed only when A is gone.
+    let mut fds = [nix::poll::PollFd::new(
+        std::os::fd::AsFd::as_fd(&alive),
+        nix::poll::PollFlags::POLLIN,
+    )];
+    if nix::poll::poll(&mut fds, nix::poll::PollTimeout::ZERO).is_ok_and(|n| n > 0) {
+        std::process::exit(super::EXIT_SANDBOX_FAILURE);
+    }
+    drop(alive);
     // Without a /proc of its own namespace the command would see every process of the machine
     // (some container runtimes forbid this mount; Landlock still keeps it from the others'
     // memory and environment).
