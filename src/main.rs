@@ -15,6 +15,7 @@ fn main() -> ExitCode {
         std::process::exit(nop::sandbox::sandbox_main(&args[2..]));
     }
     nop::sandbox::protect_this_process();
+    quiet_on_closed_pipe();
     // Built once (it is most of what parsing costs): for the short forms, then for parsing.
     let command = Cli::command();
     let args = cli::implicit_run(&command, args);
@@ -31,6 +32,8 @@ fn main() -> ExitCode {
     let json_result = cli.json_result();
     match cli::run(cli, outside) {
         Ok(code) => code,
+        // `nop sessions list | head`: the reader is gone, as with `git log | head`.
+        Err(e) if closed_pipe(&e) => ExitCode::from(exit::CLOSED_PIPE),
         Err(e) => {
             let message = said_once(&e);
             tracing::error!(result = "error", "{message}");
@@ -42,6 +45,35 @@ fn main() -> ExitCode {
             ExitCode::from(exit::ERROR)
         }
     }
+}
+
+/// Whether `e` is a write to a pipe whose reader has gone.
+fn closed_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// `println!` panics when stdout's reader has gone (`nop -p … | head -1`): that ends nop
+/// quietly, with the status a process killed by SIGPIPE has, as `git log | head` does. nop
+/// keeps ignoring SIGPIPE itself: a hook or server that exits without reading its input must
+/// not kill it.
+fn quiet_on_closed_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let message = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or_default();
+        if message.contains("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(i32::from(exit::CLOSED_PIPE));
+        }
+        default(info);
+    }));
 }
 
 /// The error and its causes, each said once: many library errors already show their cause in

@@ -71,6 +71,9 @@ pub mod exit {
     pub const GOAL_NOT_MET: u8 = 6;
     /// Stopped by Ctrl-C / SIGTERM.
     pub const CANCELLED: u8 = 130;
+    /// What nop printed had no reader any more (`nop sessions list | head`): the status of a
+    /// process that SIGPIPE ended, said nothing.
+    pub const CLOSED_PIPE: u8 = 141;
 }
 
 /// Runs a parsed command line; errors are printed by the caller.

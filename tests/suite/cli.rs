@@ -7,6 +7,7 @@ use pretty_assertions::assert_eq;
 use serde_json::Value;
 
 use crate::support::Repo;
+use crate::support::mock::{MockServer, openai};
 
 fn json(text: &str) -> Value {
     serde_json::from_str(text).expect("valid JSON output")
@@ -545,4 +546,54 @@ fn running_a_fork_follows_its_parent_reference_and_warns_when_the_snapshot_is_go
     );
     let log = repo.run(&["log", &child]);
     assert!(log.contains("result=parent-missing"), "{log}");
+}
+
+/// `nop ARGS` writing into a pipe whose reader is already gone (`nop … | head` once head has
+/// read what it wanted): its status and standard error.
+fn into_a_closed_pipe(mut cmd: std::process::Command) -> (Option<i32>, String) {
+    let (reader, writer) = nix::unistd::pipe().expect("pipe");
+    drop(reader);
+    let out = cmd
+        .stdout(std::process::Stdio::from(writer))
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .expect("nop");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_reader_that_went_away_ends_nop_quietly_as_it_ends_git() {
+    let repo = Repo::new();
+    repo.run(&["sessions", "new"]);
+    let mut list = std::process::Command::new(assert_cmd::cargo::cargo_bin("nop"));
+    list.args(["sessions", "list", "--all"])
+        .current_dir(repo.path())
+        .env_clear()
+        .env("HOME", repo.path())
+        .env("XDG_STATE_HOME", repo.state.path());
+    let (code, stderr) = into_a_closed_pipe(list);
+    assert_eq!(code, Some(141), "{stderr}");
+    assert!(
+        !stderr.contains("Broken pipe") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
+    // A run whose answer has no reader still does its work, and says nothing of the pipe.
+    let server = MockServer::start(vec![openai::reply_text("hello")]);
+    let mut run = std::process::Command::new(assert_cmd::cargo::cargo_bin("nop"));
+    run.args(["-p", "say hello"])
+        .current_dir(repo.path())
+        .env_clear()
+        .env("HOME", repo.path())
+        .env("XDG_STATE_HOME", repo.state.path())
+        .envs(crate::support::model_env(&server, "openai"));
+    let (code, stderr) = into_a_closed_pipe(run);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(server.requests().len(), 1);
+    assert!(
+        !stderr.contains("Broken pipe") && !stderr.contains("panicked"),
+        "{stderr}"
+    );
 }
