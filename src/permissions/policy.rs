@@ -755,10 +755,17 @@ pub fn resolve(root: &Path, path: &str) -> Result<PathBuf, PathError> {
     if path.contains('\0') {
         return Err(PathError::Nul);
     }
-    let joined = if Path::new(path).is_absolute() {
-        PathBuf::from(path)
+    // `~` is the home directory, as in a shell and in Claude Code's tools (not a directory
+    // named `~` in the repository).
+    let in_home = if path == "~" {
+        Some("")
     } else {
-        root.join(path)
+        path.strip_prefix("~/")
+    };
+    let joined = match (in_home, crate::skills::home()) {
+        (Some(rest), Some(home)) => home.join(rest),
+        _ if Path::new(path).is_absolute() => PathBuf::from(path),
+        _ => root.join(path),
     };
     let mut existing = joined.clone();
     let mut rest = Vec::new();
