@@ -88,7 +88,13 @@ impl From<PriorityArg> for nop::queue::QueuePriority {
 #[command(
     name = "nop",
     version,
-    about = "A terminal coding agent whose sessions are plain files"
+    about = "A terminal coding agent whose sessions are plain files",
+    override_usage = "nop [\"TASK\"]             a task; none: the interactive session
+       nop -p \"TASK\"            print mode: the answer on stdout, as claude -p
+       nop -c [\"TASK\"]          go on with the last session (-r: pick one)
+       nop --model NAME \"TASK\"  another model for this run
+       nop exec [--json] \"TASK\" as codex exec
+       nop [OPTIONS] COMMAND    one of the commands below"
 )]
 pub struct Cli {
     /// Run as if nop was started in DIR.

@@ -670,3 +670,29 @@ fn the_agent_cannot_write_into_the_home_directory_through_a_tilde() {
         "{refused}"
     );
 }
+
+#[test]
+fn help_begins_with_the_forms_users_type_and_fits_eighty_columns() {
+    let repo = Repo::new();
+    let help = repo.run(&["--help"]);
+    let head: String = help
+        .split("Commands:")
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    for form in [
+        "nop [\"TASK\"]",
+        "nop -p \"TASK\"",
+        "nop -c",
+        "nop --model NAME",
+        "nop exec",
+    ] {
+        assert!(
+            head.contains(form),
+            "{form} not before the commands:\n{head}"
+        );
+    }
+    for line in head.lines() {
+        assert!(line.chars().count() <= 80, "{line:?}");
+    }
+}
