@@ -241,6 +241,7 @@ impl Engine {
             session_id: who.parent.session_id.clone(),
             agent: who.parent.agent.clone(),
             depth: who.depth,
+            advisor: who.advisor,
         };
         // Seed 002 §5.4: the session records where its permissions come from.
         let policy = crate::permissions::load_chain(&inner.ws.root, target, &who.ancestors)

@@ -233,12 +233,20 @@ fn delete(
         );
     }
     if json {
-        render::print_json(
-            out,
-            &serde_json::json!({"id": id, "deleted": true, "referencedBy": deleted.referenced_by}),
-        )?;
+        let mut said =
+            serde_json::json!({"id": id, "deleted": true, "referencedBy": deleted.referenced_by});
+        if !deleted.with.is_empty() {
+            said["with"] = serde_json::json!(deleted.with);
+        }
+        render::print_json(out, &said)?;
     } else {
-        writeln!(out, "deleted {id}")?;
+        match deleted.with.len() {
+            0 => writeln!(out, "deleted {id}")?,
+            n => writeln!(
+                out,
+                "deleted {id} and the {n} advisor session(s) nop consulted for it"
+            )?,
+        }
         for r in &deleted.referenced_by {
             writeln!(out, "  still referring to it: {r}")?;
         }

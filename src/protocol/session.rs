@@ -377,6 +377,10 @@ pub struct Caller {
     pub agent: String,
     /// 1 for an agent called by the top-level run, 2 for one called by that, …
     pub depth: u32,
+    /// One of nop's advisors (consulted by nop, not called by the agent): its session is nop's
+    /// record of the consultation, deleted with its caller's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub advisor: bool,
 }
 
 /// Duration, tool calls and tokens of one subagent call.

@@ -27,6 +27,9 @@ pub struct Deleted {
     pub id: String,
     /// The sessions that referred to it (only a forced delete has any).
     pub referenced_by: Vec<Reference>,
+    /// nop's advisor sessions for it, deleted with it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub with: Vec<String>,
     /// The session was gone from the store, but its renamed directory could not be removed (it
     /// is a `.tmp-*` entry that the next write of any nop process removes): the path and why.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -53,10 +56,14 @@ impl Store {
                             error: None,
                         });
                     }
-                    if session.caller.is_some_and(|c| c.session_id == id) {
+                    if let Some(caller) = session.caller.filter(|c| c.session_id == id) {
                         found.push(Reference {
                             id: other,
-                            kind: ReferenceKind::Subagent,
+                            kind: if caller.advisor {
+                                ReferenceKind::Advisor
+                            } else {
+                                ReferenceKind::Subagent
+                            },
                             snapshot_id: None,
                             error: None,
                         });
@@ -83,6 +90,20 @@ impl Store {
     /// `flock`, then removed: a crash at any point leaves the session whole, or an abandoned
     /// temporary entry that `sessions list` never shows and the next write removes.
     pub fn delete(&self, id: &str, force: bool) -> Result<Deleted> {
+        let (mut deleted, advisors) = self.delete_alone(id, force)?;
+        // nop's own consultations go with the session they were for, once its locks are let
+        // go (a crash between them leaves advisor sessions whose caller is gone: nothing refers
+        // to them, and deleting them later is never refused).
+        for advisor in advisors {
+            if self.delete(&advisor.id, false).is_ok() {
+                deleted.with.push(advisor.id);
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// [`Store::delete`] of the session alone; the advisor sessions consulted for it.
+    fn delete_alone(&self, id: &str, force: bool) -> Result<(Deleted, Vec<Reference>)> {
         let dir = self.existing_dir(id)?;
         self.sweep();
         let _run = match RunGuard::try_acquire(&dir) {
@@ -91,7 +112,10 @@ impl Store {
             Err(e) => return Err(SessionError::io(dir.join("run.lock"))(e)),
         };
         let _lock = SessionLock::acquire(&dir, id, LockKind::Exclusive, self.lock_timeout())?;
-        let references = self.references_to(id)?;
+        let (advisors, references): (Vec<Reference>, Vec<Reference>) = self
+            .references_to(id)?
+            .into_iter()
+            .partition(|r| r.kind == ReferenceKind::Advisor);
         if !references.is_empty() && !force {
             return Err(SessionError::Referenced {
                 session: id.to_string(),
@@ -117,11 +141,13 @@ impl Store {
             .err()
             .map(|e| (gone.clone(), e.to_string()));
         drop(hold);
-        Ok(Deleted {
+        let deleted = Deleted {
             id: id.to_string(),
             referenced_by: references,
+            with: Vec::new(),
             leftover,
-        })
+        };
+        Ok((deleted, advisors))
     }
 
     /// Makes sure fork `child` holds its own copy of snapshot `snapshot` of the session in
@@ -151,5 +177,65 @@ impl Store {
             }
         }
         atomic::sync_dir(&child_dir)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::Caller;
+    use chrono::Utc;
+    use pretty_assertions::assert_eq;
+
+    /// A session called by `caller`, as an advisor or as a subagent.
+    fn called_by(store: &Store, caller: &str, advisor: bool) -> String {
+        let id = store.create("x", Utc::now()).expect("create").session_id;
+        store
+            .update(&id, Utc::now(), |state| {
+                state.session.caller = Some(Caller {
+                    session_id: caller.to_string(),
+                    agent: "coder".into(),
+                    depth: 1,
+                    advisor,
+                });
+                Ok(())
+            })
+            .expect("caller");
+        id
+    }
+
+    #[test]
+    fn advisor_sessions_go_with_their_caller_and_a_subagent_still_holds_it() {
+        let dir = tempfile::tempdir().expect("temp");
+        let store = Store::new(
+            dir.path().join("sessions"),
+            std::time::Duration::from_secs(5),
+        );
+        let run = store
+            .create("coder", Utc::now())
+            .expect("create")
+            .session_id;
+        let (a, b) = (called_by(&store, &run, true), called_by(&store, &run, true));
+        let deleted = store.delete(&run, false).expect("deleted");
+        let mut with = deleted.with.clone();
+        with.sort();
+        let mut advisors = vec![a.clone(), b.clone()];
+        advisors.sort();
+        assert_eq!(with, advisors);
+        assert!(deleted.referenced_by.is_empty());
+        assert_eq!(store.ids().expect("ids"), Vec::<String>::new());
+        // A subagent the agent called is the user's to keep: it refuses the delete.
+        let run = store
+            .create("coder", Utc::now())
+            .expect("create")
+            .session_id;
+        let advisor = called_by(&store, &run, true);
+        let subagent = called_by(&store, &run, false);
+        let Err(SessionError::Referenced { references, .. }) = store.delete(&run, false) else {
+            panic!("not refused");
+        };
+        assert_eq!(references.len(), 1);
+        assert_eq!(references[0].id, subagent);
+        assert!(store.dir(&advisor).is_dir(), "nothing deleted on a refusal");
     }
 }

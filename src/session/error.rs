@@ -91,8 +91,10 @@ pub type Result<T, E = SessionError> = std::result::Result<T, E>;
 pub enum ReferenceKind {
     /// It was forked from it (`parentSession.id`).
     Fork,
-    /// A subagent or advisor it called (`caller.sessionId`).
+    /// A subagent it called (`caller.sessionId`).
     Subagent,
+    /// An advisor nop consulted for it (`caller.advisor`): deleted with it, never in the way.
+    Advisor,
     /// It could not be read, so whether it refers to it is unknown.
     Unreadable,
 }
@@ -127,6 +129,7 @@ impl std::fmt::Display for Reference {
                 )
             }
             (ReferenceKind::Unreadable, ..) => write!(f, "{} (cannot be read)", self.id),
+            (ReferenceKind::Advisor, ..) => write!(f, "{} (an advisor consulted for it)", self.id),
         }
     }
 }

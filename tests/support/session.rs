@@ -102,6 +102,7 @@ impl<'r> SessionBuilder<'r> {
         let caller = self.caller.map(|caller| {
             let called = store.read_recent(&caller).expect("the caller").session;
             Caller {
+                advisor: false,
                 depth: called.caller.map_or(0, |c| c.depth) + 1,
                 session_id: called.session_id,
                 agent: called.agent,
