@@ -15,8 +15,18 @@ use super::context::Context;
 use super::sessions::last_session;
 use super::{OutputFormat, RunArgs, chat, exit, interactive, run};
 
+/// A model nop cannot ask (no key for a remote server, a bad base URL) is said before an
+/// interactive session opens, with the fix, not at its first prompt.
+fn model_reachable(ctx: &Context) -> Result<()> {
+    if super::setup::has_model(ctx) {
+        nop::providers::Provider::from_config(&ctx.config().provider, &ctx.env)?;
+    }
+    Ok(())
+}
+
 /// `nop` alone on a terminal: an interactive session.
 pub fn interactive(ctx: &Context) -> Result<ExitCode> {
+    model_reachable(ctx)?;
     let (approver, prompts) = run::approver(ApprovalMode::OnRequest, false, true);
     let runtime = ctx
         .runtime(ctx.config().clone(), approver)
@@ -292,6 +302,7 @@ fn start_run(
         (None, session)
             if std::io::stdin().is_terminal() && args.output_format == OutputFormat::Text =>
         {
+            model_reachable(ctx)?;
             interactive::interactive(
                 runtime,
                 prompts,

@@ -844,3 +844,23 @@ fn a_running_command_shows_its_last_lines_under_the_status_line() {
     assert!(!screen.contains("│ tick"), "{screen}");
     t.type_line("/exit");
 }
+
+#[test]
+fn a_model_without_its_key_is_said_before_the_session_opens() {
+    let repo = Repo::new();
+    // A model is configured, no key for its server: nop says so at once, with the fix.
+    let env = vec![("NOP_MODEL".to_string(), "gpt-4.1".to_string())];
+    let t = Terminal::start_with(
+        &repo,
+        "nokey",
+        "",
+        &env,
+        "no API key for https://api.openai.com/v1",
+    );
+    let screen = t.screen();
+    assert!(screen.contains("export OPENAI_API_KEY"), "{screen}");
+    assert!(
+        !screen.contains("/help for commands"),
+        "the session opened:\n{screen}"
+    );
+}
