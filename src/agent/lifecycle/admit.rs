@@ -10,7 +10,16 @@ use crate::hooks::{self, About, Hook, HookEvent};
 use crate::permissions::load_policy;
 use crate::protocol::SessionStatus;
 
-use super::{Admitted, Creating, discard, settle};
+use super::{Admitted, Confinement, Creating, discard, settle};
+
+/// How a machine confines commands, in the result's words.
+fn mechanism(machine: &crate::tools::confine::Machine) -> &'static str {
+    match machine.mechanism {
+        Some(crate::sandbox::Mechanism::Namespaces) => "namespaces",
+        Some(crate::sandbox::Mechanism::Landlock) => "landlock",
+        _ => "none",
+    }
+}
 
 /// The session a run is admitted to: one to continue, or one being created under the id it
 /// was given.
@@ -125,29 +134,39 @@ impl Runtime {
     }
 
     /// How this run's commands are confined (`namespaces`, `landlock`, `none`, `off`), or why
-    /// it may not start: `sandbox: required` where this machine cannot enforce it.
-    async fn sandbox_in_force(&self) -> Result<&'static str, RunError> {
+    /// it may not start: `sandbox: required` where this machine cannot enforce it. Only then is
+    /// the machine probed before the run goes on; otherwise the probe (a copy of the helper and
+    /// a process started, once per process: tens of milliseconds) runs beside the run, and its
+    /// answer is read when the run ends.
+    async fn sandbox_in_force(&self) -> Result<Confinement, RunError> {
         let settings = crate::tools::SandboxSettings::from_config(&self.config);
         if settings.mode == crate::config::SandboxMode::Off {
-            return Ok("off");
+            return Ok(tokio::spawn(async { "off" }));
         }
         let probed = settings.clone();
-        let machine =
-            tokio::task::spawn_blocking(move || crate::tools::confine::Machine::probe(&probed))
-                .await
-                .map_err(|e| RunError::Agent(e.to_string()))?
-                .map_err(|e| RunError::Sandbox(e.to_string()))?;
+        let probe =
+            tokio::task::spawn_blocking(move || crate::tools::confine::Machine::probe(&probed));
+        if settings.mode != crate::config::SandboxMode::Required {
+            return Ok(tokio::spawn(async move {
+                match probe.await {
+                    Ok(Ok(machine)) => mechanism(&machine),
+                    _ => "none",
+                }
+            }));
+        }
+        let machine = probe
+            .await
+            .map_err(|e| RunError::Agent(e.to_string()))?
+            .map_err(|e| RunError::Sandbox(e.to_string()))?;
         if let Some(refusal) = machine.refusal(&settings) {
             tracing::error!(op = "sandbox", result = "refused", "{refusal}");
             return Err(RunError::Sandbox(format!(
-                "{refusal}; the run did not start (set `sandbox: best-effort` to run with what                  this machine has)"
+                "{refusal}; the run did not start (set `sandbox: best-effort` to run with what \
+                 this machine has)"
             )));
         }
-        Ok(match machine.mechanism {
-            Some(crate::sandbox::Mechanism::Namespaces) => "namespaces",
-            Some(crate::sandbox::Mechanism::Landlock) => "landlock",
-            _ => "none",
-        })
+        let name = mechanism(&machine);
+        Ok(tokio::spawn(async move { name }))
     }
 
     /// The agent a new session gets: the one asked for, else `agent.default`.

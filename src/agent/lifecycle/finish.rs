@@ -97,7 +97,7 @@ impl Runtime {
     /// priority stack told, the session-end hooks, and the outcome sent as `result`.
     pub(in crate::agent) async fn finish(
         &self,
-        admitted: Admitted,
+        mut admitted: Admitted,
         opened: Opened,
         answer: Answer,
         stats: TurnStats,
@@ -133,7 +133,7 @@ impl Runtime {
         tracing::info!(session = %session_id, agent = %admitted.agent_name, op = "run", result = closing.status.as_str(), turns = stats.turns, tool_calls = stats.tool_calls, "run ended");
         let mut outcome = self.outcome(admitted.session_id.clone(), ending, &engine, &stats);
         outcome.duration_ms = started.elapsed().as_millis() as u64;
-        outcome.sandbox = admitted.sandbox.to_string();
+        outcome.sandbox = (&mut admitted.sandbox).await.unwrap_or("none").to_string();
         let _ = events.send(Event::Result(outcome.clone()));
         Ok(outcome)
     }

@@ -22,8 +22,9 @@ pub(super) type Answer = Result<Result<AgentResponse, Interrupted>, ToolError>;
 /// A run that may start: its session, agent, priority and run lock.
 pub(super) struct Admitted {
     pub session_id: String,
-    /// How its commands are confined (`namespaces`, `landlock`, `none`, `off`).
-    pub sandbox: &'static str,
+    /// How its commands are confined (`namespaces`, `landlock`, `none`, `off`), known by the
+    /// time the run ends.
+    pub sandbox: Confinement,
     pub resumed: bool,
     pub agent_name: String,
     pub def: Option<crate::config::AgentDef>,
@@ -39,6 +40,9 @@ pub(super) struct Admitted {
     /// Held until the run is finished.
     guard: Option<crate::queue::RunGuard>,
 }
+
+/// How a run's commands are confined, as the probe beside the run finds it.
+type Confinement = tokio::task::JoinHandle<&'static str>;
 
 /// A new session's directory being written, on a thread of its own.
 type Creating = tokio::task::JoinHandle<
