@@ -142,6 +142,38 @@ fn parse(bytes: &[u8]) -> Vec<Key> {
     keys
 }
 
+/// One key from the terminal (raw mode), or a line where raw mode cannot be had.
+pub fn read_key() -> anyhow::Result<Option<char>> {
+    use crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers, read};
+    use std::io::BufRead;
+    if crossterm::terminal::enable_raw_mode().is_ok() {
+        let key = loop {
+            match read() {
+                Ok(Event::Key(KeyEvent {
+                    code: KeyCode::Char('c'),
+                    modifiers: KeyModifiers::CONTROL,
+                    ..
+                })) => break None,
+                Ok(Event::Key(KeyEvent {
+                    code: KeyCode::Char(c),
+                    ..
+                })) => break Some(c),
+                Ok(Event::Key(KeyEvent {
+                    code: KeyCode::Enter | KeyCode::Esc,
+                    ..
+                })) => break None,
+                Ok(_) => continue,
+                Err(_) => break None,
+            }
+        };
+        let _ = crossterm::terminal::disable_raw_mode();
+        return Ok(key);
+    }
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    Ok(line.trim().chars().next())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

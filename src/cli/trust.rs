@@ -4,7 +4,7 @@
 //! user's answer recorded outside the repository (`nop::trust`).
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, IsTerminal, Write};
+use std::io::{IsTerminal, Write};
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -230,7 +230,7 @@ pub fn ask(ctx: &Context) -> Result<bool> {
         "Trust these for this repository? They run with your rights, outside the sandbox. [y/N] "
     )?;
     err.flush()?;
-    let answer = read_key()?;
+    let answer = super::keys::read_key()?;
     writeln!(err)?;
     if !matches!(answer, Some('y' | 'Y')) {
         writeln!(err, "left out for this run; `nop trust` shows them again")?;
@@ -239,35 +239,4 @@ pub fn ask(ctx: &Context) -> Result<bool> {
     let subjects: Vec<_> = found.iter().map(|u| u.subject.clone()).collect();
     trust::accept(&ctx.env, &base, &subjects)?;
     Ok(true)
-}
-
-/// One key from the terminal (raw mode), or a line where raw mode cannot be had.
-fn read_key() -> Result<Option<char>> {
-    use crossterm::event::{Event, KeyCode, KeyEvent, KeyModifiers, read};
-    if crossterm::terminal::enable_raw_mode().is_ok() {
-        let key = loop {
-            match read() {
-                Ok(Event::Key(KeyEvent {
-                    code: KeyCode::Char('c'),
-                    modifiers: KeyModifiers::CONTROL,
-                    ..
-                })) => break None,
-                Ok(Event::Key(KeyEvent {
-                    code: KeyCode::Char(c),
-                    ..
-                })) => break Some(c),
-                Ok(Event::Key(KeyEvent {
-                    code: KeyCode::Enter | KeyCode::Esc,
-                    ..
-                })) => break None,
-                Ok(_) => continue,
-                Err(_) => break None,
-            }
-        };
-        let _ = crossterm::terminal::disable_raw_mode();
-        return Ok(key);
-    }
-    let mut line = String::new();
-    std::io::stdin().lock().read_line(&mut line)?;
-    Ok(line.trim().chars().next())
 }
