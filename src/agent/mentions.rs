@@ -13,7 +13,7 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use crate::hooks::{self, HookOutcome};
-use crate::permissions::{Access, Action, Ask, Decision, Gate};
+use crate::permissions::{Access, Action, Ask, Decision, Gate, Refusal};
 use crate::tools::{ToolContext, paths};
 
 /// The most of one file that is attached; the rest is left to `read-file`.
@@ -248,11 +248,11 @@ async fn attach(
                 answer = crate::tools::orchestrator::ask_approval(
                     ctx, ask, &arguments, std::future::ready(None),
                 ) => answer,
-                () = ctx.cancel.cancelled() => Err("cancelled".to_string()),
+                () = ctx.cancel.cancelled() => Err(Refusal::rule("cancelled".to_string())),
             };
-            if let Err(reason) = answer {
-                ctx.approver.record_denial(TOOL, &reason);
-                return Err(reason);
+            if let Err(refusal) = answer {
+                ctx.approver.record_denial(TOOL, &refusal.reason);
+                return Err(refusal.reason);
             }
         }
     }

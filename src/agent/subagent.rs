@@ -133,6 +133,7 @@ impl Engine {
             agent: target.to_string(),
             caller_session_id: parent.session_id.clone(),
             depth: who.depth,
+            advisor: who.advisor,
         });
     }
 
@@ -405,6 +406,7 @@ impl Engine {
             tool_calls: metrics.tool_calls,
             input_tokens: metrics.input_tokens,
             output_tokens: metrics.output_tokens,
+            advisor: who.advisor,
         });
     }
 }

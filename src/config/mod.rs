@@ -415,7 +415,10 @@ impl AdvisorsConfig {
     pub fn retries(&self, kind: crate::protocol::ToolErrorKind) -> bool {
         use crate::protocol::ToolErrorKind as Kind;
         match &self.retry_on {
-            RetryOn::All => !matches!(kind, Kind::Skipped | Kind::ToolReportedError),
+            RetryOn::All => !matches!(
+                kind,
+                Kind::Skipped | Kind::ToolReportedError | Kind::Declined
+            ),
             RetryOn::Kinds(kinds) => kinds.iter().any(|k| k == kind.as_str()),
         }
     }

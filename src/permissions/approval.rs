@@ -90,6 +90,38 @@ pub enum ApprovalAnswer {
     Instead(String),
 }
 
+/// Why a call may not go on: a rule, a hook, no one to ask, or the person's own answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub reason: String,
+    /// The person said no (or Esc), or plan mode held the call: their choice, not a failure.
+    pub declined: bool,
+}
+
+impl Refusal {
+    /// Refused by a rule, a hook or for want of someone to ask.
+    pub fn rule(reason: String) -> Refusal {
+        Refusal {
+            reason,
+            declined: false,
+        }
+    }
+
+    /// The person's (or their mode's) choice.
+    pub fn declined(reason: String) -> Refusal {
+        Refusal {
+            reason,
+            declined: true,
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
 /// A question for the front end.
 #[derive(Debug)]
 pub struct ApprovalRequest {
@@ -184,13 +216,13 @@ impl Approver {
         }
     }
 
-    /// Asks for approval of `ask`; `Err(reason)` when refused. `preview` is awaited only when a
+    /// Asks for approval of `ask`; `Err` when refused. `preview` is awaited only when a
     /// person is actually asked.
     pub async fn approve(
         &self,
         ask: Ask<'_>,
         preview: impl Future<Output = Option<FileChange>>,
-    ) -> Result<(), String> {
+    ) -> Result<(), Refusal> {
         let Ask {
             tool,
             detail,
@@ -208,7 +240,9 @@ impl Approver {
             return Ok(());
         }
         if self.mode() == ApprovalMode::Never {
-            return Err(format!("{reason}; approvals are off (--approval never)"));
+            return Err(Refusal::rule(format!(
+                "{reason}; approvals are off (--approval never)"
+            )));
         }
         if self.yes {
             tracing::info!(
@@ -221,9 +255,9 @@ impl Approver {
             return Ok(());
         }
         let Some(prompt) = &self.prompt else {
-            return Err(format!(
+            return Err(Refusal::rule(format!(
                 "{reason}; no one to approve it in a headless run (pass --yes to approve)"
-            ));
+            )));
         };
         let scope = Scope::of(&ask.action, ask.root);
         let (tx, rx) = oneshot::channel();
@@ -236,7 +270,9 @@ impl Approver {
             respond: tx,
         };
         if prompt.send(request).is_err() {
-            return Err(format!("{reason}; the approval prompt is gone"));
+            return Err(Refusal::rule(format!(
+                "{reason}; the approval prompt is gone"
+            )));
         }
         let answer = rx.await.unwrap_or(ApprovalAnswer::No);
         tracing::info!(op = "approval", result = ?answer, tool, detail, ?scope, "{reason}");
@@ -254,10 +290,10 @@ impl Approver {
                 }
                 Ok(())
             }
-            ApprovalAnswer::No => Err(format!("{reason}; the user said no")),
-            ApprovalAnswer::Instead(text) => Err(format!(
+            ApprovalAnswer::No => Err(Refusal::declined(format!("{reason}; the user said no"))),
+            ApprovalAnswer::Instead(text) => Err(Refusal::declined(format!(
                 "{reason}; the user said no, and asks you to do this instead: {text}"
-            )),
+            ))),
         }
     }
 

@@ -31,7 +31,9 @@ pub use gitlinks::{git_tracks, gitlinks};
 pub(crate) use shell_view::test_support;
 pub use shell_view::{Effect, Layers, Protection, ShellOptions, ShellView};
 
-pub use approval::{ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, Ask, Denial, Gate};
+pub use approval::{
+    ApprovalAnswer, ApprovalMode, ApprovalRequest, Approver, Ask, Denial, Gate, Refusal,
+};
 pub use load::{
     PERMISSIONS_DIR, PermissionError, check_text, load_chain, load_every_agent, load_policy,
     validate_all,

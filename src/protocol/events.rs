@@ -122,6 +122,9 @@ pub enum Event {
         agent: String,
         caller_session_id: String,
         depth: u32,
+        /// An advisor nop consulted (retry, consistency, goal): machinery, not the user's work.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        advisor: bool,
     },
     /// A subagent ended; `status` is its session's.
     SubagentFinished {
@@ -132,6 +135,8 @@ pub enum Event {
         tool_calls: u32,
         input_tokens: u64,
         output_tokens: u64,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        advisor: bool,
     },
     /// A higher-priority session paused this one; it waits at a checkpoint.
     Paused { session_id: String },

@@ -15,6 +15,9 @@ pub enum ToolErrorKind {
     CompactionFailed,
     /// A configuration file (agents.yml, a prompt) cannot be used.
     ConfigError,
+    /// Not run because the person said no (or Esc) at the question, or plan mode held it: what
+    /// they chose, not a failure (no error log, no retry-advisor).
+    Declined,
     /// A subagent would run deeper than `subagents.max_depth`.
     DepthLimit,
     /// I/O was interrupted or timed out (a retry may succeed).
@@ -72,6 +75,7 @@ impl ToolErrorKind {
         ToolErrorKind::CompactionConflict,
         ToolErrorKind::CompactionFailed,
         ToolErrorKind::ConfigError,
+        ToolErrorKind::Declined,
         ToolErrorKind::DepthLimit,
         ToolErrorKind::Interrupted,
         ToolErrorKind::InvalidArguments,
@@ -123,6 +127,7 @@ impl ToolErrorKind {
             ToolErrorKind::CompactionConflict => "CompactionConflict",
             ToolErrorKind::CompactionFailed => "CompactionFailed",
             ToolErrorKind::ConfigError => "ConfigError",
+            ToolErrorKind::Declined => "Declined",
             ToolErrorKind::DepthLimit => "DepthLimit",
             ToolErrorKind::Interrupted => "Interrupted",
             ToolErrorKind::InvalidArguments => "InvalidArguments",

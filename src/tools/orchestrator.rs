@@ -21,7 +21,7 @@ use super::{
     ToolOutput,
 };
 use crate::hooks::{self, About, HookEvent, HookOutcome};
-use crate::permissions::{Access, Action, ApprovalMode, Ask, Decision, Gate};
+use crate::permissions::{Access, Action, ApprovalMode, Ask, Decision, Gate, Refusal};
 use crate::protocol::{Message, Role, ToolCall};
 use crate::session::ErrorRecord;
 use crate::tools::ToolErrorKind;
@@ -128,7 +128,7 @@ async fn run(
                           carry it out"
                 .to_string();
             ctx.approver.record_denial(&call.name, &reason);
-            return Err(ToolError::model(ToolErrorKind::PermissionDenied, reason));
+            return Err(ToolError::model(ToolErrorKind::Declined, reason));
         }
         _ => {}
     }
@@ -220,10 +220,7 @@ async fn outside_sandbox(ctx: &ToolContext, call: &ToolCall) -> Result<(), ToolE
         root: &ctx.root,
     };
     tokio::select! {
-        answer = ask_approval(ctx, ask, &call.arguments, std::future::ready(None)) => answer.map_err(|reason| {
-            ctx.approver.record_denial(&call.name, &reason);
-            ToolError::model(ToolErrorKind::PermissionDenied, reason)
-        }),
+        answer = ask_approval(ctx, ask, &call.arguments, std::future::ready(None)) => answer.map_err(|refusal| refused(ctx, &call.name, refusal)),
         () = ctx.cancel.cancelled() => Err(ToolError::aborted()),
     }
 }
@@ -255,23 +252,20 @@ async fn approve(
     let preview = tool.preview(&call.arguments, ctx);
     // Ctrl-C ends the wait for an answer at once.
     tokio::select! {
-        answer = ask_approval(ctx, ask, &call.arguments, preview) => answer.map_err(|reason| {
-            ctx.approver.record_denial(&call.name, &reason);
-            ToolError::model(ToolErrorKind::PermissionDenied, reason)
-        }),
+        answer = ask_approval(ctx, ask, &call.arguments, preview) => answer.map_err(|refusal| refused(ctx, &call.name, refusal)),
         () = ctx.cancel.cancelled() => Err(ToolError::aborted()),
     }
 }
 
 /// Asks for approval of `ask` (a call of `ask.tool` with `arguments`): first the
 /// `permission-request` hooks, which may answer for the person; then, when a person is to be
-/// asked, the `notification` hooks are told; then the approver. `Err(reason)` when refused.
+/// asked, the `notification` hooks are told; then the approver. `Err` when refused.
 pub async fn ask_approval(
     ctx: &ToolContext,
     ask: Ask<'_>,
     arguments: &Value,
     preview: impl std::future::Future<Output = Option<crate::protocol::events::FileChange>>,
-) -> Result<(), String> {
+) -> Result<(), Refusal> {
     if ctx.approver.would_ask(&ask) {
         let event = HookEvent::PermissionRequest {
             about: about(ctx),
@@ -293,10 +287,10 @@ pub async fn ask_approval(
                 return Ok(());
             }
             HookOutcome::Blocked(why) => {
-                return Err(format!(
+                return Err(Refusal::rule(format!(
                     "{}; a permission-request hook refused it: {why}",
                     ask.reason
-                ));
+                )));
             }
             HookOutcome::Continue | HookOutcome::Context(_) => {}
         }
@@ -314,6 +308,17 @@ pub async fn ask_approval(
         }
     }
     ctx.approver.approve(ask, preview).await
+}
+
+/// The failure of a call refused at its question: `Declined` when it was the person's answer.
+pub fn refused(ctx: &ToolContext, tool: &str, refusal: Refusal) -> ToolError {
+    ctx.approver.record_denial(tool, &refusal.reason);
+    let kind = if refusal.declined {
+        ToolErrorKind::Declined
+    } else {
+        ToolErrorKind::PermissionDenied
+    };
+    ToolError::model(kind, refusal.reason)
 }
 
 /// What `call` would do, which decides what an "always" answer covers: a built-in tool's command
@@ -388,6 +393,15 @@ pub fn record(
             content
         }
         Err(fatal) if fatal.is_fatal() => return Err(fatal),
+        // The person's choice: no error log, and the model is told plainly.
+        Err(ToolError::Model {
+            kind: ToolErrorKind::Declined,
+            message,
+        }) => {
+            failed = Some(ToolErrorKind::Declined.as_str().to_string());
+            tracing::info!(session = %ctx.session_id, op = "tool", tool = %call.name, result = "declined", "{message}");
+            format!("{DECLINED}{message}")
+        }
         Err(error) => {
             let (message, name) = log_failure(ctx, call, &error, executed.duration)?;
             failed = Some(error.kind().to_string());
@@ -401,6 +415,9 @@ pub fn record(
     message.error_type = failed;
     Ok(Some(Recorded { message, outcome }))
 }
+
+/// How a declined call's result begins (the terminal shows it as the person's choice).
+pub const DECLINED: &str = "not run (declined): ";
 
 /// Writes a failed call to a new `error-<ts>.log`; returns the short message and the file name.
 pub fn log_failure(

@@ -100,7 +100,7 @@ async fn decide(
             };
             match answer {
                 Ok(()) => Ok(resolved),
-                Err(reason) => Err(denied(ctx, tool, reason)),
+                Err(refusal) => Err(super::orchestrator::refused(ctx, tool, refusal)),
             }
         }
         (Decision::Deny { reason, source }, _) => {

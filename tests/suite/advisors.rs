@@ -97,6 +97,57 @@ fn retry_advisor_modified_params_succeed_on_the_second_try() {
     assert!(advisor["metrics"]["durationMs"].is_u64());
 }
 
+/// An advisor is nop's machinery: off the screen of a text run, marked in stream-json.
+#[test]
+fn advisors_at_work_are_not_on_the_screen_and_are_marked_in_the_stream() {
+    let repo = Repo::new();
+    fs::write(repo.path().join("present.txt"), "found it\n").expect("write");
+    let script = || {
+        vec![
+            openai::reply_tool_calls(&[("c1", "read-file", json!({"path": "presnt.txt"}))]),
+            reply(
+                json!({"shouldRetry": true, "reason": "typo", "suggestedAction": "modify_params", "modifiedParams": {"path": "present.txt"}}),
+            ),
+            openai::reply_text("done"),
+        ]
+    };
+    let server = MockServer::start(script());
+    let output = repo
+        .nop_model(&server, "openai")
+        .env("NOP_ADVISORS_ENABLED", "true")
+        .env("NOP_ADVISORS_RETRY_DELAY_S", "0")
+        .args(["run", "read it"])
+        .output()
+        .expect("run");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert_eq!(server.requests().len(), 3, "the advisor was asked");
+    // No start and end lines; the retry it advised is what the user should know.
+    assert!(!stderr.contains("↳"), "{stderr}");
+    assert!(!stderr.contains("retry-advisor started"), "{stderr}");
+    assert!(
+        stderr.contains("succeeded after 1 retry advised by retry-advisor"),
+        "{stderr}"
+    );
+    let server = MockServer::start(script());
+    let output = repo
+        .nop_model(&server, "openai")
+        .env("NOP_ADVISORS_ENABLED", "true")
+        .env("NOP_ADVISORS_RETRY_DELAY_S", "0")
+        .args(["run", "--output-format", "stream-json", "read it"])
+        .output()
+        .expect("run");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let started: Vec<Value> = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["type"] == "subagent_started")
+        .collect();
+    assert_eq!(started.len(), 1, "{stdout}");
+    assert_eq!(started[0]["agent"], "retry-advisor");
+    assert_eq!(started[0]["advisor"], true);
+}
+
 #[test]
 fn invalid_advisor_answers_take_the_safe_default_and_identical_questions_are_asked_once() {
     let repo = Repo::new();

@@ -321,6 +321,23 @@ fn an_approval_is_one_key_t_tells_the_agent_what_to_do_instead_and_esc_stops_the
     let screen = t.wait_for_prompt_after("did not write");
     // The answer takes the status line's place: no frozen spinner line is left behind.
     assert!(screen.contains("\n  ✗ no\n"), "{screen}");
+    // The user's "no" is what they chose: not an error, no error log, no advisor asked.
+    assert!(screen.contains("⎿ you declined"), "{screen}");
+    assert!(!screen.contains("PermissionDenied"), "{screen}");
+    assert!(!screen.contains("error"), "{screen}");
+    assert!(
+        server.result_of("w1").starts_with("not run (declined): "),
+        "{}",
+        server.result_of("w1")
+    );
+    let logs = std::fs::read_dir(repo.path().join(".nop/sessions"))
+        .expect("sessions")
+        .flatten()
+        .flat_map(|s| std::fs::read_dir(s.path()).into_iter().flatten())
+        .flatten()
+        .filter(|f| f.file_name().to_string_lossy().starts_with("error-"))
+        .count();
+    assert_eq!(logs, 0, "no error log for a no");
     assert!(!screen.contains("esc to interrupt"), "{screen}");
     assert!(!screen.contains("waiting for your answer"), "{screen}");
     assert!(!repo.path().join("notes/today.md").exists());
@@ -591,9 +608,17 @@ fn the_approval_mode_is_shown_and_switched_and_a_plan_is_carried_out_after_a_yes
     t.type_line("/mode plan");
     t.wait_for("approval: plan");
     t.type_line("write planned.txt");
-    t.wait_for("carry out the plan?");
+    let screen = t.wait_for("carry out the plan?");
+    // Plan mode holding the write is what the user chose, not an error.
+    assert!(
+        screen.contains("not run: plan mode changes nothing"),
+        "{screen}"
+    );
+    assert!(!screen.contains("PermissionDenied"), "{screen}");
+    assert!(!screen.contains("Declined"), "{screen}");
     assert!(!repo.path().join("planned.txt").exists());
-    t.type_line("y");
+    // One key, no Enter.
+    t.press(&["y"]);
     t.wait_for_prompt_after("written");
     assert!(repo.path().join("planned.txt").exists());
     t.type_line("/exit");

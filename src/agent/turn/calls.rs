@@ -271,9 +271,13 @@ impl CallsOutcome {
 
 /// Whether retry-advisor is asked about a failure: a failure of a kind `advisors.retry_on`
 /// names (by default every kind but a call not run and an MCP tool's own answer, see
-/// [`crate::config::RetryOn`]); never the user's stop, nor a failure that ends the turn.
+/// [`crate::config::RetryOn`]); never the user's stop or "no", nor a failure that ends the turn.
 fn worth_asking(error: &ToolError, asked_about: impl Fn(ToolErrorKind) -> bool) -> bool {
     match error {
+        ToolError::Model {
+            kind: ToolErrorKind::Declined,
+            ..
+        } => false,
         ToolError::Model { kind, .. } => asked_about(*kind),
         ToolError::Aborted { .. } | ToolError::Fatal { .. } | ToolError::FatalMessage(_) => false,
     }
@@ -286,7 +290,9 @@ fn refused(error: &ToolError) -> bool {
     matches!(
         error,
         ToolError::Model {
-            kind: ToolErrorKind::PermissionDenied | ToolErrorKind::BlockedByHook,
+            kind: ToolErrorKind::PermissionDenied
+                | ToolErrorKind::BlockedByHook
+                | ToolErrorKind::Declined,
             ..
         }
     )
@@ -493,8 +499,11 @@ mod tests {
                 "{kind:?}"
             );
         }
-        // The user's stop, and what ends the turn.
+        // The user's stop or "no" (even where `retry_on` names it), and what ends the turn.
         assert!(!worth_asking(&ToolError::aborted(), asked));
+        let declined = ToolError::model(ToolErrorKind::Declined, "the user said no");
+        assert!(!worth_asking(&declined, asked));
+        assert!(!worth_asking(&declined, |_| true));
         assert!(!worth_asking(
             &ToolError::FatalMessage("disk full".into()),
             asked

@@ -127,15 +127,11 @@ pub fn interactive(
             }
         };
         here.run(&rt, op, &mut typed);
-        // Plan mode: the plan is shown for approval; a yes switches the mode and goes on.
+        // Plan mode: the plan is shown for approval, one key; a yes switches the mode and goes
+        // on, any other key keeps planning.
         if here.runtime.approver().mode() == nop::permissions::ApprovalMode::Plan
             && typed.is_empty()
-            && let Ok(answer) = editor
-                .readline("carry out the plan? (y: switch to on-request and go on) ")
-                .inspect_err(|_| {
-                    let _ = switch.cycle(here.runtime.approver(), &mut typed, &mut after);
-                })
-            && matches!(answer.trim(), "y" | "yes")
+            && carry_out_the_plan()
         {
             here.runtime
                 .approver()
@@ -159,6 +155,17 @@ pub fn interactive(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Asks, one key, whether to carry out the plan just shown.
+fn carry_out_the_plan() -> bool {
+    eprint!("carry out the plan? [y] yes (mode on-request) · other keys: keep planning ");
+    let yes = matches!(crate::cli::keys::read_key(), Ok(Some('y' | 'Y')));
+    eprintln!("{}", if yes { "y" } else { "no" });
+    if !yes {
+        eprintln!("still in plan mode: say what to change, or /mode on-request");
+    }
+    yes
 }
 
 /// The interactive session's state.

@@ -49,6 +49,10 @@ impl Interactive {
                 for line in slash::status(&model, file.as_ref(), self.renderer.context()) {
                     eprintln!("{line}");
                 }
+                let advisors = self.renderer.advisors();
+                if !advisors.is_empty() {
+                    eprintln!("advisors {}", advisors.join(" · "));
+                }
             }
             "/mode" | "/approvals" if argument.is_empty() => {
                 let mode = self.runtime.approver().mode();

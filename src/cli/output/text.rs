@@ -110,6 +110,8 @@ impl Text {
                 eprintln!("warning: {}", visible(message));
             }
             Event::Refused { reason, .. } => refused(reason),
+            // An advisor at work is nop's machinery, not the run's course.
+            event if crate::cli::term::notes::internal(event) => {}
             Event::Queued { .. }
             | Event::SubagentStarted { .. }
             | Event::SubagentFinished { .. }

@@ -6,6 +6,16 @@ use nop::protocol::events::Event;
 
 use super::style::{one_line, visible};
 
+/// Whether `event` is nop's own machinery at work (an advisor consulted): not on the screen
+/// unless asked for (`--verbose`, `/verbose`); `/status` lists them.
+pub fn internal(event: &Event) -> bool {
+    matches!(
+        event,
+        Event::SubagentStarted { advisor: true, .. }
+            | Event::SubagentFinished { advisor: true, .. }
+    )
+}
+
 /// The part of a call's arguments worth a glance: the command, the path, or compact JSON.
 pub fn brief_arguments(name: &str, arguments: &serde_json::Value) -> String {
     let pick = |key: &str| {

@@ -17,6 +17,8 @@ const SPINNER: [&str; 10] = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "�
 
 /// Lines of a result shown by default (`/verbose` shows all).
 const RESULT_LINES: usize = 6;
+/// How many of the advisors consulted `/status` lists (the latest).
+const ADVISORS_KEPT: usize = 8;
 
 /// The transcript on a terminal.
 pub(super) struct Live {
@@ -39,6 +41,8 @@ pub(super) struct Live {
     run_in: u64,
     run_out: u64,
     started: Instant,
+    /// The advisors consulted lately, off the screen: `/status` lists them.
+    pub(super) advisors: std::collections::VecDeque<String>,
     /// Typed while the agent works, not queued yet.
     pub(super) input: String,
     /// Keys are read while the agent works (the interactive session): Esc interrupts.
@@ -71,6 +75,7 @@ impl Live {
             run_in: 0,
             run_out: 0,
             started: Instant::now(),
+            advisors: std::collections::VecDeque::new(),
             input: String::new(),
             keys: false,
             waiting: None,
@@ -186,6 +191,18 @@ impl Live {
                 outcome,
                 ..
             } => {
+                // The person's own "no" (or plan mode holding a change) is their choice, not
+                // a failure.
+                if let Some(why) = text.strip_prefix(nop::tools::orchestrator::DECLINED) {
+                    let what = if why.starts_with("plan mode") {
+                        "not run: plan mode changes nothing"
+                    } else {
+                        "you declined"
+                    };
+                    eprintln!("  ⎿ {}", err.dim(what));
+                    self.set_status("thinking");
+                    return;
+                }
                 let lines = if verbose { usize::MAX } else { RESULT_LINES };
                 // A new plan is shown as its checklist (`plan_updated`), not as its echo.
                 let summary = if *ok && name == "update-plan" {
@@ -271,6 +288,27 @@ impl Live {
             Event::Refused { reason, .. } => {
                 eprintln!("{}", err.red(&format!("refused: {}", visible(reason))))
             }
+            Event::SubagentFinished {
+                agent,
+                status,
+                duration_ms,
+                advisor: true,
+                ..
+            } if !verbose => {
+                self.advisors.push_back(format!(
+                    "{agent} {status} ({:.1} s)",
+                    *duration_ms as f64 / 1000.0
+                ));
+                if self.advisors.len() > ADVISORS_KEPT {
+                    self.advisors.pop_front();
+                }
+                self.set_status("thinking");
+            }
+            Event::SubagentStarted {
+                agent,
+                advisor: true,
+                ..
+            } if !verbose => self.set_status(&format!("{agent} working")),
             Event::SubagentStarted { .. } | Event::SubagentFinished { .. } => {
                 match event {
                     Event::SubagentStarted {

@@ -137,6 +137,13 @@ impl Renderer {
         self.live_ref().map(|l| l.context).filter(|c| *c > 0)
     }
 
+    /// The advisors nop consulted lately (not shown as they worked), oldest first.
+    pub fn advisors(&self) -> Vec<String> {
+        self.live_ref()
+            .map(|l| l.advisors.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
     /// The last `exchanges` prompts of a resumed session and what the agent did and said.
     pub fn replay(&mut self, messages: &[nop::protocol::Message], exchanges: usize) {
         use nop::protocol::Role;
