@@ -256,6 +256,7 @@ async fn serve(
         open: None,
         last: None,
         leaving: false,
+        queued_here: Vec::new(),
     };
     match plan {
         Plan::Once(request) => serving.start_task(Box::new(RunTask(request))),
@@ -306,6 +307,9 @@ struct Serving {
     session: Option<String>,
     last: Option<Result<RunOutcome, RunError>>,
     leaving: bool,
+    /// The ids of the messages typed for the present work and queued: an interrupt takes back
+    /// those not read yet.
+    queued_here: Vec<String>,
 }
 
 impl Serving {
@@ -339,6 +343,10 @@ impl Serving {
                 let result = *result;
                 if let Ok(outcome) = &result {
                     self.session = Some(outcome.session_id.clone());
+                }
+                let queued = std::mem::take(&mut self.queued_here);
+                if self.open.is_some() && self.cancel.is_cancelled() {
+                    self.take_back(&queued);
                 }
                 if self.open.is_none() {
                     // A message typed as the run ended still goes to the session's queue,
@@ -389,7 +397,10 @@ impl Serving {
             Op::UserInput { text } => {
                 if !self.start(Some(text.clone()), None) {
                     let high = crate::protocol::QueuePriority::High;
-                    self.send(queue(&self.runtime, self.session.as_deref(), &text, high));
+                    let (event, id) =
+                        queue_here(&self.runtime, self.session.as_deref(), &text, high);
+                    self.queued_here.extend(id);
+                    self.send(event);
                 }
             }
             Op::Goal { spec } => {
@@ -410,12 +421,10 @@ impl Serving {
                 }
             }
             Op::Queue { text, priority } => {
-                self.send(queue(
-                    &self.runtime,
-                    self.session.as_deref(),
-                    &text,
-                    priority,
-                ));
+                let (event, id) =
+                    queue_here(&self.runtime, self.session.as_deref(), &text, priority);
+                self.queued_here.extend(id);
+                self.send(event);
             }
             Op::Shutdown => {
                 if self.work.is_none() {
@@ -447,6 +456,34 @@ impl Serving {
     }
 
     /// Stops what runs; nobody waits for a yes to a call that is being stopped.
+    /// After an interrupt: the messages queued through this handle and not read yet come out
+    /// of the queue and go back to the front end (an `unqueued` event), oldest first.
+    fn take_back(&self, ids: &[String]) {
+        let Some(session) = self.session.as_deref() else {
+            return;
+        };
+        if ids.is_empty() {
+            return;
+        }
+        let inbox = crate::queue::Inbox::new(&self.runtime.store().dir(session));
+        let (names, texts): (Vec<String>, Vec<String>) = inbox
+            .list()
+            .messages
+            .into_iter()
+            .filter(|(_, m)| ids.contains(&m.id) && !m.stop)
+            .map(|(name, m)| (name, m.text))
+            .unzip();
+        if names.is_empty() {
+            return;
+        }
+        match inbox.remove(&names) {
+            Ok(()) => self.send(Event::Unqueued {
+                text: texts.join("\n"),
+            }),
+            Err(e) => self.warn(&format!("the messages you queued stay queued: {e}")),
+        }
+    }
+
     fn interrupt(&mut self) {
         self.cancel.cancel();
         for (_, respond) in self.waiting.drain() {
@@ -537,10 +574,19 @@ fn queue(
     text: &str,
     priority: crate::protocol::QueuePriority,
 ) -> Event {
+    queue_here(runtime, session, text, priority).0
+}
+
+/// [`queue`], and the id of the message queued, if it was.
+fn queue_here(
+    runtime: &Runtime,
+    session: Option<&str>,
+    text: &str,
+    priority: crate::protocol::QueuePriority,
+) -> (Event, Option<String>) {
     let Some(id) = session else {
-        return Event::Warning {
-            message: "the session is starting; say it again in a moment".into(),
-        };
+        let message = "the session is starting; say it again in a moment".into();
+        return (Event::Warning { message }, None);
     };
     let dir = runtime.store().dir(id);
     match crate::queue::post(
@@ -551,15 +597,21 @@ fn queue(
         priority,
         runtime.stop_words(),
     ) {
-        Ok(posted) => Event::Queued {
-            session_id: id.to_string(),
-            position: posted.position,
-            priority: posted.message.priority,
-            stop: posted.message.stop,
-        },
-        Err(e) => Event::Warning {
-            message: format!("could not queue it: {e}"),
-        },
+        Ok(posted) => (
+            Event::Queued {
+                session_id: id.to_string(),
+                position: posted.position,
+                priority: posted.message.priority,
+                stop: posted.message.stop,
+            },
+            Some(posted.message.id),
+        ),
+        Err(e) => (
+            Event::Warning {
+                message: format!("could not queue it: {e}"),
+            },
+            None,
+        ),
     }
 }
 

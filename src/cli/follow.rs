@@ -73,6 +73,15 @@ pub(super) async fn show(
                     session.submit(Op::Approval { id: *id, answer });
                 }
             }
+            // Esc took back what was queued and not read: it starts the next prompt.
+            Event::Unqueued { text } => {
+                *typed = if typed.is_empty() {
+                    text.clone()
+                } else {
+                    format!("{text} {typed}")
+                };
+                renderer.event(&event);
+            }
             Event::Idle { session_id } => {
                 renderer.finish();
                 return session_id.clone();

@@ -156,6 +156,9 @@ pub enum Event {
     },
     /// Queued messages were put into the conversation.
     MessagesInjected { count: usize },
+    /// The run was interrupted with messages typed for it still queued: they are taken back,
+    /// for the front end to put into its editor (as Claude Code does at Esc).
+    Unqueued { text: String },
     /// The conversation was compacted; the snapshot holds the full history before it.
     Compacted {
         snapshot_id: String,

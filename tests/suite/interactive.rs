@@ -818,6 +818,51 @@ fn esc_during_a_command_shows_and_hands_the_model_what_it_printed_so_far() {
     t.type_line("/exit");
 }
 
+/// A message queued while the agent works and not read yet comes back into the prompt at
+/// Esc (as in Claude Code): it never goes out silently with the next prompt.
+#[test]
+fn esc_puts_a_queued_message_not_read_yet_back_into_the_prompt() {
+    let repo = Repo::new();
+    let gate = repo.path().join("gate");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "shell",
+            json!({"command": format!("echo waiting; while [ ! -e {} ]; do sleep 0.02; done", gate.display())}),
+        )]),
+        openai::reply_text("answered the queued one"),
+    ]);
+    let t = Terminal::start(&repo, &server, "unqueue", "run", &[], "/help for commands");
+    t.type_line("run it");
+    t.wait_for("waiting");
+    t.type_line("also check the docs");
+    t.wait_for("queued (position 1)");
+    t.press(&["Escape"]);
+    // The text is in the editor, ready to send or change.
+    let screen = t.wait_for("› also check the docs");
+    assert!(screen.contains("back in the prompt"), "{screen}");
+    // The user's stop is not shown as an error.
+    assert!(screen.contains("⎿ stopped by you after"), "{screen}");
+    assert!(!screen.contains("error"), "{screen}");
+    let inbox = std::fs::read_dir(repo.path().join(".nop/sessions"))
+        .expect("sessions")
+        .flatten()
+        .flat_map(|s| {
+            std::fs::read_dir(s.path().join("inbox"))
+                .into_iter()
+                .flatten()
+        })
+        .flatten()
+        .filter(|f| f.file_name().to_string_lossy().ends_with(".json"))
+        .count();
+    assert_eq!(inbox, 0, "taken out of the queue");
+    t.press(&["Enter"]);
+    t.wait_for_prompt_after("answered the queued one");
+    let last = server.requests().last().expect("request").body.to_string();
+    assert_eq!(last.matches("also check the docs").count(), 1, "{last}");
+    t.type_line("/exit");
+}
+
 #[test]
 fn ctrl_o_shows_the_last_result_in_full_and_keeps_what_is_typed() {
     let repo = Repo::new();

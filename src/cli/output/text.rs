@@ -118,6 +118,7 @@ impl Text {
             | Event::Paused { .. }
             | Event::Resumed { .. }
             | Event::MessagesInjected { .. }
+            | Event::Unqueued { .. }
             | Event::GoalChecked { .. }
             | Event::Compacted { .. } => {
                 self.end_line(&mut out);

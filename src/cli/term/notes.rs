@@ -121,6 +121,10 @@ fn note_text(event: &Event) -> Option<(String, Option<String>)> {
             Some("paused".into()),
         ),
         Event::Resumed { .. } => ("  ▶ resumed".into(), thinking),
+        Event::Unqueued { .. } => (
+            "  ✉ not read yet: what you queued is back in the prompt".into(),
+            None,
+        ),
         Event::MessagesInjected { count } => (
             format!(
                 "  ✉ {count} queued message{} taken into the conversation",

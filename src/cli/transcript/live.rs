@@ -203,6 +203,22 @@ impl Live {
                     self.set_status("thinking");
                     return;
                 }
+                // Stopped by the user (Esc, Ctrl-C): what it printed until then, not an error.
+                let stopped = (!*ok)
+                    .then(|| text.strip_prefix("error (Aborted): "))
+                    .flatten()
+                    .map(|rest| {
+                        let rest = rest.trim_end();
+                        match rest.rsplit_once('\n') {
+                            Some((before, last)) if last.starts_with("[details: ") => before,
+                            _ => rest,
+                        }
+                        .replacen("aborted by user", "stopped by you", 1)
+                    });
+                let (ok, text) = match &stopped {
+                    Some(rest) => (&true, rest),
+                    None => (ok, text),
+                };
                 let lines = if verbose { usize::MAX } else { RESULT_LINES };
                 // A new plan is shown as its checklist (`plan_updated`), not as its echo.
                 let summary = if *ok && name == "update-plan" {
@@ -333,6 +349,7 @@ impl Live {
             | Event::Paused { .. }
             | Event::Resumed { .. }
             | Event::MessagesInjected { .. }
+            | Event::Unqueued { .. }
             | Event::Compacted { .. } => {
                 if let Some((line, doing)) = note(event) {
                     eprintln!("{line}");
