@@ -9,6 +9,7 @@ mod concurrency;
 mod costs;
 mod crash;
 mod daily_work;
+mod docs;
 mod first_contact;
 mod goal;
 mod handle;
