@@ -863,6 +863,41 @@ fn esc_puts_a_queued_message_not_read_yet_back_into_the_prompt() {
     t.type_line("/exit");
 }
 
+/// A request that fails after part of its answer was shown goes again; the part shown goes
+/// from the screen, so the answer is there once.
+#[test]
+fn a_retried_stream_replaces_the_part_of_the_answer_shown() {
+    let repo = Repo::new();
+    let cut = MockResponse::Sse {
+        chunks: vec![
+            openai::role(),
+            openai::text("Partial opening paragraph.\n\n"),
+            openai::text("Partial second paragraph.\n\n"),
+            openai::text("And a third"),
+            openai::text(" one"),
+        ],
+        delay: std::time::Duration::from_millis(800),
+    };
+    let server = MockServer::start(vec![
+        cut,
+        openai::reply_text("Whole opening paragraph.\n\nThe rest of it."),
+    ]);
+    let t = Terminal::start(&repo, &server, "retried", "run", &[], "/help for commands");
+    t.type_line("explain");
+    t.wait_for("Partial opening paragraph.");
+    let screen = t.wait_for_prompt_after("The rest of it.");
+    assert!(screen.contains("retrying"), "{screen}");
+    // The note wraps between words.
+    assert!(screen.contains("retrying in 0.0 s"), "{screen}");
+    assert!(!screen.contains("Partial opening paragraph."), "{screen}");
+    assert_eq!(
+        screen.matches("Whole opening paragraph.").count(),
+        1,
+        "{screen}"
+    );
+    t.type_line("/exit");
+}
+
 #[test]
 fn ctrl_o_shows_the_last_result_in_full_and_keeps_what_is_typed() {
     let repo = Repo::new();

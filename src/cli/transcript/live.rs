@@ -29,6 +29,9 @@ pub(super) struct Live {
     pending: String,
     /// A block of this answer is already shown (the next one is set off by a blank line).
     shown_block: bool,
+    /// The rows this turn's answer takes at the bottom of the screen, nothing printed under
+    /// them: what a retried request erases. `None` once something else was printed.
+    answer_rows: Option<usize>,
     /// What is under way and since when; `None`: nothing (the status line is off).
     pub(super) status: Option<(String, Instant)>,
     /// The status line is on the screen (the last line of stderr).
@@ -67,6 +70,7 @@ impl Live {
             err: Style::detect(true),
             pending: String::new(),
             shown_block: false,
+            answer_rows: None,
             status: None,
             drawn: false,
             frame: 0,
@@ -123,11 +127,34 @@ impl Live {
             // Typed while the answer streams: the note goes above the part of the answer not
             // shown yet, which is not cut mid-word to make room for it.
             Event::Queued { .. } if !self.pending.is_empty() => {
+                self.answer_rows = None;
                 self.clear_status();
                 if let Some((line, _)) = note(event) {
                     eprintln!("{}", err.dim(&line));
                 }
                 self.set_status("writing");
+                return;
+            }
+            // The request failed and goes again: what it streamed is void, and the answer comes
+            // whole with the retry. The part shown is erased where it is still on the screen.
+            Event::Retrying {
+                attempt,
+                delay_ms,
+                error,
+            } => {
+                self.pending.clear();
+                self.clear_status();
+                self.erase_answer();
+                let line = format!(
+                    "  ↻ attempt {attempt} failed ({}); retrying in {:.1} s",
+                    visible(error),
+                    *delay_ms as f64 / 1000.0
+                );
+                for line in crate::cli::term::style::wrap_words(&line, Live::width()) {
+                    eprintln!("{}", err.yellow(&line));
+                }
+                self.shown_block = false;
+                self.set_status("thinking");
                 return;
             }
             // A command's last lines, under the status line while it runs.
@@ -141,6 +168,7 @@ impl Live {
         self.flush_text();
         self.clear_status();
         self.tail.clear();
+        self.answer_rows = None;
         match event {
             Event::SessionStarted { .. } => {
                 self.started = Instant::now();
@@ -150,23 +178,10 @@ impl Live {
             }
             Event::TurnStarted { .. } => {
                 self.shown_block = false;
+                self.answer_rows = Some(0);
                 self.set_status("thinking");
             }
-            Event::Retrying {
-                attempt,
-                delay_ms,
-                error,
-            } => {
-                eprintln!(
-                    "{}",
-                    err.yellow(&format!(
-                        "  ↻ attempt {attempt} failed ({}); retrying in {:.1} s",
-                        visible(error),
-                        *delay_ms as f64 / 1000.0
-                    ))
-                );
-                self.set_status("thinking");
-            }
+            Event::Retrying { .. } => {}
             // The question is shown once, when the run waits for its answer.
             Event::ToolCall { name, .. } | Event::ToolResult { name, .. } if name == "ask-user" => {
             }
@@ -426,11 +441,37 @@ impl Live {
         if self.shown_block {
             let _ = writeln!(out);
         }
+        let rows = lines.len() + usize::from(self.shown_block);
         for line in lines {
             let _ = writeln!(out, "{line}");
         }
         let _ = out.flush();
         self.shown_block = true;
+        if let Some(shown) = &mut self.answer_rows {
+            *shown += rows;
+        }
+    }
+
+    /// Takes the part of the answer shown by a request that failed off the screen (the lines
+    /// are the markdown renderer's, each one row wide); says so where it has scrolled away.
+    fn erase_answer(&mut self) {
+        let rows = self.answer_rows.take().unwrap_or(0);
+        if rows == 0 && !self.shown_block {
+            return;
+        }
+        let height = crossterm::terminal::size().map_or(0, |(_, h)| usize::from(h));
+        if rows > 0 && rows < height {
+            let mut err = std::io::stderr().lock();
+            let _ = write!(err, "\x1b[{rows}A\x1b[J");
+            let _ = err.flush();
+        } else {
+            eprintln!(
+                "{}",
+                self.err
+                    .dim("  ↻ the answer above was cut off: it comes again in full")
+            );
+        }
+        self.answer_rows = Some(0);
     }
 
     /// Shows what is left of the answer (its turn ended).
