@@ -9,6 +9,8 @@ use std::sync::{Arc, Mutex};
 use nix::sys::termios::{self, InputFlags, SetArg, Termios};
 use nop::permissions::{ApprovalMode, Approver};
 use rustyline::completion::{Completer, Pair};
+
+use super::menu::{all_commands, files, fuzzy};
 use rustyline::highlight::Highlighter;
 use rustyline::hint::Hinter;
 use rustyline::history::FileHistory;
@@ -18,10 +20,6 @@ use rustyline::{
     EventHandler, Helper, KeyCode, KeyEvent, Modifiers, RepeatCount,
 };
 
-/// How many entries the `@` completion walks at most (a huge repository stays responsive).
-const WALK_LIMIT: usize = 20_000;
-/// How many files `@` offers at most.
-const FILE_CANDIDATES: usize = 50;
 /// How many paths Tab offers at most.
 const PATH_CANDIDATES: usize = 200;
 
@@ -35,10 +33,23 @@ pub fn editor(cwd: &Path) -> rustyline::Result<(PromptEditor, ModeSwitch)> {
         .completion_show_all_if_ambiguous(true)
         .build();
     let mut editor: PromptEditor = Editor::with_config(config)?;
+    let menu = super::menu::Menu::new(cwd.to_path_buf());
     editor.set_helper(Some(PromptHelper {
         cwd: cwd.to_path_buf(),
-        custom: Vec::new(),
+        menu: menu.clone(),
     }));
+    // The live menu: arrows move its highlight, Enter takes it (else their usual meaning:
+    // history, sending); Tab completes, which with the menu open is its highlighted entry.
+    for (key, step) in [(KeyCode::Up, -1), (KeyCode::Down, 1)] {
+        editor.bind_sequence(
+            KeyEvent(key, Modifiers::NONE),
+            EventHandler::Conditional(Box::new(MenuKey(menu.clone(), MenuAction::Step(step)))),
+        );
+    }
+    editor.bind_sequence(
+        KeyEvent(KeyCode::Enter, Modifiers::NONE),
+        EventHandler::Conditional(Box::new(MenuKey(menu.clone(), MenuAction::Enter))),
+    );
     for key in [
         KeyEvent(KeyCode::Enter, Modifiers::ALT),
         KeyEvent(KeyCode::Enter, Modifiers::SHIFT),
@@ -168,11 +179,40 @@ impl ConditionalEventHandler for ShiftTab {
     }
 }
 
+/// What a key does with the menu open.
+enum MenuAction {
+    /// ↑/↓: moves the highlight.
+    Step(isize),
+    /// Enter: runs the highlighted slash command, takes the highlighted file.
+    Enter,
+}
+
+struct MenuKey(Arc<super::menu::Menu>, MenuAction);
+
+impl ConditionalEventHandler for MenuKey {
+    fn handle(&self, _: &Event, _: RepeatCount, _: bool, ctx: &EventContext) -> Option<Cmd> {
+        let (line, pos) = (ctx.line(), ctx.pos());
+        match self.1 {
+            MenuAction::Step(step) => self.0.step(line, pos, step).then_some(Cmd::Repaint),
+            MenuAction::Enter => match self.0.enter(line, pos) {
+                super::menu::Enter::Send => None,
+                // Completion puts the highlighted entry in place (and the cursor after it).
+                super::menu::Enter::Take => Some(Cmd::Complete),
+                // The line is replaced by the command and sent: the next key is Enter's own.
+                super::menu::Enter::Run(name) => {
+                    self.0.run_next(name);
+                    Some(Cmd::AcceptLine)
+                }
+            },
+        }
+    }
+}
+
 /// Completion for the prompt, relative to the session's working directory.
 pub struct PromptHelper {
     cwd: PathBuf,
-    /// The custom slash commands (`/name`, help), after the built-in ones.
-    pub custom: Vec<(String, String)>,
+    /// The live menu (and the custom slash commands it lists after the built-in ones).
+    pub menu: Arc<super::menu::Menu>,
 }
 
 impl Completer for PromptHelper {
@@ -184,55 +224,27 @@ impl Completer for PromptHelper {
         pos: usize,
         _: &rustyline::Context<'_>,
     ) -> rustyline::Result<(usize, Vec<Pair>)> {
-        Ok(complete(&self.cwd, &self.custom, line, pos))
+        // With the menu open, what completes is its highlighted entry.
+        if let Some((start, entry)) = self.menu.take(line, pos) {
+            return Ok((
+                start,
+                vec![Pair {
+                    display: entry.clone(),
+                    replacement: format!("{entry} "),
+                }],
+            ));
+        }
+        Ok(complete(&self.cwd, &self.menu.custom(), line, pos))
     }
 }
 
 impl Hinter for PromptHelper {
     type Hint = String;
 
-    /// Typing `/` opens the menu: the commands that match what is typed so far, each with its
-    /// help, under the line (Tab completes; one match is shown inline).
+    /// Typing `/` or `@` opens the menu: what matches what is typed so far, under the line
+    /// (one match is shown after the cursor).
     fn hint(&self, line: &str, pos: usize, _: &rustyline::Context<'_>) -> Option<String> {
-        slash_menu(&self.custom, line, pos)
-    }
-}
-
-/// Every slash command: the built-in ones, then the custom ones (a custom one named like a
-/// built-in one is not among them).
-fn all_commands(custom: &[(String, String)]) -> impl Iterator<Item = (&str, &str)> {
-    super::slash::COMMANDS
-        .iter()
-        .copied()
-        .chain(custom.iter().map(|(n, h)| (n.as_str(), h.as_str())))
-}
-
-/// The slash commands matching `line` (a `/word` being typed at its end), as a hint.
-pub fn slash_menu(custom: &[(String, String)], line: &str, pos: usize) -> Option<String> {
-    if pos != line.len() || !line.starts_with('/') || line.contains(char::is_whitespace) {
-        return None;
-    }
-    let matching: Vec<(&str, &str)> = all_commands(custom)
-        .filter(|(name, _)| name.starts_with(line))
-        .collect();
-    match matching.as_slice() {
-        [] => None,
-        [(name, help)] => Some(format!("{}  {help}", &name[line.len()..])),
-        many => {
-            const SHOWN: usize = 8;
-            let mut menu: String = many
-                .iter()
-                .take(SHOWN)
-                .map(|(name, help)| format!("\n  {name:<11} {help}"))
-                .collect();
-            if many.len() > SHOWN {
-                menu.push_str(&format!(
-                    "\n  … {} more (Tab lists them all)",
-                    many.len() - SHOWN
-                ));
-            }
-            Some(menu)
-        }
+        self.menu.hint(line, pos)
     }
 }
 
@@ -314,27 +326,6 @@ fn paths(cwd: &Path, word: &str) -> Vec<Pair> {
     found
 }
 
-/// The files below `cwd` as `@` names them (relative, with `/`), as git would list them
-/// (.gitignore respected, hidden files left out), at most `WALK_LIMIT` entries walked.
-fn files(cwd: &Path) -> Vec<String> {
-    ignore::WalkBuilder::new(cwd)
-        // .gitignore counts even where git has not been set up yet.
-        .require_git(false)
-        .build()
-        .take(WALK_LIMIT)
-        .filter_map(Result::ok)
-        .filter(|entry| entry.file_type().is_some_and(|t| t.is_file()))
-        .filter_map(|entry| {
-            let relative = entry.path().strip_prefix(cwd).ok()?;
-            let parts: Vec<String> = relative
-                .components()
-                .map(|c| c.as_os_str().to_string_lossy().into_owned())
-                .collect();
-            Some(parts.join("/"))
-        })
-        .collect()
-}
-
 /// The files `query` matches, best first. One is put in place; several are listed, and the
 /// typed text is kept unless every match begins with it (a fuzzy match has no common prefix
 /// worth putting in its place).
@@ -360,43 +351,10 @@ fn mentions(word: &str, files: &[String], query: &str) -> Vec<Pair> {
         .collect()
 }
 
-/// The paths in which `query`'s characters appear in order (case ignored), best first: the
-/// query inside the file's name, then inside the path, then spread out; shorter paths first.
-pub fn fuzzy(paths: &[String], query: &str) -> Vec<String> {
-    let query = query.to_lowercase();
-    let mut scored: Vec<(u8, &String)> = paths
-        .iter()
-        .filter_map(|path| {
-            let lower = path.to_lowercase();
-            let name = lower.rsplit('/').next().unwrap_or(&lower);
-            let score = if name.contains(&query) {
-                0
-            } else if lower.contains(&query) {
-                1
-            } else if is_subsequence(&query, &lower) {
-                2
-            } else {
-                return None;
-            };
-            Some((score, path))
-        })
-        .collect();
-    scored.sort_by(|a, b| (a.0, a.1.len(), a.1).cmp(&(b.0, b.1.len(), b.1)));
-    scored
-        .into_iter()
-        .take(FILE_CANDIDATES)
-        .map(|(_, path)| path.clone())
-        .collect()
-}
-
-fn is_subsequence(query: &str, text: &str) -> bool {
-    let mut chars = text.chars();
-    query.chars().all(|q| chars.any(|c| c == q))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::menu::fuzzy;
 
     fn replacements(found: &[Pair]) -> Vec<&str> {
         found.iter().map(|p| p.replacement.as_str()).collect()
@@ -489,28 +447,8 @@ mod tests {
     }
 
     #[test]
-    fn typing_a_slash_opens_a_menu_of_the_matching_commands() {
-        let all = slash_menu(&[], "/", 1).unwrap_or_default();
-        assert!(all.contains("/help"), "{all}");
-        assert!(all.contains("more (Tab lists them all)"), "{all}");
-        let some = slash_menu(&[], "/re", 3).unwrap_or_default();
-        assert!(
-            some.contains("/resume") && some.contains("/rewind"),
-            "{some}"
-        );
-        assert!(!some.contains("/help"), "{some}");
-        assert_eq!(
-            slash_menu(&[], "/sta", 4).as_deref(),
-            Some("tus  model, session, tokens and context (also /cost)")
-        );
-        assert_eq!(slash_menu(&[], "/status now", 11), None);
-        assert_eq!(slash_menu(&[], "hello", 5), None);
-        assert_eq!(slash_menu(&[], "/zz", 3), None);
+    fn custom_commands_complete_after_the_built_in_ones() {
         let custom = vec![("/review".to_string(), "[file] · Review a file".to_string())];
-        assert_eq!(
-            slash_menu(&custom, "/rev", 4).as_deref(),
-            Some("iew  [file] · Review a file")
-        );
         let (_, found) = complete(Path::new("/nonexistent"), &custom, "/re", 3);
         assert_eq!(
             replacements(&found),

@@ -18,6 +18,7 @@ mod instructions;
 mod interactive;
 mod keys;
 mod memory;
+mod menu;
 mod output;
 pub use output::json::failed as failed_result;
 mod permissions;

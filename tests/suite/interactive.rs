@@ -400,7 +400,7 @@ fn resume_lists_recent_sessions_and_shows_the_last_exchanges() {
         .expect("id")
         .to_string();
     let t = Terminal::start(&repo, &server, "resume", "run", &[], "/help for commands");
-    t.type_line("/resum");
+    t.type_line("/resmue");
     t.wait_for("did you mean /resume?");
     t.type_line("/resume");
     let screen = t.wait_for("resume which");
@@ -705,7 +705,7 @@ fn tab_completes_slash_commands_paths_and_at_files_fuzzily() {
     std::fs::write(repo.path().join(".gitignore"), "build/\n").expect("write");
     let server = MockServer::start(vec![openai::reply_text("looked at it")]);
     let t = Terminal::start(&repo, &server, "complete", "run", &[], "/help for commands");
-    t.press(&["/re", "Tab"]);
+    t.press(&["/re"]);
     let screen = t.wait_for("pick a recent session");
     assert!(screen.contains("/rewind"), "{screen}");
     // One match is put in place.
@@ -761,27 +761,47 @@ fn shift_tab_cycles_the_approval_mode_and_keeps_what_is_typed() {
 }
 
 /// Typing `/` shows the matching commands with their help, narrowed as more is typed.
+/// The `/` and `@` menus are live lists: arrows move the highlight, Tab takes it, Enter runs
+/// the highlighted command (or takes the highlighted file), typing filters; nothing garbles at
+/// 100×30 or 80×24.
 #[test]
-fn typing_a_slash_shows_the_menu_of_commands() {
+fn the_slash_and_at_menus_are_live_lists_at_any_size() {
     let repo = Repo::new();
-    let server = MockServer::start(vec![openai::reply_text("hi")]);
-    let t = Terminal::start(
-        &repo,
-        &server,
-        "slashmenu",
-        "run",
-        &[],
-        "/help for commands",
-    );
-    t.press(&["/", "r", "e"]);
-    let screen = t.wait_for("/rewind");
-    assert!(screen.contains("/resume"), "{screen}");
-    assert!(screen.contains("pick a recent session"), "{screen}");
+    std::fs::create_dir_all(repo.path().join("src")).expect("dirs");
+    std::fs::write(repo.path().join("src/zqalpha.rs"), "fn alpha() {}\n").expect("write");
+    std::fs::write(repo.path().join("src/zqbeta.rs"), "fn beta() {}\n").expect("write");
+    let server = MockServer::start(vec![openai::reply_text("read it")]);
+    let t = Terminal::start(&repo, &server, "livemenu", "run", &[], "/help for commands");
+    t.resize(100, 30);
+    t.press(&["/re"]);
+    let screen = t.wait_for("› /resume");
+    assert!(screen.contains("/rewind"), "{screen}");
     assert!(!screen.contains("/verbose"), "{screen}");
-    // Enter with the menu open sends the line as typed.
-    t.press(&["C-u"]);
-    t.type_line("hello");
-    t.wait_for_prompt_after("hi");
+    t.press(&["Down"]);
+    t.wait_for("› /rewind");
+    // Tab takes the highlighted one; the menu closes, nothing is left doubled.
+    t.press(&["Tab"]);
+    let screen = t.wait_for("› /rewind\n");
+    assert!(!screen.contains("/resume"), "{screen}");
+    assert!(!screen.contains("/rewindnd"), "{screen}");
+    // Enter runs the one match of what is typed.
+    t.press(&["C-u", "/st", "Enter"]);
+    let screen = t.wait_for("model    mock-model");
+    assert!(!screen.contains("unknown command"), "{screen}");
+    assert!(!screen.contains("did you mean"), "{screen}");
+    // Two files match (the shorter path first): ↓ picks the second, Enter puts it in place
+    // without sending.
+    t.resize(80, 24);
+    t.press(&["explain @zq"]);
+    let screen = t.wait_for("@src/zqalpha.rs");
+    assert!(screen.contains("› @src/zqbeta.rs"), "{screen}");
+    t.press(&["Down", "Enter"]);
+    t.wait_for("› explain @src/zqalpha.rs\n");
+    t.type_line("please");
+    t.wait_for_prompt_after("read it");
+    let users = server.requests()[0].user_messages();
+    let last = users.last().expect("a user message");
+    assert!(last.contains("explain @src/zqalpha.rs please"), "{last}");
     t.type_line("/exit");
     t.wait_for("saved; continue with");
 }

@@ -74,6 +74,16 @@ impl Terminal {
         t
     }
 
+    /// Makes the terminal `cols`×`rows`.
+    pub fn resize(&self, cols: u16, rows: u16) {
+        let status = Command::new("tmux")
+            .args(["resize-window", "-t", &self.0, "-x", &cols.to_string()])
+            .args(["-y", &rows.to_string()])
+            .status()
+            .expect("tmux");
+        assert!(status.success());
+    }
+
     pub fn type_line(&self, text: &str) {
         Command::new("tmux")
             .args(["send-keys", "-t", &self.0, text, "Enter"])

@@ -74,14 +74,18 @@ pub fn interactive(
     loop {
         // Custom commands read afresh for each prompt: one added meanwhile is in the menu.
         if let Some(helper) = editor.helper_mut() {
-            helper.custom = here.custom_commands().menu();
+            helper.menu.set_custom(here.custom_commands().menu());
         }
         let prompt = crate::cli::editor::prompt(here.runtime.approver().mode());
         let initial = (std::mem::take(&mut typed), std::mem::take(&mut after));
         let line = match editor.readline_with_initial(&prompt, (&initial.0, &initial.1)) {
             Ok(line) => {
                 interrupted = false;
-                line
+                // Enter on a slash command the menu highlighted runs that command.
+                match editor.helper() {
+                    Some(helper) => helper.menu.sent(line),
+                    None => line,
+                }
             }
             Err(rustyline::error::ReadlineError::Interrupted)
                 if switch.show_result(&mut typed, &mut after) =>
