@@ -267,6 +267,34 @@ fn undo_passes_over_runs_without_changes_and_names_the_one_command_for_what_it_k
     assert!(notes[1].contains("reverted again"), "{notes:?}");
 }
 
+/// A rewind to a run that keeps a file you changed since names the command that puts it back
+/// too, and that command does.
+#[test]
+fn a_rewind_that_keeps_a_file_names_the_command_that_puts_it_back() {
+    let repo = git_repo(&[("a.txt", "a\n")]);
+    let server = MockServer::start(vec![
+        call(
+            "c1",
+            "write-file",
+            json!({"path": "a.txt", "content": "A\n"}),
+        ),
+        openai::reply_text("done"),
+    ]);
+    let id = run(&repo, &server, &["shout a"]);
+    write(&repo, "a.txt", "mine\n");
+    let rewound = repo.run(&["rewind", "--session", &id, "--turn", "1", "--files"]);
+    let command = format!("nop rewind --session {id} --turn 1 --files --force");
+    assert!(
+        rewound.contains("kept      a.txt") && rewound.contains(&command),
+        "{rewound}"
+    );
+    assert_eq!(read(repo.path(), "a.txt").as_deref(), Some("mine\n"));
+    let args: Vec<&str> = command.split(' ').skip(1).collect();
+    let again = repo.run(&args);
+    assert!(again.contains("restored  a.txt"), "{again}");
+    assert_eq!(read(repo.path(), "a.txt").as_deref(), Some("a\n"));
+}
+
 /// Issue 43: `nop undo` right after `nop fork` undoes the parent's last run from the fork, whose
 /// conversation and files are the parent's; the parent's record is left as it was.
 #[test]
@@ -583,6 +611,19 @@ fn forks_into_worktrees_hold_the_snapshot_files_run_side_by_side_and_leave_the_p
         assert!(
             dir.join(format!(".nop/sessions/{child}/session.json"))
                 .exists()
+        );
+        // The parent's runs changed the parent's tree: the fork has none of its own to undo.
+        let undo = repo
+            .nop_in(&dir)
+            .args(["undo", "--session", &child])
+            .output()
+            .expect("nop");
+        let refused = String::from_utf8_lossy(&undo.stderr);
+        assert!(
+            !undo.status.success()
+                && refused.contains(&format!("forked from session {id}"))
+                && refused.contains(&format!("nop undo --session {id}")),
+            "{refused}"
         );
         // git there shows the fork's changes against the branch's commit.
         let status = git(&dir, &["status", "--porcelain"]);
