@@ -1,6 +1,7 @@
-//! Putting files back from checkpoints: `nop undo` (the last run's changes) and `nop rewind`
-//! (a snapshot's files, conversation, or both). Only what nop's runs changed is put back; a path
-//! someone else changed since is kept and named, unless the caller forces it.
+//! Putting files back from checkpoints: `nop undo` (the changes of the last run that changed
+//! files, or of run N) and `nop rewind` (a snapshot's files, conversation, or both). Only what
+//! nop's runs changed is put back; a path someone else changed since is kept and named, unless
+//! the caller forces it, and a refusal names the command that goes on from there.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -9,7 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::{CheckpointError, Checkpoints, Result};
-use crate::protocol::{Message, Role, SessionStatus};
+use crate::protocol::{Message, Role, SessionStatus, TurnCheckpoint};
 use crate::session::Store;
 
 /// What putting files back did.
@@ -206,6 +207,11 @@ pub struct Undo {
     /// 1-based, among the session's runs.
     pub turn: usize,
     pub prompt: String,
+    /// The later runs passed over because they changed no file.
+    pub passed_over: usize,
+    /// The run was undone already: this put back, as they were before it, the files its undo
+    /// kept (`--turn N --force`).
+    pub again: bool,
     #[serde(flatten)]
     pub files: Restored,
 }
@@ -221,34 +227,217 @@ fn idle(store: &Store, id: &str) -> Result<crate::queue::RunGuard> {
     }
 }
 
-/// Puts back the files the session's last run (not yet undone) changed, except those changed
-/// since by someone else (unless `force`), and tells the conversation.
+/// Whether a run changed no file: it ended with the files as it found them.
+fn changed_nothing(turn: &TurnCheckpoint) -> bool {
+    turn.after.as_deref() == Some(turn.before.as_str())
+}
+
+/// The command that puts back what the undo of run `turn` kept, in a shell and in the
+/// interactive session.
+fn again_command(id: &str, turn: usize) -> String {
+    format!(
+        "`nop undo --session {id} --turn {turn} --force` (in the interactive session: `/undo --turn {turn} --force`)"
+    )
+}
+
+/// Puts back the files a run of the session changed: run `turn` (1-based), or the last run not
+/// undone yet that changed files (the runs after it that changed none are passed over). A file
+/// changed since by someone else is kept unless `force`. On a run undone already, `force` puts
+/// back what its undo kept. The conversation is told.
 pub fn undo_turn(
     store: &Store,
     checkpoints: &Checkpoints,
     id: &str,
+    turn: Option<usize>,
     force: bool,
     now: DateTime<Utc>,
 ) -> Result<Undo> {
     let _guard = idle(store, id)?;
     let session = store.read_recent(id)?.session;
-    let Some((index, turn)) = session
-        .checkpoints
+    let runs = &session.checkpoints;
+    let index = match turn {
+        Some(n) => n
+            .checked_sub(1)
+            .filter(|i| *i < runs.len())
+            .ok_or_else(|| {
+                CheckpointError::Refused(if runs.is_empty() {
+                    no_runs(&session, id)
+                } else {
+                    format!(
+                        "session {id} has runs 1 to {}; there is no run {n}",
+                        runs.len()
+                    )
+                })
+            })?,
+        None => match runs
+            .iter()
+            .rposition(|t| t.undone_at.is_none() && !changed_nothing(t))
+        {
+            Some(i) => i,
+            None => return Err(nothing_to_undo(checkpoints, &session, id)?),
+        },
+    };
+    let chosen = &runs[index];
+    let passed_over = runs[index + 1..]
+        .iter()
+        .filter(|t| t.undone_at.is_none() && changed_nothing(t))
+        .count();
+    let again = chosen.undone_at.is_some();
+    let files = if again {
+        undo_again(checkpoints, &session, id, index, force)?
+    } else {
+        undo_once(checkpoints, &session, id, index, force)?
+    };
+    let note = format!(
+        "The user ran `nop undo`: the file changes of an earlier run (\"{}\") were reverted{}; {}.",
+        chosen.prompt,
+        if again { " again" } else { "" },
+        files.summary()
+    );
+    store.update(id, now, |state| {
+        if let Some(t) = state.session.checkpoints.get_mut(index) {
+            t.undone_at = Some(now);
+        }
+        state
+            .session
+            .messages
+            .push(Message::new(Role::System, note, now));
+        Ok(())
+    })?;
+    tracing::info!(session = %id, op = "undo", result = "ok", turn = index + 1, again, restored = files.restored.len(), removed = files.removed.len(), kept = files.kept.len(), "run undone");
+    Ok(Undo {
+        session_id: id.to_string(),
+        turn: index + 1,
+        prompt: chosen.prompt.clone(),
+        passed_over,
+        again,
+        files,
+    })
+}
+
+/// Why a session without recorded runs has nothing to undo.
+fn no_runs(session: &crate::protocol::SessionFile, id: &str) -> String {
+    match &session.parent_session {
+        Some(parent) => format!(
+            "session {id} has no runs of its own to undo yet: it was forked from session {p} in another working tree (or before forks carried their parent's runs), and the runs before the fork are undone in {p} (`nop undo --session {p}` where {p} ran)",
+            p = parent.id
+        ),
+        None => format!(
+            "session {id} has no file checkpoints (its runs were before nop recorded them, or checkpoints.enabled is off)"
+        ),
+    }
+}
+
+/// The refusal when every run is undone or changed no file: how many of each, and, when the
+/// latest undo kept files changed since, the command that puts them back.
+fn nothing_to_undo(
+    checkpoints: &Checkpoints,
+    session: &crate::protocol::SessionFile,
+    id: &str,
+) -> Result<CheckpointError> {
+    let runs = &session.checkpoints;
+    if runs.is_empty() {
+        return Ok(CheckpointError::Refused(no_runs(session, id)));
+    }
+    let undone = runs.iter().filter(|t| t.undone_at.is_some()).count();
+    let mut text = format!(
+        "nothing to undo in session {id}: of its {} runs, {undone} are undone already and {} changed no file",
+        runs.len(),
+        runs.len() - undone
+    );
+    // The latest undo (of a rewind, the earliest run it took back).
+    let latest = runs
         .iter()
         .enumerate()
-        .rev()
-        .find(|(_, t)| t.undone_at.is_none())
-    else {
-        return Err(CheckpointError::Refused(
-            if session.checkpoints.is_empty() {
-                format!(
-                    "session {id} has no file checkpoints (its runs were before nop recorded them, or checkpoints.enabled is off)"
-                )
-            } else {
-                format!("every run of session {id} is undone already")
-            },
-        ));
-    };
+        .filter_map(|(i, t)| t.undone_at.map(|at| (at, i)))
+        .max_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)))
+        .map(|(_, i)| i);
+    if let Some(index) = latest {
+        let current = checkpoints.record()?;
+        let kept = still_kept(checkpoints, session, index, &current)?;
+        if !kept.is_empty() {
+            text.push_str(&format!(
+                "; the undo of run {} (\"{}\") kept {}, changed since; {} puts them back as they were before it",
+                index + 1,
+                runs[index].prompt,
+                list(&kept.into_iter().collect::<Vec<_>>()),
+                again_command(id, index + 1)
+            ));
+        }
+    }
+    Ok(CheckpointError::Refused(text))
+}
+
+/// The paths that the undone runs from `index` on changed and that are not now as they were
+/// before run `index`: what their undo kept, changed since. A path a later run not undone
+/// changed is its work, never counted.
+fn still_kept(
+    checkpoints: &Checkpoints,
+    session: &crate::protocol::SessionFile,
+    index: usize,
+    current: &str,
+) -> Result<BTreeSet<String>> {
+    let (mut undone, mut live) = (BTreeSet::new(), BTreeSet::new());
+    for turn in &session.checkpoints[index..] {
+        let Some(after) = &turn.after else { continue };
+        let changed = checkpoints.changes(&turn.before, after)?;
+        if turn.undone_at.is_some() {
+            undone.extend(changed);
+        } else {
+            live.extend(changed);
+        }
+    }
+    let differ: BTreeSet<String> = checkpoints
+        .changes(&session.checkpoints[index].before, current)?
+        .into_iter()
+        .collect();
+    Ok(undone
+        .intersection(&differ)
+        .filter(|p| !live.contains(*p))
+        .cloned()
+        .collect())
+}
+
+/// A run undone already: with `force`, what its undo kept goes back as it was before it;
+/// without, a refusal naming what is left and the command.
+fn undo_again(
+    checkpoints: &Checkpoints,
+    session: &crate::protocol::SessionFile,
+    id: &str,
+    index: usize,
+    force: bool,
+) -> Result<Restored> {
+    let current = checkpoints.record()?;
+    let kept = still_kept(checkpoints, session, index, &current)?;
+    let n = index + 1;
+    if !force {
+        return Err(CheckpointError::Refused(if kept.is_empty() {
+            format!(
+                "run {n} of session {id} is undone already: the files it changed are as they were before it"
+            )
+        } else {
+            format!(
+                "run {n} of session {id} is undone already; its undo kept {}, changed since; {} puts them back as they were before it",
+                list(&kept.into_iter().collect::<Vec<_>>()),
+                again_command(id, n)
+            )
+        }));
+    }
+    let policy = agent_policy(checkpoints, &session.agent)?;
+    checkpoints.restore(&session.checkpoints[index].before, &kept, &policy)
+}
+
+/// Run `index`, not undone yet: the paths it changed go back as they were before it, except
+/// those changed since its end (unless `force`). A run whose end was not recorded is undone
+/// only with `force`.
+fn undo_once(
+    checkpoints: &Checkpoints,
+    session: &crate::protocol::SessionFile,
+    id: &str,
+    index: usize,
+    force: bool,
+) -> Result<Restored> {
+    let turn = &session.checkpoints[index];
     let current = checkpoints.record()?;
     let (changed, kept) = match &turn.after {
         Some(after) => {
@@ -268,9 +457,9 @@ pub fn undo_turn(
                 .collect();
             if !force && !changed.is_empty() {
                 return Err(CheckpointError::Refused(format!(
-                    "run {} of session {id} did not end normally, or its end was not recorded (its process was killed, or the checkpoint at its end failed and warned why), so nop cannot tell its changes from yours; changed since it began: {}. `nop undo --force` puts all of them back as they were before it",
-                    index + 1,
-                    list(&changed.into_iter().collect::<Vec<_>>())
+                    "run {n} of session {id} did not end normally, or its end was not recorded (its process was killed, or the checkpoint at its end failed and warned why), so nop cannot tell its changes from yours; changed since it began: {}. `nop undo --session {id} --turn {n} --force` puts all of them back as they were before it",
+                    list(&changed.into_iter().collect::<Vec<_>>()),
+                    n = index + 1,
                 )));
             }
             (changed, BTreeSet::new())
@@ -286,28 +475,7 @@ pub fn undo_turn(
     if !force {
         files.kept = kept.into_iter().collect();
     }
-    let note = format!(
-        "The user ran `nop undo`: the file changes of the previous run (\"{}\") were reverted; {}.",
-        turn.prompt,
-        files.summary()
-    );
-    store.update(id, now, |state| {
-        if let Some(t) = state.session.checkpoints.get_mut(index) {
-            t.undone_at = Some(now);
-        }
-        state
-            .session
-            .messages
-            .push(Message::new(Role::System, note, now));
-        Ok(())
-    })?;
-    tracing::info!(session = %id, op = "undo", result = "ok", restored = files.restored.len(), removed = files.removed.len(), kept = files.kept.len(), "run undone");
-    Ok(Undo {
-        session_id: id.to_string(),
-        turn: index + 1,
-        prompt: turn.prompt.clone(),
-        files,
-    })
+    Ok(files)
 }
 
 /// What `nop rewind` puts back.

@@ -201,13 +201,18 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Put back the files a session's last run changed (write-file, edit-file or the shell);
-    /// files changed since by someone else are kept and named.
+    /// Put back the files a session's last run that changed files changed (write-file,
+    /// edit-file or the shell); files changed since by someone else are kept and named.
     Undo {
         /// The session (default: the most recent one).
         #[arg(long, short = 's', value_name = "ID")]
         session: Option<String>,
-        /// Also overwrite files changed since the run.
+        /// The run to undo (1-based, as `nop undo` names them; default: the last one that
+        /// changed files and is not undone yet).
+        #[arg(long, value_name = "N")]
+        turn: Option<usize>,
+        /// Also overwrite files changed since the run; on a run undone already, put back the
+        /// files its undo kept.
         #[arg(long)]
         force: bool,
         #[arg(long)]

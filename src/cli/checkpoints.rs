@@ -67,6 +67,7 @@ pub fn fork(
 pub fn undo(
     ctx: &Context,
     session: Option<String>,
+    turn: Option<usize>,
     force: bool,
     json: bool,
     out: &mut impl Write,
@@ -81,8 +82,8 @@ pub fn undo(
         .checkpoints(ctx.config())
         .ok_or_else(|| anyhow!("file checkpoints are off (checkpoints.enabled)"))?;
     nop::checkpoint::set_restore_notice(say_on_stderr);
-    let undo = nop::checkpoint::undo_turn(store, &checkpoints, &id, force, Utc::now())?;
-    render::undo(out, &undo, json)?;
+    let undo = nop::checkpoint::undo_turn(store, &checkpoints, &id, turn, force, Utc::now())?;
+    render::undo(out, &undo, json, render::TypedIn::Shell)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -129,7 +130,7 @@ pub fn rewind(
                 force,
                 Utc::now(),
             )?;
-            render::rewind(out, &rewind, json)?;
+            render::rewind(out, &rewind, json, render::TypedIn::Shell)?;
         }
         RewindTo::Turn(turn) => {
             let rewind = nop::checkpoint::rewind_turn(
@@ -141,7 +142,7 @@ pub fn rewind(
                 force,
                 Utc::now(),
             )?;
-            render::rewind_turn(out, &rewind, json)?;
+            render::rewind_turn(out, &rewind, json, render::TypedIn::Shell)?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -1,5 +1,6 @@
 //! The interactive session's line editor: its keys (Enter sends; Alt-Enter, Ctrl-J and
-//! Shift+Enter insert a newline; Shift+Tab asks for the next approval mode) and its completion
+//! Shift+Enter insert a newline; Shift+Tab asks for the next approval mode; Esc Esc on an empty
+//! prompt asks for `/undo`'s points to go back to) and its completion
 //! (slash commands with their help, paths, `@` and a fuzzy part of a file's name).
 
 use std::os::fd::AsFd;
@@ -66,6 +67,11 @@ pub fn editor(cwd: &Path) -> rustyline::Result<(PromptEditor, ModeSwitch)> {
         KeyEvent::ctrl('O'),
         EventHandler::Conditional(Box::new(ShiftTab(switch.clone(), Ended::ShowResult))),
     );
+    // rustyline reads Esc and the key after it as one (Alt+key), and Esc Esc as one Esc.
+    editor.bind_sequence(
+        KeyEvent(KeyCode::Esc, Modifiers::NONE),
+        EventHandler::Conditional(Box::new(EscEsc(switch.clone()))),
+    );
     Ok((editor, switch))
 }
 
@@ -113,6 +119,8 @@ enum Ended {
     ModeSwitch,
     /// Ctrl-O: the last tool result in full.
     ShowResult,
+    /// Esc Esc on an empty prompt: `/undo`'s points to go back to.
+    Undo,
 }
 
 /// What Shift+Tab or Ctrl-O left: the line as typed, split at the cursor. The key ends the line
@@ -162,6 +170,26 @@ impl ModeSwitch {
         *typed = before;
         *after = rest;
         true
+    }
+
+    /// Whether Esc Esc on an empty prompt ended the line (the caller opens `/undo`).
+    pub fn undo_asked(&self) -> bool {
+        self.take(Ended::Undo).is_some()
+    }
+}
+
+/// Esc Esc: on an empty prompt it ends the line for `/undo`; with text typed it does what it did.
+struct EscEsc(ModeSwitch);
+
+impl ConditionalEventHandler for EscEsc {
+    fn handle(&self, _: &Event, _: RepeatCount, _: bool, ctx: &EventContext) -> Option<Cmd> {
+        if !ctx.line().is_empty() {
+            return None;
+        }
+        if let Ok(mut saved) = (self.0).0.lock() {
+            *saved = Some((Ended::Undo, String::new(), String::new()));
+        }
+        Some(Cmd::Interrupt)
     }
 }
 

@@ -191,9 +191,10 @@ fn dispatch(command: Command, ctx: &Context, out: &mut impl Write) -> Result<Exi
         } => checkpoints::fork(&ctx.store, &id, snapshot, out),
         Command::Undo {
             session,
+            turn,
             force,
             json,
-        } => checkpoints::undo(ctx, session, force, json, out),
+        } => checkpoints::undo(ctx, session, turn, force, json, out),
         Command::Rewind {
             session,
             to,

@@ -1,6 +1,7 @@
 //! A list to pick one entry from on the terminal (`nop resume`, `/resume`): arrow keys move,
 //! typed text filters (every word must appear, case ignored), Enter picks, Esc cancels. The
-//! choosing ([`Choice`]) is apart from the terminal, so it is tested without one.
+//! choosing ([`Choice`]) is apart from the terminal, so it is tested without one. And a
+//! question answered with one key ([`key`]).
 
 use std::io::Write;
 
@@ -141,9 +142,67 @@ fn choose(question: &str, entries: &[String]) -> std::io::Result<Option<usize>> 
     }
 }
 
+/// What a key answers to a one-key question: `Some(Some(letter))` for one of `letters`
+/// (either case), `Some(None)` for Esc or Ctrl-C (cancelled), `None` for any other key.
+fn answer(key: KeyEvent, letters: &[char]) -> Option<Option<char>> {
+    let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+    match key.code {
+        KeyCode::Esc => Some(None),
+        KeyCode::Char('c' | 'd') if ctrl => Some(None),
+        KeyCode::Char(c) if !ctrl => letters
+            .iter()
+            .find(|l| l.eq_ignore_ascii_case(&c))
+            .map(|l| Some(*l)),
+        _ => None,
+    }
+}
+
+/// Asks `question` on the terminal (standard error) with its answers, a letter and what it does
+/// each: the letter pressed, or `None` when cancelled (Esc). Other keys are ignored.
+pub fn key(question: &str, answers: &[(char, &str)]) -> std::io::Result<Option<char>> {
+    let mut err = std::io::stderr();
+    let shown: Vec<String> = answers
+        .iter()
+        .map(|(k, what)| format!("{k}: {what}"))
+        .collect();
+    write!(err, "{question} ({} · Esc: nothing) ", shown.join(" · "))?;
+    err.flush()?;
+    let letters: Vec<char> = answers.iter().map(|(k, _)| *k).collect();
+    terminal::enable_raw_mode()?;
+    let picked = loop {
+        match event::read() {
+            Ok(Event::Key(key)) if key.kind != KeyEventKind::Release => {
+                if let Some(answer) = answer(key, &letters) {
+                    break Ok(answer);
+                }
+            }
+            Ok(_) => {}
+            Err(e) => break Err(e),
+        }
+    };
+    let restored = terminal::disable_raw_mode();
+    let picked = picked?;
+    restored?;
+    writeln!(err, "{}", picked.map(String::from).unwrap_or_default())?;
+    Ok(picked)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_one_key_answer_is_one_of_its_letters_in_either_case_or_esc() {
+        let letters = ['b', 'f', 'c'];
+        let key = |code| answer(KeyEvent::new(code, KeyModifiers::NONE), &letters);
+        assert_eq!(key(KeyCode::Char('f')), Some(Some('f')));
+        assert_eq!(key(KeyCode::Char('B')), Some(Some('b')));
+        assert_eq!(key(KeyCode::Char('x')), None);
+        assert_eq!(key(KeyCode::Enter), None);
+        assert_eq!(key(KeyCode::Esc), Some(None));
+        let ctrl_c = KeyEvent::new(KeyCode::Char('c'), KeyModifiers::CONTROL);
+        assert_eq!(answer(ctrl_c, &letters), Some(None));
+    }
 
     fn press(choice: &mut Choice, entries: &[String], keys: &[KeyCode]) -> Step {
         let mut step = Step::Go;

@@ -431,8 +431,21 @@ pub fn worktree_fork(
     Ok(())
 }
 
-/// What a restore did, one path a line: `restored`, `removed`, `kept` (with why), `skipped`.
-fn restored_lines(out: Out<'_>, files: &nop::checkpoint::Restored) -> std::io::Result<()> {
+/// Where the user types commands: a shell (`nop undo --session ID …`) or the interactive
+/// session (`/undo …`); a hint names the command as it is typed there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TypedIn {
+    Shell,
+    Session,
+}
+
+/// What a restore did, one path a line: `restored`, `removed`, `kept` (with why), `skipped`;
+/// then, when files were kept, `again`: the one command that puts them back too.
+fn restored_lines(
+    out: Out<'_>,
+    files: &nop::checkpoint::Restored,
+    again: &str,
+) -> std::io::Result<()> {
     for path in &files.restored {
         writeln!(out, "restored  {}", one_line(path))?;
     }
@@ -442,7 +455,7 @@ fn restored_lines(out: Out<'_>, files: &nop::checkpoint::Restored) -> std::io::R
     for path in &files.kept {
         writeln!(
             out,
-            "kept      {} (changed since; --force overwrites it)",
+            "kept      {} (changed since; your version stays)",
             one_line(path)
         )?;
     }
@@ -461,22 +474,47 @@ fn restored_lines(out: Out<'_>, files: &nop::checkpoint::Restored) -> std::io::R
     {
         writeln!(out, "no file needed to change")?;
     }
+    if !files.kept.is_empty() {
+        writeln!(
+            out,
+            "to put the kept files back too (your versions are lost): {}",
+            one_line(again)
+        )?;
+    }
     Ok(())
 }
 
 /// `nop undo` / `/undo`.
-pub fn undo(out: Out<'_>, undo: &nop::checkpoint::Undo, json: bool) -> std::io::Result<()> {
+pub fn undo(
+    out: Out<'_>,
+    undo: &nop::checkpoint::Undo,
+    json: bool,
+    typed_in: TypedIn,
+) -> std::io::Result<()> {
     if json {
         return print_json(out, &json!(undo));
     }
+    let passed = match undo.passed_over {
+        0 => String::new(),
+        1 => "; the run after it changed no file".to_string(),
+        n => format!("; the {n} runs after it changed no file"),
+    };
     writeln!(
         out,
-        "undid run {} of session {} (\"{}\")",
+        "undid run {} of session {}{} (\"{}\"{passed})",
         undo.turn,
         undo.session_id,
+        if undo.again { " again" } else { "" },
         one_line(&undo.prompt)
     )?;
-    restored_lines(out, &undo.files)
+    let again = match typed_in {
+        TypedIn::Shell => format!(
+            "nop undo --session {} --turn {} --force",
+            undo.session_id, undo.turn
+        ),
+        TypedIn::Session => format!("/undo --turn {} --force", undo.turn),
+    };
+    restored_lines(out, &undo.files, &again)
 }
 
 /// `nop rewind --turn N` / `/rewind`'s picker.
@@ -484,6 +522,7 @@ pub fn rewind_turn(
     out: Out<'_>,
     rewind: &nop::checkpoint::TurnRewind,
     json: bool,
+    typed_in: TypedIn,
 ) -> std::io::Result<()> {
     if json {
         return print_json(out, &json!(rewind));
@@ -500,13 +539,25 @@ pub fn rewind_turn(
         writeln!(out, "messages  {before} → {after}")?;
     }
     if let Some(files) = &rewind.files {
-        restored_lines(out, files)?;
+        let again = match typed_in {
+            TypedIn::Shell => format!(
+                "nop rewind --session {} --turn {} --files --force",
+                rewind.session_id, rewind.turn
+            ),
+            TypedIn::Session => format!("/rewind --turn {} --files --force", rewind.turn),
+        };
+        restored_lines(out, files, &again)?;
     }
     Ok(())
 }
 
 /// `nop rewind` / `/rewind SNAP`.
-pub fn rewind(out: Out<'_>, rewind: &nop::checkpoint::Rewind, json: bool) -> std::io::Result<()> {
+pub fn rewind(
+    out: Out<'_>,
+    rewind: &nop::checkpoint::Rewind,
+    json: bool,
+    typed_in: TypedIn,
+) -> std::io::Result<()> {
     if json {
         return print_json(out, &json!(rewind));
     }
@@ -519,7 +570,14 @@ pub fn rewind(out: Out<'_>, rewind: &nop::checkpoint::Rewind, json: bool) -> std
         writeln!(out, "messages  {before} → {after}")?;
     }
     if let Some(files) = &rewind.files {
-        restored_lines(out, files)?;
+        let again = match typed_in {
+            TypedIn::Shell => format!(
+                "nop rewind --session {} --to {} --files --force",
+                rewind.session_id, rewind.snapshot_id
+            ),
+            TypedIn::Session => format!("/rewind {} --files --force", rewind.snapshot_id),
+        };
+        restored_lines(out, files, &again)?;
     }
     Ok(())
 }

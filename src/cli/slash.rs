@@ -44,11 +44,11 @@ pub const COMMANDS: &[(&str, &str)] = &[
     ),
     (
         "/undo",
-        "put back the files the last run changed (--force: also ones changed since)",
+        "go back to before a prompt that changed files (also Esc Esc); --force: the last one at once",
     ),
     (
         "/rewind",
-        "pick a run to go back to (files and conversation); /rewind SNAP [--files|--conversation|--both] [--force] goes back to a snapshot",
+        "pick a run to go back to; /rewind SNAP|--turn N [--files|--conversation|--both] [--force]",
     ),
     ("/verbose", "whole tool results and diffs (again: cut)"),
     (
@@ -263,28 +263,66 @@ pub fn turn_entries(
         .collect()
 }
 
-/// `/rewind SNAP [--files|--conversation|--both] [--force]`.
+/// Where `/rewind` goes: a snapshot, or the start of a run (1-based).
+#[derive(Debug, PartialEq, Eq)]
+pub enum RewindTo {
+    Snapshot(String),
+    Turn(usize),
+}
+
+/// `/rewind SNAP|--turn N [--files|--conversation|--both] [--force]`.
 pub fn rewind_arguments(
     argument: &str,
-) -> Result<(String, nop::checkpoint::RewindMode, bool), String> {
+) -> Result<(RewindTo, nop::checkpoint::RewindMode, bool), String> {
     use nop::checkpoint::RewindMode;
-    let (mut snap, mut mode, mut force) = (None, RewindMode::Both, false);
-    for word in argument.split_whitespace() {
+    let (mut to, mut mode, mut force) = (None, RewindMode::Both, false);
+    let mut words = argument.split_whitespace();
+    while let Some(word) = words.next() {
         match word {
             "--files" => mode = RewindMode::Files,
             "--conversation" => mode = RewindMode::Conversation,
             "--both" => mode = RewindMode::Both,
             "--force" => force = true,
+            "--turn" => to = Some(RewindTo::Turn(turn_number("/rewind", words.next())?)),
             flag if flag.starts_with("--") => {
                 return Err(format!(
-                    "/rewind: unknown flag {flag} (--files, --conversation, --both, --force)"
+                    "/rewind: unknown flag {flag} (--turn N, --files, --conversation, --both, --force)"
                 ));
             }
-            other => snap = Some(other.to_string()),
+            other => to = Some(RewindTo::Snapshot(other.to_string())),
         }
     }
-    let snap = snap.ok_or("/rewind SNAP: which snapshot (/rewind alone lists them)")?;
-    Ok((snap, mode, force))
+    let to = to.ok_or("/rewind SNAP: which snapshot (/rewind alone lists them)")?;
+    Ok((to, mode, force))
+}
+
+/// The run number after `--turn`.
+fn turn_number(command: &str, word: Option<&str>) -> Result<usize, String> {
+    match word.map(str::parse::<usize>) {
+        Some(Ok(n)) if n > 0 => Ok(n),
+        _ => Err(format!(
+            "{command}: --turn takes the number of a run (1 for the first)"
+        )),
+    }
+}
+
+/// `/undo --force` and `/undo --turn N [--force]` (`/undo` alone opens the picker): the run
+/// (`None`: the last that changed files) and whether to force.
+pub fn undo_arguments(argument: &str) -> Result<(Option<usize>, bool), String> {
+    let (mut turn, mut force) = (None, false);
+    let mut words = argument.split_whitespace();
+    while let Some(word) = words.next() {
+        match word {
+            "--force" => force = true,
+            "--turn" => turn = Some(turn_number("/undo", words.next())?),
+            other => {
+                return Err(format!(
+                    "/undo: unknown argument {other} (/undo alone picks a point; --turn N, --force)"
+                ));
+            }
+        }
+    }
+    Ok((turn, force))
 }
 
 #[cfg(test)]
@@ -308,17 +346,33 @@ mod tests {
     }
 
     #[test]
-    fn rewind_arguments_take_a_snapshot_a_mode_and_force_in_any_order() {
+    fn rewind_arguments_take_a_snapshot_or_a_turn_a_mode_and_force_in_any_order() {
         use nop::checkpoint::RewindMode;
+        let snap = || RewindTo::Snapshot("abc".to_string());
         assert_eq!(
             rewind_arguments("--files abc --force"),
-            Ok(("abc".to_string(), RewindMode::Files, true))
+            Ok((snap(), RewindMode::Files, true))
         );
         assert_eq!(
             rewind_arguments("abc"),
-            Ok(("abc".to_string(), RewindMode::Both, false))
+            Ok((snap(), RewindMode::Both, false))
+        );
+        assert_eq!(
+            rewind_arguments("--turn 2 --files --force"),
+            Ok((RewindTo::Turn(2), RewindMode::Files, true))
         );
         assert!(rewind_arguments("--files").is_err());
+        assert!(rewind_arguments("--turn").is_err_and(|e| e.contains("--turn")));
+        assert!(rewind_arguments("--turn 0").is_err());
         assert!(rewind_arguments("abc --all").is_err_and(|e| e.contains("--all")));
+    }
+
+    #[test]
+    fn undo_arguments_take_a_turn_and_force() {
+        assert_eq!(undo_arguments("--force"), Ok((None, true)));
+        assert_eq!(undo_arguments("--turn 3 --force"), Ok((Some(3), true)));
+        assert_eq!(undo_arguments("--turn 3"), Ok((Some(3), false)));
+        assert!(undo_arguments("--turn x").is_err_and(|e| e.contains("number of a run")));
+        assert!(undo_arguments("all").is_err_and(|e| e.contains("unknown argument all")));
     }
 }

@@ -584,7 +584,8 @@ impl Store {
     }
 
     /// Forks session `id`: snapshots it (or uses snapshot `from`), then creates a child that
-    /// holds a copy of the state and a one-way reference to the snapshot.
+    /// holds a copy of the state (the file checkpoints of its runs included) and a one-way
+    /// reference to the snapshot.
     pub fn fork(&self, id: &str, from: Option<&str>, now: DateTime<Utc>) -> Result<SessionFile> {
         self.fork_into(id, from, now, self, None)
             .map(|(child, _)| child)
@@ -637,8 +638,12 @@ impl Store {
             child.created_at = now;
             child.updated_at = now;
             child.usage = Default::default();
-            // The parent's turns changed the parent's files: the child undoes only its own.
-            child.checkpoints = Vec::new();
+            // In the same repository the parent's runs changed the files the child works on, so
+            // the child can undo them (`nop undo` right after `nop fork`). In another one (a
+            // fork's worktree) they changed the parent's files: the child undoes only its own.
+            if target.sessions_dir != self.sessions_dir {
+                child.checkpoints = Vec::new();
+            }
             child.status = match child.status {
                 SessionStatus::Running | SessionStatus::Paused => SessionStatus::Idle,
                 other => other,

@@ -179,6 +179,151 @@ fn undo_puts_back_exactly_what_the_run_changed_through_write_edit_and_the_shell_
     );
 }
 
+/// Issue 43: `nop undo` passes over the runs that changed nothing, and when it keeps a file
+/// you changed since, it names the one command that puts that back too; that command works,
+/// and plain `nop undo` or `nop undo --force` afterwards names it again, never a dead end.
+#[test]
+fn undo_passes_over_runs_without_changes_and_names_the_one_command_for_what_it_kept() {
+    let repo = git_repo(&[("a.txt", "a\n"), ("b.txt", "b\n")]);
+    let server = MockServer::start(vec![
+        call(
+            "c1",
+            "write-file",
+            json!({"path": "a.txt", "content": "A\n"}),
+        ),
+        call(
+            "c2",
+            "write-file",
+            json!({"path": "b.txt", "content": "B\n"}),
+        ),
+        openai::reply_text("both edited"),
+        openai::reply_text("just talking"),
+        openai::reply_text("still talking"),
+    ]);
+    let id = run(&repo, &server, &["edit both"]);
+    run(&repo, &server, &["--session", &id, "what did you do?"]);
+    run(&repo, &server, &["--session", &id, "and why?"]);
+    write(&repo, "b.txt", "mine\n");
+
+    let undone = repo.run(&["undo"]);
+    let root = repo.path();
+    assert!(
+        undone.contains(&format!(
+            "undid run 1 of session {id} (\"edit both\"; the 2 runs after it changed no file)"
+        )),
+        "{undone}"
+    );
+    assert!(undone.contains("restored  a.txt"), "{undone}");
+    assert!(
+        undone.contains("kept      b.txt (changed since; your version stays)"),
+        "{undone}"
+    );
+    let command = format!("nop undo --session {id} --turn 1 --force");
+    assert!(undone.contains(&command), "{undone}");
+    assert_eq!(read(root, "a.txt").as_deref(), Some("a\n"));
+    assert_eq!(read(root, "b.txt").as_deref(), Some("mine\n"));
+
+    // Again, forced or not: nothing is left to undo, and the refusal names the command.
+    for args in [&["undo"][..], &["undo", "--force"]] {
+        let refused = repo.fail(args);
+        assert!(
+            refused.contains("nothing to undo")
+                && refused.contains("kept b.txt")
+                && refused.contains(&command),
+            "{refused}"
+        );
+    }
+    let refused = repo.fail(&["undo", "--session", &id, "--turn", "1"]);
+    assert!(
+        refused.contains("undone already") && refused.contains(&command),
+        "{refused}"
+    );
+
+    // The command named puts the kept file back as it was before the run.
+    let args: Vec<&str> = command.split(' ').skip(1).collect();
+    let again = repo.run(&args);
+    assert!(
+        again.contains(&format!("undid run 1 of session {id} again")),
+        "{again}"
+    );
+    assert!(again.contains("restored  b.txt"), "{again}");
+    assert!(!again.contains("kept"), "{again}");
+    assert_eq!(read(root, "b.txt").as_deref(), Some("b\n"));
+    assert_eq!(read(root, "a.txt").as_deref(), Some("a\n"));
+    let refused = repo.fail(&["undo"]);
+    assert!(
+        refused.contains("nothing to undo") && !refused.contains("--turn"),
+        "{refused}"
+    );
+    let notes: Vec<String> = repo.session_json(&id)["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .filter(|t| t.starts_with("The user ran `nop undo`"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(notes[1].contains("reverted again"), "{notes:?}");
+}
+
+/// A rewind to a run that keeps a file you changed since names the command that puts it back
+/// too, and that command does.
+#[test]
+fn a_rewind_that_keeps_a_file_names_the_command_that_puts_it_back() {
+    let repo = git_repo(&[("a.txt", "a\n")]);
+    let server = MockServer::start(vec![
+        call(
+            "c1",
+            "write-file",
+            json!({"path": "a.txt", "content": "A\n"}),
+        ),
+        openai::reply_text("done"),
+    ]);
+    let id = run(&repo, &server, &["shout a"]);
+    write(&repo, "a.txt", "mine\n");
+    let rewound = repo.run(&["rewind", "--session", &id, "--turn", "1", "--files"]);
+    let command = format!("nop rewind --session {id} --turn 1 --files --force");
+    assert!(
+        rewound.contains("kept      a.txt") && rewound.contains(&command),
+        "{rewound}"
+    );
+    assert_eq!(read(repo.path(), "a.txt").as_deref(), Some("mine\n"));
+    let args: Vec<&str> = command.split(' ').skip(1).collect();
+    let again = repo.run(&args);
+    assert!(again.contains("restored  a.txt"), "{again}");
+    assert_eq!(read(repo.path(), "a.txt").as_deref(), Some("a\n"));
+}
+
+/// Issue 43: `nop undo` right after `nop fork` undoes the parent's last run from the fork, whose
+/// conversation and files are the parent's; the parent's record is left as it was.
+#[test]
+fn undo_right_after_a_fork_undoes_the_run_the_fork_carries() {
+    let repo = git_repo(&[("a.txt", "a\n")]);
+    let server = MockServer::start(vec![
+        call(
+            "c1",
+            "write-file",
+            json!({"path": "a.txt", "content": "A\n"}),
+        ),
+        openai::reply_text("done"),
+    ]);
+    let parent = run(&repo, &server, &["shout a"]);
+    let child = repo.run(&["fork", &parent]).trim().to_string();
+    assert_eq!(
+        repo.session_json(&child)["checkpoints"],
+        repo.session_json(&parent)["checkpoints"]
+    );
+    let (code, undo, stderr) = nop_json(&repo, None, &["undo", "--json"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(undo["session_id"], json!(child), "{undo}");
+    assert_eq!(undo["prompt"], json!("shout a"), "{undo}");
+    assert_eq!(strings(&undo["restored"]), ["a.txt"], "{undo}");
+    assert_eq!(read(repo.path(), "a.txt").as_deref(), Some("a\n"));
+    assert!(repo.session_json(&child)["checkpoints"][0]["undoneAt"].is_string());
+    assert!(repo.session_json(&parent)["checkpoints"][0]["undoneAt"].is_null());
+}
+
 #[test]
 fn a_run_that_never_ended_is_undone_only_with_force() {
     let repo = git_repo(&[("a.txt", "before\n")]);
@@ -467,6 +612,19 @@ fn forks_into_worktrees_hold_the_snapshot_files_run_side_by_side_and_leave_the_p
             dir.join(format!(".nop/sessions/{child}/session.json"))
                 .exists()
         );
+        // The parent's runs changed the parent's tree: the fork has none of its own to undo.
+        let undo = repo
+            .nop_in(&dir)
+            .args(["undo", "--session", &child])
+            .output()
+            .expect("nop");
+        let refused = String::from_utf8_lossy(&undo.stderr);
+        assert!(
+            !undo.status.success()
+                && refused.contains(&format!("forked from session {id}"))
+                && refused.contains(&format!("nop undo --session {id}")),
+            "{refused}"
+        );
         // git there shows the fork's changes against the branch's commit.
         let status = git(&dir, &["status", "--porcelain"]);
         assert!(
@@ -678,7 +836,7 @@ fn a_rewind_to_a_snapshot_after_an_undo_redoes_without_force() {
 }
 
 #[test]
-fn a_run_without_tool_calls_closes_where_it_began_and_its_undo_keeps_what_you_wrote_meanwhile() {
+fn a_run_without_tool_calls_closes_where_it_began_and_undo_passes_it_over_keeping_what_you_wrote() {
     let repo = git_repo(&[("keep.txt", "untouched\n")]);
     let root = repo.path().to_path_buf();
     // While the model answers (after the run's first checkpoint is on record), you write a file.
@@ -703,9 +861,12 @@ fn a_run_without_tool_calls_closes_where_it_began_and_its_undo_keeps_what_you_wr
     let id = run(&repo, &server, &["what does keep.txt say?"]);
     let turns = &repo.session_json(&id)["checkpoints"];
     assert_eq!(turns[0]["after"], turns[0]["before"], "{turns}");
-    let (code, undo, stderr) = nop_json(&repo, None, &["undo", "--json"]);
-    assert_eq!(code, 0, "{stderr}");
-    assert!(strings(&undo["removed"]).is_empty(), "{undo}");
+    // The run changed no file: there is nothing of it to undo.
+    let refused = repo.fail(&["undo"]);
+    assert!(
+        refused.contains("nothing to undo") && refused.contains("1 changed no file"),
+        "{refused}"
+    );
     assert_eq!(
         read(repo.path(), "yours.txt").as_deref(),
         Some("written while nop ran\n")

@@ -485,7 +485,13 @@ fn undo_and_rewind_in_the_interactive_session_put_the_files_back() {
     assert_eq!(notes(), "ONE\n");
     t.type_line("/snapshot");
     t.wait_for("nop fork");
+    // `/undo` alone offers the prompts that changed files; Enter takes the newest, `f` its files.
     t.type_line("/undo");
+    t.wait_for("go back to before which prompt");
+    t.wait_for("shout the notes  · notes.txt");
+    t.press(&["Enter"]);
+    t.wait_for("f: files only");
+    t.press(&["f"]);
     t.wait_for_prompt_after("restored  notes.txt");
     assert_eq!(notes(), "one\n");
     // `/rewind` alone picks a run; Esc leaves everything as it is.
@@ -504,6 +510,79 @@ fn undo_and_rewind_in_the_interactive_session_put_the_files_back() {
         session["checkpoints"][0]["undoneAt"].is_string(),
         "{session}"
     );
+}
+
+/// Issue 43: Esc Esc on an empty prompt (as in Claude Code), like `/undo` alone, offers the
+/// prompts that changed files, newest first (a prompt that changed none is not a point), and one
+/// key takes the files and the conversation back to where the one picked began; `/undo --force`
+/// still undoes the last run that changed files at once.
+#[test]
+fn esc_esc_offers_the_prompts_that_changed_files_and_takes_files_and_conversation_back() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "w1",
+            "write-file",
+            json!({"path": "a.txt", "content": "v1\n"}),
+        )]),
+        openai::reply_text("first done"),
+        openai::reply_text("only talk"),
+        openai::reply_tool_calls(&[(
+            "e2",
+            "edit-file",
+            json!({"path": "a.txt", "old_string": "v1", "new_string": "v2"}),
+        )]),
+        openai::reply_text("second done"),
+    ]);
+    let env: Vec<(String, String)> = crate::support::model_env(&server, "openai");
+    let t = Terminal::start_with(&repo, "escesc", "run", &env, "/help for commands");
+    t.type_line("write the first file");
+    t.wait_for_prompt_after("first done");
+    t.type_line("just chat about it");
+    t.wait_for_prompt_after("only talk");
+    t.type_line("change the file");
+    t.wait_for_prompt_after("second done");
+    let read = |path: &str| std::fs::read_to_string(repo.path().join(path)).ok();
+    assert_eq!(read("a.txt").as_deref(), Some("v2\n"));
+    t.press(&["Escape", "Escape"]);
+    let screen = t.wait_for("write the first file  · a.txt");
+    let picker = screen
+        .split("go back to before which prompt")
+        .nth(1)
+        .expect("the picker");
+    assert!(!picker.contains("just chat"), "{screen}");
+    let newest = picker.find("change the file  · a.txt");
+    let oldest = picker.find("write the first file  · a.txt");
+    assert!(
+        newest.is_some_and(|n| oldest.is_some_and(|o| n < o)),
+        "newest first: {screen}"
+    );
+    t.press(&["Enter"]);
+    t.wait_for("b: files and conversation");
+    t.press(&["b"]);
+    let screen = t.wait_for_prompt_after("restored  a.txt");
+    assert!(screen.contains("to before run 3"), "{screen}");
+    assert_eq!(read("a.txt").as_deref(), Some("v1\n"));
+    let session = repo.first_session();
+    let contents: Vec<&str> = session["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert!(contents.contains(&"just chat about it"), "{contents:?}");
+    assert!(!contents.contains(&"change the file"), "{contents:?}");
+
+    // `/undo --force`: the last run not undone that changed files, at once.
+    t.type_line("/undo --force");
+    let screen = t.wait_for_prompt_after("removed   a.txt");
+    assert!(
+        screen.contains("undid run 1 of session") && screen.contains("write the first file"),
+        "{screen}"
+    );
+    assert_eq!(read("a.txt"), None);
+    t.type_line("/exit");
+    t.wait_for("saved; continue with");
 }
 
 /// `/rewind` alone: a picker of the session's runs, newest first, with each one's prompt and

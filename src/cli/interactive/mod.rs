@@ -94,6 +94,13 @@ pub fn interactive(
                 here.renderer.show_last_result();
                 continue;
             }
+            Err(rustyline::error::ReadlineError::Interrupted) if switch.undo_asked() => {
+                interrupted = false;
+                if let Command::Leave = here.command(&rt, "/undo") {
+                    break;
+                }
+                continue;
+            }
             Err(rustyline::error::ReadlineError::Interrupted)
                 if switch.cycle(here.runtime.approver(), &mut typed, &mut after) =>
             {

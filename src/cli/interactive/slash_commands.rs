@@ -1,6 +1,7 @@
 //! The interactive session's slash commands: `/help`, `/model`, `/mode`, `/clear`, `/resume`,
-//! `/fork`, `/diff`, `/undo`, `/rewind` (with its picker of runs), `/plan`, `/snapshot`,
-//! `/goal`, `/status`, `/verbose`, `/compact` and the custom commands.
+//! `/fork`, `/diff`, `/undo` (a picker of the prompts that changed files, also Esc Esc),
+//! `/rewind` (a picker of runs), `/plan`, `/snapshot`, `/goal`, `/status`, `/verbose`,
+//! `/compact` and the custom commands.
 
 use nop::agent::Op;
 
@@ -120,41 +121,49 @@ impl Interactive {
                 };
                 let ws = self.runtime.workspace().clone();
                 let checkpoints = ws.checkpoints(self.runtime.config());
-                if name == "/rewind" && argument.is_empty() {
+                if name == "/undo" {
+                    return self.undo(rt, &store, &id, argument, checkpoints.as_ref());
+                }
+                if argument.is_empty() {
                     return self.rewind_to_a_turn(rt, &store, &id, checkpoints.as_ref());
                 }
+                let (to, mode, force) = match slash::rewind_arguments(argument) {
+                    Ok(arguments) => arguments,
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        return Command::Done;
+                    }
+                };
+                let snap = match to {
+                    slash::RewindTo::Snapshot(snap) => snap,
+                    slash::RewindTo::Turn(turn) => {
+                        self.rewind_turn(
+                            rt,
+                            &store,
+                            &id,
+                            turn,
+                            (mode, force),
+                            checkpoints.as_ref(),
+                        );
+                        return Command::Done;
+                    }
+                };
                 // The session's run lock is free only with the handle closed.
                 self.close(rt);
-                let now = chrono::Utc::now();
-                let mut err = std::io::stderr();
-                let shown = match (name, &checkpoints) {
-                    ("/undo", Some(c)) => {
-                        let force = argument == "--force";
-                        nop::checkpoint::undo_turn(&store, c, &id, force, now)
-                            .map_err(|e| e.to_string())
-                            .and_then(|u| {
-                                render::undo(&mut err, &u, false).map_err(|e| e.to_string())
-                            })
-                    }
-                    ("/undo", None) => {
-                        Err("file checkpoints are off (checkpoints.enabled)".to_string())
-                    }
-                    _ => slash::rewind_arguments(argument).and_then(|(snap, mode, force)| {
-                        nop::checkpoint::rewind(
-                            &store,
-                            checkpoints.as_ref(),
-                            &id,
-                            &snap,
-                            mode,
-                            force,
-                            now,
-                        )
+                let shown = nop::checkpoint::rewind(
+                    &store,
+                    checkpoints.as_ref(),
+                    &id,
+                    &snap,
+                    mode,
+                    force,
+                    chrono::Utc::now(),
+                )
+                .map_err(|e| e.to_string())
+                .and_then(|r| {
+                    render::rewind(&mut std::io::stderr(), &r, false, render::TypedIn::Session)
                         .map_err(|e| e.to_string())
-                        .and_then(|r| {
-                            render::rewind(&mut err, &r, false).map_err(|e| e.to_string())
-                        })
-                    }),
-                };
+                });
                 if let Err(e) = shown {
                     eprintln!("error: {e}");
                 }
@@ -227,18 +236,116 @@ impl Interactive {
             }
             return Command::Done;
         }
-        let lines: Vec<String> = turns.iter().map(|(_, line)| line.clone()).collect();
-        let turn = match picker::pick("rewind to before which run", &lines) {
-            Ok(Some(i)) => match turns.get(i) {
-                Some((turn, _)) => *turn,
-                None => return Command::Done,
-            },
-            Ok(None) => return Command::Done,
+        let Some(turn) = pick_turn("rewind to before which run", &turns) else {
+            return Command::Done;
+        };
+        let mode = if checkpoints.is_some() {
+            nop::checkpoint::RewindMode::Both
+        } else {
+            nop::checkpoint::RewindMode::Conversation
+        };
+        self.rewind_turn(rt, store, id, turn, (mode, false), checkpoints);
+        Command::Done
+    }
+
+    /// `/undo` alone (and Esc Esc on an empty prompt): the points to go back to, each earlier
+    /// prompt that changed files, newest first, in a picker; then one key says what goes back to
+    /// where the prompt picked began: files and conversation, the files or the conversation.
+    /// `/undo --force` and `/undo --turn N [--force]`: as `nop undo`.
+    fn undo(
+        &mut self,
+        rt: &tokio::runtime::Runtime,
+        store: &nop::session::Store,
+        id: &str,
+        argument: &str,
+        checkpoints: Option<&nop::checkpoint::Checkpoints>,
+    ) -> Command {
+        let Some(c) = checkpoints else {
+            eprintln!(
+                "error: file checkpoints are off (checkpoints.enabled); /rewind takes the conversation back"
+            );
+            return Command::Done;
+        };
+        if !argument.is_empty() {
+            let (turn, force) = match slash::undo_arguments(argument) {
+                Ok(arguments) => arguments,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return Command::Done;
+                }
+            };
+            // The session's run lock is free only with the handle closed.
+            self.close(rt);
+            let shown = nop::checkpoint::undo_turn(store, c, id, turn, force, chrono::Utc::now())
+                .map_err(|e| e.to_string())
+                .and_then(|u| {
+                    render::undo(&mut std::io::stderr(), &u, false, render::TypedIn::Session)
+                        .map_err(|e| e.to_string())
+                });
+            if let Err(e) = shown {
+                eprintln!("error: {e}");
+            }
+            self.reopen(rt, Some(id.to_string()));
+            return Command::Done;
+        }
+        let file = match store.read_session(id) {
+            Ok(file) => file,
             Err(e) => {
                 eprintln!("error: {e}");
                 return Command::Done;
             }
         };
+        let changed_files = |n: &usize| {
+            n.checked_sub(1)
+                .and_then(|i| file.checkpoints.get(i))
+                .is_some_and(|t| t.after.as_deref() != Some(t.before.as_str()))
+        };
+        let turns: Vec<(usize, String)> = slash::turn_entries(&file, checkpoints)
+            .into_iter()
+            .filter(|(n, _)| changed_files(n))
+            .collect();
+        if turns.is_empty() {
+            eprintln!(
+                "no prompt of this session changed files yet: nothing to go back to (/rewind takes the conversation back)"
+            );
+            return Command::Done;
+        }
+        let Some(turn) = pick_turn("go back to before which prompt", &turns) else {
+            return Command::Done;
+        };
+        use nop::checkpoint::RewindMode;
+        let mode = match picker::key(
+            "restore",
+            &[
+                ('b', "files and conversation"),
+                ('f', "files only"),
+                ('c', "conversation only"),
+            ],
+        ) {
+            Ok(Some('b')) => RewindMode::Both,
+            Ok(Some('f')) => RewindMode::Files,
+            Ok(Some('c')) => RewindMode::Conversation,
+            Ok(_) => return Command::Done,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Command::Done;
+            }
+        };
+        self.rewind_turn(rt, store, id, turn, (mode, false), checkpoints);
+        Command::Done
+    }
+
+    /// Takes the session back to where its run `turn` began (`mode`, `force`), and says what it
+    /// did.
+    fn rewind_turn(
+        &mut self,
+        rt: &tokio::runtime::Runtime,
+        store: &nop::session::Store,
+        id: &str,
+        turn: usize,
+        (mode, force): (nop::checkpoint::RewindMode, bool),
+        checkpoints: Option<&nop::checkpoint::Checkpoints>,
+    ) {
         // The session's run lock is free only with the handle closed.
         self.close(rt);
         let rewound = nop::checkpoint::rewind_turn(
@@ -246,23 +353,19 @@ impl Interactive {
             checkpoints,
             id,
             turn,
-            if checkpoints.is_some() {
-                nop::checkpoint::RewindMode::Both
-            } else {
-                nop::checkpoint::RewindMode::Conversation
-            },
-            false,
+            mode,
+            force,
             chrono::Utc::now(),
         )
         .map_err(|e| e.to_string())
         .and_then(|r| {
-            render::rewind_turn(&mut std::io::stderr(), &r, false).map_err(|e| e.to_string())
+            render::rewind_turn(&mut std::io::stderr(), &r, false, render::TypedIn::Session)
+                .map_err(|e| e.to_string())
         });
         if let Err(e) = rewound {
             eprintln!("error: {e}");
         }
         self.reopen(rt, Some(id.to_string()));
-        Command::Done
     }
 
     /// `/goal`: the session's goal and its checks; `/goal clear`; `/goal TEXT` sets one and
@@ -307,5 +410,18 @@ impl Interactive {
             }
         }
         Command::Done
+    }
+}
+
+/// The run picked among `turns` (its number and its line), or `None` when cancelled.
+fn pick_turn(question: &str, turns: &[(usize, String)]) -> Option<usize> {
+    let lines: Vec<String> = turns.iter().map(|(_, line)| line.clone()).collect();
+    match picker::pick(question, &lines) {
+        Ok(Some(i)) => turns.get(i).map(|(turn, _)| *turn),
+        Ok(None) => None,
+        Err(e) => {
+            eprintln!("error: {e}");
+            None
+        }
     }
 }
