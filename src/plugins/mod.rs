@@ -595,10 +595,14 @@ impl PluginTool {
             ));
         }
         // A result longer than the model reads was cut as it came; the whole is in the log.
+        let log = ran
+            .log
+            .as_ref()
+            .map(|p| crate::tools::output::shown_path(&ctx.root, p));
         let budget = ctx.output_max_bytes.saturating_sub(
-            crate::tools::output::MARKER_ROOM + ran.log.as_ref().map_or(0, String::len),
+            crate::tools::output::MARKER_ROOM + log.as_ref().map_or(0, String::len),
         );
-        let content = match &ran.log {
+        let content = match &log {
             None => ran.output.stdout.kept_text(),
             Some(name) => ran.output.stdout.render(budget, "stdout", Some(name)),
         };
@@ -606,7 +610,7 @@ impl PluginTool {
             content,
             effect: crate::tools::ToolEffect::None,
             outcome: crate::tools::ToolOutcome {
-                whole_in: ran.log,
+                whole_in: ran.log.map(|p| p.to_string_lossy().into_owned()),
                 ..crate::tools::ToolOutcome::command(ran.status, ran_for)
             },
         })

@@ -461,9 +461,10 @@ pub fn log_failure(
     Ok((message, name))
 }
 
-/// Keeps head and tail of a long output in the context and the whole in `out-<ts>.log`: the
-/// log `whole_in` the tool already wrote (a command's output, cut as it arrived), else a new
-/// one. Returns the text and the log holding the whole, if any.
+/// Keeps head and tail of a long output in the context (and the lines of the middle that say
+/// why a command failed) and the whole in `out-<ts>.log`: the log `whole_in` the tool already
+/// wrote (a command's output, cut as it arrived), else a new one. Returns the text and the log
+/// holding the whole (its whole path), if any.
 fn cut(
     ctx: &ToolContext,
     content: String,
@@ -474,41 +475,20 @@ fn cut(
     if content.len() <= max {
         return Ok((content, whole_in));
     }
-    let name = match whole_in {
-        Some(name) => name,
-        None => {
-            let path = ctx
-                .store
-                .write_tool_output(&ctx.session_id, now, &content)?;
-            path.file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default()
-        }
+    let path = match whole_in {
+        Some(path) => path,
+        None => ctx
+            .store
+            .write_tool_output(&ctx.session_id, now, &content)?
+            .to_string_lossy()
+            .into_owned(),
     };
-    let half = max / 2;
-    let head_end = floor_char_boundary(&content, half);
-    let tail_start = ceil_char_boundary(&content, content.len() - half);
-    let omitted = tail_start - head_end;
-    let text = format!(
-        "{}\n[… {omitted} bytes omitted; the whole output is in {name} …]\n{}",
-        &content[..head_end],
-        &content[tail_start..]
-    );
-    Ok((text, Some(name)))
-}
-
-fn floor_char_boundary(s: &str, mut i: usize) -> usize {
-    while i > 0 && !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
-
-fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
-    while i < s.len() && !s.is_char_boundary(i) {
-        i += 1;
-    }
-    i
+    let shown = super::output::shown_path(&ctx.root, std::path::Path::new(&path));
+    let mut kept = crate::head_tail::HeadTail::with_capacity(content.len());
+    kept.push(content.as_bytes());
+    let budget = max.saturating_sub(super::output::MARKER_ROOM + shown.len());
+    let text = kept.render(budget, "the result", Some(&shown));
+    Ok((text, Some(path)))
 }
 
 /// Who a hook event of `ctx`'s call is about.
@@ -649,19 +629,20 @@ mod tests {
             .outcome
             .ok_or_else(|| anyhow::anyhow!("no outcome"))?;
         assert_eq!(outcome.exit_code, Some(0));
-        assert!(
-            outcome
-                .whole_in
-                .as_ref()
-                .is_some_and(|f| f.starts_with("out-")),
-            "{outcome:?}"
-        );
+        // The outcome names the log by its whole path, the model by one from the repository.
+        let whole_in = outcome.whole_in.clone().unwrap_or_default();
+        let log = std::path::Path::new(&whole_in);
+        assert!(log.is_absolute() && log.is_file(), "{outcome:?}");
+        let shown = log.strip_prefix(&ctx.root)?.to_string_lossy().into_owned();
+        assert!(shown.starts_with(".nop/sessions/"), "{shown}");
         let message = recorded.message;
         assert!(message.content.len() < 2300, "{}", message.content.len());
         assert!(
             message
                 .content
-                .contains("bytes omitted; the whole output is in out-")
+                .contains(&format!(" omitted; the whole output is in {shown} …]")),
+            "{}",
+            message.content
         );
         assert!(message.content.contains("\n20000\n"));
         let out: Vec<_> = std::fs::read_dir(ctx.store.dir(&ctx.session_id))?

@@ -15,6 +15,15 @@ use crate::session::Store;
 /// stream is cut to head and tail, the whole kept in the out log.
 pub const KEPT_MAX: usize = 4 << 20;
 
+/// `path` as the model reads it: relative to the repository `root` when it is inside (a path
+/// the model's commands and tools, which start there, can open), else whole.
+pub fn shown_path(root: &std::path::Path, path: &std::path::Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .to_string_lossy()
+        .into_owned()
+}
+
 /// Splits `budget` between two streams of `a` and `b` bytes: the shorter gets all it needs up
 /// to half, the longer the rest.
 pub fn share(budget: usize, a: u64, b: u64) -> (usize, usize) {
@@ -120,20 +129,18 @@ impl Capture {
         Ok(())
     }
 
-    /// The name of the log holding the whole output, if one was needed.
-    pub fn log_name(&self) -> Option<String> {
-        self.spill
-            .as_ref()
-            .and_then(|s| s.path.file_name().map(|n| n.to_string_lossy().into_owned()))
+    /// The log holding the whole output, if one was needed.
+    pub fn log_path(&self) -> Option<PathBuf> {
+        self.spill.as_ref().map(|s| s.path.clone())
     }
 
     /// Completes the log, if there is one, with standard error and `last_line` (how the command
-    /// ended). Returns the log's name, or the first error writing it.
-    pub async fn finish(&mut self, last_line: &str) -> std::io::Result<Option<String>> {
+    /// ended). Returns the log's path, or the first error writing it.
+    pub async fn finish(&mut self, last_line: &str) -> std::io::Result<Option<PathBuf>> {
         if let Some(e) = self.failed.take() {
             return Err(e);
         }
-        let name = self.log_name();
+        let name = self.log_path();
         let Some(spill) = self.spill.as_mut() else {
             return Ok(None);
         };
@@ -182,15 +189,15 @@ mod tests {
         let mut capture = Capture::new(store.clone(), id.clone(), 10);
         capture.push(Stream::Stderr, b"warn\n").await;
         capture.push(Stream::Stdout, b"0123").await;
-        assert_eq!(capture.log_name(), None);
+        assert_eq!(capture.log_path(), None);
         capture.push(Stream::Stdout, b"456789abc").await;
         capture.push(Stream::Stderr, b"late").await;
         capture.push(Stream::Stdout, b"def").await;
-        let name = capture.finish("exit code: 0").await?;
-        let name = name.ok_or_else(|| anyhow::anyhow!("no log"))?;
-        assert!(name.starts_with("out-"));
+        let path = capture.finish("exit code: 0").await?;
+        let path = path.ok_or_else(|| anyhow::anyhow!("no log"))?;
+        assert_eq!(path.parent(), Some(store.dir(&id).as_path()));
         assert_eq!(
-            std::fs::read_to_string(store.dir(&id).join(&name))?,
+            std::fs::read_to_string(&path)?,
             "stdout:\n0123456789abcdef\nstderr:\nwarn\nlate\nexit code: 0\n"
         );
         assert_eq!(

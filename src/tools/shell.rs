@@ -13,7 +13,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 
 use std::ffi::{OsStr, OsString};
 
-use super::output::{Capture, MARKER_ROOM, Stream, share};
+use super::output::{Capture, MARKER_ROOM, Stream, share, shown_path};
 use super::{ToolContext, ToolError, ToolOutput, TypedTool, confine, paths};
 use crate::permissions::ShellView;
 use crate::tools::ToolErrorKind;
@@ -53,7 +53,7 @@ pub(crate) struct Ran {
     pub output: Capture,
     /// The session's `out-<ts>.log` holding the whole output, when a stream was longer than
     /// what is kept of it.
-    pub log: Option<String>,
+    pub log: Option<std::path::PathBuf>,
     /// A warning for the model when confinement is partial (once per run).
     pub note: Option<String>,
     /// The view it ran under (`None`: unconfined).
@@ -173,7 +173,8 @@ pub(crate) async fn run_confined(
                 .finish(&format!("(stopped: {e})"))
                 .await
                 .ok()
-                .flatten();
+                .flatten()
+                .map(|p| shown_path(&ctx.root, &p));
             return Err(match e {
                 // The model and the user see what it printed until then.
                 ToolError::Aborted { .. } => ToolError::Aborted {
@@ -396,7 +397,7 @@ impl TypedTool for Shell {
     type Args = ShellArgs;
     const NAME: &'static str = "shell";
     const MUTATING: bool = true;
-    const DESCRIPTION: &'static str = "Run a shell command (bash -c) in the repository and get its exit code, standard output and standard error. Use it to build, test, run git and other programs. Long output is cut in the middle; the whole is kept in the session's out-<ts>.log.";
+    const DESCRIPTION: &'static str = "Run a shell command (bash -c) in the repository and get its exit code, standard output and standard error. Use it to build, test, run git and other programs. Long output is cut in the middle (the lines there that say why it failed are kept); the whole is kept in the session's out-<ts>.log, whose path the cut names.";
 
     /// `timeout_s` is shell's own argument: it kills the command's process group when it is up.
     fn time_limit(args: &Value, configured: Duration) -> super::TimeLimit {
@@ -482,9 +483,10 @@ impl TypedTool for Shell {
             );
         }
         let fixed = content.len() + refusals.iter().map(|n| n.len() + 1).sum::<usize>();
+        let log = ran.log.as_ref().map(|p| shown_path(&ctx.root, p));
         content.push_str(&streams(
             &ran.output,
-            ran.log.as_deref(),
+            log.as_deref(),
             fixed,
             ctx.output_max_bytes,
         ));
@@ -496,7 +498,7 @@ impl TypedTool for Shell {
             content,
             effect: super::ToolEffect::None,
             outcome: super::ToolOutcome {
-                whole_in: ran.log,
+                whole_in: ran.log.map(|p| p.to_string_lossy().into_owned()),
                 ..super::ToolOutcome::command(ran.status, elapsed)
             },
         })

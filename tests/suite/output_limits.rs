@@ -27,7 +27,7 @@ fn twenty_megabytes_of_output_reach_the_log_whole_and_the_model_as_head_and_tail
     assert!(result.ends_with("é\né\nLAST\nstderr:\noops\n"), "{result}");
     assert!(!result.contains('\u{FFFD}'), "a character was cut");
     let marker = regex::Regex::new(
-        r"\n\[… (\d+) bytes of stdout omitted; the whole output is in (out-[^ ]+\.log) …\]\n",
+        r"\n\[… \d+ lines \((\d+) bytes\) of stdout omitted; the whole output is in \.nop/sessions/[^/]+/(out-[^ ]+\.log) …\]\n",
     )
     .expect("regex");
     let found = marker.captures(result).expect("a marker");
@@ -89,15 +89,85 @@ fn a_plugin_command_printing_megabytes_gives_the_model_head_and_tail() {
     let result = &server.result_of("p1");
     assert!(result.len() <= 30_000, "{}", result.len());
     assert!(result.starts_with("start\nyyy") && result.ends_with("yyy\nend\n"));
-    let name = regex::Regex::new(r"bytes of stdout omitted; the whole output is in (out-\S+\.log)")
+    let path = regex::Regex::new(r"bytes\)? of stdout omitted; the whole output is in (\S+\.log)")
         .expect("regex")
         .captures(result)
         .expect("a marker")[1]
         .to_string();
     let session = repo.first_session();
-    let log = repo
-        .session_dir(session["sessionId"].as_str().expect("id"))
-        .join(name);
+    let log = repo.path().join(&path);
+    assert_eq!(
+        log.parent(),
+        Some(
+            repo.session_dir(session["sessionId"].as_str().expect("id"))
+                .as_path()
+        )
+    );
     let whole = std::fs::metadata(log).expect("out log").len();
     assert!(whole > 5_000_000, "{whole}");
+}
+
+/// 20,000 lines of a test run, a failure in the middle of them.
+const FAILING_RUN: &str = "seq 1 9999 | sed 's/$/ of a long test run: all is well so far/'; \
+     printf \"thread 'main' panicked at src/main.rs:3:5:\\nassertion \\`left == right\\` failed\\n  left: 3\\n right: 4\\n\"; \
+     seq 10000 20000 | sed 's/$/ of a long test run: all is well again/'; exit 101";
+
+#[test]
+fn a_failure_in_the_middle_of_a_long_output_reaches_the_model_and_the_user() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("c1", "shell", json!({"command": FAILING_RUN}))]),
+        openai::reply_text("It failed."),
+    ]);
+    let output = repo
+        .nop_model(&server, "openai")
+        .args(["run", "run the tests"])
+        .output()
+        .expect("run");
+    let shown = String::from_utf8_lossy(&output.stderr);
+
+    // The model: head and tail, the lines that say why picked from the middle, every line
+    // counted, the log named from the repository.
+    let result = server.result_of("c1");
+    assert!(result.len() <= 30_000, "{}", result.len());
+    assert!(result.starts_with("exit code: 101 ("), "{result}");
+    for line in [
+        "line 10000: thread 'main' panicked at src/main.rs:3:5:",
+        "line 10001: assertion `left == right` failed",
+        "line 10002:   left: 3",
+        "line 10003:  right: 4",
+    ] {
+        assert!(result.lines().any(|l| l == line), "{line} in {result}");
+    }
+    let marker = regex::Regex::new(
+        r"\[… (\d+) lines \(\d+ bytes\) of stdout omitted; the whole output is in (\.nop/sessions/[^/]+/out-\S+\.log); the lines among them",
+    )
+    .expect("regex")
+    .captures(&result)
+    .expect("a marker");
+    let omitted: usize = marker[1].parse().expect("a count");
+    let around = result
+        .lines()
+        .filter(|l| !l.starts_with("line ") && l.contains(" of a long test run: "))
+        .count();
+    assert_eq!(around + omitted, 20_004, "{result}");
+    let log = std::fs::read_to_string(repo.path().join(&marker[2])).expect("the log opens");
+    assert!(log.contains("\nassertion `left == right` failed\n"));
+
+    // The user: the assertion, the real count, the log's path from where nop ran.
+    for line in [
+        "    thread 'main' panicked at src/main.rs:3:5:",
+        "    assertion `left == right` failed",
+        "      left: 3",
+        "     right: 4",
+        "    20000 of a long test run: all is well again",
+    ] {
+        assert!(shown.lines().any(|l| l == line), "{line} in {shown}");
+    }
+    let more = format!(
+        "    … +{} lines (all of it in {})",
+        20_004 - 4 - 8,
+        &marker[2]
+    );
+    assert!(shown.lines().any(|l| l == more), "{more} in {shown}");
 }

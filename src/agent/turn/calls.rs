@@ -417,22 +417,12 @@ pub fn aborted(calls: &[ToolCall], why: &str) -> Vec<Message> {
         .collect()
 }
 
-/// A result as a `tool_result` event carries it: whole up to 8,000 characters; a longer one
-/// keeps its first 2,000 and last 4,000 (a command's error and summary are at its end).
+/// A result as a `tool_result` event carries it: whole up to 8,000 bytes; a longer one keeps
+/// its first 2,000 and last 4,000 (a command's error and summary are at its end) and, from
+/// between, what says why a command failed and how many lines the rest are
+/// ([`crate::head_tail::excerpt`]).
 fn shown_output(content: &str) -> String {
-    const WHOLE: usize = 8_000;
-    const HEAD: usize = 2_000;
-    const TAIL: usize = 4_000;
-    let count = content.chars().count();
-    if count <= WHOLE {
-        return content.to_string();
-    }
-    let head: String = content.chars().take(HEAD).collect();
-    let tail: String = content.chars().skip(count - TAIL).collect();
-    format!(
-        "{head}\n[… {} characters not shown …]\n{tail}",
-        count - HEAD - TAIL
-    )
+    crate::head_tail::excerpt(content, 8_000, 2_000, 4_000)
 }
 
 #[cfg(test)]
@@ -445,8 +435,8 @@ mod tests {
         let long = format!("{}{}", "a".repeat(5_000), "z".repeat(5_000));
         let shown = shown_output(&long);
         assert!(shown.starts_with(&"a".repeat(2_000)));
-        assert!(shown.ends_with(&"z".repeat(4_000)));
-        assert!(shown.contains("[… 4000 characters not shown …]"));
+        assert!(shown.ends_with(&"z".repeat(4_000)), "{shown}");
+        assert!(shown.contains("[… 1 line (4000 bytes) omitted from this view …]"));
     }
 
     #[test]

@@ -3,6 +3,10 @@
 //! of what was read. A command's ending is read from the call's [`ToolOutcome`]; the rest from
 //! the text the model reads, as the tools in `nop::tools` write it.
 
+use std::path::Path;
+
+use nop::head_tail::key_lines::{Weight, weight};
+use nop::head_tail::{PICKED_END, PICKED_FOLLOW};
 use nop::protocol::events::ToolOutcome;
 
 use super::style;
@@ -86,15 +90,20 @@ impl Ending {
         Some(Ending {
             code: code.parse::<i32>().map_err(|_| code.to_string()),
             time: time.map(str::to_string),
-            whole_in: output.lines().find_map(cut_output_file).map(str::to_string),
+            whole_in: output
+                .lines()
+                .find_map(|l| Cut::parse(l)?.whole_in)
+                .map(str::to_string),
         })
     }
 }
 
 /// `shell`'s result: `exit code: N (T s)`, perhaps a note on the sandbox, `stdout:` and
-/// `stderr:` sections, notes on refusals; the orchestrator may have cut the middle of a long one.
-/// Shows the header and the last lines; `None` if neither the outcome nor the text says how the
-/// command ended.
+/// `stderr:` sections, notes on refusals; a long one was cut, each cut a marker saying how many
+/// lines it left out (and the lines among them that say why it failed). Shows the header, for
+/// a failure the lines that say why, `… +N lines` for what is not shown (all the lines the
+/// command printed, counted) with the file holding the whole, and the last lines; `None` if
+/// neither the outcome nor the text says how the command ended.
 fn shell(output: &str, outcome: Option<&ToolOutcome>, max_lines: usize) -> Option<Vec<String>> {
     let ending = outcome
         .and_then(Ending::from_outcome)
@@ -105,7 +114,7 @@ fn shell(output: &str, outcome: Option<&ToolOutcome>, max_lines: usize) -> Optio
         .lines()
         .take(2)
         .position(|l| l.starts_with("exit code: "));
-    let body: Vec<&str> = trim_blank_ends(
+    let lines: Vec<&str> = trim_blank_ends(
         output
             .lines()
             .enumerate()
@@ -121,88 +130,215 @@ fn shell(output: &str, outcome: Option<&ToolOutcome>, max_lines: usize) -> Optio
     if let Some(time) = &ending.time {
         header.push_str(&format!(" ({time})"));
     }
-    if body.is_empty() {
+    if lines.is_empty() {
         header.push_str(", no output");
         return Some(vec![header]);
     }
     let failed = !matches!(ending.code, Ok(0));
-    if failed
-        && body.len() > max_lines
-        && let Some(lines) = error_lines(&body, max_lines)
-    {
-        let mut shown = vec![header];
-        shown.extend(lines);
+    let body = Body::parse(&lines, !failed);
+    let whole_in = ending.whole_in.as_deref().or(body.whole_in).map(openable);
+    let mut shown = vec![header];
+    // Everything fits (a verbose transcript): in order, each cut as its count.
+    if body.pieces.len() <= max_lines && body.dropped == 0 {
+        for piece in &body.pieces {
+            shown.push(match piece {
+                Piece::Line(l) | Piece::Picked(l) => l.to_string(),
+                Piece::Cut(n) => more_line(*n, whole_in.as_deref()),
+            });
+        }
         return Some(shown);
     }
-    let hidden = body.len().saturating_sub(max_lines);
-    let mut shown = vec![header];
+    // The last lines, up to the last cut.
+    let tail_from = body
+        .pieces
+        .iter()
+        .rposition(|p| !matches!(p, Piece::Line(_)))
+        .map_or(0, |i| i + 1)
+        .max(body.pieces.len().saturating_sub(max_lines));
+    let key = if failed {
+        key_lines(&body.pieces[..tail_from], max_lines)
+    } else {
+        Vec::new()
+    };
+    let tail = &body.pieces[tail_from..];
+    let hidden = body.total.saturating_sub((key.len() + tail.len()) as u64);
+    shown.extend(key);
     if hidden > 0 {
-        let mut more = format!("… +{hidden} {}", plural(hidden, "line"));
-        // The whole output, when the middle was cut for the model.
-        if let Some(file) = &ending.whole_in {
-            more.push_str(&format!(" (all of it in {file})"));
-        }
-        shown.push(more);
+        shown.push(more_line(hidden, whole_in.as_deref()));
     }
-    shown.extend(body[hidden..].iter().map(|l| l.to_string()));
+    shown.extend(tail.iter().map(|p| match p {
+        Piece::Line(l) | Piece::Picked(l) => l.to_string(),
+        Piece::Cut(n) => more_line(*n, None),
+    }));
     Some(shown)
 }
 
-/// What a failing command's long output says about the failure: the lines that look like an
-/// error (an assertion, a traceback, `FAILED`, `error:`, a panic) with a line around each, and
-/// the last line (the summary), in order, `…` where lines are left out; `None` if no line looks
-/// like one, or they do not fit in `max_lines` (the tail is shown then).
-fn error_lines(body: &[&str], max_lines: usize) -> Option<Vec<String>> {
-    const MARKS: &[&str] = &[
-        "error",
-        "Error",
-        "ERROR",
-        "FAIL",
-        "assert",
-        "Assert",
-        "Traceback",
-        "panicked",
-        "Exception",
-        "expected",
-        "Expected",
-    ];
-    let looks_like = |l: &str| MARKS.iter().any(|m| l.contains(m)) || l.starts_with("E ");
-    let mut keep = vec![false; body.len()];
-    let mut found = false;
-    for (i, line) in body.iter().enumerate() {
-        if looks_like(line) {
-            found = true;
-            let around = i.saturating_sub(1)..=(i + 1).min(body.len() - 1);
-            keep[around].iter_mut().for_each(|k| *k = true);
-        }
+/// `… +N lines`, and the file with all of them.
+fn more_line(n: u64, whole_in: Option<&str>) -> String {
+    let mut more = format!("… +{n} {}", plural(n as usize, "line"));
+    if let Some(file) = whole_in {
+        more.push_str(&format!(" (all of it in {file})"));
     }
-    if !found {
-        return None;
-    }
-    if let Some(last) = keep.last_mut() {
-        *last = true;
-    }
-    let mut shown = Vec::new();
-    let mut gap = false;
-    for (i, line) in body.iter().enumerate() {
-        if keep[i] {
-            if gap {
-                shown.push("…".to_string());
-            }
-            gap = false;
-            shown.push(line.to_string());
-        } else {
-            gap = true;
-        }
-    }
-    (shown.len() <= max_lines).then_some(shown)
+    more
 }
 
-/// The file named by the orchestrator's note on a cut output.
-fn cut_output_file(line: &str) -> Option<&str> {
-    let rest = line.strip_prefix("[… ")?;
-    let (_, file) = rest.split_once("; the whole output is in ")?;
-    file.strip_suffix(" …]")
+/// A part of a command's output as the model read it.
+enum Piece<'a> {
+    Line(&'a str),
+    /// A line from a part left out, picked as one saying why the command failed.
+    Picked(&'a str),
+    /// A part left out: how many lines.
+    Cut(u64),
+}
+
+/// The output's pieces and how many lines the command printed (those left out counted).
+struct Body<'a> {
+    pieces: Vec<Piece<'a>>,
+    total: u64,
+    /// Lines left out as saying nothing.
+    dropped: u64,
+    /// The file with the whole output, as a marker names it.
+    whole_in: Option<&'a str>,
+}
+
+impl<'a> Body<'a> {
+    /// The pieces of `lines`; with `quiet`, the lines of a passing `cargo test` that say
+    /// nothing (`running 0 tests` and its `0 passed`, `Doc-tests x`, `Running x`) are left out
+    /// (counted) and runs of blank lines made one.
+    fn parse(lines: &[&'a str], quiet: bool) -> Body<'a> {
+        let mut body = Body {
+            pieces: Vec::new(),
+            total: 0,
+            dropped: 0,
+            whole_in: None,
+        };
+        let mut picking = false;
+        for line in lines {
+            if picking {
+                if *line == PICKED_END {
+                    picking = false;
+                } else {
+                    let text = line
+                        .strip_prefix("line ")
+                        .and_then(|l| l.split_once(": "))
+                        .map_or(*line, |(_, text)| text);
+                    body.pieces.push(Piece::Picked(text));
+                }
+                continue;
+            }
+            if let Some(cut) = Cut::parse(line) {
+                body.total += cut.lines;
+                body.whole_in = body.whole_in.or(cut.whole_in);
+                picking = cut.picked;
+                body.pieces.push(Piece::Cut(cut.lines));
+                continue;
+            }
+            body.total += 1;
+            let blank_again = line.trim().is_empty()
+                && matches!(body.pieces.last(), Some(Piece::Line(l)) if l.trim().is_empty());
+            if quiet && (says_nothing(line) || blank_again) {
+                body.dropped += 1;
+                continue;
+            }
+            body.pieces.push(Piece::Line(line));
+        }
+        body
+    }
+}
+
+/// A marker of a cut: `[… N lines (B bytes) of stdout omitted; the whole output is in P …]`.
+struct Cut<'a> {
+    lines: u64,
+    whole_in: Option<&'a str>,
+    /// Lines picked from the part left out follow, up to [`PICKED_END`].
+    picked: bool,
+}
+
+impl<'a> Cut<'a> {
+    fn parse(line: &'a str) -> Option<Cut<'a>> {
+        let rest = line.strip_prefix("[… ")?.strip_suffix(" …]")?;
+        let (counted, after) = rest.split_once(" omitted")?;
+        let lines = match counted.split_once(' ') {
+            Some((n, more)) if more.starts_with("line") => n.parse().ok()?,
+            _ => 0,
+        };
+        let whole_in = after
+            .split_once("; the whole output is in ")
+            .map(|(_, p)| p.split_once("; ").map_or(p, |(p, _)| p));
+        Some(Cut {
+            lines,
+            whole_in,
+            picked: after.ends_with(PICKED_FOLLOW),
+        })
+    }
+}
+
+/// A line of a passing `cargo test` that says nothing.
+fn says_nothing(line: &str) -> bool {
+    let t = line.trim();
+    t == "running 0 tests"
+        || t.starts_with("test result: ok. 0 passed; 0 failed;")
+        || line.starts_with("   Doc-tests ")
+        || (line.starts_with("     Running ") && line.ends_with(')'))
+}
+
+/// What a failing command's output says about the failure: of `pieces` (those before its last
+/// lines), the lines that say why it failed ([`weight`]) but summaries, at most `max_lines`,
+/// the weightiest (a cause before the test's name), earliest first, in their order.
+fn key_lines(pieces: &[Piece], max_lines: usize) -> Vec<String> {
+    let mut found: Vec<(usize, Weight, &str)> = pieces
+        .iter()
+        .enumerate()
+        .filter_map(|(i, p)| match p {
+            // A summary (`failures:`, `test result: FAILED`) is for the last lines to say.
+            Piece::Line(l) | Piece::Picked(l) => weight(l)
+                .filter(|w| *w > Weight::Summary)
+                .map(|w| (i, w, *l)),
+            Piece::Cut(_) => None,
+        })
+        .collect();
+    found.sort_by_key(|(i, w, _)| (std::cmp::Reverse(*w), *i));
+    found.truncate(max_lines);
+    found.sort_by_key(|(i, _, _)| *i);
+    found.into_iter().map(|(_, _, l)| l.to_string()).collect()
+}
+
+/// `path` as the user can open it from where nop runs: relative to the current directory (a
+/// whole path when far from it), quoted if the shell would split it.
+fn openable(path: &str) -> String {
+    openable_from(path, std::env::current_dir().ok().as_deref())
+}
+
+fn openable_from(path: &str, cwd: Option<&Path>) -> String {
+    let whole = Path::new(path);
+    let shown = match cwd {
+        Some(cwd) if whole.is_absolute() => relative(whole, cwd).unwrap_or_else(|| path.into()),
+        _ => path.to_string(),
+    };
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+:@%,=".contains(c);
+    if shown.chars().all(plain) {
+        shown
+    } else {
+        format!("'{}'", shown.replace('\'', r"'\''"))
+    }
+}
+
+/// `path` from `base`, with at most two `..`.
+fn relative(path: &Path, base: &Path) -> Option<String> {
+    let path: Vec<_> = path.components().collect();
+    let base: Vec<_> = base.components().collect();
+    let common = path.iter().zip(&base).take_while(|(a, b)| a == b).count();
+    let up = base.len() - common;
+    if common == 0 || up > 2 {
+        return None;
+    }
+    let mut parts: Vec<String> = vec!["..".to_string(); up];
+    parts.extend(
+        path[common..]
+            .iter()
+            .map(|c| c.as_os_str().to_string_lossy().into_owned()),
+    );
+    Some(parts.join("/"))
 }
 
 /// `list-files` (paths, then `[N more files not shown]`) or `search-files` (`path:line: text`,
@@ -358,7 +494,7 @@ test result: ok. 42 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; fin
 exit code: 2 (1.0 s)
 stdout:
 first
-[… 52000 bytes omitted; the whole output is in out-20261123T101010.123Z.log …]
+[… 40 lines (52000 bytes) of the result omitted; the whole output is in out-20261123T101010.123Z.log …]
 second
 third
 stderr:
@@ -368,7 +504,7 @@ make: *** [all] Error 2
             summarize("shell", true, output, None, 2),
             [
                 "failed with exit code 2 (1.0 s)",
-                "… +3 lines (all of it in out-20261123T101010.123Z.log)",
+                "… +42 lines (all of it in out-20261123T101010.123Z.log)",
                 "third",
                 "make: *** [all] Error 2",
             ]
@@ -560,5 +696,138 @@ FAILED (failures=1)
         let ok = output.replacen("exit code: 1", "exit code: 0", 1);
         let shown = summarize("shell", true, &ok, None, 3);
         assert_eq!(shown[1], "… +13 lines");
+    }
+
+    /// A real run's output (`tests/fixtures/command-output/NAME.out` and `.err`) as the shell
+    /// tool gives it to the model.
+    fn ran(name: &str, code: i32) -> String {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/command-output");
+        let read = |ext: &str| std::fs::read_to_string(format!("{dir}/{name}.{ext}")).ok();
+        let mut text = format!("exit code: {code} (0.2 s)\n");
+        for (label, stream) in [("stdout", read("out")), ("stderr", read("err"))] {
+            if let Some(stream) = stream {
+                text.push_str(&format!("{label}:\n{stream}"));
+            }
+        }
+        text
+    }
+
+    fn shows(shown: &[String], line: &str) -> bool {
+        shown.iter().any(|l| l == line)
+    }
+
+    #[test]
+    fn a_failing_cargo_test_shows_its_assertion_before_the_tail() {
+        let shown = summarize("shell", true, &ran("cargo-fail", 101), None, 6);
+        for line in [
+            "failed with exit code 101 (0.2 s)",
+            "thread 'tests::adds_wrong' (22024) panicked at src/lib.rs:6:31:",
+            "assertion `left == right` failed",
+            "  left: 3",
+            " right: 4",
+            "test result: FAILED. 2 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.16s",
+            "error: test failed, to rerun pass `--lib`",
+        ] {
+            assert!(shows(&shown, line), "{line} in {shown:#?}");
+        }
+        // Every line is shown or counted: 42 lines, 6 of the cause, 6 of the end.
+        assert!(shows(&shown, "… +30 lines"), "{shown:#?}");
+        let shown = summarize("shell", true, &ran("cargo-err", 101), None, 3);
+        assert!(
+            shows(&shown, "error[E0308]: mismatched types"),
+            "{shown:#?}"
+        );
+        assert!(shows(&shown, " --> src/lib.rs:9:36"), "{shown:#?}");
+    }
+
+    #[test]
+    fn a_passing_cargo_test_ends_with_its_result_not_the_empty_doc_tests() {
+        let shown = summarize("shell", true, &ran("cargo-ok", 0), None, 6);
+        assert_eq!(
+            shown,
+            [
+                "exit code 0 (0.2 s)",
+                "… +10 lines",
+                "test tests::adds_wrong ... ok",
+                "",
+                "test result: ok. 3 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s",
+                "",
+                "   Compiling demo v0.1.0 (/work/demo)",
+                "    Finished `test` profile [unoptimized + debuginfo] target(s) in 0.16s",
+            ]
+        );
+    }
+
+    #[test]
+    fn both_failures_of_a_python_run_are_shown() {
+        let shown = summarize("shell", true, &ran("unittest-fail", 1), None, 6);
+        for line in [
+            "FAIL: test_add (test_unit.T.test_add)",
+            "AssertionError: 3 != 4",
+            "FAIL: test_div (test_unit.T.test_div)",
+            "AssertionError: 2.0 != 3",
+            "FAILED (failures=2)",
+        ] {
+            assert!(shows(&shown, line), "{line} in {shown:#?}");
+        }
+        let shown = summarize("shell", true, &ran("pytest-fail", 1), None, 6);
+        for line in [
+            "E       assert 3 == 4",
+            "E       AssertionError: six over three",
+            "FAILED tests/test_calc.py::test_add - assert 3 == 4",
+            "FAILED tests/test_calc.py::test_div - AssertionError: six over three",
+        ] {
+            assert!(shows(&shown, line), "{line} in {shown:#?}");
+        }
+    }
+
+    #[test]
+    fn a_cut_output_shows_the_lines_picked_from_its_middle_and_counts_every_line() {
+        let output = format!(
+            "exit code: 101 (9.0 s)\nstdout:\nok 1\nok 2\n\
+             [… 19990 lines (200000 bytes) of stdout omitted; the whole output is in \
+             .nop/sessions/s/out-1.log; {PICKED_FOLLOW} …]\n\
+             line 10001: assertion `left == right` failed\n\
+             line 10002:   left: 3\n{PICKED_END}\nok 19993\nok 19994\nok 19995\n\
+             stderr:\nerror: test failed\n"
+        );
+        let whole = "/work/repo/.nop/sessions/s/out-1.log";
+        let outcome = ToolOutcome {
+            exit_code: Some(101),
+            command_ms: Some(9000),
+            whole_in: Some(whole.into()),
+            ..ToolOutcome::default()
+        };
+        let shown = summarize("shell", true, &output, Some(&outcome), 3);
+        assert_eq!(
+            shown[..4],
+            [
+                "failed with exit code 101 (9.0 s)",
+                "assertion `left == right` failed",
+                "  left: 3",
+                // 2 + 19990 + 3 + 1 lines, 5 of them shown.
+                &format!("… +19991 lines (all of it in {})", openable(whole)),
+            ]
+        );
+        assert_eq!(shown[4..], ["ok 19994", "ok 19995", "error: test failed"]);
+        // Without the outcome, the marker's path (from the repository) is shown.
+        let shown = summarize("shell", true, &output, None, 3);
+        assert_eq!(
+            shown[3],
+            "… +19991 lines (all of it in .nop/sessions/s/out-1.log)"
+        );
+    }
+
+    #[test]
+    fn the_log_is_named_from_where_the_user_is() {
+        let log = "/work/repo/.nop/sessions/s/out-1.log";
+        let at = |cwd: &str| openable_from(log, Some(Path::new(cwd)));
+        assert_eq!(at("/work/repo"), ".nop/sessions/s/out-1.log");
+        assert_eq!(at("/work/repo/src"), "../.nop/sessions/s/out-1.log");
+        assert_eq!(at("/home/me/a/b/c"), log);
+        assert_eq!(
+            openable_from("/my repo/out-1.log", Some(Path::new("/"))),
+            "'my repo/out-1.log'"
+        );
     }
 }
