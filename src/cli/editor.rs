@@ -151,11 +151,15 @@ impl ModeSwitch {
         };
         let mode = approver.mode().next();
         approver.set_mode(mode);
-        eprintln!(
+        let said = format!(
             "approval: {} · {} · Shift+Tab for the next",
             mode.as_str(),
             mode.describe()
         );
+        let width = super::term::style::screen_columns().saturating_sub(1);
+        for line in super::term::style::wrap_words(&said, width) {
+            eprintln!("{line}");
+        }
         *typed = before;
         *after = rest;
         true

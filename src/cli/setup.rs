@@ -28,7 +28,8 @@ pub fn has_model(ctx: &Context) -> bool {
 /// Asks on the terminal and writes the answers to the user's configuration.
 pub fn first_contact(ctx: Context) -> Result<Setup> {
     eprintln!(
-        "No model is configured yet: nop asks three things and keeps them in your user configuration."
+        "No model is configured yet. nop asks for the provider and the model (and, if it finds\n\
+         no key, where your key is) and keeps them in your user configuration."
     );
     let mut editor = rustyline::DefaultEditor::new()?;
     let Some(provider) = ask(
@@ -46,7 +47,8 @@ pub fn first_contact(ctx: Context) -> Result<Setup> {
     let example = if provider == "anthropic" {
         "claude-sonnet-4-5"
     } else {
-        "gpt-4o"
+        // The model the README's first command sets.
+        "gpt-4.1"
     };
     let Some(model) = ask(&mut editor, &format!("model (such as {example}): "), |a| {
         (!a.is_empty() && !a.contains(char::is_whitespace)).then_some(a)

@@ -59,12 +59,54 @@ pub const COMMANDS: &[(&str, &str)] = &[
 
 /// The help text.
 pub fn help() -> String {
-    COMMANDS
+    let commands = COMMANDS
         .iter()
         .map(|(name, what)| format!("{name:<10} {what}"))
         .collect::<Vec<_>>()
-        .join("\n")
+        .join("\n");
+    let keys = KEYS
+        .iter()
+        .map(|(key, what)| format!("{key:<14} {what}"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    format!("{commands}\n\nkeys:\n{keys}")
 }
+
+/// The interactive session's keys, as `/help` lists them.
+pub const KEYS: &[(&str, &str)] = &[
+    (
+        "Enter",
+        "send (while the agent works: queue it for the agent)",
+    ),
+    ("Alt-Enter", "a new line (also Ctrl-J)"),
+    (
+        "Esc",
+        "stop the agent; what you queued comes back to the prompt",
+    ),
+    (
+        "Esc Esc",
+        "on an empty prompt: go back to before a prompt (/undo)",
+    ),
+    (
+        "Shift+Tab",
+        "the next approval mode (plan, always, never, on-request)",
+    ),
+    (
+        "/ or @",
+        "a menu of commands or files: ↑/↓ choose, Tab takes, Enter runs",
+    ),
+    ("Tab", "complete a path"),
+    ("↑/↓", "earlier prompts"),
+    ("Ctrl-O", "the last tool result in full"),
+    (
+        "y a n t",
+        "at a question: yes, always, no, no and say what instead",
+    ),
+    (
+        "Ctrl-C Ctrl-C",
+        "leave (also Ctrl-D); the session stays on disk",
+    ),
+];
 
 /// The command nearest to a mistyped `name` (at most two edits away).
 pub fn nearest(name: &str) -> Option<&'static str> {

@@ -712,7 +712,7 @@ fn first_contact_without_a_model_asks_for_it_writes_the_user_config_and_goes_on(
     let env = vec![("NOP_BASE_URL".to_string(), server.openai_base_url())];
     let t = Terminal::start_with(&repo, "setup", "", &env, "provider (openai or anthropic)");
     t.type_line("");
-    t.wait_for("model (such as gpt-4o)");
+    t.wait_for("model (such as gpt-4.1)");
     t.type_line("mock-model");
     t.wait_for("/help for commands");
     t.type_line("hi");
@@ -994,6 +994,58 @@ fn a_retried_stream_replaces_the_part_of_the_answer_shown() {
         1,
         "{screen}"
     );
+    t.type_line("/exit");
+}
+
+/// At 80 columns the header, the approval mode and an approval question's answers break
+/// between words (the answers between answers); `/help` lists the keys.
+#[test]
+fn at_80_columns_nothing_breaks_mid_word_and_help_lists_the_keys() {
+    let repo = Repo::new();
+    std::fs::write(
+        repo.path().join(".nop/.permissions/agent-coder.yml"),
+        "agent: coder\ntools:\n  allowed: [\"*\"]\nfile-access:\n  - pattern: \"notes/**\"\n    access: ask\n  - pattern: \"**\"\n    access: read\n",
+    )
+    .expect("permissions");
+    repo.trust();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "w1",
+            "write-file",
+            json!({"path": "notes/a-rather-long-directory-name/today.md", "content": "x"}),
+        )]),
+        openai::reply_text("did not write"),
+    ]);
+    let t = Terminal::start_sized(&repo, &server, "narrow", (80, 24), "Ctrl-D leaves");
+    let screen = t.wait_for("Shift+Tab or /mode to change");
+    // Every row ends at a word's end and the next begins a word: no word cut in two.
+    let words_whole = |screen: &str| {
+        for line in screen.lines() {
+            assert!(line.chars().count() <= 80, "{line}");
+        }
+        for pair in screen.lines().collect::<Vec<_>>().windows(2) {
+            let full = pair[0].chars().count() == 80;
+            assert!(
+                !full,
+                "a row filled to the edge wraps:\n{}\n{}",
+                pair[0], pair[1]
+            );
+        }
+    };
+    words_whole(&screen);
+    assert!(screen.contains("Ctrl-D leaves"), "{screen}");
+    t.type_line("/help");
+    let screen = t.wait_for("keys:");
+    assert!(screen.contains("Shift+Tab"), "{screen}");
+    assert!(screen.contains("Esc Esc"), "{screen}");
+    assert!(screen.contains("Ctrl-O"), "{screen}");
+    t.type_line("/clear");
+    t.type_line("note it");
+    let screen = t.wait_for("[t] no, and tell it what to do instead");
+    words_whole(&screen);
+    assert!(screen.contains("[n] no"), "{screen}");
+    t.press(&["n"]);
+    t.wait_for_prompt_after("did not write");
     t.type_line("/exit");
 }
 

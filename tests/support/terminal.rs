@@ -35,6 +35,18 @@ impl Terminal {
         Terminal::start_with(repo, tag, args, &env, ready)
     }
 
+    /// [`Terminal::start`] on a `cols`×`rows` terminal.
+    pub fn start_sized(
+        repo: &Repo,
+        server: &MockServer,
+        tag: &str,
+        (cols, rows): (u16, u16),
+        ready: &str,
+    ) -> Terminal {
+        let env = super::model_env(server, "openai");
+        Terminal::open(repo, tag, "run", &env, ready, (cols, rows))
+    }
+
     /// `nop ARGS` in `repo` with exactly the environment `env` (and HOME: the repository).
     pub fn start_with(
         repo: &Repo,
@@ -42,6 +54,17 @@ impl Terminal {
         args: &str,
         env: &[(String, String)],
         ready: &str,
+    ) -> Terminal {
+        Terminal::open(repo, tag, args, env, ready, (120, 30))
+    }
+
+    fn open(
+        repo: &Repo,
+        tag: &str,
+        args: &str,
+        env: &[(String, String)],
+        ready: &str,
+        (cols, rows): (u16, u16),
     ) -> Terminal {
         let name = format!("nop-{tag}-{}", std::process::id());
         let nop = assert_cmd::cargo::cargo_bin("nop");
@@ -59,9 +82,9 @@ impl Terminal {
                 "new-session",
                 "-d",
                 "-x",
-                "120",
+                &cols.to_string(),
                 "-y",
-                "30",
+                &rows.to_string(),
                 "-s",
                 &name,
                 &command,

@@ -42,16 +42,23 @@ pub fn interactive(
     let _enter = crate::cli::editor::EnterKept::start();
     let history = ws.nop_dir().join("logs").join("history.txt");
     let _ = editor.load_history(&history);
-    eprintln!(
-        "nop · {} · /help for commands · Esc stops the agent, Ctrl-D leaves",
+    // Broken between words at the terminal's width (80 columns included).
+    let say = |text: String| {
+        let width = crate::cli::term::style::screen_columns().saturating_sub(1);
+        for line in crate::cli::term::style::wrap_words(&text, width) {
+            eprintln!("{line}");
+        }
+    };
+    say(format!(
+        "nop · {} · /help for commands and keys · Esc stops the agent, Ctrl-D leaves",
         ws.root.display()
-    );
+    ));
     let mode = runtime.approver().mode();
-    eprintln!(
+    say(format!(
         "approval: {} · {} · Shift+Tab or /mode to change",
         mode.as_str(),
         mode.describe()
-    );
+    ));
     let mut here = Interactive {
         handle: None,
         runtime,

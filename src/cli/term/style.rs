@@ -91,6 +91,47 @@ pub fn width(text: &str) -> usize {
     UnicodeWidthStr::width(text)
 }
 
+/// The terminal's width in columns (80 when it cannot be told).
+pub fn screen_columns() -> usize {
+    crossterm::terminal::size()
+        .map(|(w, _)| usize::from(w))
+        .unwrap_or(80)
+        .clamp(20, 400)
+}
+
+/// `items` joined by two spaces, in lines of at most `max` columns broken only between items
+/// (an item longer than a line is broken between its words); lines after the first are indented
+/// by `indent` columns.
+pub fn wrap_items(items: &[String], max: usize, indent: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for item in items {
+        let needed = width(&line) + if line.trim().is_empty() { 0 } else { 2 } + width(item);
+        if needed > max && !line.trim().is_empty() {
+            lines.push(std::mem::take(&mut line));
+            line = " ".repeat(indent);
+        }
+        if !line.trim().is_empty() {
+            line.push_str("  ");
+        }
+        if width(&line) + width(item) > max {
+            let room = max.saturating_sub(width(&line));
+            let mut parts = wrap_words(item, room.max(10)).into_iter();
+            line.push_str(&parts.next().unwrap_or_default());
+            for part in parts {
+                lines.push(std::mem::take(&mut line));
+                line = format!("{}{part}", " ".repeat(indent));
+            }
+        } else {
+            line.push_str(item);
+        }
+    }
+    if !line.trim().is_empty() {
+        lines.push(line);
+    }
+    lines
+}
+
 /// `text` in lines of at most `max` columns, broken between words (a word longer than a line is
 /// broken where the line ends): for what must be read whole, such as what the sandbox says.
 pub fn wrap_words(text: &str, max: usize) -> Vec<String> {
@@ -256,6 +297,31 @@ mod tests {
         assert_eq!(Style::PLAIN.paint("x", &[BOLD, RED]), "x");
         assert_eq!(Style::COLOR.paint("x", &[BOLD, RED]), "\x1b[1;31mx\x1b[0m");
         assert_eq!(Style::COLOR.bold(""), "");
+    }
+
+    #[test]
+    fn items_wrap_between_items_never_inside_one() {
+        let items: Vec<String> = [
+            "allow? [y] yes",
+            "[a] always: writing files under notes/",
+            "[n] no",
+            "[t] no, and tell it what to do instead",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        let lines = wrap_items(&items, 60, 9);
+        assert_eq!(
+            lines,
+            vec![
+                "allow? [y] yes  [a] always: writing files under notes/",
+                "         [n] no  [t] no, and tell it what to do instead",
+            ]
+        );
+        for line in wrap_items(&items, 30, 2) {
+            assert!(width(&line) <= 30, "{line}");
+        }
+        assert_eq!(wrap_items(&items, 200, 9).len(), 1);
     }
 
     #[test]

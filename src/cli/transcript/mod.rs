@@ -289,12 +289,16 @@ pub fn approval_question(event: &Event, keys: bool) -> String {
     };
     let style = Style::detect(std::io::stderr().is_terminal());
     // Whole, on one line each: what is approved must be what is shown.
+    let reason = super::term::style::wrap_words(
+        &one_line(reason),
+        super::term::style::screen_columns().saturating_sub(3),
+    )
+    .join("\n  ");
     let mut out = format!(
-        "\n{} {} wants to: {}\n  {}\n",
+        "\n{} {} wants to: {}\n  {reason}\n",
         style.bold("?"),
         one_line(tool),
         one_line(detail),
-        one_line(reason)
     );
     if let Some(change) = preview {
         let before = change.before.as_deref().unwrap_or_default();
@@ -315,9 +319,19 @@ pub fn approval_question(event: &Event, keys: bool) -> String {
 pub fn approval_answers(scope: &str, keys: bool) -> String {
     let scope = one_line(scope);
     if keys {
-        format!(
-            "  allow? [y] yes  [a] always: {scope}  [n] no  [t] no, and tell it what to do instead"
-        )
+        // Broken between the answers, never inside one, at the terminal's width.
+        let items = [
+            "allow? [y] yes".to_string(),
+            format!("[a] always: {scope}"),
+            "[n] no".to_string(),
+            "[t] no, and tell it what to do instead".to_string(),
+        ];
+        let width = super::term::style::screen_columns().saturating_sub(2);
+        super::term::style::wrap_items(&items, width, 9)
+            .into_iter()
+            .map(|line| format!("  {line}"))
+            .collect::<Vec<_>>()
+            .join("\n")
     } else {
         format!("  allow? [y]es once, [a]lways ({scope}), [n]o: ")
     }
