@@ -305,6 +305,7 @@ mod tests {
         HookEvent::BeforeTool {
             about: ABOUT,
             tool: "x",
+            call_id: None,
             arguments: std::borrow::Cow::Borrowed(arguments),
             mention: false,
         }
@@ -328,6 +329,7 @@ mod tests {
         let after = HookEvent::AfterTool {
             about: ABOUT,
             tool: "x",
+            call_id: "c1",
             arguments: &Value::Null,
             ok: true,
             output: "".into(),

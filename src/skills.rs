@@ -4,8 +4,9 @@
 //! shadowed and shown by `nop skills list`.
 //!
 //! Where, in this order: the repository's `.nop/.system/skills`, `.nop/skills`, `.agents/skills`,
-//! `.claude/skills`; then the user's `~/.nop/skills`, `~/.agents/skills`, `~/.claude/skills`,
-//! `~/.codex/skills`.
+//! `.claude/skills`; then `.agents/skills` and `.claude/skills` of the folders below its root
+//! (`packages/web/.claude/skills`, shallowest first), as Claude Code and Codex find them; then
+//! the user's `~/.nop/skills`, `~/.agents/skills`, `~/.claude/skills`, `~/.codex/skills`.
 
 use std::path::{Path, PathBuf};
 
@@ -29,6 +30,18 @@ pub const USER_DIRS: &[&str] = &[
 
 /// How many entries of one skills folder are looked at (a huge folder stays cheap).
 const MAX_ENTRIES: usize = 1000;
+
+/// The skill folders looked for in the folders below the repository's root.
+pub const NESTED_DIRS: &[&str] = &[".agents/skills", ".claude/skills"];
+
+/// How deep below the root, and how many folders in all, are looked at for nested skill
+/// folders: a huge repository (or a home directory opened as one) stays cheap.
+const NESTED_MAX_DEPTH: usize = 6;
+const NESTED_MAX_FOLDERS: usize = 5000;
+
+/// Folders never walked for nested skills even when no ignore file names them: they hold
+/// other people's code, and many folders of it.
+const NESTED_SKIPPED: &[&str] = &["node_modules", "target", "vendor", "__pycache__"];
 
 /// The bytes the skills section of the system prompt may take at most: whole descriptions are
 /// listed until it is spent, the skills that do not fit are counted and named if room is left.
@@ -86,7 +99,10 @@ pub fn home() -> Option<PathBuf> {
 pub fn roots(root: &Path, home: Option<&Path>) -> Vec<(PathBuf, bool)> {
     let mut roots: Vec<(PathBuf, bool)> = Vec::new();
     let mut seen: Vec<PathBuf> = Vec::new();
-    let repository = REPOSITORY_DIRS.iter().map(|d| (root.join(d), false));
+    let repository = REPOSITORY_DIRS
+        .iter()
+        .map(|d| (root.join(d), false))
+        .chain(nested(root).into_iter().map(|d| (d, false)));
     let user = home
         .into_iter()
         .flat_map(|h| USER_DIRS.iter().map(move |d| (h.join(d), true)));
@@ -98,6 +114,38 @@ pub fn roots(root: &Path, home: Option<&Path>) -> Vec<(PathBuf, bool)> {
         }
     }
     roots
+}
+
+/// The `.agents/skills` and `.claude/skills` folders of the folders below `root`, shallowest
+/// first then by path. The walk respects `.gitignore` and `.ignore` files (also outside git),
+/// skips hidden folders and [`NESTED_SKIPPED`], follows no link and stops at
+/// [`NESTED_MAX_DEPTH`] and [`NESTED_MAX_FOLDERS`].
+fn nested(root: &Path) -> Vec<PathBuf> {
+    let walker = ignore::WalkBuilder::new(root)
+        .standard_filters(true)
+        .parents(false)
+        .require_git(false)
+        .follow_links(false)
+        .max_depth(Some(NESTED_MAX_DEPTH))
+        .filter_entry(|e| {
+            e.file_type().is_some_and(|t| t.is_dir())
+                && !NESTED_SKIPPED.contains(&e.file_name().to_string_lossy().as_ref())
+        })
+        .build();
+    let mut found: Vec<(usize, PathBuf)> = Vec::new();
+    for entry in walker.flatten().take(NESTED_MAX_FOLDERS) {
+        if entry.depth() == 0 {
+            continue;
+        }
+        for name in NESTED_DIRS {
+            let dir = entry.path().join(name);
+            if dir.is_dir() {
+                found.push((entry.depth(), dir));
+            }
+        }
+    }
+    found.sort();
+    found.into_iter().map(|(_, dir)| dir).collect()
 }
 
 /// The folders of `source` that hold a SKILL.md file, by name; hidden ones are skipped.
@@ -404,6 +452,58 @@ mod tests {
             "{:?}",
             found.warnings
         );
+    }
+
+    #[test]
+    fn nested_skill_folders_are_found_below_the_root_and_not_in_ignored_ones() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("repo");
+        let home = tmp.path().join("home");
+        let front = |name: &str| format!("---\nname: {name}\ndescription: d\n---\n");
+        skill(&root.join(".claude/skills"), "top", &front("top"));
+        skill(&root.join("a/b/.agents/skills"), "deep", &front("deep"));
+        skill(&root.join("a/.claude/skills"), "web", &front("web"));
+        // A clash: the shallower one wins; the deeper one is shadowed.
+        skill(&root.join("a/b/.claude/skills"), "web2", &front("web"));
+        skill(
+            &root.join("gone/.claude/skills"),
+            "ignored",
+            &front("ignored"),
+        );
+        skill(
+            &root.join("node_modules/x/.claude/skills"),
+            "dep",
+            &front("dep"),
+        );
+        skill(
+            &root.join(".hidden/.claude/skills"),
+            "hidden",
+            &front("hidden"),
+        );
+        let too_deep = root.join("1/2/3/4/5/6/7");
+        skill(
+            &too_deep.join(".claude/skills"),
+            "too-deep",
+            &front("too-deep"),
+        );
+        std::fs::write(root.join(".gitignore"), "gone/\n").unwrap();
+        // A folder the rules hide is left out, as at the root.
+        skill(
+            &root.join("private/.claude/skills"),
+            "secret",
+            &front("secret"),
+        );
+        skill(&home.join(".claude/skills"), "mine", &front("mine"));
+        let private = std::fs::canonicalize(root.join("private")).unwrap();
+        let found = discover_in(&root, Some(&home), &|p| !p.starts_with(&private));
+        let names: Vec<&str> = found.skills.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["top", "web", "deep", "mine"]);
+        assert!(found.skills[1].source.ends_with("a/.claude/skills"));
+        assert!(!found.skills[2].user && found.skills[3].user);
+        assert_eq!(found.shadowed.len(), 1);
+        assert!(found.shadowed[0].dir.ends_with("a/b/.claude/skills/web2"));
+        assert_eq!(found.warnings.len(), 1, "{:?}", found.warnings);
+        assert!(found.warnings[0].contains("private/.claude/skills/secret/SKILL.md"));
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! Custom slash commands as Claude Code keeps them: a markdown file per command, `review.md`
 //! giving `/review` and `frontend/test.md` giving `/frontend:test`, with an optional front matter
 //! (`description`, `argument-hint`; `model` and `allowed-tools` are read and ignored) and a body
-//! in which `$ARGUMENTS` and `$1`, `$2`… are replaced by what follows the command. The expanded
-//! text is then an ordinary prompt (its `@path` mentions attached as any prompt's are).
+//! in which `$ARGUMENTS`, `$ARGUMENTS[N]` and `$0`, `$1`… are replaced by what follows the
+//! command. The expanded text is then an ordinary prompt (its `@path` mentions attached as any
+//! prompt's are).
 //!
 //! Where, first wins on a name clash: the repository's `.nop/commands`, `.claude/commands`, then
 //! the user's folders the caller names (`~/.config/nop/commands`, `~/.claude/commands`).
@@ -302,12 +303,14 @@ pub fn words(arguments: &str) -> Vec<String> {
     words
 }
 
-/// The command's body with `$ARGUMENTS` replaced by `arguments` and `$1`, `$2`… by its words
-/// (a missing one by nothing). A body that uses neither gets the arguments appended on a line
-/// `ARGUMENTS: …`, as Claude Code does, so they are never lost. `!`command`` is left as it is:
-/// nop does not run it.
+/// The command's body with `$ARGUMENTS` replaced by `arguments`, and `$ARGUMENTS[N]` and its
+/// shorthand `$N` by its words counted from 0 as Claude Code counts them (`$0` is the first
+/// word; a missing one is nothing). A body that uses none of them gets the arguments appended
+/// on a line `ARGUMENTS: …`, as Claude Code does, so they are never lost. `!`command`` is left
+/// as it is: nop does not run it.
 pub fn expand(body: &str, arguments: &str) -> String {
     let words = words(arguments);
+    let word = |n: &str| n.parse::<usize>().ok().and_then(|n| words.get(n));
     let mut out = String::with_capacity(body.len() + arguments.len());
     let mut used = false;
     let mut rest = body;
@@ -315,25 +318,32 @@ pub fn expand(body: &str, arguments: &str) -> String {
         out.push_str(&rest[..i]);
         let after = &rest[i + 1..];
         if let Some(tail) = after.strip_prefix("ARGUMENTS") {
-            out.push_str(arguments);
             used = true;
-            rest = tail;
+            let index = tail
+                .strip_prefix('[')
+                .and_then(|t| t.split_once(']'))
+                .filter(|(n, _)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+            match index {
+                Some((n, tail)) => {
+                    out.push_str(word(n).map_or("", String::as_str));
+                    rest = tail;
+                }
+                None => {
+                    out.push_str(arguments);
+                    rest = tail;
+                }
+            }
             continue;
         }
-        let digits = after.chars().take_while(char::is_ascii_digit).count();
-        match after[..digits].parse::<usize>() {
-            Ok(n) if n > 0 => {
-                if let Some(word) = words.get(n - 1) {
-                    out.push_str(word);
-                }
-                used = true;
-                rest = &after[digits..];
-            }
-            _ => {
-                out.push('$');
-                rest = after;
-            }
+        let digits = after.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            out.push('$');
+            rest = after;
+            continue;
         }
+        out.push_str(word(&after[..digits]).map_or("", String::as_str));
+        used = true;
+        rest = &after[digits..];
     }
     out.push_str(rest);
     if !used && !arguments.is_empty() {
@@ -350,14 +360,24 @@ mod tests {
     fn arguments_and_positions_are_replaced() {
         assert_eq!(
             expand(
-                "Review $1 for $2. All: $ARGUMENTS. Cost $5 $",
+                "Review $0 for $1. All: $ARGUMENTS. Cost $5 $",
                 "src/a.rs 'memory leaks'"
             ),
             "Review src/a.rs for memory leaks. All: src/a.rs 'memory leaks'. Cost  $"
         );
+        // `$ARGUMENTS[N]` is `$N`; a bracket that is not an index leaves `$ARGUMENTS` whole.
+        assert_eq!(
+            expand(
+                "$ARGUMENTS[1]/$ARGUMENTS[0]/$ARGUMENTS[7]|$ARGUMENTS[x]",
+                "a b"
+            ),
+            "b/a/|a b[x]"
+        );
+        assert_eq!(expand("$10$1", "a b c d e f g h i j k"), "kb");
         assert_eq!(expand("Fix it", "now"), "Fix it\n\nARGUMENTS: now");
         assert_eq!(expand("Fix it", ""), "Fix it");
-        assert_eq!(expand("$0 $x", ""), "$0 $x");
+        assert_eq!(expand("$0 $x", ""), " $x");
+        assert_eq!(expand("cost: $", "a"), "cost: $\n\nARGUMENTS: a");
         assert_eq!(split_invocation("/review  a b"), Some(("review", "a b")));
         assert_eq!(split_invocation("/ x"), None);
         assert_eq!(split_invocation("review"), None);

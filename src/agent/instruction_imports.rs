@@ -39,7 +39,8 @@ const TOOL: &str = "read-file";
 pub enum Origin {
     /// The user's own, for every repository (`~/.claude/CLAUDE.md`, `~/.codex/AGENTS.md`).
     User,
-    /// The repository's (`AGENTS.override.md`, `AGENTS.md` or `CLAUDE.md` of a directory).
+    /// The repository's (`AGENTS.override.md`, `AGENTS.md`, `CLAUDE.md` or `.claude/CLAUDE.md`
+    /// of a directory, and the files of its `.claude/rules/`).
     Project,
     /// `CLAUDE.local.md`: personal notes about the project.
     Local,

@@ -1,11 +1,14 @@
 //! Project instructions for the system prompt, in the places Claude Code and Codex users keep
 //! them, most general first and nearest last (the later, more specific one wins):
 //!
-//! 1. the user's own: `~/.claude/CLAUDE.md`, then `$CODEX_HOME/AGENTS.override.md` or else
-//!    `$CODEX_HOME/AGENTS.md` (`CODEX_HOME` defaults to `~/.codex`);
+//! 1. the user's own: `~/.claude/CLAUDE.md`, the rules in `~/.claude/rules/`, then
+//!    `$CODEX_HOME/AGENTS.override.md` or else `$CODEX_HOME/AGENTS.md` (`CODEX_HOME` defaults
+//!    to `~/.codex`);
 //! 2. each directory from the repository root down to the working directory: its
-//!    `AGENTS.override.md`, else its `AGENTS.md`, else its `CLAUDE.md` (one of the three), then its
-//!    `CLAUDE.local.md` (personal notes, read beside whichever was used);
+//!    `AGENTS.override.md`, else its `AGENTS.md`, else its `CLAUDE.md`, else its
+//!    `.claude/CLAUDE.md` (one of the four), then the rules in its `.claude/rules/` (Claude
+//!    Code's modular project memory: every `.md` below it, by path), then its `CLAUDE.local.md`
+//!    (personal notes, read beside whichever was used);
 //! 3. the files each of them imports with `@path` ([`super::instruction_imports`]), each placed
 //!    just before the file that imports it.
 //!
@@ -24,7 +27,17 @@ use super::instruction_imports::{Importer, open_regular, read_text};
 pub const MAX_BYTES: usize = 32 * 1024;
 
 /// The file names looked for in each directory, in order: the first one present is used.
-const NAMES: [&str; 3] = ["AGENTS.override.md", "AGENTS.md", "CLAUDE.md"];
+const NAMES: [&str; 4] = [
+    "AGENTS.override.md",
+    "AGENTS.md",
+    "CLAUDE.md",
+    ".claude/CLAUDE.md",
+];
+/// Claude Code's folder of rule files, in a directory and in the home directory.
+const RULES: &str = ".claude/rules";
+/// How many rule files one rules folder gives at most, and how deep it is walked.
+const MAX_RULES: usize = 100;
+const MAX_RULES_DEPTH: usize = 4;
 /// Read beside the file above (Claude Code's personal, usually git-ignored, project notes).
 const LOCAL: &str = "CLAUDE.local.md";
 
@@ -42,6 +55,8 @@ pub struct Instructions {
 struct Top {
     path: PathBuf,
     origin: Origin,
+    /// A file of `.claude/rules/`: its front matter (`paths:`) is read, not sent.
+    rule: bool,
 }
 
 /// The instructions the user's files and the repository's give for a run in `sources.cwd`
@@ -60,7 +75,14 @@ pub fn project_instructions(sources: &Sources<'_>) -> Instructions {
     for top in tops(&sources) {
         let label = sources.label(&top.path);
         let inside = (top.origin != Origin::User).then_some(sources.root);
-        match read_doc(inside, &top.path, sources.max_bytes) {
+        let read = read_doc(inside, &top.path, sources.max_bytes).and_then(|(real, text, size)| {
+            if top.rule {
+                rule_text(text, size).map(|(text, size)| (real, text, size))
+            } else {
+                Ok((real, text, size))
+            }
+        });
+        match read {
             Ok((real, text, size)) => {
                 importer.top(&top.path, real, label, top.origin, text, size);
             }
@@ -96,8 +118,10 @@ fn tops(sources: &Sources<'_>) -> Vec<Top> {
             tops.push(Top {
                 path: claude,
                 origin: Origin::User,
+                rule: false,
             });
         }
+        tops.extend(rules(&home.join(RULES), Origin::User));
     }
     if let Some(codex) = sources.codex_home {
         let codex = ["AGENTS.override.md", "AGENTS.md"]
@@ -108,6 +132,7 @@ fn tops(sources: &Sources<'_>) -> Vec<Top> {
             tops.push(Top {
                 path,
                 origin: Origin::User,
+                rule: false,
             });
         }
     }
@@ -116,17 +141,91 @@ fn tops(sources: &Sources<'_>) -> Vec<Top> {
             tops.push(Top {
                 path,
                 origin: Origin::Project,
+                rule: false,
             });
         }
+        tops.extend(rules(&dir.join(RULES), Origin::Project));
         let local = dir.join(LOCAL);
         if exists(&local) {
             tops.push(Top {
                 path: local,
                 origin: Origin::Local,
+                rule: false,
             });
         }
     }
     tops
+}
+
+/// The `.md` files below the rules folder `dir`, by path (`a.md`, `frontend/react.md`), at most
+/// [`MAX_RULES`]; hidden entries are skipped and a linked folder is not walked (a linked file
+/// is judged where it leads when it is read).
+fn rules(dir: &Path, origin: Origin) -> Vec<Top> {
+    let mut found = Vec::new();
+    let mut stack = vec![(dir.to_path_buf(), 0)];
+    while let Some((at, depth)) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&at) else {
+            continue;
+        };
+        for entry in entries.flatten().take(MAX_RULES * 10) {
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') {
+                continue;
+            }
+            let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+            if is_dir && depth < MAX_RULES_DEPTH {
+                stack.push((entry.path(), depth + 1));
+            } else if !is_dir && name.ends_with(".md") {
+                found.push(entry.path());
+            }
+        }
+    }
+    found.sort();
+    found.truncate(MAX_RULES);
+    found
+        .into_iter()
+        .map(|path| Top {
+            path,
+            origin: origin.clone(),
+            rule: true,
+        })
+        .collect()
+}
+
+/// What a rule file's front matter says (Claude Code's `paths:`: the files it is for).
+#[derive(Debug, Default, serde::Deserialize)]
+struct RuleMeta {
+    paths: Option<RulePaths>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(untagged)]
+enum RulePaths {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// A rule file's text for the prompt: its front matter taken off and, when it names `paths`,
+/// a first line saying which files the rule is for (Claude Code loads such a rule only once it
+/// works on one of them; nop lists it from the start, with its scope). The size follows.
+fn rule_text(text: String, size: u64) -> Result<(String, u64), String> {
+    let (meta, body) = crate::front_matter::parse::<RuleMeta>(&text).map_err(|e| e.to_string())?;
+    let paths = match meta.paths {
+        None => Vec::new(),
+        Some(RulePaths::One(p)) => vec![p],
+        Some(RulePaths::Many(p)) => p,
+    };
+    let mut out = String::new();
+    if !paths.is_empty() {
+        out.push_str(&format!(
+            "[This rule is for files matching: {}]\n",
+            paths.join(", ")
+        ));
+    }
+    out.push_str(body.trim_start_matches('\n'));
+    let size = (size + out.len() as u64).saturating_sub(text.len() as u64);
+    Ok((out, size))
 }
 
 /// `root`, then each directory on the way down to `cwd`. Nothing under `.nop/` is looked at: it
@@ -213,7 +312,8 @@ fn render(docs: &[Doc], max_bytes: usize) -> (Option<String>, Option<String>, Ve
     let mut section = String::from(
         "\n# Project instructions\nFrom the user's instruction files, then the repository's from \
          its root down to the working directory (in each directory AGENTS.override.md, else \
-         AGENTS.md, else CLAUDE.md, then CLAUDE.local.md), farthest first; a file imported with \
+         AGENTS.md, else CLAUDE.md, else .claude/CLAUDE.md, then the files of .claude/rules/, \
+         then CLAUDE.local.md), farthest first; a file imported with \
          @path comes just before the file that imports it. Where they disagree, the later, more \
          specific one wins.\n",
     );

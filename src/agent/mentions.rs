@@ -269,6 +269,7 @@ async fn attach(
             agent: &ctx.agent,
         },
         tool: TOOL,
+        call_id: None,
         arguments: std::borrow::Cow::Owned(serde_json::json!({"path": label})),
         mention: true,
     };

@@ -12,6 +12,7 @@ use anyhow::{Result, anyhow, bail};
 use nop::config::{Origin, read_config_text, set_key};
 use nop::permissions::claude::{self, Change, Planned};
 use nop::permissions::{PERMISSIONS_DIR, load_policy};
+use nop::workspace::InitAction;
 
 use super::context::Context;
 use super::term::style::one_line;
@@ -44,12 +45,10 @@ pub fn import(
         );
     }
     let dir = root.join(PERMISSIONS_DIR);
-    if !dir.is_dir() {
-        bail!(
-            "{} does not exist: run `nop init` first, so that the rules have a file to go to",
-            dir.display()
-        );
-    }
+    // Without `.nop/.permissions/` (no `nop init` yet) the agents have nop's built-in rules:
+    // the import starts from their text, and writing creates `.nop/` as `nop init` does.
+    let uninitialised =
+        std::fs::symlink_metadata(&dir).is_err_and(|e| e.kind() == std::io::ErrorKind::NotFound);
     // Only what the user trusts: a settings file in the repository may be the model's work
     // (written in a run, or merged from a branch it committed on). On a terminal the question
     // is asked below, once the rules are shown; elsewhere it is `nop trust`'s.
@@ -70,8 +69,12 @@ pub fn import(
         }
     }
     let target = dir.join(format!("agent-{agent}.yml"));
+    let built_in = || nop::templates::get(&format!(".permissions/agent-{agent}.yml"));
     let old = match std::fs::read_to_string(&target) {
         Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && uninitialised => {
+            built_in().map(str::to_string)
+        }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && agent != "default" => None,
         Err(e) => bail!("{}: {e}", target.display()),
     };
@@ -79,6 +82,7 @@ pub fn import(
     let mut planned: Vec<Planned> = Vec::new();
     let mut approval: Option<String> = None;
     let mut untranslated = 0usize;
+    let mut already_so = 0usize;
     let mut read = Vec::new();
     for path in &sources {
         let settings = claude::load(path, root, home.as_deref())?
@@ -102,6 +106,7 @@ pub fn import(
                     for change in changes {
                         match change {
                             Change::Approval(mode) => approval = Some(mode.clone()),
+                            Change::AlreadySo(_) => already_so += 1,
                             other => planned.push(Planned {
                                 change: other.clone(),
                                 list: rule.list,
@@ -143,6 +148,18 @@ pub fn import(
     .map_err(|e| anyhow!("{}: {e}", target.display()))?;
     let shown_target = shown(root, home.as_deref(), &target);
     writeln!(out)?;
+    if uninitialised {
+        writeln!(
+            out,
+            "{} does not exist yet (no `nop init`): the rules start from nop's built-in ones{}",
+            shown(root, home.as_deref(), &dir),
+            if dry_run {
+                ""
+            } else {
+                ", and writing them creates .nop/ as `nop init` does"
+            }
+        )?;
+    }
     if merged.added.is_empty() {
         writeln!(out, "nothing to add to {shown_target}")?;
     } else {
@@ -173,7 +190,10 @@ pub fn import(
         }
         Some(mode) if mode != now => {
             let path = ctx.ws.config_path();
-            let old_config = read_config_text(&path)?;
+            // A repository without `.nop/` reads config.yml as its template: the edit starts
+            // from it, as `nop init` will write it first.
+            let old_config = read_config_text(&path)?
+                .or_else(|| nop::templates::get("config.yml").map(str::to_string));
             let edit = set_key(
                 &Origin::File(path.clone()),
                 old_config.as_deref(),
@@ -190,6 +210,16 @@ pub fn import(
         }
         _ => None,
     };
+    if already_so > 0 {
+        writeln!(
+            out,
+            "{already_so} rule{} need{} nothing: nop already does what {} allow{} (see above)",
+            if already_so == 1 { "" } else { "s" },
+            if already_so == 1 { "s" } else { "" },
+            if already_so == 1 { "it" } else { "they" },
+            if already_so == 1 { "s" } else { "" }
+        )?;
+    }
     if untranslated > 0 {
         writeln!(
             out,
@@ -225,13 +255,21 @@ pub fn import(
     let trusted_before =
         nop::trust::workspace_check_in(root, nop::trust::Store::from_env(&ctx.env).as_ref())
             .is_ok();
+    let writes = !merged.added.is_empty() || config_edit.is_some();
+    let fresh = if uninitialised && writes {
+        init_for_import(root, out)?
+    } else {
+        false
+    };
     if !merged.added.is_empty() {
         nop::session::replace_file(&target, merged.text.as_bytes())?;
     }
     if let Some((path, text)) = config_edit {
         nop::session::replace_file(&path, text.as_bytes())?;
     }
-    if trusted_before && let Err(e) = nop::trust::accept_workspace(&ctx.env, root) {
+    if (trusted_before || fresh)
+        && let Err(e) = nop::trust::accept_workspace(&ctx.env, root)
+    {
         writeln!(out, "warning: {e}")?;
     }
     let state = ctx.ws.nop_dir().join("state");
@@ -241,6 +279,34 @@ pub fn import(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Creates `.nop/` at `root` as `nop init` does, for the imported rules to go to; whether all
+/// of it is nop's own (nothing kept that differs from its template, as `nop init` judges it),
+/// so that the workspace may be trusted as `nop init` trusts it.
+fn init_for_import(root: &Path, out: &mut impl Write) -> Result<bool> {
+    let report = nop::workspace::init(root, false, chrono::Utc::now())?;
+    let nop_dir = root.join(nop::workspace::NOP_DIR);
+    let mut created = 0;
+    let mut foreign = false;
+    for (path, action) in &report {
+        match action {
+            InitAction::Created => created += 1,
+            _ => {
+                let template = path
+                    .strip_prefix(&nop_dir)
+                    .ok()
+                    .and_then(|rel| nop::templates::get(&rel.to_string_lossy()));
+                foreign |= template
+                    .is_none_or(|t| std::fs::read(path).ok().as_deref() != Some(t.as_bytes()));
+            }
+        }
+    }
+    writeln!(
+        out,
+        "created .nop/ ({created} files, as `nop init` does) for the rules to go to"
+    )?;
+    Ok(!foreign)
 }
 
 /// `allow`, `deny`, `ask`, or the key's name.
@@ -259,6 +325,7 @@ fn describe(change: &Change) -> String {
         Change::ToolDenied(name) => format!("tools.denied {name}"),
         Change::ToolAllowed(name) => format!("tools.allowed {name}"),
         Change::Approval(mode) => format!("approval: {mode}"),
+        Change::AlreadySo(why) => format!("nothing to import: {why}"),
     }
 }
 

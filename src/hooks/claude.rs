@@ -63,6 +63,10 @@ pub(super) fn input(event: &HookEvent<'_>, root: &Path) -> Value {
         out.insert("tool_name".into(), json!(claude_tool_name(tool)));
         out.insert("tool_input".into(), tool_input(tool, arguments, root));
     }
+    // PreToolUse and PostToolUse say which call they are about, as Claude Code's do.
+    if let Some(id) = event.call_id() {
+        out.insert("tool_use_id".into(), json!(id));
+    }
     match event {
         HookEvent::AfterTool {
             tool,

@@ -6,8 +6,11 @@
 //! What translates: `Read(path)`, `Edit(path)`, `Write(path)` (and `MultiEdit`, `NotebookEdit`)
 //! become `file-access` rules; bare tool names and `mcp__server__tool` become `tools.allowed` /
 //! `tools.denied`; `additionalDirectories` become writable directories; `defaultMode` becomes the
-//! approval mode. What nop has no rule for (`Bash(npm run test:*)`: nop has no command rules;
-//! `WebFetch(domain:…)`: no web tool) is reported with the reason, never dropped silently.
+//! approval mode. `allow: Bash(npm run test:*)` asks for nothing nop does not already do (it
+//! runs commands without asking, confined): it is said so, with the nearest rule nop has
+//! (`shell.outside_sandbox`, not written: it would widen what the agent may do). What nop has
+//! no rule for (`deny: Bash(rm:*)`: nop cannot refuse one command; `WebFetch(domain:…)`: no web
+//! tool) is reported with the reason, never dropped silently.
 //!
 //! The settings files are the repository's, so untrusted: a file over [`MAX_BYTES`] or that is
 //! not JSON is an error naming it, and a rule that is not a string is reported, not a crash.
@@ -43,6 +46,9 @@ pub enum Change {
     ToolAllowed(String),
     /// The `approval` setting.
     Approval(String),
+    /// Nothing to write: nop already does what the rule allows; the text says how, and the
+    /// nearest rule nop has.
+    AlreadySo(String),
 }
 
 /// Why a rule of a settings file means nothing in nop.
@@ -70,12 +76,19 @@ pub enum Untranslated {
          every call that changes something ({0})"
     )]
     AskEveryCall(String),
-    /// `Bash(…)`: nop confines commands instead.
+    /// `deny: Bash(…)`: nop confines commands instead.
     #[error(
-        "nop has no rules for shell commands: every command runs confined to the file \
-         rules instead (an \"always\" answer covers a command prefix for one session)"
+        "nop cannot refuse one shell command (`{0}`): every command runs confined to the file \
+         rules instead, so deny the paths it must not read or change; `deny: Bash` denies the \
+         shell tool, and a PreToolUse hook on `Bash` can refuse this command"
     )]
-    ShellCommand,
+    ShellDeny(String),
+    /// `ask: Bash(…)`.
+    #[error(
+        "nop cannot ask before one shell command (`{0}`): `--approval always` asks before every \
+         command (an \"always\" answer then covers a command prefix for the session)"
+    )]
+    ShellAsk(String),
     #[error("nop's rules for `{tool}` cannot name what it is called with (`{specifier}`)")]
     Specifier { tool: String, specifier: String },
     /// `bypassPermissions`.
@@ -315,7 +328,7 @@ fn translate(list: &str, text: &str, paths: &Paths<'_>) -> Result<Vec<Change>, U
     let reading = match tool {
         "Read" => true,
         "Edit" | "MultiEdit" | "Write" | "NotebookEdit" => false,
-        "Bash" => return Err(Untranslated::ShellCommand),
+        "Bash" => return shell(list, specifier),
         "WebFetch" | "WebSearch" => return Err(Untranslated::NoWebTool(tool.to_string())),
         _ => {
             tools_of(tool)?;
@@ -334,6 +347,30 @@ fn translate(list: &str, text: &str, paths: &Paths<'_>) -> Result<Vec<Change>, U
         (_, false) => FileAccess::Read,
     };
     Ok(vec![Change::File { pattern, access }])
+}
+
+/// A `Bash(…)` rule: Claude Code's `npm run test:*` (a prefix), `git diff` (exact), `npm *`
+/// (a glob). An `allow` is what nop does already (it runs commands without asking, confined to
+/// the file rules); its nearest rule, `shell.outside_sandbox`, would run the command with the
+/// user's rights and is named, not written: a command such as `npm run test` runs what the
+/// repository's files say, and the agent can write them.
+fn shell(list: &str, specifier: &str) -> Result<Vec<Change>, Untranslated> {
+    let command = specifier.trim();
+    let glob = match command.strip_suffix(":*") {
+        Some(prefix) => format!("{}*", prefix.trim_end()),
+        None => command.to_string(),
+    };
+    match list {
+        "allow" => Ok(vec![Change::AlreadySo(format!(
+            "nop runs `{command}` without asking already, confined to the file rules; \
+             `shell.outside_sandbox: [{}]` in .nop/config.yml would run it outside the \
+             sandbox with your rights without a question (not imported: it widens what the \
+             agent may do)",
+            serde_json::Value::String(glob)
+        ))]),
+        "deny" => Err(Untranslated::ShellDeny(command.to_string())),
+        _ => Err(Untranslated::ShellAsk(command.to_string())),
+    }
 }
 
 /// An `additionalDirectories` entry: a directory the agent may read and write.
@@ -654,7 +691,7 @@ pub fn merge(
                     merged.added.push(format!("tools.allowed {name}"));
                 }
             }
-            Change::Approval(_) => {}
+            Change::Approval(_) | Change::AlreadySo(_) => {}
         }
     }
     let mut lines: Vec<String> = old_text.lines().map(str::to_string).collect();
@@ -887,9 +924,24 @@ mod tests {
             one("allow", "mcp__github"),
             Ok(vec![Change::ToolAllowed("github.*".into())])
         );
+        let Ok(changes) = one("allow", "Bash(npm run test:*)") else {
+            panic!("an allowed command is what nop already does");
+        };
+        let [Change::AlreadySo(said)] = changes.as_slice() else {
+            panic!("{changes:?}");
+        };
+        assert!(
+            said.starts_with("nop runs `npm run test:*` without asking already")
+                && said.contains("`shell.outside_sandbox: [\"npm run test*\"]`"),
+            "{said}"
+        );
         assert_eq!(
-            one("allow", "Bash(npm run test:*)"),
-            Err(Untranslated::ShellCommand)
+            one("deny", "Bash(rm -rf:*)"),
+            Err(Untranslated::ShellDeny("rm -rf:*".into()))
+        );
+        assert_eq!(
+            one("ask", "Bash(git push)"),
+            Err(Untranslated::ShellAsk("git push".into()))
         );
         assert_eq!(
             one("allow", "WebFetch(domain:example.com)"),
@@ -923,9 +975,11 @@ mod tests {
                 "`Frobnicate` is not a Claude Code tool nop knows",
             ),
             (
-                "Bash(ls)",
-                "nop has no rules for shell commands: every command runs confined to the file \
-                 rules instead (an \"always\" answer covers a command prefix for one session)",
+                "Bash(curl:*)",
+                "nop cannot refuse one shell command (`curl:*`): every command runs confined to \
+                 the file rules instead, so deny the paths it must not read or change; \
+                 `deny: Bash` denies the shell tool, and a PreToolUse hook on `Bash` can refuse \
+                 this command",
             ),
             (
                 "Grep(TODO)",

@@ -93,7 +93,9 @@ pub async fn connect(
             return Err("give either `command` (a local server) or `url` (a remote one)".into());
         }
         let remote = server::remote(settings, config, &env, root)?;
-        let (session, info) = connect_remote(name, &remote, root_uri).await?;
+        let (session, info) = connect_remote(name, &remote, root_uri)
+            .await
+            .map_err(|e| e.said(&remote.url, config))?;
         return Ok((session, info, None));
     }
     if config.command.is_empty() {
@@ -144,13 +146,131 @@ pub async fn connect(
     }
 }
 
+/// Why connecting to a remote server failed: a plain message, or the handshake's error (said
+/// by [`RemoteError::said`], which knows the configuration).
+enum RemoteError {
+    Said(String),
+    Handshake(Box<rmcp::service::ClientInitializeError>),
+}
+
+impl From<String> for RemoteError {
+    fn from(said: String) -> Self {
+        RemoteError::Said(said)
+    }
+}
+
+impl RemoteError {
+    /// The error for the user: an HTTP failure as its status and what to check (the token's
+    /// variable, the headers, the URL), never the library's type names, a header's value or the
+    /// token.
+    fn said(self, url: &str, config: &McpConfig) -> String {
+        match self {
+            RemoteError::Said(said) => said,
+            RemoteError::Handshake(error) => {
+                let inner = match error.as_ref() {
+                    rmcp::service::ClientInitializeError::TransportError { error, .. } => {
+                        http_failure(url, error.error.as_ref(), config)
+                    }
+                    _ => None,
+                };
+                inner.unwrap_or_else(|| format!("the MCP handshake with {url} failed: {error}"))
+            }
+        }
+    }
+}
+
+/// An HTTP failure of the streamable HTTP transport found in `error` or its sources, said.
+fn http_failure(
+    url: &str,
+    error: &(dyn std::error::Error + 'static),
+    config: &McpConfig,
+) -> Option<String> {
+    use rmcp::transport::streamable_http_client::StreamableHttpError;
+    let mut at = Some(error);
+    let found = loop {
+        let e = at?;
+        if let Some(found) = e.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+            break found;
+        }
+        at = e.source();
+    };
+    let status = match found {
+        StreamableHttpError::AuthRequired(_) => 401,
+        StreamableHttpError::InsufficientScope(_) => 403,
+        StreamableHttpError::HttpStatus(e) => e.status,
+        StreamableHttpError::UnexpectedServerResponse(text) => text
+            .strip_prefix("HTTP ")
+            .and_then(|t| t.get(..3))
+            .and_then(|code| code.parse().ok())?,
+        StreamableHttpError::Client(e) if e.is_connect() => {
+            return Some(format!(
+                "cannot connect to {url}: is the server running, and is `url` right?"
+            ));
+        }
+        StreamableHttpError::Client(e) if e.is_timeout() => {
+            return Some(format!("{url} did not answer in time"));
+        }
+        StreamableHttpError::Client(e) => e.status()?.as_u16(),
+        _ => return None,
+    };
+    let reason = reqwest::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .map(|r| format!(" {r}"))
+        .unwrap_or_default();
+    let check = match status {
+        401 => format!(
+            "the server refused the credentials: {}",
+            what_to_check(config)
+        ),
+        403 => format!(
+            "the credentials are not allowed this: {}, and what it grants",
+            what_to_check(config)
+        ),
+        404 | 405 => "check `url`: is it the server's MCP endpoint?".to_string(),
+        429 | 500.. => "the server is busy or failing; try again later".to_string(),
+        _ => "check `url` and the server".to_string(),
+    };
+    Some(format!("{url} answered HTTP {status}{reason}: {check}"))
+}
+
+/// Where a remote server's credentials come from, for the user to check: the variable of
+/// `bearer_token_env_var`, the headers and the variables their values name; never a value.
+fn what_to_check(config: &McpConfig) -> String {
+    if let Some(var) = &config.bearer_token_env_var {
+        return format!("check the token in {var} (bearer_token_env_var)");
+    }
+    if config.headers.is_empty() {
+        return "it was sent no token; set bearer_token_env_var, or a header \
+                (headers: {Authorization: \"Bearer ${VAR}\"})"
+            .to_string();
+    }
+    let headers: Vec<String> = config
+        .headers
+        .iter()
+        .map(|(name, value)| {
+            let vars: Vec<&str> = value
+                .split("${")
+                .skip(1)
+                .filter_map(|v| v.split_once('}').map(|(var, _)| var))
+                .collect();
+            if vars.is_empty() {
+                name.clone()
+            } else {
+                format!("{name} (from {})", vars.join(", "))
+            }
+        })
+        .collect();
+    format!("check the headers it is sent: {}", headers.join("; "))
+}
+
 /// Connects to a remote server over streamable HTTP. Errors name the URL, never a header's
 /// value or the token.
 async fn connect_remote(
     name: &str,
     remote: &server::Remote,
     root_uri: String,
-) -> Result<(RmcpSession, McpServerInfo), String> {
+) -> Result<(RmcpSession, McpServerInfo), RemoteError> {
     use reqwest::header::{HeaderName, HeaderValue};
     use rmcp::transport::StreamableHttpClientTransport;
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
@@ -174,7 +294,7 @@ async fn connect_remote(
     let client = Client { root: root_uri }
         .serve(transport)
         .await
-        .map_err(|e| format!("the MCP handshake with {} failed: {e}", remote.url))?;
+        .map_err(|e| RemoteError::Handshake(Box::new(e)))?;
     let info = describe(name, &client).await?;
     Ok((RmcpSession { client, _dir: None }, info))
 }
@@ -309,6 +429,57 @@ impl McpSession for RmcpSession {
 
 #[cfg(test)]
 mod tests {
+    use rmcp::transport::streamable_http_client::{HttpStatusError, StreamableHttpError};
+
+    use super::{McpConfig, http_failure};
+
+    #[test]
+    fn an_http_failure_is_its_status_and_what_to_check() {
+        let url = "https://mcp.example/mcp";
+        let said = |error: StreamableHttpError<reqwest::Error>, config: &McpConfig| {
+            http_failure(url, &error, config)
+        };
+        let mut config = McpConfig::default();
+        // A 401 without a challenge, from a server that sent no token.
+        let unauthorised =
+            || StreamableHttpError::UnexpectedServerResponse("HTTP 401 Unauthorized: {}".into());
+        assert_eq!(
+            said(unauthorised(), &config).as_deref(),
+            Some(
+                "https://mcp.example/mcp answered HTTP 401 Unauthorized: the server refused the \
+                 credentials: it was sent no token; set bearer_token_env_var, or a header \
+                 (headers: {Authorization: \"Bearer ${VAR}\"})"
+            )
+        );
+        config
+            .headers
+            .insert("Authorization".into(), "Bearer ${GITHUB_TOKEN}".into());
+        config.headers.insert("X-Team".into(), "blue".into());
+        assert_eq!(
+            said(unauthorised(), &config).as_deref(),
+            Some(
+                "https://mcp.example/mcp answered HTTP 401 Unauthorized: the server refused the \
+                 credentials: check the headers it is sent: Authorization (from GITHUB_TOKEN); \
+                 X-Team"
+            )
+        );
+        assert_eq!(
+            said(
+                StreamableHttpError::HttpStatus(HttpStatusError::new(503, None)),
+                &config
+            )
+            .as_deref(),
+            Some(
+                "https://mcp.example/mcp answered HTTP 503 Service Unavailable: the server is \
+                 busy or failing; try again later"
+            )
+        );
+        assert_eq!(
+            said(StreamableHttpError::TransportChannelClosed, &config),
+            None
+        );
+    }
+
     #[test]
     fn a_root_is_a_file_uri() {
         assert_eq!(

@@ -67,10 +67,12 @@ pub enum HookEvent<'a> {
         about: About<'a>,
         prompt: &'a str,
     },
-    /// `mention`: an `@path` of the prompt read as `tool` would read it.
+    /// `mention`: an `@path` of the prompt read as `tool` would read it (no `call_id` then:
+    /// no model's call).
     BeforeTool {
         about: About<'a>,
         tool: &'a str,
+        call_id: Option<&'a str>,
         arguments: Cow<'a, Value>,
         mention: bool,
     },
@@ -81,10 +83,13 @@ pub enum HookEvent<'a> {
         detail: &'a str,
         reason: &'a str,
     },
-    /// `output`: the result, or the error; hooks get its first 2,000 characters.
+    /// `output`: the result, or the error; hooks get its first 2,000 characters. Only for a
+    /// call whose tool ran: one refused before (by a rule, a person, a before-tool hook) has
+    /// none, as Claude Code's PostToolUse.
     AfterTool {
         about: About<'a>,
         tool: &'a str,
+        call_id: &'a str,
         arguments: &'a Value,
         ok: bool,
         output: Cow<'a, str>,
@@ -182,6 +187,15 @@ impl HookEvent<'_> {
         }
     }
 
+    /// The model's id of the call a tool event is about (none for an `@path` of the prompt).
+    pub fn call_id(&self) -> Option<&str> {
+        match self {
+            HookEvent::BeforeTool { call_id, .. } => *call_id,
+            HookEvent::AfterTool { call_id, .. } => Some(call_id),
+            _ => None,
+        }
+    }
+
     /// nop's JSON for the event, its `event` name last.
     pub fn to_json(&self) -> Value {
         let about = self.about();
@@ -191,6 +205,9 @@ impl HookEvent<'_> {
         };
         put("session_id", json!(about.session_id));
         put("agent", json!(about.agent));
+        if let Some(id) = self.call_id() {
+            put("call_id", json!(id));
+        }
         match self {
             HookEvent::SessionStart { resumed, mode, .. } => {
                 put("resumed", json!(resumed));
@@ -316,12 +333,13 @@ mod tests {
                 HookEvent::AfterTool {
                     about: ABOUT,
                     tool: "shell",
+                    call_id: "c1",
                     arguments: &args,
                     ok: true,
                     output: Cow::Owned("x".repeat(3000)),
                 },
                 &format!(
-                    r#"{{"session_id":"s1","agent":"coder","tool":"shell","arguments":{{"command":"ls"}},"ok":true,"output":"{}","event":"after-tool"}}"#,
+                    r#"{{"session_id":"s1","agent":"coder","call_id":"c1","tool":"shell","arguments":{{"command":"ls"}},"ok":true,"output":"{}","event":"after-tool"}}"#,
                     "x".repeat(2000)
                 ),
             ),

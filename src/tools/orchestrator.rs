@@ -45,29 +45,37 @@ pub struct Executed {
 pub async fn execute(registry: &Registry, call: &ToolCall, ctx: &ToolContext) -> Executed {
     ctx.ready.wait().await;
     let started = Instant::now();
-    let result = run(registry, call, ctx).await;
-    let (ok, output) = match &result {
-        Ok(o) => (true, std::borrow::Cow::Borrowed(o.content.as_str())),
-        Err(e) => (false, std::borrow::Cow::Owned(e.to_string())),
-    };
-    let event = HookEvent::AfterTool {
-        about: about(ctx),
-        tool: &call.name,
-        arguments: &call.arguments,
-        ok,
-        output,
-    };
-    hooks::fire(&ctx.hooks, &ctx.root, &event).await;
+    let mut ran = false;
+    let result = run(registry, call, ctx, &mut ran).await;
+    // As Claude Code's PostToolUse: only after a call whose tool ran, never one a rule, a
+    // person or a before-tool hook refused.
+    if ran {
+        let (ok, output) = match &result {
+            Ok(o) => (true, std::borrow::Cow::Borrowed(o.content.as_str())),
+            Err(e) => (false, std::borrow::Cow::Owned(e.to_string())),
+        };
+        let event = HookEvent::AfterTool {
+            about: about(ctx),
+            tool: &call.name,
+            call_id: &call.id,
+            arguments: &call.arguments,
+            ok,
+            output,
+        };
+        hooks::fire(&ctx.hooks, &ctx.root, &event).await;
+    }
     Executed {
         result,
         duration: started.elapsed(),
     }
 }
 
+/// Runs `call` through the checks and its tool; `ran` is set once the tool is started.
 async fn run(
     registry: &Registry,
     call: &ToolCall,
     ctx: &ToolContext,
+    ran: &mut bool,
 ) -> Result<ToolOutput, ToolError> {
     let Some(tool) = registry.get(&call.name) else {
         if let Some((_, what)) = NOT_YET_AVAILABLE.iter().find(|(n, _)| *n == call.name) {
@@ -135,6 +143,7 @@ async fn run(
     let event = HookEvent::BeforeTool {
         about: about(ctx),
         tool: &call.name,
+        call_id: Some(&call.id),
         arguments: std::borrow::Cow::Borrowed(&call.arguments),
         mention: false,
     };
@@ -147,6 +156,7 @@ async fn run(
         TimeLimit::Cut(limit) => limit,
         TimeLimit::Own(limit) => limit + GRACE,
     };
+    *ran = true;
     let running = tool.call(call.arguments.clone(), ctx);
     tokio::pin!(running);
     tokio::select! {

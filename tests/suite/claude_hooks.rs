@@ -114,6 +114,54 @@ fn a_claude_code_hook_script_runs_unchanged_and_sees_claude_codes_names() {
     );
 }
 
+/// Logs `hook_event_name tool_name tool_use_id` to work/calls.log, and blocks `rm -rf`.
+const LOG_CALLS: &str = r#"#!/usr/bin/env python3
+import json, os, sys
+data = json.load(sys.stdin)
+with open(os.path.join(os.environ["CLAUDE_PROJECT_DIR"], "work", "calls.log"), "a") as f:
+    f.write("%s %s %s\n" % (data["hook_event_name"], data["tool_name"], data.get("tool_use_id")))
+if "rm -rf" in data["tool_input"].get("command", "") and data["hook_event_name"] == "PreToolUse":
+    print("no rm -rf", file=sys.stderr)
+    sys.exit(2)
+"#;
+
+/// As Claude Code: PreToolUse and PostToolUse get the call's `tool_use_id`, and a call a
+/// PreToolUse hook blocked never ran, so no PostToolUse fires for it.
+#[test]
+fn tool_hooks_get_the_call_id_and_a_blocked_call_has_no_post_tool_use() {
+    let repo = with_claude(
+        json!({"hooks": {
+            "PreToolUse": [{"matcher": "Bash", "hooks": [command("log-calls.py")]}],
+            "PostToolUse": [{"matcher": "Bash", "hooks": [command("log-calls.py")]}],
+        }}),
+        &[("log-calls.py", LOG_CALLS)],
+    );
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[
+            ("call_rm", "shell", json!({"command": "rm -rf work"})),
+            ("call_echo", "shell", json!({"command": "echo fine"})),
+        ]),
+        openai::reply_text("ok"),
+    ]);
+    repo.model_ok(&server, &["run", "clean up"]);
+    let results = server.results_of(&["call_rm", "call_echo"]);
+    assert!(results[0].contains("no rm -rf"), "{results:?}");
+    assert!(results[1].contains("fine"), "{results:?}");
+    let log = fs::read_to_string(repo.path().join("work/calls.log")).expect("calls.log");
+    let mut lines: Vec<&str> = log.lines().collect();
+    // The two calls may run side by side: their order is not fixed, each call's is.
+    lines.sort_unstable();
+    assert_eq!(
+        lines,
+        [
+            "PostToolUse Bash call_echo",
+            "PreToolUse Bash call_echo",
+            "PreToolUse Bash call_rm",
+        ],
+        "{log}"
+    );
+}
+
 #[test]
 fn a_user_prompt_submit_hook_adds_context_or_blocks_the_prompt() {
     let script = r#"#!/bin/bash

@@ -431,3 +431,80 @@ fn listing_as(repo: &Repo, home: &Path, agent: &str) -> String {
         .expect("run nop");
     String::from_utf8(output.stdout).expect("utf-8")
 }
+
+/// Claude Code's project memory in `.claude/`: `.claude/CLAUDE.md` where a directory has no
+/// top-level file, and every rule of `.claude/rules/` (yours in `~/.claude/rules/` too), each
+/// under its own header, a scoped rule's `paths:` said, its front matter not sent; a rule that
+/// links out of the repository or has a broken front matter is a warning.
+#[test]
+fn claude_dir_memory_and_rules_are_read_as_claude_code_reads_them() {
+    let repo = Repo::new();
+    let home = crate::support::repo_dir();
+    let outside = crate::support::repo_dir();
+    write(&home.path().join(".claude/CLAUDE.md"), "USER-CLAUDE\n");
+    write(&home.path().join(".claude/rules/tone.md"), "USER-RULE\n");
+    write(&repo.path().join(".claude/CLAUDE.md"), "ROOT-DOT-CLAUDE\n");
+    write(
+        &repo.path().join(".claude/rules/testing.md"),
+        "RULE-TESTING\n",
+    );
+    write(
+        &repo.path().join(".claude/rules/frontend/react.md"),
+        "---\npaths:\n  - \"src/**/*.tsx\"\n  - \"app/**\"\n---\n\nRULE-REACT\n",
+    );
+    write(
+        &repo.path().join(".claude/rules/broken.md"),
+        "---\npaths: [\n---\nRULE-BROKEN\n",
+    );
+    write(&repo.path().join(".claude/rules/notes.txt"), "NOT-A-RULE\n");
+    write(&outside.path().join("leak.md"), "OUTSIDE-SECRET\n");
+    std::os::unix::fs::symlink(
+        outside.path().join("leak.md"),
+        repo.path().join(".claude/rules/leak.md"),
+    )
+    .expect("symlink");
+    write(&repo.path().join("CLAUDE.local.md"), "ROOT-LOCAL\n");
+    // A directory with a top-level CLAUDE.md reads it, not its `.claude/CLAUDE.md`.
+    write(&repo.path().join("sub/CLAUDE.md"), "SUB-TOP\n");
+    write(&repo.path().join("sub/.claude/CLAUDE.md"), "SUB-DOT\n");
+    let sub = repo.path().join("sub");
+    let (system, warnings) = system_prompt_with_home(&repo, &sub, home.path());
+    let order = [
+        position(&system, "## ~/.claude/CLAUDE.md\nUSER-CLAUDE\n"),
+        position(&system, "## ~/.claude/rules/tone.md\nUSER-RULE\n"),
+        position(&system, "## .claude/CLAUDE.md\nROOT-DOT-CLAUDE\n"),
+        position(
+            &system,
+            "## .claude/rules/frontend/react.md\n\
+             [This rule is for files matching: src/**/*.tsx, app/**]\nRULE-REACT\n",
+        ),
+        position(&system, "## .claude/rules/testing.md\nRULE-TESTING\n"),
+        position(&system, "## CLAUDE.local.md\nROOT-LOCAL\n"),
+        position(&system, "## sub/CLAUDE.md\nSUB-TOP\n"),
+    ];
+    assert!(order.is_sorted(), "most general first:\n{system}");
+    for absent in [
+        "SUB-DOT",
+        "RULE-BROKEN",
+        "NOT-A-RULE",
+        "OUTSIDE-SECRET",
+        "paths:",
+    ] {
+        assert!(!system.contains(absent), "{absent}:\n{system}");
+    }
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with(
+            ".claude/rules/broken.md is not used as project instructions: \
+             its front matter is not valid"
+        ),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings[1].starts_with(
+            ".claude/rules/leak.md is not used as project instructions: \
+             it leads outside the repository"
+        ),
+        "{warnings:?}"
+    );
+}

@@ -81,8 +81,9 @@ fn import_translates_claude_code_rules_and_names_each_it_cannot() {
         "  deny     42  →  not translated: not a string",
         "  ask      Edit(./deploy/**)  →  deploy/**: ask",
         "  ask      Bash  →  not translated: nop cannot ask before every call of one tool",
-        "  allow    Bash(npm run test:*)  →  not translated: nop has no rules for shell commands",
-        "  allow    Bash(git diff)  →  not translated: nop has no rules for shell commands",
+        "  allow    Bash(npm run test:*)  →  nothing to import: nop runs `npm run test:*` without \
+         asking already, confined to the file rules; `shell.outside_sandbox: [\"npm run test*\"]`",
+        "  allow    Bash(git diff)  →  nothing to import: nop runs `git diff` without asking",
         "  allow    Edit(./src/**)  →  src/**: read",
         "  allow    Read(~/.zshrc)  →  ~/.zshrc: read-only",
         "  mode     plan  →  approval: plan",
@@ -94,7 +95,8 @@ fn import_translates_claude_code_rules_and_names_each_it_cannot() {
         "  = src/**: read (already allowed by ",
         "  = tools.allowed github.* (already allowed)",
         "approval: on-request → plan in .nop/config.yml",
-        "5 rules could not be translated (see above): nop does not enforce them",
+        "2 rules need nothing: nop already does what they allow (see above)",
+        "3 rules could not be translated (see above): nop does not enforce them",
     ] {
         assert!(dry.contains(line), "{line:?} is not in:\n{dry}");
     }
@@ -178,6 +180,86 @@ fn import_translates_claude_code_rules_and_names_each_it_cannot() {
         "{again}"
     );
     assert_eq!(std::fs::read_to_string(&file).expect("read"), after);
+}
+
+/// A repository set up for Claude Code, never for nop: the import works without `nop init`
+/// (`--dry-run` writes nothing at all; the import creates `.nop/` as `nop init` would, the
+/// rules on top of the built-in ones), and says of each `Bash(…)` rule what nop does instead.
+#[test]
+fn import_works_before_nop_init_and_says_what_becomes_of_each_command_rule() {
+    let repo = Repo::bare();
+    let home = crate::support::repo_dir();
+    crate::support::git(repo.path(), &["init", "-q"]);
+    write(&repo.path().join("secrets/key.txt"), "TOP-SECRET\n");
+    write(
+        &repo.path().join(".claude/settings.json"),
+        &json!({"permissions": {
+            "allow": ["Bash(npm run test:*)"],
+            "deny": ["Read(./secrets/**)", "Bash(curl:*)"],
+            "ask": ["Bash(git push)"],
+            "defaultMode": "plan"
+        }})
+        .to_string(),
+    );
+    trust(&repo, home.path());
+    let nop_dir = repo.path().join(".nop");
+    let nothing_written =
+        || !nop_dir.join(".permissions").exists() && !nop_dir.join("config.yml").exists();
+    assert!(nothing_written(), "no `nop init` yet");
+
+    let (code, dry, stderr) = nop(&repo, home.path(), &["permissions", "import", "--dry-run"]);
+    assert_eq!(code, Some(0), "{dry}{stderr}");
+    for line in [
+        "  deny     Read(./secrets/**)  →  secrets/**: deny",
+        "  deny     Bash(curl:*)  →  not translated: nop cannot refuse one shell command \
+         (`curl:*`): every command runs confined to the file rules instead",
+        "  ask      Bash(git push)  →  not translated: nop cannot ask before one shell command \
+         (`git push`): `--approval always` asks before every command",
+        "  allow    Bash(npm run test:*)  →  nothing to import: nop runs `npm run test:*` without \
+         asking already",
+        ".nop/.permissions does not exist yet (no `nop init`): the rules start from nop's \
+         built-in ones\n",
+        "  + file-access  secrets/**: deny",
+        "approval: on-request → plan in .nop/config.yml",
+        "1 rule needs nothing: nop already does what it allows (see above)",
+        "2 rules could not be translated (see above): nop does not enforce them",
+        "dry run: nothing written",
+    ] {
+        assert!(dry.contains(line), "{line:?} is not in:\n{dry}");
+    }
+    assert!(nothing_written(), "--dry-run wrote something");
+
+    let (code, done, stderr) = nop(&repo, home.path(), &["permissions", "import"]);
+    assert_eq!(code, Some(0), "{done}{stderr}");
+    assert!(done.contains("created .nop/ ("), "{done}");
+    let file = std::fs::read_to_string(nop_dir.join(".permissions/agent-default.yml"))
+        .expect("the permission file");
+    let built_in = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(".nop/.permissions/agent-default.yml"),
+    )
+    .expect("template");
+    assert!(
+        file.contains("  - pattern: \"secrets/**\"\n    access: deny\n")
+            && file.ends_with(&built_in[built_in.find("  - pattern:").expect("a rule")..]),
+        "the rules go on top of the built-in ones:\n{file}"
+    );
+    let config = std::fs::read_to_string(nop_dir.join("config.yml")).expect("config");
+    assert!(
+        config.contains("approval: plan")
+            && config.contains("# nop configuration for this repository"),
+        "the template with the mode set:\n{config}"
+    );
+    // The rules hold, and the workspace stays trusted: nothing else to do before a run.
+    let (_, said, _) = nop(
+        &repo,
+        home.path(),
+        &["permissions", "explain", "--path", "secrets/key.txt"],
+    );
+    assert!(said.starts_with("deny:"), "{said}");
+    assert!(
+        run_warnings(&repo, home.path()).is_empty(),
+        "a run after the import has nothing to warn about"
+    );
 }
 
 #[test]

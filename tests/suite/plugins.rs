@@ -946,6 +946,51 @@ fn a_remote_server_over_streamable_http_gets_its_headers_and_the_token_is_never_
     }
 }
 
+/// A wrong token for a remote server: the warning says the HTTP status and what to check (the
+/// variable the token comes from), never the library's type names, never the token.
+#[test]
+fn a_remote_server_refusing_the_token_says_http_401_and_what_to_check() {
+    let remote = crate::support::mcp_http::McpHttpServer::requiring_token("the-right-one");
+    let repo = Repo::new();
+    let dir = repo.path().join(".nop/plugins/remote");
+    fs::create_dir_all(&dir).expect("mkdir");
+    fs::write(
+        dir.join("config.yml"),
+        format!(
+            "mcp:\n  url: \"{}\"\n  bearer_token_env_var: REMOTE_TOKEN\n",
+            remote.url()
+        ),
+    )
+    .expect("write");
+    repo.trust();
+    const WRONG: &str = "tok-wrong-5555-SECRET";
+    let server = MockServer::start(vec![openai::reply_text("done")]);
+    let out = repo
+        .nop_model(&server, "openai")
+        .env("REMOTE_TOKEN", WRONG)
+        .args(["run", "--output-format", "stream-json", "go"])
+        .output()
+        .expect("run");
+    crate::support::assert_ok(&out);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let warning = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["type"] == "warning")
+        .filter_map(|e| e["message"].as_str().map(str::to_string))
+        .find(|m| m.contains("remote"))
+        .unwrap_or_else(|| panic!("no warning about the server: {stdout}"));
+    assert!(
+        warning.contains(&format!("{} answered HTTP 401 Unauthorized", remote.url()))
+            && warning.contains("check the token in REMOTE_TOKEN (bearer_token_env_var)"),
+        "{warning}"
+    );
+    for leaked in ["Transport", "StreamableHttp", "Error(", WRONG] {
+        assert!(!warning.contains(leaked), "{leaked}: {warning}");
+    }
+    assert!(!stdout.contains(WRONG) && !String::from_utf8_lossy(&out.stderr).contains(WRONG));
+}
+
 /// Where the official servers are installed (`npm i @modelcontextprotocol/server-everything
 /// @modelcontextprotocol/server-filesystem` in a directory): `NOP_TEST_MCP_MODULES`, else
 /// `/var/tmp/mcp-real/node_modules`.

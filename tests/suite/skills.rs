@@ -317,3 +317,67 @@ fn a_planted_repository_skill_linking_out_is_neither_listed_nor_loaded() {
         "{results:?}"
     );
 }
+
+/// Skills kept beside a package (`packages/web/.claude/skills`, `tools/.agents/skills`) are
+/// listed and loaded as Claude Code and Codex find them; a folder `.gitignore` names is not
+/// walked.
+#[test]
+fn skills_in_folders_below_the_root_are_listed_and_loaded() {
+    let repo = Repo::new();
+    write(
+        &repo
+            .path()
+            .join("packages/web/.claude/skills/storybook/SKILL.md"),
+        "---\nname: storybook\ndescription: Write a story for a component\n---\nUse CSF3.\n",
+    );
+    write(
+        &repo
+            .path()
+            .join("packages/web/.claude/skills/storybook/template.tsx"),
+        "export default {};\n",
+    );
+    write(
+        &repo.path().join("tools/.agents/skills/release/SKILL.md"),
+        "---\nname: release\ndescription: Cut a release\n---\nTag it.\n",
+    );
+    write(
+        &repo.path().join("build-out/.claude/skills/stale/SKILL.md"),
+        "---\nname: stale\ndescription: STALE-COPY\n---\n",
+    );
+    write(&repo.path().join(".gitignore"), "build-out/\n");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[
+            ("s1", "load-skill", json!({"name": "storybook"})),
+            ("s2", "load-skill", json!({"name": "stale"})),
+        ]),
+        openai::reply_text("ok"),
+    ]);
+    repo.model_ok(&server, &["run", "add a story"]);
+    let requests = server.requests();
+    let system = requests[0].body["messages"][0]["content"]
+        .as_str()
+        .expect("system")
+        .to_string();
+    assert!(
+        system.contains("- storybook: Write a story for a component\n")
+            && system.contains("- release: Cut a release\n")
+            && !system.contains("STALE-COPY"),
+        "{system}"
+    );
+    let results = server.results_of(&["s1", "s2"]);
+    assert!(
+        results[0].contains("Use CSF3.")
+            && results[0].contains("packages/web/.claude/skills/storybook: template.tsx"),
+        "{results:?}"
+    );
+    assert!(results[1].contains("no skill `stale`"), "{results:?}");
+    let out = repo
+        .nop()
+        .args(["skills", "list", "--json"])
+        .output()
+        .expect("nop");
+    let list: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    // Shallowest first: `tools/` is one level down, `packages/web/` two.
+    assert_eq!(list["skills"][0]["source"], "tools/.agents/skills");
+    assert_eq!(list["skills"][1]["source"], "packages/web/.claude/skills");
+}

@@ -20,7 +20,7 @@ argument-hint: [file] [focus]
 allowed-tools: Bash(git diff:*), Read
 model: claude-3-5-haiku-20241022
 ---
-Review @$1 with a focus on $2.
+Review @$0 with a focus on $1 ($ARGUMENTS[1]).
 Everything asked: $ARGUMENTS
 Context: !`git diff HEAD`
 ";
@@ -60,7 +60,7 @@ fn a_custom_command_is_the_prompt_headless_with_its_arguments_and_mentions() {
     let review = user(0);
     assert!(
         review.starts_with(
-            "Review @src/x.rs with a focus on error handling.\n\
+            "Review @src/x.rs with a focus on error handling (error handling).\n\
              Everything asked: src/x.rs 'error handling'\n\
              Context: !`git diff HEAD`"
         ),
@@ -170,7 +170,7 @@ fn a_custom_command_is_in_the_menu_and_help_and_runs_in_the_interactive_session(
     let users = server.requests()[0].user_messages();
     let last = users.last().expect("a user message");
     assert!(
-        last.starts_with("Review @src/x.rs with a focus on speed."),
+        last.starts_with("Review @src/x.rs with a focus on speed (speed)."),
         "{last}"
     );
     t.type_line("/exit");

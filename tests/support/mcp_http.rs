@@ -34,14 +34,26 @@ pub struct McpHttpServer {
 
 impl McpHttpServer {
     pub fn start() -> McpHttpServer {
+        McpHttpServer::start_with(None)
+    }
+
+    /// A server that answers 401 (`WWW-Authenticate: Bearer`) to a request without
+    /// `Authorization: Bearer TOKEN`, as a hosted MCP server does.
+    pub fn requiring_token(token: &str) -> McpHttpServer {
+        McpHttpServer::start_with(Some(format!("Bearer {token}")))
+    }
+
+    fn start_with(authorization: Option<String>) -> McpHttpServer {
         let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = listener.local_addr().expect("addr");
         let seen = Arc::new(Mutex::new(Vec::new()));
         let shared = Arc::clone(&seen);
+        let authorization = Arc::new(authorization);
         thread::spawn(move || {
             for stream in listener.incoming().flatten() {
                 let seen = Arc::clone(&shared);
-                thread::spawn(move || serve(stream, &seen));
+                let authorization = Arc::clone(&authorization);
+                thread::spawn(move || serve(stream, &seen, authorization.as_deref()));
             }
         });
         McpHttpServer { addr, seen }
@@ -57,7 +69,7 @@ impl McpHttpServer {
     }
 }
 
-fn serve(stream: TcpStream, seen: &Mutex<Vec<Seen>>) {
+fn serve(stream: TcpStream, seen: &Mutex<Vec<Seen>>, authorization: Option<&str>) {
     let mut reader = BufReader::new(stream.try_clone().expect("clone"));
     let mut stream = stream;
     loop {
@@ -96,10 +108,23 @@ fn serve(stream: TcpStream, seen: &Mutex<Vec<Seen>>) {
         let body = String::from_utf8_lossy(&body).into_owned();
         seen.lock().unwrap_or_else(|e| e.into_inner()).push(Seen {
             method: method.clone(),
-            headers,
+            headers: headers.clone(),
             body: body.clone(),
         });
-        let reply = answer(&method, &body);
+        let authorised = authorization.is_none_or(|want| {
+            headers
+                .iter()
+                .any(|(k, v)| k == "authorization" && v == want)
+        });
+        let reply = if authorised {
+            answer(&method, &body)
+        } else {
+            response(
+                "401 Unauthorized",
+                "WWW-Authenticate: Bearer realm=\"mcp\"\r\nContent-Type: application/json\r\n",
+                r#"{"error":"invalid_token"}"#,
+            )
+        };
         if stream.write_all(reply.as_bytes()).is_err() {
             return;
         }
