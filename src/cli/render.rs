@@ -13,8 +13,17 @@ use nop::session::{Problem, SessionState, SessionSummary};
 
 type Out<'a> = &'a mut dyn Write;
 
+/// A time as people read it: in the local time zone (as the resume picker shows it).
 fn time(t: DateTime<Utc>) -> String {
-    t.format("%Y-%m-%d %H:%M:%SZ").to_string()
+    t.with_timezone(&chrono::Local)
+        .format("%Y-%m-%d %H:%M:%S")
+        .to_string()
+}
+
+/// A time in JSON: local, with its offset (RFC 3339).
+fn json_time(t: DateTime<Utc>) -> String {
+    t.with_timezone(&chrono::Local)
+        .to_rfc3339_opts(chrono::SecondsFormat::Millis, false)
 }
 
 pub(super) fn print_json(out: Out<'_>, value: &impl serde::Serialize) -> std::io::Result<()> {
@@ -24,7 +33,16 @@ pub(super) fn print_json(out: Out<'_>, value: &impl serde::Serialize) -> std::io
 
 pub fn session_list(out: Out<'_>, sessions: &[SessionSummary], json: bool) -> std::io::Result<()> {
     if json {
-        return print_json(out, &sessions);
+        let local: Vec<serde_json::Value> = sessions
+            .iter()
+            .map(|s| {
+                let mut value = serde_json::to_value(s).unwrap_or_default();
+                value["createdAt"] = json!(json_time(s.created_at));
+                value["updatedAt"] = json!(json_time(s.updated_at));
+                value
+            })
+            .collect();
+        return print_json(out, &local);
     }
     if sessions.is_empty() {
         return writeln!(out, "no sessions yet");

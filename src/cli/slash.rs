@@ -118,13 +118,24 @@ pub fn nearest(name: &str) -> Option<&'static str> {
         .map(|(command, _)| command)
 }
 
-/// The `n` most recently used sessions a person started and the model answered in (not
-/// subagents' or advisors', nor a run that failed before any answer), newest first.
+/// The `n` most recently used sessions a person started and the model answered in, or that
+/// were interrupted before its answer (not subagents' or advisors', nor a run that failed
+/// before any answer), newest first.
 pub fn recent(store: &Store, n: usize) -> Vec<SessionSummary> {
+    use nop::protocol::SessionStatus;
     let Ok((mut summaries, _)) = store.summaries() else {
         return Vec::new();
     };
-    summaries.retain(|s| !s.called && !s.title.is_empty() && s.answered);
+    summaries.retain(|s| {
+        let interrupted = matches!(
+            s.status,
+            SessionStatus::Cancelled
+                | SessionStatus::Running
+                | SessionStatus::Paused
+                | SessionStatus::WaitingInput
+        );
+        !s.called && !s.title.is_empty() && (s.answered || interrupted)
+    });
     summaries.sort_by_key(|s| std::cmp::Reverse(s.updated_at));
     summaries.truncate(n);
     summaries

@@ -365,3 +365,57 @@ fn without_a_key_a_headless_run_says_what_to_export_or_set() {
         "{stderr}"
     );
 }
+
+/// A run interrupted before the model answered stays resumable: `nop resume` lists it.
+#[test]
+fn a_session_interrupted_before_its_answer_is_listed_to_resume() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![MockResponse::Stall {
+        chunks: vec![openai::role()],
+        hold: std::time::Duration::from_secs(30),
+    }]);
+    let child = repo
+        .nop_model_process(&server, "openai")
+        .args(["run", "refactor the parser"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    server.wait_for_requests(1, std::time::Duration::from_secs(15));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .expect("SIGINT");
+    let status = child.wait_with_output().expect("wait").status;
+    assert_eq!(status.code(), Some(130));
+    let listed = repo.run(&["resume"]);
+    assert!(listed.contains("refactor the parser"), "{listed}");
+}
+
+/// One time zone everywhere: the list says local time, as the picker does; JSON has the offset.
+#[test]
+fn the_session_list_says_local_time_and_json_has_the_offset() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![openai::reply_text("done")]);
+    repo.model_ok(&server, &["run", "say hi"]);
+    let tokyo = |args: &[&str]| {
+        let out = repo
+            .nop()
+            .env("TZ", "Asia/Tokyo")
+            .args(args)
+            .output()
+            .expect("list");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let list = json_of(&tokyo(&["sessions", "list", "--json"]));
+    let updated = list[0]["updatedAt"]
+        .as_str()
+        .expect("updatedAt")
+        .to_string();
+    assert!(updated.ends_with("+09:00"), "{updated}");
+    let at = chrono::DateTime::parse_from_rfc3339(&updated).expect("rfc 3339");
+    let text = tokyo(&["sessions", "list"]);
+    let local = at.format("%Y-%m-%d %H:%M:%S").to_string();
+    assert!(text.contains(&local), "{local} not in {text}");
+}
