@@ -106,7 +106,8 @@ async fn ask<T: DeserializeOwned>(
             reason,
         };
         tracing::warn!(session = %ctx.session_id, op = "advisor", advisor, result = "denied", "{why}; using the safe default");
-        host.emit(Event::Warning {
+        host.emit(Event::AdvisorFallback {
+            advisor: advisor.to_string(),
             message: format!("{why}; using the safe default"),
         });
         return Err(why);
@@ -160,7 +161,8 @@ async fn ask<T: DeserializeOwned>(
     };
     if let Err(why) = &result {
         tracing::warn!(session = %ctx.session_id, op = "advisor", advisor, result = "default", "{why}; using the safe default");
-        host.emit(Event::Warning {
+        host.emit(Event::AdvisorFallback {
+            advisor: advisor.to_string(),
             message: format!("{why}; using the safe default"),
         });
     }
@@ -535,7 +537,8 @@ mod tests {
             matches!(&result, Err(AdvisorError::NotJson { advisor }) if advisor == RETRY_ADVISOR),
             "{result:?}"
         );
-        let warning = Event::Warning {
+        let warning = Event::AdvisorFallback {
+            advisor: RETRY_ADVISOR.into(),
             message: "retry-advisor did not answer with a JSON object; using the safe default"
                 .into(),
         };
@@ -682,7 +685,7 @@ mod tests {
         assert_eq!(ctx.approver.denials().len(), 1);
         let events = host.events();
         assert!(
-            matches!(events.as_slice(), [Event::Warning { message }]
+            matches!(events.as_slice(), [Event::AdvisorFallback { message, .. }]
                 if message.starts_with("retry-advisor was not consulted: ")
                     && message.ends_with("; using the safe default")),
             "{events:?}"

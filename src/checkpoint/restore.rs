@@ -340,10 +340,19 @@ fn nothing_to_undo(
         return Ok(CheckpointError::Refused(no_runs(session, id)));
     }
     let undone = runs.iter().filter(|t| t.undone_at.is_some()).count();
+    let unchanged = runs.len() - undone;
+    let runs_word = if runs.len() == 1 { "run" } else { "runs" };
+    let said = match (undone, unchanged) {
+        (0, n) => format!("{n} changed no file"),
+        (u, 0) => format!("{u} {} undone already", if u == 1 { "is" } else { "are" }),
+        (u, n) => format!(
+            "{u} {} undone already and {n} changed no file",
+            if u == 1 { "is" } else { "are" }
+        ),
+    };
     let mut text = format!(
-        "nothing to undo in session {id}: of its {} runs, {undone} are undone already and {} changed no file",
-        runs.len(),
-        runs.len() - undone
+        "nothing to undo in session {id}: of its {} {runs_word}, {said}",
+        runs.len()
     );
     // The latest undo (of a rewind, the earliest run it took back).
     let latest = runs

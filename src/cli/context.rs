@@ -207,10 +207,10 @@ fn workspace_at(cwd: &Path, env: &BTreeMap<String, String>) -> Result<Workspace>
         } else {
             &sessions
         };
-        eprintln!(
+        super::term::style::say(&format!(
             "nop: using the built-in configuration; sessions go to {} (run `nop init` to customise)",
             shown.display()
-        );
+        ));
     }
     Ok(ws)
 }

@@ -122,7 +122,13 @@ impl Menu {
     /// The menu under the line, as the editor's hint: one entry is shown after the cursor (a
     /// slash command's rest and help), several as a list with the highlighted one marked.
     pub fn hint(&self, line: &str, pos: usize) -> Option<String> {
-        let open = self.open(line, pos)?;
+        let Some(open) = self.open(line, pos) else {
+            // The menu closed: opened again, it starts at the top.
+            if let Ok(mut selected) = self.selected.lock() {
+                *selected = (String::new(), 0);
+            }
+            return None;
+        };
         let width = crossterm::terminal::size().map_or(80, |(w, _)| usize::from(w));
         let fit = |text: String| super::term::style::truncate(&text, width.saturating_sub(1));
         if let [(name, help)] = open.entries.as_slice() {
@@ -346,6 +352,10 @@ mod tests {
         assert_eq!(menu.enter("/zz", 3), Enter::Send);
         assert!(!menu.step("hello", 5, 1));
         assert!(!menu.step("/sta", 4, 1));
+        // Closed (the line cleared) and opened again: the highlight is at the top.
+        assert!(menu.step("/", 1, -1));
+        assert_eq!(menu.hint("", 0), None);
+        assert!(menu.hint("/", 1).is_some_and(|h| h.contains("› /help")));
     }
 
     #[test]

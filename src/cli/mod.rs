@@ -21,6 +21,7 @@ mod memory;
 mod menu;
 mod output;
 pub use output::json::failed as failed_result;
+pub use term::style::say;
 mod permissions;
 mod permissions_import;
 mod picker;

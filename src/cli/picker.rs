@@ -165,7 +165,13 @@ pub fn key(question: &str, answers: &[(char, &str)]) -> std::io::Result<Option<c
         .iter()
         .map(|(k, what)| format!("{k}: {what}"))
         .collect();
-    write!(err, "{question} ({} · Esc: nothing) ", shown.join(" · "))?;
+    // Broken between the answers at the terminal's width, never inside one.
+    let mut items = vec![question.to_string()];
+    items.extend(shown);
+    items.push("Esc: nothing ".to_string());
+    let width = crate::cli::term::style::screen_columns().saturating_sub(1);
+    let lines = crate::cli::term::style::wrap_items(&items, width, 2);
+    write!(err, "{}", lines.join("\n"))?;
     err.flush()?;
     let letters: Vec<char> = answers.iter().map(|(k, _)| *k).collect();
     terminal::enable_raw_mode()?;

@@ -31,7 +31,13 @@ pub(super) fn print_json(out: Out<'_>, value: &impl serde::Serialize) -> std::io
     writeln!(out, "{}", json_safe(text))
 }
 
-pub fn session_list(out: Out<'_>, sessions: &[SessionSummary], json: bool) -> std::io::Result<()> {
+/// `interrupted`: the sessions said to be running that no process runs.
+pub fn session_list(
+    out: Out<'_>,
+    sessions: &[SessionSummary],
+    interrupted: &[String],
+    json: bool,
+) -> std::io::Result<()> {
     if json {
         let local: Vec<serde_json::Value> = sessions
             .iter()
@@ -39,6 +45,9 @@ pub fn session_list(out: Out<'_>, sessions: &[SessionSummary], json: bool) -> st
                 let mut value = serde_json::to_value(s).unwrap_or_default();
                 value["createdAt"] = json!(json_time(s.created_at));
                 value["updatedAt"] = json!(json_time(s.updated_at));
+                if interrupted.contains(&s.id) {
+                    value["interrupted"] = json!(true);
+                }
                 value
             })
             .collect();
@@ -71,7 +80,11 @@ pub fn session_list(out: Out<'_>, sessions: &[SessionSummary], json: bool) -> st
             "{:<15}  {:<agent_width$}  {:<13}  {:<20}  {:>5}  {:<15}  {title}{cut}",
             s.id,
             s.agent,
-            s.status.as_str(),
+            if interrupted.contains(&s.id) {
+                "interrupted"
+            } else {
+                s.status.as_str()
+            },
             time(s.updated_at),
             s.messages,
             s.parent.as_deref().unwrap_or("-")

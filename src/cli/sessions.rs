@@ -50,7 +50,19 @@ fn list(
     });
     summaries.sort_by_key(|s| std::cmp::Reverse(s.updated_at));
     summaries.truncate(limit.unwrap_or(usize::MAX));
-    render::session_list(out, &summaries, json)?;
+    // "running" on disk with no process running it: its process was killed (or the machine
+    // stopped); said as interrupted, and `nop resume` goes on with it.
+    let interrupted: Vec<String> = summaries
+        .iter()
+        .filter(|s| {
+            matches!(
+                s.status,
+                nop::protocol::SessionStatus::Running | nop::protocol::SessionStatus::Paused
+            ) && !nop::session::RunGuard::is_busy(&store.dir(&s.id))
+        })
+        .map(|s| s.id.clone())
+        .collect();
+    render::session_list(out, &summaries, &interrupted, json)?;
     for e in &failed {
         eprintln!("error: {e}");
     }

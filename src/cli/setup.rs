@@ -27,9 +27,9 @@ pub fn has_model(ctx: &Context) -> bool {
 
 /// Asks on the terminal and writes the answers to the user's configuration.
 pub fn first_contact(ctx: Context) -> Result<Setup> {
-    eprintln!(
-        "No model is configured yet. nop asks for the provider and the model (and, if it finds\n\
-         no key, where your key is) and keeps them in your user configuration."
+    super::term::style::say(
+        "No model is configured yet. nop asks for the provider and the model (and, if it finds \
+         no key, where your key is) and keeps them in your user configuration.",
     );
     let mut editor = rustyline::DefaultEditor::new()?;
     let Some(provider) = ask(
@@ -79,10 +79,8 @@ pub fn first_contact(ctx: Context) -> Result<Setup> {
     if provider_config.api_key_env.is_none() && defaults.iter().any(|v| has_key(v)) {
         return Ok(Setup::Ready(inv));
     }
-    let question = format!(
-        "the environment variable holding your API key (never the key itself) [{}]: ",
-        defaults[1]
-    );
+    // Short enough for one row at 80 columns.
+    let question = format!("variable that holds your API key [{}]: ", defaults[1]);
     let Some(var) = ask(&mut editor, &question, |a| {
         let a = if a.is_empty() { defaults[1] } else { a };
         a.chars()
@@ -98,7 +96,9 @@ pub fn first_contact(ctx: Context) -> Result<Setup> {
     if has_key(&var) {
         return Ok(Setup::Ready(inv));
     }
-    eprintln!("{var} is not set here: export {var}=… and start nop again.");
+    super::term::style::say(&format!(
+        "{var} is not set here: export {var}=… and start nop again."
+    ));
     Ok(Setup::Leave(ExitCode::SUCCESS))
 }
 

@@ -89,7 +89,7 @@ pub const KEYS: &[(&str, &str)] = &[
     ),
     (
         "Shift+Tab",
-        "the next approval mode (plan, always, never, on-request)",
+        "the next approval mode (on-request, always, plan, never)",
     ),
     (
         "/ or @",

@@ -156,6 +156,9 @@ pub enum Event {
     },
     /// Queued messages were put into the conversation.
     MessagesInjected { count: usize },
+    /// An advisor gave no usable answer (not JSON, not allowed, too slow): the run took the
+    /// safe default. nop's machinery, so a terminal shows it only when asked (`/verbose`).
+    AdvisorFallback { advisor: String, message: String },
     /// The run was interrupted with messages typed for it still queued: they are taken back,
     /// for the front end to put into its editor (as Claude Code does at Esc).
     Unqueued { text: String },

@@ -464,9 +464,15 @@ pub fn log_failure(
         },
     )?;
     tracing::warn!(session = %ctx.session_id, op = "tool", tool = %call.name, result = "error", kind = error.kind(), "{message}");
+    // Named from the repository's root, a path one can open (as the output logs are).
     let name = log
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
+        .strip_prefix(&ctx.root)
+        .map(|p| p.to_string_lossy().into_owned())
+        .or_else(|_| {
+            log.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .ok_or(())
+        })
         .unwrap_or_default();
     Ok((message, name))
 }

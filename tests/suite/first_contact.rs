@@ -419,3 +419,32 @@ fn the_session_list_says_local_time_and_json_has_the_offset() {
     let local = at.format("%Y-%m-%d %H:%M:%S").to_string();
     assert!(text.contains(&local), "{local} not in {text}");
 }
+
+/// A run killed outside nop's control (kill -9) is not "running" for ever: the list says it
+/// was interrupted, and `nop resume` offers it.
+#[test]
+fn a_killed_run_is_listed_as_interrupted_and_offered_to_resume() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![MockResponse::Stall {
+        chunks: vec![openai::role()],
+        hold: std::time::Duration::from_secs(30),
+    }]);
+    let mut child = repo
+        .nop_model_process(&server, "openai")
+        .args(["run", "port the lexer"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn");
+    server.wait_for_requests(1, std::time::Duration::from_secs(15));
+    child.kill().expect("kill -9");
+    child.wait().expect("wait");
+    let list = repo.run(&["sessions", "list"]);
+    assert!(list.contains("interrupted"), "{list}");
+    assert!(!list.contains("running"), "{list}");
+    let json = json_of(&repo.run(&["sessions", "list", "--json"]));
+    assert_eq!(json[0]["status"], "running");
+    assert_eq!(json[0]["interrupted"], true);
+    let listed = repo.run(&["resume"]);
+    assert!(listed.contains("port the lexer"), "{listed}");
+}

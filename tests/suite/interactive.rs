@@ -736,7 +736,7 @@ fn first_contact_without_a_model_asks_for_it_writes_the_user_config_and_goes_on(
     t.type_line("anthropic");
     t.wait_for("model (such as claude-sonnet-4-5)");
     t.type_line("claude-x");
-    t.wait_for("the environment variable holding your API key");
+    t.wait_for("variable that holds your API key");
     t.type_line("MY_CLAUDE_KEY");
     t.wait_for("MY_CLAUDE_KEY is not set here: export MY_CLAUDE_KEY=");
     let config = std::fs::read_to_string(repo.path().join(".config/nop/config.yml"))
@@ -1040,6 +1040,7 @@ fn at_80_columns_nothing_breaks_mid_word_and_help_lists_the_keys() {
     assert!(screen.contains("Esc Esc"), "{screen}");
     assert!(screen.contains("Ctrl-O"), "{screen}");
     t.type_line("/clear");
+    t.wait_for("new session: it starts with your next prompt");
     t.type_line("note it");
     let screen = t.wait_for("[t] no, and tell it what to do instead");
     words_whole(&screen);

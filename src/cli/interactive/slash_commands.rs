@@ -3,6 +3,12 @@
 //! `/rewind` (a picker of runs), `/plan`, `/snapshot`, `/goal`, `/status`, `/verbose`,
 //! `/compact` and the custom commands.
 
+/// `eprintln!`, broken between words at the terminal's width.
+macro_rules! say {
+    () => { eprintln!() };
+    ($($arg:tt)*) => { crate::cli::term::style::say(&format!($($arg)*)) };
+}
+
 use nop::agent::Op;
 
 use super::{Command, Interactive, pick_session};
@@ -19,12 +25,12 @@ impl Interactive {
         match name {
             "/exit" | "/quit" => return Command::Leave,
             "/help" => {
-                eprintln!("{}", slash::help());
+                say!("{}", slash::help());
                 let custom = self.custom_commands().menu();
                 if !custom.is_empty() {
-                    eprintln!("\ncustom commands (nop commands list shows their files):");
+                    say!("\ncustom commands (nop commands list shows their files):");
                     for (name, help) in custom {
-                        eprintln!("{name:<10} {help}");
+                        say!("{name:<10} {help}");
                     }
                 }
             }
@@ -32,7 +38,7 @@ impl Interactive {
             "/goal" => return self.goal(argument),
             "/verbose" => {
                 let on = self.renderer.toggle_verbose();
-                eprintln!(
+                say!(
                     "{}",
                     if on {
                         "whole tool results and diffs from now on"
@@ -48,59 +54,59 @@ impl Interactive {
                     .and_then(|id| store.read_session(id).ok());
                 let model = self.model();
                 for line in slash::status(&model, file.as_ref(), self.renderer.context()) {
-                    eprintln!("{line}");
+                    say!("{line}");
                 }
                 let advisors = self.renderer.advisors();
                 if !advisors.is_empty() {
-                    eprintln!("advisors {}", advisors.join(" · "));
+                    say!("advisors {}", advisors.join(" · "));
                 }
             }
             "/mode" | "/approvals" if argument.is_empty() => {
                 let mode = self.runtime.approver().mode();
-                eprintln!("approval: {} · {}", mode.as_str(), mode.describe());
+                say!("approval: {} · {}", mode.as_str(), mode.describe());
             }
             "/mode" | "/approvals" => match nop::config::ApprovalSetting::parse(argument) {
                 Some(setting) => {
                     let mode: nop::permissions::ApprovalMode = setting.into();
                     self.runtime.approver().set_mode(mode);
-                    eprintln!("approval: {} · {}", mode.as_str(), mode.describe());
+                    say!("approval: {} · {}", mode.as_str(), mode.describe());
                 }
-                None => eprintln!(
-                    "unknown approval mode `{argument}`: never, on-request, always or plan"
-                ),
+                None => {
+                    say!("unknown approval mode `{argument}`: never, on-request, always or plan")
+                }
             },
-            "/model" if argument.is_empty() => eprintln!("model {}", self.model()),
+            "/model" if argument.is_empty() => say!("model {}", self.model()),
             "/model" => {
                 self.runtime = self.runtime.clone().with_model(argument);
                 let session = self.session.clone();
                 self.reopen(rt, session);
-                eprintln!("model {argument} from the next prompt on");
+                say!("model {argument} from the next prompt on");
             }
             "/clear" => {
                 self.reopen(rt, None);
-                eprintln!("new session: it starts with your next prompt");
+                say!("new session: it starts with your next prompt");
             }
             "/resume" => match pick_session(&store) {
                 Ok(Some(id)) => self.switch(rt, Some(id)),
                 Ok(None) => {}
-                Err(e) => eprintln!("error: {e}"),
+                Err(e) => say!("error: {e}"),
             },
             "/fork" => {
                 let Some(id) = self.session.clone() else {
-                    eprintln!("no session yet: say something first");
+                    say!("no session yet: say something first");
                     return Command::Done;
                 };
                 match store.fork(&id, None, chrono::Utc::now()) {
                     Ok(fork) => {
-                        eprintln!("forked {id} → {}; you are in the fork", fork.session_id);
+                        say!("forked {id} → {}; you are in the fork", fork.session_id);
                         self.reopen(rt, Some(fork.session_id));
                     }
-                    Err(e) => eprintln!("error: {e}"),
+                    Err(e) => say!("error: {e}"),
                 }
             }
             "/diff" => {
                 let Some(id) = &self.session else {
-                    eprintln!("no session yet: say something first");
+                    say!("no session yet: say something first");
                     return Command::Done;
                 };
                 match store.read_session(id) {
@@ -108,15 +114,15 @@ impl Interactive {
                         let root = self.runtime.workspace().root.clone();
                         let style = term::style::Style::detect(true);
                         for line in slash::session_diff(&root, &file.messages, style) {
-                            eprintln!("{line}");
+                            say!("{line}");
                         }
                     }
-                    Err(e) => eprintln!("error: {e}"),
+                    Err(e) => say!("error: {e}"),
                 }
             }
             "/undo" | "/rewind" => {
                 let Some(id) = self.session.clone() else {
-                    eprintln!("no session yet: say something first");
+                    say!("no session yet: say something first");
                     return Command::Done;
                 };
                 let ws = self.runtime.workspace().clone();
@@ -130,7 +136,7 @@ impl Interactive {
                 let (to, mode, force) = match slash::rewind_arguments(argument) {
                     Ok(arguments) => arguments,
                     Err(e) => {
-                        eprintln!("error: {e}");
+                        say!("error: {e}");
                         return Command::Done;
                     }
                 };
@@ -165,13 +171,13 @@ impl Interactive {
                         .map_err(|e| e.to_string())
                 });
                 if let Err(e) = shown {
-                    eprintln!("error: {e}");
+                    say!("error: {e}");
                 }
                 self.reopen(rt, Some(id));
             }
             "/plan" | "/snapshot" => {
                 let Some(id) = &self.session else {
-                    eprintln!("no session yet: say something first");
+                    say!("no session yet: say something first");
                     return Command::Done;
                 };
                 if name == "/plan" {
@@ -180,32 +186,32 @@ impl Interactive {
                             let style = term::style::Style::detect(true);
                             let lines = term::plan::checklist(&state.plan, style);
                             if lines.is_empty() {
-                                eprintln!("no tasks");
+                                say!("no tasks");
                             }
                             for line in lines {
-                                eprintln!("{line}");
+                                say!("{line}");
                             }
                         }
-                        Err(e) => eprintln!("error: {e}"),
+                        Err(e) => say!("error: {e}"),
                     }
                 } else {
                     match store.snapshot(id, chrono::Utc::now()) {
                         Ok(snap) => println!("snapshot {snap} (nop fork {id} --snapshot {snap})"),
-                        Err(e) => eprintln!("error: {e}"),
+                        Err(e) => say!("error: {e}"),
                     }
                 }
             }
             other => {
                 let custom = self.custom_commands();
                 for w in &custom.found.warnings {
-                    eprintln!("warning: {}", term::style::one_line(w));
+                    say!("warning: {}", term::style::one_line(w));
                 }
                 if let Some(text) = custom.expand(input) {
                     return Command::Run(Op::UserInput { text });
                 }
                 match slash::nearest(other) {
-                    Some(near) => eprintln!("unknown command {other}; did you mean {near}?"),
-                    None => eprintln!("unknown command {other}; /help lists them"),
+                    Some(near) => say!("unknown command {other}; did you mean {near}?"),
+                    None => say!("unknown command {other}; /help lists them"),
                 }
             }
         }
@@ -224,15 +230,15 @@ impl Interactive {
         let file = match store.read_session(id) {
             Ok(file) => file,
             Err(e) => {
-                eprintln!("error: {e}");
+                say!("error: {e}");
                 return Command::Done;
             }
         };
         let turns = slash::turn_entries(&file, checkpoints);
         if turns.is_empty() {
-            eprintln!("no runs to go back to yet; /rewind SNAP goes back to a snapshot:");
+            say!("no runs to go back to yet; /rewind SNAP goes back to a snapshot:");
             for line in slash::rewind_points(store, id) {
-                eprintln!("{line}");
+                say!("{line}");
             }
             return Command::Done;
         }
@@ -261,7 +267,7 @@ impl Interactive {
         checkpoints: Option<&nop::checkpoint::Checkpoints>,
     ) -> Command {
         let Some(c) = checkpoints else {
-            eprintln!(
+            say!(
                 "error: file checkpoints are off (checkpoints.enabled); /rewind takes the conversation back"
             );
             return Command::Done;
@@ -270,7 +276,7 @@ impl Interactive {
             let (turn, force) = match slash::undo_arguments(argument) {
                 Ok(arguments) => arguments,
                 Err(e) => {
-                    eprintln!("error: {e}");
+                    say!("error: {e}");
                     return Command::Done;
                 }
             };
@@ -283,7 +289,7 @@ impl Interactive {
                         .map_err(|e| e.to_string())
                 });
             if let Err(e) = shown {
-                eprintln!("error: {e}");
+                say!("error: {e}");
             }
             self.reopen(rt, Some(id.to_string()));
             return Command::Done;
@@ -291,7 +297,7 @@ impl Interactive {
         let file = match store.read_session(id) {
             Ok(file) => file,
             Err(e) => {
-                eprintln!("error: {e}");
+                say!("error: {e}");
                 return Command::Done;
             }
         };
@@ -305,7 +311,7 @@ impl Interactive {
             .filter(|(n, _)| changed_files(n))
             .collect();
         if turns.is_empty() {
-            eprintln!(
+            say!(
                 "no prompt of this session changed files yet: nothing to go back to (/rewind takes the conversation back)"
             );
             return Command::Done;
@@ -327,7 +333,7 @@ impl Interactive {
             Ok(Some('c')) => RewindMode::Conversation,
             Ok(_) => return Command::Done,
             Err(e) => {
-                eprintln!("error: {e}");
+                say!("error: {e}");
                 return Command::Done;
             }
         };
@@ -363,7 +369,7 @@ impl Interactive {
                 .map_err(|e| e.to_string())
         });
         if let Err(e) = rewound {
-            eprintln!("error: {e}");
+            say!("error: {e}");
         }
         self.reopen(rt, Some(id.to_string()));
     }
@@ -379,26 +385,26 @@ impl Interactive {
             .and_then(|s| s.goal);
         match argument {
             "" => match goal {
-                None => eprintln!("no goal: /goal TEXT sets one"),
+                None => say!("no goal: /goal TEXT sets one"),
                 Some(goal) => {
-                    eprintln!(
+                    say!(
                         "goal: {} ({}, {} checks)",
                         term::style::visible(&goal.objective),
                         goal.status.as_str(),
                         goal.checks.len()
                     );
                     if let Some(last) = goal.checks.last() {
-                        eprintln!("  last check: {}", term::style::visible(&last.reason));
+                        say!("  last check: {}", term::style::visible(&last.reason));
                     }
                 }
             },
             "clear" => match &self.session {
                 Some(id) => match nop::agent::goal::clear(&store, id) {
-                    Ok(true) => eprintln!("goal cleared"),
-                    Ok(false) => eprintln!("no goal to clear"),
-                    Err(e) => eprintln!("error: {e}"),
+                    Ok(true) => say!("goal cleared"),
+                    Ok(false) => say!("no goal to clear"),
+                    Err(e) => say!("error: {e}"),
                 },
-                None => eprintln!("no goal to clear"),
+                None => say!("no goal to clear"),
             },
             objective => {
                 return Command::Run(Op::Goal {
@@ -420,7 +426,7 @@ fn pick_turn(question: &str, turns: &[(usize, String)]) -> Option<usize> {
         Ok(Some(i)) => turns.get(i).map(|(turn, _)| *turn),
         Ok(None) => None,
         Err(e) => {
-            eprintln!("error: {e}");
+            say!("error: {e}");
             None
         }
     }

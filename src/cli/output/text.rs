@@ -112,6 +112,7 @@ impl Text {
             Event::Refused { reason, .. } => refused(reason),
             // An advisor at work is nop's machinery, not the run's course.
             event if crate::cli::term::notes::internal(event) => {}
+            Event::AdvisorFallback { .. } => {}
             Event::Queued { .. }
             | Event::SubagentStarted { .. }
             | Event::SubagentFinished { .. }

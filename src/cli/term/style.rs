@@ -91,6 +91,52 @@ pub fn width(text: &str) -> usize {
     UnicodeWidthStr::width(text)
 }
 
+/// Writes `text` to standard error, each of its lines broken between words at the terminal's
+/// width, a line's continuation indented as its first word is when it begins with spaces or
+/// is a table row (`/help`): what the interactive session says is never cut mid-word.
+pub fn say(text: &str) {
+    use std::io::IsTerminal;
+    // Not a terminal (a log, a pipe): the text as it is, one line each.
+    if !std::io::stderr().is_terminal() {
+        eprintln!("{text}");
+        return;
+    }
+    let width = screen_columns().saturating_sub(1);
+    for line in text.lines() {
+        for part in wrap_hanging(line, width) {
+            eprintln!("{part}");
+        }
+    }
+}
+
+/// `line` in lines of at most `max` columns broken between words; lines after the first are
+/// indented to where the line's text begins after a leading label (`/help   this list`).
+pub fn wrap_hanging(line: &str, max: usize) -> Vec<String> {
+    if width(line) <= max {
+        return vec![line.to_string()];
+    }
+    // The indent: leading spaces, then a first word followed by two spaces or more.
+    let lead = line.len() - line.trim_start().len();
+    let indent = line[lead..]
+        .find("  ")
+        .map(|i| {
+            let after = &line[lead + i..];
+            lead + i + (after.len() - after.trim_start().len())
+        })
+        .filter(|i| *i < max / 2)
+        .unwrap_or(lead);
+    let mut parts = wrap_words(line, max).into_iter();
+    let mut lines = vec![parts.next().unwrap_or_default()];
+    let rest: Vec<String> = parts.collect();
+    if !rest.is_empty() {
+        let rest = rest.join(" ");
+        for part in wrap_words(&rest, max.saturating_sub(indent)) {
+            lines.push(format!("{}{part}", " ".repeat(indent)));
+        }
+    }
+    lines
+}
+
 /// The terminal's width in columns (80 when it cannot be told).
 pub fn screen_columns() -> usize {
     crossterm::terminal::size()
@@ -297,6 +343,24 @@ mod tests {
         assert_eq!(Style::PLAIN.paint("x", &[BOLD, RED]), "x");
         assert_eq!(Style::COLOR.paint("x", &[BOLD, RED]), "\x1b[1;31mx\x1b[0m");
         assert_eq!(Style::COLOR.bold(""), "");
+    }
+
+    #[test]
+    fn a_long_row_wraps_under_its_text() {
+        let row = "/mode      the approval mode; /mode never|on-request|always|plan switches it (also /approvals)";
+        let lines = wrap_hanging(row, 60);
+        assert_eq!(lines[0], "/mode      the approval mode; /mode");
+        assert!(
+            lines[1..]
+                .iter()
+                .all(|l| l.starts_with("           ") && width(l) <= 60),
+            "{lines:?}"
+        );
+        assert_eq!(
+            lines.concat().split_whitespace().count(),
+            row.split_whitespace().count()
+        );
+        assert_eq!(wrap_hanging("short", 60), vec!["short"]);
     }
 
     #[test]

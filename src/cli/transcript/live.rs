@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use super::DIFF_LINES;
 use crate::cli::term::notes::{brief_arguments, note};
-use crate::cli::term::style::{Style, one_line, visible};
+use crate::cli::term::style::{Style, one_line, visible, wrap_words};
 use crate::cli::term::{diff, markdown, output, plan};
 use nop::protocol::events::{Event, RunStatus};
 
@@ -253,11 +253,14 @@ impl Live {
                 let failed = !ok || summary.first().is_some_and(|l| l.starts_with("failed"));
                 // A hint of the sandbox's, wrapped to the screen, never cut.
                 let width = Live::width().saturating_sub(5);
+                // A hint of the sandbox's and a failure's message, wrapped between words; a
+                // command's output lines as they are (cut to the width by `summarize`).
                 let summary: Vec<String> = summary
                     .into_iter()
-                    .flat_map(|l| {
-                        if crate::cli::term::style::is_hint(&l) {
-                            crate::cli::term::style::wrap_words(&l, width)
+                    .enumerate()
+                    .flat_map(|(i, l)| {
+                        if crate::cli::term::style::is_hint(&l) || (failed && i == 0) {
+                            wrap_words(&l, width)
                         } else {
                             vec![l]
                         }
@@ -310,14 +313,32 @@ impl Live {
             | Event::Usage { .. }
             | Event::ToolOutput { .. } => {}
             Event::Text { .. } => {}
+            Event::AdvisorFallback { advisor, message } => {
+                if verbose {
+                    eprintln!("{}", err.dim(&format!("  ↳ {}", visible(message))));
+                } else {
+                    self.advisors
+                        .push_back(format!("{advisor}: no usable answer, safe default"));
+                    if self.advisors.len() > ADVISORS_KEPT {
+                        self.advisors.pop_front();
+                    }
+                }
+                self.set_status("thinking");
+            }
             Event::Warning { message } | Event::Untrusted { message, .. } => {
-                eprintln!("{}", err.yellow(&format!("warning: {}", visible(message))))
+                for line in wrap_words(&format!("warning: {}", visible(message)), Live::width()) {
+                    eprintln!("{}", err.yellow(&line));
+                }
             }
             Event::Error { message } => {
-                eprintln!("{}", err.red(&format!("error: {}", visible(message))))
+                for line in wrap_words(&format!("error: {}", visible(message)), Live::width()) {
+                    eprintln!("{}", err.red(&line));
+                }
             }
             Event::Refused { reason, .. } => {
-                eprintln!("{}", err.red(&format!("refused: {}", visible(reason))))
+                for line in wrap_words(&format!("refused: {}", visible(reason)), Live::width()) {
+                    eprintln!("{}", err.red(&line));
+                }
             }
             Event::SubagentFinished {
                 agent,
