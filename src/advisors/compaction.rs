@@ -37,6 +37,20 @@ pub fn replaceable(messages: &[Message], keep_last: usize) -> Option<(usize, usi
     (tail >= from + 2).then_some((from, tail))
 }
 
+/// [`replaceable`] for a compaction nop starts (the context is nearly full or overflowed): the
+/// largest `keep` up to `keep_last` whose kept tail fits in `max_tail_tokens`, down to one
+/// message, so a conversation of few long messages (a small context) is compacted too.
+pub fn replaceable_to_fit(
+    messages: &[Message],
+    keep_last: usize,
+    max_tail_tokens: u64,
+) -> Option<(usize, usize)> {
+    (1..=keep_last.max(1)).rev().find_map(|keep| {
+        let range = replaceable(messages, keep)?;
+        (keep == 1 || estimate_tokens(&messages[range.1..]) <= max_tail_tokens).then_some(range)
+    })
+}
+
 /// The messages `[from, to)` as text for the CompactAgent.
 pub fn render(messages: &[Message]) -> String {
     render_within(messages, usize::MAX)
@@ -291,6 +305,13 @@ mod tests {
         assert!(texts[2].contains("S") && texts[2].contains("Plan: no tasks."));
         assert_eq!(&texts[3..], &["calling", "out", "last"]);
         assert!(replaceable(&messages[..4], 10).is_none());
+        // A compaction nop starts keeps fewer when keep_last leaves nothing to replace, or keeps
+        // a tail too long for the context.
+        assert_eq!(
+            replaceable_to_fit(&messages[..4], 10, u64::MAX),
+            replaceable(&messages[..4], 1)
+        );
+        assert!(replaceable_to_fit(&messages, 10, 0).is_some());
     }
 
     #[test]

@@ -24,6 +24,13 @@ pub async fn wants_compaction(
     ctx: &ToolContext,
     messages: &[Message],
 ) -> Result<Option<String>, ToolError> {
+    // A conversation about to fill the context is compacted, advisors or not: the next request
+    // would overflow.
+    if let Some(window) = host.provider().crowded(messages) {
+        return Ok(Some(format!(
+            "the conversation nears the model's context of {window} tokens"
+        )));
+    }
     // A server that said it has a smaller context than the configuration gives is believed.
     let mut config = host.config().compaction.clone();
     if let Some(window) = host.provider().learned_context_window() {
@@ -65,9 +72,20 @@ pub async fn compact(
     // go of (all but what the compaction keeps and a fingerprint) before the CompactAgent is
     // asked.
     let mut state = store.read_async(&ctx.session_id).await?;
-    let Some(range) =
-        compaction::replaceable(&state.session.messages, host.config().compaction.keep_last)
-    else {
+    let keep_last = host.config().compaction.keep_last;
+    let range = if auto {
+        // What is kept verbatim must leave room in the context: half of it at most.
+        let window = host
+            .provider()
+            .learned_context_window()
+            .map_or(host.config().compaction.context_window, |w| {
+                w.min(host.config().compaction.context_window)
+            });
+        compaction::replaceable_to_fit(&state.session.messages, keep_last, window / 2)
+    } else {
+        compaction::replaceable(&state.session.messages, keep_last)
+    };
+    let Some(range) = range else {
         return Ok(None);
     };
     // Seed 002 §2.2: the consistency check runs before compression, and the summary keeps the

@@ -77,7 +77,7 @@ pub(super) fn request_body(
     }
     let messages: Vec<Value> = turns
         .into_iter()
-        .map(|(role, content)| json!({"role": role, "content": content}))
+        .map(|(role, content)| json!({"role": role, "content": plain_if_one_text(content)}))
         .collect();
     let mut body = json!({
         "model": model,
@@ -124,6 +124,23 @@ fn mark_latest_turns(turns: &mut [(&'static str, Vec<Value>)]) {
         if let Some(block) = turns[index].1.last_mut() {
             block["cache_control"] = cache_mark();
         }
+    }
+}
+
+/// A turn that is one unmarked text block goes as a plain string: LiteLLM's `/v1/messages` in
+/// front of a chat-completions server (llama.cpp) passes a block array on to a chat template
+/// that fails on it after HTTP 200, and the reply comes back empty.
+fn plain_if_one_text(mut content: Vec<Value>) -> Value {
+    let plain = content.len() == 1
+        && content[0].get("type").and_then(Value::as_str) == Some("text")
+        && content[0].get("cache_control").is_none();
+    match content.pop() {
+        Some(Value::Object(mut block)) if plain => block.remove("text").unwrap_or_default(),
+        Some(last) => {
+            content.push(last);
+            Value::Array(content)
+        }
+        None => Value::Array(content),
     }
 }
 
@@ -307,6 +324,15 @@ impl StreamDecoder for Decoder {
         Ok(response)
     }
 
+    fn text(&self) -> &str {
+        &self.response.text
+    }
+
+    fn stop_at(&mut self, keep: usize) {
+        self.response.text.truncate(keep);
+        self.response.stop_reason = Some(super::limits::REPETITION.to_string());
+    }
+
     fn end_of_stream(self: Box<Self>) -> Result<ModelResponse, ProviderError> {
         if self.started {
             Err(ProviderError::Truncated("no message_stop".into()))
@@ -362,6 +388,8 @@ mod tests {
             .filter_map(|m| m["role"].as_str())
             .collect();
         assert_eq!(roles, vec!["user", "assistant", "user"]);
+        // A turn of one text block is a plain string (LiteLLM's `/v1/messages`).
+        assert_eq!(body["messages"][0]["content"], "list");
         assert_eq!(body["messages"][2]["content"][0]["type"], "tool_result");
         assert_eq!(body["messages"][2]["content"][1]["text"], "and now?");
         assert_eq!(body["messages"][1]["content"][0]["type"], "tool_use");

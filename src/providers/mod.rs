@@ -5,9 +5,11 @@
 //! error messages are built from status codes and server messages with the key scrubbed.
 
 mod anthropic;
+mod limits;
 pub mod meter;
 mod openai;
 pub mod pricing;
+mod probe;
 pub mod sse;
 mod tool_names;
 
@@ -19,8 +21,9 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{ProviderConfig, ProviderKind};
-use crate::protocol::{Message, TokenUsage, ToolCall};
+use crate::protocol::{Message, Role, TokenUsage, ToolCall};
 
+pub use limits::Cut;
 pub(crate) use tool_names::WireNames;
 
 /// What a tool looks like to the model.
@@ -64,6 +67,14 @@ pub struct ModelResponse {
     pub tool_calls: Vec<ToolCall>,
     pub usage: TokenUsage,
     pub stop_reason: Option<String>,
+}
+
+impl ModelResponse {
+    /// Whether the reply is not whole: the output cap cut it (after the one request that asks
+    /// the model to continue), or it repeated itself and nop cut the repetition.
+    pub fn cut(&self) -> Option<Cut> {
+        limits::cut_reason(self.stop_reason.as_deref())
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -179,6 +190,9 @@ pub struct Provider {
     /// Set once a gateway failed on Anthropic's cache marks (LiteLLM's `/v1/messages` in front
     /// of a Chat Completions upstream fails on a `system` block array): requests go unmarked.
     cache_marks_refused: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// Set once a server refused `max_tokens` and asked for `max_completion_tokens` (OpenAI's
+    /// newer models through a gateway): the cap goes by that name from then on.
+    max_tokens_refused: std::sync::Arc<std::sync::atomic::AtomicBool>,
     /// The context size the configuration gives (`compaction.context_window`).
     configured_window: Option<u64>,
     /// What was learned of the server's context size, shared by every clone.
@@ -188,9 +202,15 @@ pub struct Provider {
 /// What a provider knows of its server's context size.
 #[derive(Debug, Default)]
 struct Window {
-    /// What the server says of itself (`/props`, `/v1/models`, `/api/ps`), asked once after
-    /// the first empty stream: `Some(None)` when it said nothing.
+    /// What the server says of itself (`/props`, `/v1/models`, `/api/ps`, `/api/show`), asked
+    /// once before the first request: `Some(None)` when it said nothing.
     probed: Option<Option<u64>>,
+    /// The server answered Ollama's own API (see [`Provider::dropped_start`]).
+    ollama: bool,
+    /// The estimated tokens of the largest tool list a request carried.
+    tools: u64,
+    /// The last request's estimated prompt and the prompt tokens its server counted.
+    last_counted: Option<(u64, u64)>,
     /// From an error that named it, or the size of a prompt found too long.
     learned: Option<u64>,
     /// The largest prompt (estimated tokens) the server answered.
@@ -310,6 +330,7 @@ impl Provider {
             prompt_cache: config.prompt_cache,
             cache_key_refused: Default::default(),
             cache_marks_refused: Default::default(),
+            max_tokens_refused: Default::default(),
             configured_window: None,
             window: Default::default(),
         })
@@ -334,7 +355,9 @@ impl Provider {
     }
 
     /// Sends the request and streams the reply, retrying retryable failures with exponential
-    /// backoff and jitter (honouring Retry-After) up to the configured number of attempts.
+    /// backoff and jitter (honouring Retry-After) up to the configured number of attempts. The
+    /// request carries an output cap fit for the server's context (asked once, see
+    /// [`probe`]); a text reply the cap cut is continued by one more request and joined.
     pub async fn complete(
         &self,
         request: ChatRequest<'_>,
@@ -342,21 +365,130 @@ impl Provider {
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<ModelResponse, ProviderError> {
         let prompt = estimate_prompt(request);
+        let window = self.context_window().await;
+        if let Ok(mut w) = self.window.lock() {
+            w.tools = w
+                .tools
+                .max(prompt.saturating_sub(meter::estimate_tokens(request.messages)));
+        }
+        let cap = limits::output_cap(self.max_tokens, window, prompt);
+        let first = match self
+            .complete_once(request, prompt, cap, cancel, on_event)
+            .await
+        {
+            // vLLM refuses a prompt that fits when the cap asked does not fit beside it: asked
+            // again with the cap the context it named leaves.
+            Err(ProviderError::ContextOverflow {
+                window: Some(w), ..
+            }) if cap.is_some_and(|c| prompt + u64::from(c) > w) && prompt + 256 < w => {
+                let cap = limits::output_cap(self.max_tokens, Some(w), prompt);
+                self.complete_once(request, prompt, cap, cancel, on_event)
+                    .await?
+            }
+            other => other?,
+        };
+        if first.cut() != Some(Cut::Cap)
+            || !first.tool_calls.is_empty()
+            || first.text.trim().is_empty()
+        {
+            return Ok(first);
+        }
+        self.continued(request, first, window, cancel, on_event)
+            .await
+    }
+
+    /// A text reply the output cap cut, continued: the request again with the reply so far
+    /// and [`limits::CONTINUE`], the two texts joined. When that request fails, the cut reply
+    /// as it is (its stop reason says it was cut).
+    async fn continued(
+        &self,
+        request: ChatRequest<'_>,
+        first: ModelResponse,
+        window: Option<u64>,
+        cancel: &CancellationToken,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<ModelResponse, ProviderError> {
+        let now = chrono::Utc::now();
+        let mut messages = request.messages.to_vec();
+        messages.push(Message::new(Role::Assistant, first.text.clone(), now));
+        messages.push(Message::new(Role::User, limits::CONTINUE, now));
+        let next = ChatRequest {
+            messages: &messages,
+            ..request
+        };
+        let prompt = estimate_prompt(next);
+        let cap = limits::output_cap(self.max_tokens, window, prompt);
+        tracing::info!(
+            op = "model",
+            result = "continue",
+            "the reply was cut by the output cap; asking the model to continue"
+        );
+        match self
+            .complete_once(next, prompt, cap, cancel, on_event)
+            .await
+        {
+            Ok(rest) => {
+                let (a, b) = (first.usage, rest.usage);
+                Ok(ModelResponse {
+                    text: first.text + &rest.text,
+                    tool_calls: rest.tool_calls,
+                    usage: TokenUsage {
+                        input_tokens: a.input_tokens + b.input_tokens,
+                        output_tokens: a.output_tokens + b.output_tokens,
+                        cache_read_tokens: a.cache_read_tokens + b.cache_read_tokens,
+                        cache_write_tokens: a.cache_write_tokens + b.cache_write_tokens,
+                        estimated: a.estimated || b.estimated,
+                    },
+                    stop_reason: rest.stop_reason,
+                })
+            }
+            Err(ProviderError::Cancelled) => Err(ProviderError::Cancelled),
+            Err(e) => {
+                tracing::warn!(
+                    op = "model",
+                    result = "error",
+                    "continuing a cut reply: {e}"
+                );
+                Ok(first)
+            }
+        }
+    }
+
+    /// One request, retried as [`Provider::complete`] says.
+    async fn complete_once(
+        &self,
+        request: ChatRequest<'_>,
+        prompt: u64,
+        cap: Option<u32>,
+        cancel: &CancellationToken,
+        on_event: &mut (dyn FnMut(StreamEvent) + Send),
+    ) -> Result<ModelResponse, ProviderError> {
         let mut attempt = 1;
         let mut empty = 0;
         let names = WireNames::new(request.tools);
         loop {
             let result = tokio::select! {
                 () = cancel.cancelled() => Err(ProviderError::Cancelled),
-                r = self.attempt(request, on_event) => r,
+                r = self.attempt(request, cap, on_event) => r,
             };
             let result = match result {
-                Ok(reply) => {
-                    if let Ok(mut w) = self.window.lock() {
-                        w.largest_answered = w.largest_answered.max(prompt);
+                Ok(reply) => match self.dropped_start(&reply, prompt) {
+                    Some(overflow) => {
+                        // What streamed is void: the request is sent again once compacted.
+                        on_event(StreamEvent::Retrying {
+                            attempt,
+                            delay: Duration::ZERO,
+                            error: overflow.to_string(),
+                        });
+                        Err(overflow)
                     }
-                    Ok(reply)
-                }
+                    None => {
+                        if let Ok(mut w) = self.window.lock() {
+                            w.largest_answered = w.largest_answered.max(prompt);
+                        }
+                        Ok(reply)
+                    }
+                },
                 Err(e) => Err(self.classify(e, prompt, &mut empty).await),
             };
             match result {
@@ -450,14 +582,19 @@ impl Provider {
         let probed = match probed {
             Some(p) => p,
             None => {
-                let p = self.probe_window().await;
+                // OpenAI's own API says nothing of the kind: it is not asked.
+                let found = if self.kind == ProviderKind::Openai
+                    && !self.url.starts_with("https://api.openai.com/")
+                {
+                    probe::probe(&self.client, &self.url, &self.model, self.key.as_ref()).await
+                } else {
+                    probe::Probe::default()
+                };
                 if let Ok(mut w) = self.window.lock() {
-                    w.probed = Some(p);
+                    w.probed = Some(found.window);
+                    w.ollama = found.ollama;
                 }
-                if let Some(n) = p {
-                    tracing::info!(op = "model", context = n, "the server's context size");
-                }
-                p
+                found.window
             }
         };
         let learned = self.window.lock().ok().and_then(|w| w.learned);
@@ -465,48 +602,6 @@ impl Provider {
             .into_iter()
             .flatten()
             .min()
-    }
-
-    /// Asks an OpenAI-compatible server its context size where servers say it: llama.cpp's
-    /// `/props` (`n_ctx`), vLLM's `/v1/models` (`max_model_len`), Ollama's `/api/ps`
-    /// (`context_length` of the loaded model). Each for at most two seconds.
-    async fn probe_window(&self) -> Option<u64> {
-        if self.kind != ProviderKind::Openai {
-            return None;
-        }
-        let base = self.url.trim_end_matches("/chat/completions");
-        let origin = match base.find("://") {
-            Some(i) => match base[i + 3..].find('/') {
-                Some(j) => &base[..i + 3 + j],
-                None => base,
-            },
-            None => base,
-        };
-        for url in [
-            format!("{origin}/props"),
-            format!("{base}/models"),
-            format!("{origin}/api/ps"),
-        ] {
-            let mut get = self.client.get(&url).timeout(Duration::from_secs(2));
-            if let Some(key) = &self.key {
-                get = get.bearer_auth(&key.0);
-            }
-            let Ok(response) = get.send().await else {
-                continue;
-            };
-            if !response.status().is_success() {
-                continue;
-            }
-            let Ok(Ok(body)) =
-                tokio::time::timeout(Duration::from_secs(2), response.json::<Value>()).await
-            else {
-                continue;
-            };
-            if let Some(n) = window_of(&body, &self.model) {
-                return Some(n);
-            }
-        }
-        None
     }
 
     fn backoff(&self, attempt: u32, error: &ProviderError) -> Duration {
@@ -529,15 +624,23 @@ impl Provider {
     async fn attempt(
         &self,
         request: ChatRequest<'_>,
+        cap: Option<u32>,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<ModelResponse, ProviderError> {
         let body = match self.kind {
-            ProviderKind::Openai => {
-                openai::request_body(&self.model, request, self.cache_key(request))
-            }
-            ProviderKind::Anthropic => {
-                anthropic::request_body(&self.model, self.max_tokens, request, self.cache_marks())
-            }
+            ProviderKind::Openai => openai::request_body(
+                &self.model,
+                request,
+                self.cache_key(request),
+                cap.map(|n| (self.cap_field(), n)),
+            ),
+            // Anthropic requires a cap.
+            ProviderKind::Anthropic => anthropic::request_body(
+                &self.model,
+                cap.unwrap_or(4096),
+                request,
+                self.cache_marks(),
+            ),
         };
         let mut builder = self
             .client
@@ -565,9 +668,12 @@ impl Provider {
         let status = response.status();
         if !status.is_success() {
             let error = self.http_error(response).await;
-            if self.refused_cache_key(request, &error) || self.refused_cache_marks(&error) {
+            if self.refused_cache_key(request, &error)
+                || self.refused_cache_marks(&error)
+                || self.refused_max_tokens(&error)
+            {
                 // A compatible server that takes no unknown fields: ask again without it.
-                return Box::pin(self.attempt(request, on_event)).await;
+                return Box::pin(self.attempt(request, cap, on_event)).await;
             }
             return Err(error);
         }
@@ -588,6 +694,7 @@ impl Provider {
         // Keep-alive comments are bytes but no progress: the idle time counts from the last
         // event, so a stream of comments alone times out too.
         let mut last_event = tokio::time::Instant::now();
+        let mut next_check = limits::CHECK_EVERY;
         loop {
             let deadline = last_event + self.idle_timeout;
             let chunk = tokio::time::timeout_at(deadline, stream.next())
@@ -605,6 +712,20 @@ impl Provider {
                 decoder.event(&event, on_event)?;
                 if decoder.finished() {
                     return decoder.into_response();
+                }
+                // A reply that repeats itself is read no further: the server stops when the
+                // connection closes.
+                if decoder.text().len() >= next_check {
+                    next_check = decoder.text().len() + limits::CHECK_EVERY;
+                    if let Some(keep) = limits::repetition_cut(decoder.text()) {
+                        tracing::warn!(
+                            op = "model",
+                            result = "repetition",
+                            "the reply repeats itself; cut after {keep} bytes"
+                        );
+                        decoder.stop_at(keep);
+                        return decoder.into_response();
+                    }
                 }
             }
         }
@@ -677,6 +798,85 @@ impl Provider {
             "the server refused prompt_cache_key; sending requests without it"
         );
         true
+    }
+
+    /// The name the output cap goes by: `max_completion_tokens` for OpenAI's own API (its
+    /// newer models refuse `max_tokens`) and for a server that asked for it, `max_tokens` for
+    /// every other (llama.cpp, vLLM, Ollama, LiteLLM take it).
+    fn cap_field(&self) -> &'static str {
+        if self.url.starts_with("https://api.openai.com/")
+            || self
+                .max_tokens_refused
+                .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            "max_completion_tokens"
+        } else {
+            "max_tokens"
+        }
+    }
+
+    /// Whether `error` is a server refusing `max_tokens` and naming `max_completion_tokens`
+    /// ("Unsupported parameter: 'max_tokens' … Use 'max_completion_tokens' instead"); if so the
+    /// cap goes by that name from now on.
+    fn refused_max_tokens(&self, error: &ProviderError) -> bool {
+        let refused = matches!(error, ProviderError::Http { status: 400 | 422, message, .. } if message.contains("max_completion_tokens"));
+        if !refused || self.cap_field() == "max_completion_tokens" {
+            return false;
+        }
+        self.max_tokens_refused
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        tracing::warn!(
+            op = "model",
+            result = "retry",
+            "the server refused max_tokens; sending the cap as max_completion_tokens"
+        );
+        true
+    }
+
+    /// Whether the reply of an Ollama server was made from the end of the prompt alone.
+    /// Ollama drops the start of a prompt over its context without an error, and counts only
+    /// what it kept: the prompt grew (by a tenth or more since the last request) but the count
+    /// did not, and it is under 80% of nop's estimate. This makes it an error, so the
+    /// conversation is compacted and sent again.
+    fn dropped_start(&self, reply: &ModelResponse, prompt: u64) -> Option<ProviderError> {
+        let counted = reply.usage.input_tokens;
+        let mut w = self.window.lock().ok()?;
+        if !w.ollama || reply.usage.estimated || counted == 0 {
+            return None;
+        }
+        let previous = w.last_counted.replace((prompt, counted));
+        let flat = previous.is_some_and(|(p, c)| prompt > p + p / 10 && counted <= c + c / 50);
+        if !flat || counted < 1024 || counted.saturating_mul(10) >= prompt.saturating_mul(8) {
+            return None;
+        }
+        w.learned = Some(w.learned.map_or(counted, |l| l.min(counted)));
+        Some(ProviderError::ContextOverflow {
+            prompt_tokens: prompt,
+            window: Some(counted),
+            detail: format!(
+                "Ollama evaluated only {counted} tokens of it and dropped the start (its num_ctx is smaller than the prompt; raise it with OLLAMA_CONTEXT_LENGTH or PARAMETER num_ctx in a Modelfile, and set compaction.context_window to it)"
+            ),
+        })
+    }
+
+    /// The context size the next request would crowd: the conversation (`messages`), the
+    /// largest tool list sent and the room for the reply fill 85% of the smallest context size
+    /// known (configured, probed or learned). `None` while it fits.
+    pub fn crowded(&self, messages: &[Message]) -> Option<u64> {
+        let (known, tools) = {
+            let w = self.window.lock().ok()?;
+            (
+                [w.probed.flatten(), w.learned].into_iter().flatten().min(),
+                w.tools,
+            )
+        };
+        let window = [self.configured_window, known]
+            .into_iter()
+            .flatten()
+            .min()?;
+        let reply = limits::output_cap(self.max_tokens, Some(window), 0).map_or(0, u64::from);
+        let need = meter::estimate_tokens(messages) + tools + reply;
+        (need.saturating_mul(100) >= window.saturating_mul(85)).then_some(window)
     }
 
     /// Whether Anthropic requests carry cache marks (a `system` block array among them).
@@ -830,32 +1030,6 @@ fn window_in(message: &str) -> Option<u64> {
     })
 }
 
-/// The context size in a server's description of itself: llama.cpp's `/props`, vLLM's
-/// `/v1/models` entry for `model`, Ollama's `/api/ps` entry for it.
-fn window_of(body: &Value, model: &str) -> Option<u64> {
-    let number = |v: Option<&Value>| v.and_then(Value::as_u64).filter(|n| *n > 0);
-    if let Some(n) = number(body.pointer("/default_generation_settings/n_ctx"))
-        .or_else(|| number(body.get("n_ctx")))
-    {
-        return Some(n);
-    }
-    let entries = body
-        .get("data")
-        .or_else(|| body.get("models"))
-        .and_then(Value::as_array)?;
-    let named = |e: &&Value| {
-        ["id", "name", "model"]
-            .iter()
-            .any(|k| e.get(k).and_then(Value::as_str) == Some(model))
-    };
-    let entry = entries.iter().find(named).or(if entries.len() == 1 {
-        entries.first()
-    } else {
-        None
-    })?;
-    number(entry.get("max_model_len")).or_else(|| number(entry.get("context_length")))
-}
-
 /// The error code of a reply that says the account has no quota or credit left (OpenAI sends
 /// it with a 429, like a rate limit): `insufficient_quota`, or a billing limit.
 fn quota_code(body: &Value) -> Option<&str> {
@@ -927,6 +1101,10 @@ trait StreamDecoder: Send {
     fn into_response(self: Box<Self>) -> Result<ModelResponse, ProviderError>;
     /// The connection closed; decide whether what arrived is a whole reply.
     fn end_of_stream(self: Box<Self>) -> Result<ModelResponse, ProviderError>;
+    /// The reply's text so far.
+    fn text(&self) -> &str;
+    /// Ends the reply at byte `keep` of its text, cut for repeating itself.
+    fn stop_at(&mut self, keep: usize);
 }
 
 /// A tool call whose arguments are still arriving.
@@ -1005,20 +1183,6 @@ mod tests {
         assert!(!overflow_message(
             "1 validation error for ChatCompletionRequestAssistantMessage"
         ));
-    }
-
-    #[test]
-    fn servers_describe_their_context_size_in_their_own_places() {
-        let llama_cpp = serde_json::json!({"default_generation_settings": {"n_ctx": 2048}});
-        assert_eq!(window_of(&llama_cpp, "m"), Some(2048));
-        let vllm = serde_json::json!({"object": "list", "data": [
-            {"id": "other", "max_model_len": 4096}, {"id": "m", "max_model_len": 32768}]});
-        assert_eq!(window_of(&vllm, "m"), Some(32768));
-        let ollama =
-            serde_json::json!({"models": [{"name": "qwen3:0.6b", "context_length": 4096}]});
-        assert_eq!(window_of(&ollama, "qwen3:0.6b"), Some(4096));
-        let llama_cpp_python = serde_json::json!({"object": "list", "data": [{"id": "a", "object": "model"}, {"id": "b"}]});
-        assert_eq!(window_of(&llama_cpp_python, "m"), None);
     }
 
     #[test]

@@ -12,11 +12,13 @@ use super::{ChatRequest, ModelResponse, PartialCall, ProviderError, StreamDecode
 use crate::protocol::{Role, TokenUsage, ToolCall};
 
 /// `cache_key`: the `prompt_cache_key` to send, if any (OpenAI routes requests with the same
-/// key to the same cache; compatible servers ignore it or refuse it, see `Provider`).
+/// key to the same cache; compatible servers ignore it or refuse it, see `Provider`). `cap`:
+/// the output cap and the name it goes by (`max_tokens`, or `max_completion_tokens`).
 pub(super) fn request_body(
     model: &str,
     request: ChatRequest<'_>,
     cache_key: Option<&str>,
+    cap: Option<(&str, u32)>,
 ) -> Value {
     let names = super::WireNames::new(request.tools);
     let messages: Vec<Value> = request
@@ -48,6 +50,9 @@ pub(super) fn request_body(
         "stream": true,
         "stream_options": {"include_usage": true},
     });
+    if let Some((field, n)) = cap {
+        body[field] = json!(n);
+    }
     if let Some(key) = cache_key {
         body["prompt_cache_key"] = Value::String(key.to_string());
     }
@@ -218,6 +223,15 @@ impl StreamDecoder for Decoder {
             .map(|(i, c)| c.finish(i))
             .collect();
         Ok(response)
+    }
+
+    fn text(&self) -> &str {
+        &self.response.text
+    }
+
+    fn stop_at(&mut self, keep: usize) {
+        self.response.text.truncate(keep);
+        self.response.stop_reason = Some(super::limits::REPETITION.to_string());
     }
 
     fn end_of_stream(self: Box<Self>) -> Result<ModelResponse, ProviderError> {

@@ -41,6 +41,7 @@ mod seeds_cli;
 mod shell_sandbox;
 mod skills;
 mod slash_commands;
+mod small_windows;
 mod terminal_safety;
 mod travel;
 mod trust;

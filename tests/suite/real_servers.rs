@@ -1,6 +1,6 @@
 //! What real model servers were seen to do (issue 29, MISSION R3), played by the mock, against
 //! the request shapes nop really sends: llama-cpp-python's empty stream to a prompt over its
-//! context, llama.cpp's `/props`, servers without usage, a stream cut and retried, LiteLLM's
+//! context (a context `/props` names is compacted before: `small_windows.rs`), servers without usage, a stream cut and retried, LiteLLM's
 //! `/v1/messages` failing on a `system` block array.
 
 use std::fs;
@@ -58,40 +58,6 @@ fn empty_answers(server: &MockServer) -> usize {
         .iter()
         .filter(|r| r.body["messages"].to_string().contains(&"c".repeat(2000)))
         .count()
-}
-
-#[test]
-fn a_prompt_over_a_probed_context_is_compacted_not_retried() {
-    let repo = Repo::new();
-    let base = base_request_bytes();
-    let n_ctx = (base / 4 + 1200) as u64;
-    // llama.cpp's server: `/props` names the context; over it, an empty stream.
-    let server = MockServer::start(Vec::new());
-    server.serve_props(n_ctx);
-    server.empty_stream_over(n_ctx);
-    let out = overflowing_run(&repo, &server, &[]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "done reading\n");
-    // One empty answer: recognised at once from the probed size, no five retries.
-    assert_eq!(
-        empty_answers(&server),
-        2,
-        "the empty one and the one after compaction"
-    );
-    assert!(
-        server.probes().iter().any(|p| p.path == "/props"),
-        "{:?}",
-        server.probes().iter().map(|p| &p.path).collect::<Vec<_>>()
-    );
-    assert!(
-        stderr.contains(&format!(
-            "over the model server's context of {n_ctx} tokens"
-        )) && stderr.contains("compacted"),
-        "{stderr}"
-    );
-    let session = repo.first_session();
-    assert_eq!(session["compressions"].as_array().map(Vec::len), Some(1));
 }
 
 #[test]

@@ -179,6 +179,15 @@ struct Quirks {
     empty_stream_over: Option<u64>,
     /// llama.cpp's server: `GET /props` says `default_generation_settings.n_ctx`.
     props_n_ctx: Option<u64>,
+    /// vLLM: `GET /v1/models` says `max_model_len`; a request whose prompt (its bytes / 4) and
+    /// `max_tokens` are over it gets vLLM's HTTP 400.
+    vllm_max_model_len: Option<u64>,
+    /// vLLM's HTTP 400 over its context, without saying the context in `/v1/models`.
+    vllm_error_over: Option<u64>,
+    /// Ollama: `POST /api/show` answers for a model trained for 32,768 tokens, run with a
+    /// context of this many: the start of a longer prompt is dropped without an error, and the
+    /// usage counts only what was kept.
+    ollama_num_ctx: Option<u64>,
     /// Servers that send no usage in their streams (llama-cpp-python without
     /// `stream_options`, some gateways).
     no_usage: bool,
@@ -265,6 +274,25 @@ impl MockServer {
     /// Answers `GET /props` as llama.cpp's server does, with a context of `n_ctx` tokens.
     pub fn serve_props(&self, n_ctx: u64) {
         self.shared.lock().quirks.props_n_ctx = Some(n_ctx);
+    }
+
+    /// Behaves as vLLM does with `--max-model-len n`: `GET /v1/models` says it, and a request
+    /// whose prompt (bytes / 4) plus `max_tokens` is over it gets vLLM's HTTP 400.
+    pub fn serve_vllm(&self, max_model_len: u64) {
+        self.shared.lock().quirks.vllm_max_model_len = Some(max_model_len);
+    }
+
+    /// vLLM's HTTP 400 over a context of `n` tokens, from a server that does not say its size
+    /// (a gateway in front of vLLM).
+    pub fn vllm_error_over(&self, n: u64) {
+        self.shared.lock().quirks.vllm_error_over = Some(n);
+    }
+
+    /// Behaves as Ollama does running a model with a context of `num_ctx` tokens: its
+    /// `/api/show` answers, and a longer prompt loses its start silently (the usage of the
+    /// reply counts `num_ctx` prompt tokens).
+    pub fn serve_ollama(&self, num_ctx: u64) {
+        self.shared.lock().quirks.ollama_num_ctx = Some(num_ctx);
     }
 
     /// From now on, streams carry no usage (the scripted usage chunks are dropped).
@@ -369,15 +397,8 @@ fn serve(stream: TcpStream, shared: &Shared) {
     let response = {
         let mut state = shared.lock();
         // A client asking the server about itself: never a scripted model answer.
-        if request.method == "GET" {
-            let answer = match state.quirks.props_n_ctx {
-                Some(n) if request.path.ends_with("/props") => MockResponse::status(
-                    200,
-                    json!({"default_generation_settings": {"n_ctx": n}, "total_slots": 1})
-                        .to_string(),
-                ),
-                _ => MockResponse::status(404, "File Not Found"),
-            };
+        if request.method == "GET" || request.path == "/api/show" {
+            let answer = described(&state.quirks, &request);
             state.probes.push(request);
             drop(state);
             let _ = respond(stream, reader, answer);
@@ -406,6 +427,19 @@ fn serve(stream: TcpStream, shared: &Shared) {
                 })
             }
             (_, response) => response,
+        };
+        let response = match (response, state.quirks.ollama_num_ctx) {
+            (Some(MockResponse::Sse { chunks, delay }), Some(num_ctx)) => {
+                let prompt = (request.raw_body.len() as u64 / 4).min(num_ctx);
+                Some(MockResponse::Sse {
+                    chunks: chunks
+                        .iter()
+                        .map(|c| with_prompt_tokens(c, prompt))
+                        .collect(),
+                    delay,
+                })
+            }
+            (response, _) => response,
         };
         let response = match response {
             Some(MockResponse::Sse { chunks, delay }) if state.quirks.no_usage => {
@@ -448,9 +482,102 @@ content
     })
 }
 
+/// A server's answer about itself, in the shapes the real servers use: llama.cpp's `/props`,
+/// vLLM's `/v1/models`, Ollama's `/api/show`; 404 for what this server is not.
+fn described(quirks: &Quirks, request: &RecordedRequest) -> MockResponse {
+    let path = request.path.as_str();
+    let body = match (path, quirks) {
+        (
+            "/props",
+            Quirks {
+                props_n_ctx: Some(n),
+                ..
+            },
+        ) => json!({
+            "default_generation_settings": {"n_ctx": n, "params": {"n_predict": -1}},
+            "total_slots": 1,
+            "model_path": "/models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+            "chat_template": "{% for message in messages %}…{% endfor %}",
+            "build_info": "b5000-0123abcd",
+        }),
+        (
+            "/v1/models",
+            Quirks {
+                vllm_max_model_len: Some(n),
+                ..
+            },
+        ) => json!({
+            "object": "list",
+            "data": [{"id": "Qwen/Qwen2.5-Coder-1.5B-Instruct", "object": "model",
+                "created": 1_700_000_000, "owned_by": "vllm",
+                "root": "Qwen/Qwen2.5-Coder-1.5B-Instruct", "parent": null,
+                "max_model_len": n, "permission": []}],
+        }),
+        (
+            "/api/show",
+            Quirks {
+                ollama_num_ctx: Some(_),
+                ..
+            },
+        ) => json!({
+            "license": "Apache License",
+            "modelfile": "FROM /root/.ollama/models/blobs/sha256-0123",
+            "parameters": "stop                           \"<|im_start|>\"\nstop                           \"<|im_end|>\"",
+            "template": "{{- if .Messages }}…{{ end }}",
+            "details": {"parent_model": "", "format": "gguf", "family": "qwen2",
+                "families": ["qwen2"], "parameter_size": "1.5B", "quantization_level": "Q4_K_M"},
+            "model_info": {"general.architecture": "qwen2", "general.parameter_count": 1_543_714_304u64,
+                "qwen2.context_length": 32768, "qwen2.embedding_length": 1536},
+            "capabilities": ["completion", "tools"],
+        }),
+        _ => return MockResponse::status(404, "404 page not found"),
+    };
+    MockResponse::status(200, body.to_string())
+}
+
+/// vLLM's refusal of a prompt and output cap over its context (vllm/renderers/params.py).
+fn vllm_refusal(max_model_len: u64, request: &RecordedRequest) -> Option<MockResponse> {
+    let prompt = request.raw_body.len() as u64 / 4;
+    let output = request.body["max_tokens"].as_u64().unwrap_or(0);
+    (prompt + output > max_model_len).then(|| {
+        let message = format!(
+            "This model's maximum context length is {max_model_len} tokens. However, you requested {output} output tokens and your prompt contains at least {prompt} input tokens, for a total of at least {} tokens. Please reduce the length of the input prompt or the number of requested output tokens.",
+            prompt + output
+        );
+        MockResponse::status(
+            400,
+            json!({"error": {"message": message, "type": "BadRequestError", "param": null, "code": 400}})
+                .to_string(),
+        )
+    })
+}
+
+/// An SSE chunk whose usage says `prompt` prompt tokens (Ollama's count of what it kept).
+fn with_prompt_tokens(chunk: &str, prompt: u64) -> String {
+    let Some(data) = chunk.lines().find_map(|l| l.strip_prefix("data: ")) else {
+        return chunk.to_string();
+    };
+    let Ok(mut value) = serde_json::from_str::<Value>(data) else {
+        return chunk.to_string();
+    };
+    match value.get_mut("usage").and_then(Value::as_object_mut) {
+        Some(usage) => {
+            usage.insert("prompt_tokens".into(), json!(prompt));
+            chunk.replacen(data, &value.to_string(), 1)
+        }
+        None => chunk.to_string(),
+    }
+}
+
 /// What the switched-on quirks answer instead of the script: llama-cpp-python's empty stream
-/// to a prompt over its context, LiteLLM's 500 to a `system` block array.
+/// to a prompt over its context, vLLM's 400, LiteLLM's 500 to a `system` block array.
 fn refused_for_quirks(quirks: &Quirks, request: &RecordedRequest) -> Option<MockResponse> {
+    if let Some(n) = quirks.vllm_max_model_len.or(quirks.vllm_error_over)
+        && request.path.ends_with("/chat/completions")
+        && let Some(refusal) = vllm_refusal(n, request)
+    {
+        return Some(refusal);
+    }
     if let Some(n_ctx) = quirks.empty_stream_over
         && request.raw_body.len() as u64 / 4 > n_ctx
     {

@@ -248,9 +248,16 @@ impl ModelAgent {
             tools: specs,
             cache_key: Some(&ctx.session_id),
         };
-        self.provider
+        let reply = self
+            .provider
             .complete(request, &ctx.cancel, &mut on_event)
-            .await
+            .await;
+        if let Ok(cut) = reply.as_ref().map(crate::providers::ModelResponse::cut)
+            && let Some(warning) = cut.map(cut_warning)
+        {
+            let _ = events.send(Event::Warning { message: warning });
+        }
+        reply
     }
 
     /// After the server's context overflowed (`e`): the conversation compacted so the request
@@ -310,6 +317,14 @@ impl ModelAgent {
             run_cost_usd: stats.spent.cost_usd,
         });
         cost
+    }
+}
+
+/// What the user is told of a reply that is not whole.
+fn cut_warning(cut: crate::providers::Cut) -> String {
+    match cut {
+        crate::providers::Cut::Cap => "the model's reply was cut by the output limit (provider.max_tokens, at most a quarter of the server's context) even after it was asked to continue: it is not whole".into(),
+        crate::providers::Cut::Repetition => "the model's reply repeated the same text over and over: it was cut after the first copy and is not whole".into(),
     }
 }
 
