@@ -189,6 +189,7 @@ fn typing(session: &SessionHandle, renderer: &mut Renderer, typed: &mut String, 
         Key::Enter => {
             let text = std::mem::take(typed);
             if !text.trim().is_empty() {
+                renderer.queueing(text.trim());
                 session.submit(Op::Queue {
                     text: text.trim().to_string(),
                     priority: nop::queue::QueuePriority::High,

@@ -935,7 +935,8 @@ fn esc_puts_a_queued_message_not_read_yet_back_into_the_prompt() {
     t.type_line("run it");
     t.wait_for("waiting");
     t.type_line("also check the docs");
-    t.wait_for("queued (position 1)");
+    // What was queued is shown, not only that something was.
+    t.wait_for("queued (position 1): also check the docs");
     t.press(&["Escape"]);
     // The text is in the editor, ready to send or change.
     let screen = t.wait_for("› also check the docs");

@@ -48,6 +48,8 @@ pub(super) struct Live {
     pub(super) advisors: std::collections::VecDeque<String>,
     /// Typed while the agent works, not queued yet.
     pub(super) input: String,
+    /// What Enter just queued, for the `queued` event's line.
+    pub(super) queued_text: Option<String>,
     /// Keys are read while the agent works (the interactive session): Esc interrupts.
     pub(super) keys: bool,
     /// An approval question waits for a key: the status line shows this instead of the work.
@@ -80,6 +82,7 @@ impl Live {
             run_out: 0,
             started: Instant::now(),
             advisors: std::collections::VecDeque::new(),
+            queued_text: None,
             input: String::new(),
             keys: false,
             waiting: None,
@@ -129,7 +132,7 @@ impl Live {
             Event::Queued { .. } if !self.pending.is_empty() => {
                 self.answer_rows = None;
                 self.clear_status();
-                if let Some((line, _)) = note(event) {
+                if let Some(line) = self.queued_line(event) {
                     eprintln!("{}", err.dim(&line));
                 }
                 self.set_status("writing");
@@ -380,8 +383,13 @@ impl Live {
                     }
                 }
             }
-            Event::Queued { .. }
-            | Event::GoalChecked { .. }
+            Event::Queued { .. } => {
+                if let Some(line) = self.queued_line(event) {
+                    eprintln!("{line}");
+                }
+                self.set_status("working");
+            }
+            Event::GoalChecked { .. }
             | Event::Paused { .. }
             | Event::Resumed { .. }
             | Event::MessagesInjected { .. }
@@ -470,6 +478,26 @@ impl Live {
         self.shown_block = true;
         if let Some(shown) = &mut self.answer_rows {
             *shown += rows;
+        }
+    }
+
+    /// The line a `queued` event is shown as: with the text typed for it, when this terminal
+    /// queued it.
+    fn queued_line(&mut self, event: &Event) -> Option<String> {
+        let (line, _) = note(event)?;
+        match (event, self.queued_text.take()) {
+            (
+                Event::Queued {
+                    position,
+                    stop: false,
+                    ..
+                },
+                Some(text),
+            ) => Some(format!(
+                "  ✉ queued (position {position}): {}",
+                short(&one_line(&text), Live::width().saturating_sub(30))
+            )),
+            _ => Some(line),
         }
     }
 

@@ -194,6 +194,13 @@ impl Renderer {
     }
 
     /// What is typed while the agent works, shown on the status line until Enter queues it.
+    /// Enter queued `text`: the `queued` line that follows shows it.
+    pub fn queueing(&mut self, text: &str) {
+        if let Some(live) = self.live() {
+            live.queued_text = Some(text.to_string());
+        }
+    }
+
     pub fn set_input(&mut self, typed: &str) {
         if let Some(live) = self.live() {
             live.input = typed.to_string();
