@@ -247,6 +247,8 @@ pub enum RunLimit {
     MaxTurns,
     /// The next request would have passed `--max-budget-usd`.
     MaxBudgetUsd,
+    /// The model made the same call with the same result again and again after it was told.
+    RepeatedCall,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

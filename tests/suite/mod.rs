@@ -42,6 +42,7 @@ mod shell_sandbox;
 mod skills;
 mod slash_commands;
 mod terminal_safety;
+mod text_calls;
 mod travel;
 mod trust;
 mod user_config;

@@ -3,10 +3,12 @@
 //! (COMPLETED), asks the user (WAITING_INPUT), fails (ERROR) or runs out of turns. A turn's
 //! request is here; its tool calls are in `calls.rs`.
 
-use chrono::Utc;
 use futures_util::future::BoxFuture;
 
 mod calls;
+mod reply;
+mod text_calls;
+mod watch;
 
 pub use calls::aborted;
 
@@ -15,7 +17,7 @@ use super::{AgentResponse, AgentStatus, Interrupted};
 
 use crate::advisors::RetryDecision;
 use crate::protocol::events::Event;
-use crate::protocol::{Message, Role, Spent, TokenUsage, ToolCall};
+use crate::protocol::{Message, Spent, TokenUsage, ToolCall};
 use crate::providers::{ChatRequest, Provider, ProviderError, StreamEvent, ToolSpec};
 use crate::tools::{Registry, ToolContext, ToolError, ToolErrorKind};
 
@@ -37,6 +39,9 @@ pub struct ModelAgent {
     /// How many calls of one turn may run at once (`agent.max_parallel`).
     pub max_parallel: usize,
     pub output_max_bytes: usize,
+    /// Whether a reply that is a tool call written as text is run as that call, and an answer
+    /// that only describes a change after a failure is nudged (`provider.text_tool_calls`).
+    pub text_tool_calls: bool,
     /// The run around the loop: checkpoints, compaction, retry advice.
     pub run: std::sync::Arc<dyn RunServices>,
 }
@@ -105,6 +110,13 @@ impl ModelAgent {
         stats: &mut TurnStats,
     ) -> Result<Result<AgentResponse, Interrupted>, ToolError> {
         let specs = self.offered(ctx);
+        let at = reply::At {
+            conversation,
+            ctx,
+            events,
+            specs: &specs,
+        };
+        let mut watch = watch::Watch::default();
         let mut previous: Option<super::meter::Previous> = None;
         // Whether the last request overflowed the server's context and a compaction followed:
         // a second overflow in a row is the end.
@@ -149,21 +161,10 @@ impl ModelAgent {
                 tokens: reply.usage,
                 messages: messages.len(),
             });
-            let mut assistant = Message::new(Role::Assistant, reply.text.clone(), Utc::now());
-            assistant.tool_calls = reply.tool_calls.clone();
-            if reply.tool_calls.is_empty() {
-                conversation
-                    .push_answer(assistant, (reply.usage, cost))
-                    .await?;
-                return Ok(Ok(answer(AgentStatus::Completed, reply.text)));
-            }
-            conversation
-                .push(vec![assistant], Some((reply.usage, cost)))
-                .await?;
-            let outcome = self
-                .run_calls(&reply.tool_calls, conversation, ctx, events, stats)
-                .await?;
-            if let Some(ended) = outcome.ends_the_turns() {
+            if let Some(ended) = self
+                .take_reply(reply, cost, &messages, &at, stats, &mut watch)
+                .await?
+            {
                 return Ok(ended);
             }
         }
