@@ -76,6 +76,11 @@ fn a_call_written_as_a_json_block_runs_and_the_model_sees_it_as_a_call() {
             .iter()
             .any(|m| m["role"] == "tool" && m["toolCall"]["id"] == id)
     );
+    std::fs::write(
+        "/var/tmp/h5-fixture.json",
+        std::fs::read_to_string(repo.session_dir(session_id).join("session.json")).unwrap(),
+    )
+    .unwrap();
     repo.assert_session_shape(session_id, "recovered-tool-call.json");
 }
 

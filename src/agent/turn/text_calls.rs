@@ -5,7 +5,8 @@
 //! The rule, conservative on purpose: the reply is taken as calls only when it consists of call
 //! blocks and nothing else (whitespace between them): fenced blocks (no language, `json` or
 //! `tool_call`), `<tool_call>`, `<tool_calls>`, `<tools>` or `<function_call>` tags (the closing
-//! tag may be missing at the very end), or bare JSON (an object, several, or an array, braces
+//! tag may be missing at the very end), Mistral's `[TOOL_CALLS]` or Llama's `<|python_tag|>`
+//! before them, or bare JSON (an object, several, or an array, braces
 //! perhaps doubled). Each block holds objects in a call's shape: a name (`name`, `tool`,
 //! `tool_name`, or `function` as a string), arguments (`arguments`, `parameters`, `args` or
 //! `input`, an object or a JSON string), perhaps `id` and `type`, and no other key; or
@@ -78,13 +79,19 @@ pub(super) fn recover(text: &str, specs: &[ToolSpec]) -> TextCalls {
             ));
         }
         calls.push(ToolCall {
-            id: format!("text_{}", uuid::Uuid::now_v7().simple()),
+            id: text_call_id(),
             name: call.name,
             arguments,
             extra: Map::new(),
         });
     }
     TextCalls::Calls(calls)
+}
+
+/// A new call's id: nine letters and digits (what vLLM's Mistral template insists on), random.
+fn text_call_id() -> String {
+    let uuid = uuid::Uuid::now_v7().simple().to_string();
+    format!("t{}", &uuid[uuid.len() - 8..])
 }
 
 /// One block of a reply: its text, and whether tags made it (what they hold is meant as a call).
@@ -95,6 +102,7 @@ struct Block<'a> {
 }
 
 const TAGS: &[&str] = &["tool_call", "tool_calls", "tools", "function_call"];
+const MARKERS: &[&str] = &["[TOOL_CALLS]", "<|python_tag|>"];
 const FENCE_LANGUAGES: &[&str] = &["", "json", "tool_call"];
 
 /// The blocks `text` consists of, or `None` when anything else (prose) is in it.
@@ -102,6 +110,11 @@ fn blocks(text: &str) -> Option<Vec<Block<'_>>> {
     let mut rest = text.trim();
     let mut found = Vec::new();
     while !rest.is_empty() {
+        // The markers some chat templates put before calls (Mistral, Llama 3) stand for nothing.
+        if let Some(after) = MARKERS.iter().find_map(|m| rest.strip_prefix(m)) {
+            rest = after.trim_start();
+            continue;
+        }
         if let Some(after) = rest.strip_prefix("```") {
             let (language, body) = after.split_once('\n')?;
             if !FENCE_LANGUAGES.contains(&language.trim().to_ascii_lowercase().as_str()) {
@@ -380,6 +393,8 @@ mod tests {
             "{{\"name\": \"shell\", \"arguments\": {{\"command\": \"echo hi\"}}}}",
             "{{\"name\": \"shell\", \"arguments\": {\"command\": \"echo hi\"}}}",
             "{\"tool_calls\": [{\"name\": \"shell\", \"arguments\": {\"command\": \"echo hi\"}}]}",
+            "[TOOL_CALLS] [{\"name\": \"shell\", \"arguments\": {\"command\": \"echo hi\"}}]",
+            "<|python_tag|>{\"name\": \"shell\", \"parameters\": {\"command\": \"echo hi\"}}",
         ] {
             assert_eq!(calls(text), shell("echo hi"), "{text}");
         }
