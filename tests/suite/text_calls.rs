@@ -6,7 +6,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use crate::support::Repo;
-use crate::support::mock::{MockServer, openai};
+use crate::support::mock::{MockServer, anthropic, openai};
 
 fn run_json(repo: &Repo, server: &MockServer, args: &[&str]) -> (i32, Value, String) {
     let output = repo
@@ -82,6 +82,38 @@ fn a_call_written_as_a_json_block_runs_and_the_model_sees_it_as_a_call() {
     )
     .unwrap();
     repo.assert_session_shape(session_id, "recovered-tool-call.json");
+}
+
+#[test]
+fn through_an_anthropic_gateway_the_recovered_call_goes_back_as_a_tool_use() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        anthropic::reply_text(
+            "<tool_call>{\"name\": \"shell\", \"arguments\": {\"command\": \"echo via-gateway\"}}</tool_call>",
+        ),
+        anthropic::reply_text("done"),
+    ]);
+    let output = repo
+        .nop_model(&server, "anthropic")
+        .args(["run", "--output-format", "json", "go"])
+        .output()
+        .expect("run nop");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    let assistant = assistant_messages(&requests[1].body);
+    let blocks = assistant[0]["content"].as_array().expect("blocks");
+    let tool_use = blocks
+        .iter()
+        .find(|b| b["type"] == "tool_use")
+        .expect("a tool_use block");
+    assert_eq!(tool_use["name"], "shell");
+    assert!(
+        !blocks.iter().any(|b| b["type"] == "text"),
+        "the text is not sent back: {blocks:?}"
+    );
+    let id = tool_use["id"].as_str().expect("id");
+    assert!(server.result_of(id).contains("via-gateway"));
 }
 
 #[test]
