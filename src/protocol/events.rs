@@ -32,6 +32,9 @@ pub enum Event {
         delay_ms: u64,
         error: String,
     },
+    /// The text streamed since the last turn_started was tool calls written as text (a small
+    /// model's ```json block): not an answer; the calls follow as `tool_call` events.
+    TextWasCalls { calls: u32 },
     /// The model called a tool.
     ToolCall {
         id: String,

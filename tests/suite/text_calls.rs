@@ -85,6 +85,40 @@ fn a_call_written_as_a_json_block_runs_and_the_model_sees_it_as_a_call() {
 }
 
 #[test]
+fn text_output_keeps_the_call_out_of_the_answer_and_stream_json_says_it_was_calls() {
+    let repo = Repo::new();
+    let call = "```json\n{\"name\": \"shell\", \"arguments\": {\"command\": \"echo hi\"}}\n```";
+    let server = MockServer::start(vec![openai::reply_text(call), openai::reply_text("done")]);
+    let output = repo
+        .nop_model(&server, "openai")
+        .args(["run", "go"])
+        .output()
+        .expect("run nop");
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert_eq!(String::from_utf8_lossy(&output.stdout).trim(), "done");
+    assert!(String::from_utf8_lossy(&output.stderr).contains("echo hi"));
+
+    let server = MockServer::start(vec![openai::reply_text(call), openai::reply_text("done")]);
+    let output = repo
+        .nop_model(&server, "openai")
+        .args(["run", "--output-format", "stream-json", "go"])
+        .output()
+        .expect("run nop");
+    let events: Vec<Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    let types: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+    let at = types
+        .iter()
+        .position(|t| *t == "text_was_calls")
+        .expect("text_was_calls");
+    assert_eq!(events[at]["calls"], 1);
+    assert_eq!(types[at + 1..].first(), Some(&"usage"), "{types:?}");
+    assert!(types[at..].contains(&"tool_call"), "{types:?}");
+}
+
+#[test]
 fn through_an_anthropic_gateway_the_recovered_call_goes_back_as_a_tool_use() {
     let repo = Repo::new();
     let server = MockServer::start(vec![

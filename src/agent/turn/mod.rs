@@ -156,6 +156,7 @@ impl ModelAgent {
                 }
             };
             compacted_for_overflow = false;
+            self.read_text_calls(&mut reply, &at, &mut watch);
             let cost = self.account(&mut reply, &messages, &specs, stats, events);
             previous = Some(super::meter::Previous {
                 tokens: reply.usage,

@@ -27,7 +27,7 @@ impl ModelAgent {
     /// the turns end here, `None` to go on.
     pub(super) async fn take_reply(
         &self,
-        mut reply: ModelResponse,
+        reply: ModelResponse,
         cost: Option<f64>,
         sent: &[Message],
         at: &At<'_>,
@@ -35,31 +35,17 @@ impl ModelAgent {
         watch: &mut Watch,
     ) -> Result<Option<Result<AgentResponse, Interrupted>>, ToolError> {
         let usage = (reply.usage, cost);
-        let mut recovered = false;
-        if reply.tool_calls.is_empty() && self.text_tool_calls {
-            match text_calls::recover(&reply.text, at.specs) {
-                TextCalls::Calls(calls) => {
-                    tracing::info!(session = %at.ctx.session_id, op = "model", result = "text_tool_calls", calls = calls.len(), "the reply's text was taken as tool calls");
-                    (reply.tool_calls, recovered) = (calls, true);
-                    reply.text.clear();
-                }
-                TextCalls::Failed(why) if !watch.corrected => {
-                    watch.corrected = true;
-                    let told = format!(
-                        "[nop] Your reply looks like a tool call written as text, but it cannot be run: {why}. Call the tool again with the tool-calling format, or reply with only {{\"name\": \"TOOL\", \"arguments\": {{…}}}} (arguments as its parameters say). If you meant to give your final answer, write it as plain text."
-                    );
-                    self.again(
-                        reply,
-                        usage,
-                        told,
-                        at,
-                        "a reply looked like a failed tool call",
-                    )
-                    .await?;
-                    return Ok(None);
-                }
-                TextCalls::Failed(_) | TextCalls::Answer => {}
-            }
+        let recovered = std::mem::take(&mut watch.recovered);
+        if let Some(why) = watch.failed.take()
+            && !watch.corrected
+        {
+            watch.corrected = true;
+            let told = format!(
+                "[nop] Your reply looks like a tool call written as text, but it cannot be run: {why}. Call the tool again with the tool-calling format, or reply with only {{\"name\": \"TOOL\", \"arguments\": {{…}}}} (arguments as its parameters say). If you meant to give your final answer, write it as plain text."
+            );
+            let said = "a reply looked like a failed tool call";
+            self.again(reply, usage, told, at, said).await?;
+            return Ok(None);
         }
         watch.corrected = false;
         let mut assistant = Message::new(Role::Assistant, reply.text.clone(), Utc::now());
@@ -92,6 +78,32 @@ impl ModelAgent {
             )
             .await?;
         Ok(outcome.ends_the_turns())
+    }
+
+    /// Before `reply` is counted (a front end shows a reply's text when it is): a reply that is
+    /// tool calls written as text made those calls (the text void, told as `TextWasCalls`), or
+    /// one that looks like a call that cannot run noted in `watch`.
+    pub(super) fn read_text_calls(
+        &self,
+        reply: &mut ModelResponse,
+        at: &At<'_>,
+        watch: &mut Watch,
+    ) {
+        if !reply.tool_calls.is_empty() || !self.text_tool_calls {
+            return;
+        }
+        match text_calls::recover(&reply.text, at.specs) {
+            TextCalls::Calls(calls) => {
+                tracing::info!(session = %at.ctx.session_id, op = "model", result = "text_tool_calls", calls = calls.len(), "the reply's text was taken as tool calls");
+                let _ = at.events.send(Event::TextWasCalls {
+                    calls: calls.len() as u32,
+                });
+                (reply.tool_calls, watch.recovered) = (calls, true);
+                reply.text.clear();
+            }
+            TextCalls::Failed(why) => watch.failed = Some(why),
+            TextCalls::Answer => {}
+        }
     }
 
     /// Records `reply` as the model gave it and `told` as the next input (the user sees `why`

@@ -23,6 +23,10 @@ pub(super) struct Watch {
     recent: VecDeque<(String, u64)>,
     /// The run ends after this batch: a call was repeated [`ENDS_AT`] times (what to say).
     pub repeated: Option<String>,
+    /// The reply at hand was tool calls written as text, taken as calls.
+    pub recovered: bool,
+    /// The reply at hand is a call written as text that cannot run: what is wrong.
+    pub failed: Option<String>,
     /// The last reply was a failed call written as text and the model was told.
     pub corrected: bool,
     /// The model was nudged to apply a change it only described.
