@@ -18,7 +18,7 @@
 use serde_json::{Map, Value};
 
 use crate::protocol::ToolCall;
-use crate::providers::ToolSpec;
+use crate::providers::{ToolSpec, WireNames};
 
 /// What a reply without tool calls holds.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,9 +52,10 @@ pub(super) fn recover(text: &str, specs: &[ToolSpec]) -> TextCalls {
             _ => return TextCalls::Answer,
         }
     }
+    let wire = WireNames::new(specs);
     let mut calls = Vec::new();
     for call in written {
-        let Some(spec) = specs.iter().find(|s| s.name == call.name) else {
+        let Some(spec) = offered(&call.name, specs, &wire) else {
             // A bare name with no arguments may be any JSON with a `name`: not a call.
             if !call.had_arguments {
                 return TextCalls::Answer;
@@ -80,12 +81,27 @@ pub(super) fn recover(text: &str, specs: &[ToolSpec]) -> TextCalls {
         }
         calls.push(ToolCall {
             id: text_call_id(),
-            name: call.name,
+            name: spec.name.clone(),
             arguments,
             extra: Map::new(),
         });
     }
     TextCalls::Calls(calls)
+}
+
+/// The offered tool `name` names: by its name, by the name the request gave it (an MCP tool's
+/// `server__tool`), or with `_` for `-` (`read_file`), when that is one tool.
+fn offered<'s>(name: &str, specs: &'s [ToolSpec], wire: &WireNames) -> Option<&'s ToolSpec> {
+    let local = wire.local(name);
+    if let Some(spec) = specs.iter().find(|s| s.name == name || s.name == local) {
+        return Some(spec);
+    }
+    let loose = |n: &str| n.replace('_', "-");
+    let mut alike = specs.iter().filter(|s| loose(&s.name) == loose(name));
+    match (alike.next(), alike.next()) {
+        (Some(spec), None) => Some(spec),
+        _ => None,
+    }
 }
 
 /// A new call's id: nine letters and digits (what vLLM's Mistral template insists on), random.
@@ -452,6 +468,27 @@ mod tests {
             "<tool_call>{\"name\": \"shell\", \"arguments\": {\"command\": \"a\"}}</tool_call><tool_call>{\"name\": \"nope\", \"arguments\": {}}</tool_call>",
         );
         assert!(mixed.contains("`nope`"), "{mixed}");
+    }
+
+    #[test]
+    fn a_tool_is_named_by_its_name_its_wire_name_or_with_underscores() {
+        assert_eq!(
+            calls("{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}"),
+            vec![("read-file".to_string(), json!({"path": "a"}))]
+        );
+        let mut specs = specs();
+        specs.push(ToolSpec {
+            name: "github.files.count".into(),
+            description: String::new(),
+            parameters: json!({"type": "object", "properties": {}}),
+        });
+        let TextCalls::Calls(got) = recover(
+            "{\"name\": \"github__files__count\", \"arguments\": {}}",
+            &specs,
+        ) else {
+            panic!("not a call")
+        };
+        assert_eq!(got[0].name, "github.files.count");
     }
 
     #[test]
