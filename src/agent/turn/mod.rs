@@ -1,7 +1,9 @@
 //! The turn loop of the model-driven agent: send the conversation and tool specs, stream the
 //! reply, run its tool calls, feed the results back, until the model answers without tools
 //! (COMPLETED), asks the user (WAITING_INPUT), fails (ERROR) or runs out of turns. A turn's
-//! request is here; its tool calls are in `calls.rs`.
+//! request is here; how its reply is taken in `reply.rs` (tool calls a small model wrote as
+//! text in `text_calls.rs`, what the loop watches for over a drive in `watch.rs`); its tool
+//! calls are in `calls.rs`.
 
 use futures_util::future::BoxFuture;
 

@@ -40,21 +40,18 @@ impl Watch {
     pub fn repeat(&mut self, call: &ToolCall, content: &str) -> Option<String> {
         let key = format!("{}\u{0}{}", call.name, canonical(&call.arguments));
         let result = result_hash(content);
-        let times = 1 + self
-            .recent
-            .iter()
-            .filter(|(k, r)| *k == key && *r == result)
-            .count();
-        if self.recent.len() == RECENT {
+        self.recent.push_back((key, result));
+        if self.recent.len() > RECENT {
             self.recent.pop_front();
         }
-        self.recent.push_back((key, result));
+        let this = self.recent.back();
+        let times = self.recent.iter().filter(|c| Some(*c) == this).count();
         if times < TOLD_AT {
             return None;
         }
         if times >= ENDS_AT {
             self.repeated = Some(format!(
-                "stopped: the model made the same call ({} with the same arguments) {times} times in a row of recent calls with the same result",
+                "stopped: the model made the same call ({}, same arguments) {times} times among its last {RECENT} calls, each time with the same result, and went on after it was told",
                 call.name
             ));
         }
