@@ -227,6 +227,7 @@ impl Engine {
                 max_turns: max_turns.max(1),
                 max_parallel: self.0.config.agent.max_parallel.max(1) as usize,
                 output_max_bytes: self.0.config.tools.output_max_bytes,
+                text_tool_calls: self.0.config.provider.recovers_text_tool_calls(),
                 run: std::sync::Arc::new(self.clone()),
             };
             let (store, id) = (self.0.store.clone(), ctx.session_id.clone());

@@ -58,6 +58,8 @@ pub enum AgentStatus {
     /// The session's goal was checked and is not met, and the run may not go on (its turns or
     /// time ran out, or the goal could not be checked).
     GoalNotMet,
+    /// The model made the same call with the same result again and again, after it was told.
+    RepeatedCall,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]

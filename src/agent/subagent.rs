@@ -443,6 +443,7 @@ fn ended(
             AgentStatus::Error
             | AgentStatus::OverBudget
             | AgentStatus::MaxTurns
+            | AgentStatus::RepeatedCall
             | AgentStatus::GoalNotMet => (SessionStatus::Error, response.message),
         },
     }

@@ -616,6 +616,10 @@ pub struct ProviderConfig {
     /// The environment variable holding the key (default NOP_API_KEY, then OPENAI_API_KEY or
     /// ANTHROPIC_API_KEY). The key itself never goes in a file.
     pub api_key_env: Option<String>,
+    /// Whether a reply that is a tool call written as text (a ```json block, `<tool_call>`
+    /// tags: small local models) is run as that call; `auto`: on except for OpenAI's and
+    /// Anthropic's own APIs.
+    pub text_tool_calls: TextToolCalls,
     /// Attempts per model request, the first included.
     pub max_attempts: u32,
     /// First retry delay; doubles per attempt, with jitter, up to `retry_max_ms`.
@@ -638,6 +642,7 @@ impl Default for ProviderConfig {
             base_url: None,
             model: None,
             api_key_env: None,
+            text_tool_calls: TextToolCalls::Auto,
             max_attempts: 5,
             retry_base_ms: 500,
             retry_max_ms: 30_000,
@@ -647,6 +652,51 @@ impl Default for ProviderConfig {
             prompt_cache: true,
         }
     }
+}
+
+/// `provider.text_tool_calls`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum TextToolCalls {
+    /// On for local and other servers, off for OpenAI's and Anthropic's own APIs (their models
+    /// call tools in the API's format).
+    #[default]
+    Auto,
+    On,
+    Off,
+}
+
+impl ProviderConfig {
+    /// Whether calls written as text are recovered ([`TextToolCalls`]), `auto` resolved by
+    /// the provider and its URL.
+    pub fn recovers_text_tool_calls(&self) -> bool {
+        match self.text_tool_calls {
+            TextToolCalls::On => true,
+            TextToolCalls::Off => false,
+            // No base URL is the vendor's own (`api.openai.com`, `api.anthropic.com`).
+            TextToolCalls::Auto => self
+                .base_url
+                .as_deref()
+                .is_some_and(|url| !is_vendor_api(url)),
+        }
+    }
+}
+
+/// Whether `url` is OpenAI's or Anthropic's own API (Azure's OpenAI too): a server whose models
+/// call tools in its format.
+fn is_vendor_api(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+    let host = host
+        .split(':')
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    let host = host.trim_end_matches('.');
+    ["openai.com", "anthropic.com", "openai.azure.com"]
+        .iter()
+        .any(|vendor| host == *vendor || host.ends_with(&format!(".{vendor}")))
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -411,3 +411,66 @@ fn an_untrusted_workspace_s_widening_keys_are_left_out_and_a_session_never_widen
     assert_eq!(resolved.config.hooks.session_start.len(), 1);
     assert_eq!(resolved.config.sandbox, SandboxMode::Off);
 }
+
+#[test]
+fn text_tool_calls_auto_is_off_for_the_vendors_own_apis_only() -> anyhow::Result<()> {
+    let with = |kind: ProviderKind, base_url: Option<&str>| ProviderConfig {
+        kind,
+        base_url: base_url.map(str::to_string),
+        ..Default::default()
+    };
+    for (kind, url) in [
+        (ProviderKind::Openai, None),
+        (ProviderKind::Anthropic, None),
+        (ProviderKind::Openai, Some("https://api.openai.com/v1")),
+        (ProviderKind::Openai, Some("https://API.OpenAI.com:443/v1/")),
+        (ProviderKind::Anthropic, Some("https://api.anthropic.com")),
+        (
+            ProviderKind::Openai,
+            Some("https://me.openai.azure.com/openai"),
+        ),
+    ] {
+        assert!(!with(kind, url).recovers_text_tool_calls(), "{url:?}");
+    }
+    for (kind, url) in [
+        (ProviderKind::Openai, "http://127.0.0.1:8080/v1"),
+        (ProviderKind::Openai, "http://localhost:11434/v1"),
+        (ProviderKind::Openai, "https://openrouter.ai/api/v1"),
+        (
+            ProviderKind::Openai,
+            "https://api.openai.com.example.org/v1",
+        ),
+        (ProviderKind::Anthropic, "http://localhost:4000"),
+    ] {
+        assert!(with(kind, Some(url)).recovers_text_tool_calls(), "{url}");
+    }
+    // The key overrides `auto` either way, and YAML's `on`/`off` are its values.
+    let path = Path::new("/repo/.nop/config.yml");
+    for (text, local, vendor) in [
+        ("provider:\n  text_tool_calls: off\n", false, false),
+        ("provider:\n  text_tool_calls: on\n", true, true),
+        ("provider:\n  text_tool_calls: auto\n", true, false),
+    ] {
+        let mut config = resolve(ConfigInputs {
+            file: Some((path, text)),
+            ..Default::default()
+        })?
+        .config
+        .provider;
+        config.base_url = Some("http://127.0.0.1:8080/v1".into());
+        assert_eq!(config.recovers_text_tool_calls(), local, "{text}");
+        config.base_url = Some("https://api.openai.com/v1".into());
+        assert_eq!(config.recovers_text_tool_calls(), vendor, "{text}");
+    }
+    let err = resolve(ConfigInputs {
+        file: Some((path, "provider:\n  text_tool_calls: sometimes\n")),
+        ..Default::default()
+    })
+    .expect_err("refused");
+    assert!(
+        err.to_string()
+            .contains("`provider.text_tool_calls` must be one of auto, on, off"),
+        "{err}"
+    );
+    Ok(())
+}

@@ -32,6 +32,9 @@ pub enum Event {
         delay_ms: u64,
         error: String,
     },
+    /// The text streamed since the last turn_started was tool calls written as text (a small
+    /// model's ```json block): not an answer; the calls follow as `tool_call` events.
+    TextWasCalls { calls: u32 },
     /// The model called a tool.
     ToolCall {
         id: String,
@@ -250,6 +253,8 @@ pub enum RunLimit {
     MaxTurns,
     /// The next request would have passed `--max-budget-usd`.
     MaxBudgetUsd,
+    /// The model made the same call with the same result again and again after it was told.
+    RepeatedCall,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -529,6 +529,10 @@ pub struct Message {
     /// The summary that replaced compacted messages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compaction_summary: Option<bool>,
+    /// For `role: assistant`: the model wrote its tool calls as text (a ```json block, tags),
+    /// and nop took them as these `toolCalls` (the text is not kept: the model is shown calls).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recovered_from_text: Option<bool>,
     /// Fields this version does not know, kept so that a rewrite never drops them.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -559,6 +563,7 @@ impl Message {
             actual_sent_at: None,
             sent: None,
             compaction_summary: None,
+            recovered_from_text: None,
             extra: Map::new(),
         }
     }
@@ -716,6 +721,7 @@ mod tests {
             "actualSentAt",
             "sent",
             "compactionSummary",
+            "recoveredFromText",
             "parentSession\": {",
             "earlierMessages",
         ] {

@@ -43,6 +43,7 @@ mod skills;
 mod slash_commands;
 mod small_windows;
 mod terminal_safety;
+mod text_calls;
 mod travel;
 mod trust;
 mod user_config;

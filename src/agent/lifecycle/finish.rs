@@ -57,6 +57,15 @@ impl Ending {
                         None,
                     )
                 }
+                AgentStatus::RepeatedCall => {
+                    limit = Some(RunLimit::RepeatedCall);
+                    (
+                        RunStatus::Error,
+                        SessionStatus::Error,
+                        response.message,
+                        None,
+                    )
+                }
                 AgentStatus::GoalNotMet => (
                     RunStatus::GoalNotMet,
                     SessionStatus::Idle,

@@ -8,6 +8,7 @@ use futures_util::future::BoxFuture;
 use serde_json::Value;
 use tracing::Instrument;
 
+use super::watch::Watch;
 use super::{EventSink, ModelAgent, TurnStats, answer};
 use crate::advisors::RetryAction;
 use crate::agent::conversation::Conversation;
@@ -25,10 +26,14 @@ impl ModelAgent {
         ctx: &ToolContext,
         events: &EventSink,
         stats: &mut TurnStats,
+        watch: &mut Watch,
     ) -> Result<CallsOutcome, ToolError> {
         // The run's first file checkpoint, recorded while the model answered, comes first.
         ctx.ready.wait().await;
-        let mut question = None;
+        let mut left = Left {
+            question: None,
+            watch,
+        };
         let mut i = 0;
         while i < calls.len() {
             if ctx.cancel.is_cancelled() {
@@ -40,7 +45,7 @@ impl ModelAgent {
                     .await?;
                 return Ok(CallsOutcome::Interrupted);
             }
-            if question.is_some() {
+            if left.question.is_some() {
                 self.skip_after_question(&calls[i], conversation, ctx)
                     .await?;
                 i += 1;
@@ -51,14 +56,7 @@ impl ModelAgent {
             // calls. Any other call runs alone.
             let end = self.batch_end(calls, i);
             let (interrupted, stop) = self
-                .run_batch(
-                    &calls[i..end],
-                    conversation,
-                    ctx,
-                    events,
-                    stats,
-                    &mut question,
-                )
+                .run_batch(&calls[i..end], conversation, ctx, events, stats, &mut left)
                 .await?;
             i = end;
             if let Some(outcome) = self
@@ -67,8 +65,15 @@ impl ModelAgent {
             {
                 return Ok(outcome);
             }
+            if let Some(why) = left.watch.repeated.take() {
+                let not_run = "not run: the run ended, the same call was made again and again";
+                conversation
+                    .push(aborted(&calls[i..], not_run), None)
+                    .await?;
+                return Ok(CallsOutcome::Repeated(why));
+            }
         }
-        Ok(match question {
+        Ok(match left.question {
             Some(q) => CallsOutcome::Question(q),
             None => CallsOutcome::Continue,
         })
@@ -101,7 +106,7 @@ impl ModelAgent {
 
     /// Runs the calls of `batch` together and records each in order; whether the user
     /// interrupted one, and the retry-advisor's reason to stop, if it gave one. A question a
-    /// call asked goes to `question`.
+    /// call asked goes to `left`.
     async fn run_batch(
         &self,
         batch: &[ToolCall],
@@ -109,7 +114,7 @@ impl ModelAgent {
         ctx: &ToolContext,
         events: &EventSink,
         stats: &mut TurnStats,
-        question: &mut Option<String>,
+        left: &mut Left<'_>,
     ) -> Result<(bool, Option<String>), ToolError> {
         for call in batch {
             let _ = events.send(Event::ToolCall {
@@ -130,14 +135,15 @@ impl ModelAgent {
             let (executed, abort) = ran?;
             interrupted |= matches!(executed.result, Err(ToolError::Aborted { .. }));
             stop = stop.or(abort);
-            self.record_one(call, executed, conversation, ctx, events, question)
+            self.record_one(call, executed, conversation, ctx, events, left)
                 .await?;
         }
         Ok((interrupted, stop))
     }
 
     /// Records one call's result, then shows it (what the user saw is in session.json even if
-    /// nop is killed right then); a question it asked goes to `question`.
+    /// nop is killed right then); a question it asked goes to `left`, and a call made again
+    /// and again with the same result is named in it (`left.watch`).
     async fn record_one(
         &self,
         call: &ToolCall,
@@ -145,8 +151,10 @@ impl ModelAgent {
         conversation: &Conversation,
         ctx: &ToolContext,
         events: &EventSink,
-        question: &mut Option<String>,
+        left: &mut Left<'_>,
     ) -> Result<(), ToolError> {
+        name_a_repeat(call, &mut executed, left.watch);
+        let question = &mut left.question;
         // What the front end shows is taken out, not copied (a file's text twice); a question
         // stays, since recording the call looks at it.
         let (mut change, mut plan_changed) = (None, None);
@@ -242,6 +250,25 @@ impl ModelAgent {
     }
 }
 
+/// What the calls of a turn leave: a question one asked, and what the drive watches.
+pub(super) struct Left<'w> {
+    question: Option<String>,
+    watch: &'w mut Watch,
+}
+
+/// Adds to a call's result, when the same call gave the same result several times in a row
+/// of recent calls, a note that says so ([`Watch::repeat`]).
+fn name_a_repeat(call: &ToolCall, executed: &mut Executed, watch: &mut Watch) {
+    let content = match &mut executed.result {
+        Ok(output) => &mut output.content,
+        Err(ToolError::Model { message, .. }) => message,
+        Err(_) => return,
+    };
+    if let Some(note) = watch.repeat(call, content) {
+        content.push_str(&note);
+    }
+}
+
 /// A call as it ran, with retry-advisor's retries, and the reason of an advised abort.
 type Ran = Result<(Executed, Option<String>), ToolError>;
 
@@ -250,6 +277,8 @@ pub(super) enum CallsOutcome {
     Question(String),
     Interrupted,
     Aborted(String),
+    /// The same call gave the same result too many times: what to say.
+    Repeated(String),
 }
 
 impl CallsOutcome {
@@ -265,6 +294,7 @@ impl CallsOutcome {
                 AgentStatus::Error,
                 format!("stopped on the advice of retry-advisor: {reason}"),
             ))),
+            CallsOutcome::Repeated(why) => Some(Ok(answer(AgentStatus::RepeatedCall, why))),
         }
     }
 }

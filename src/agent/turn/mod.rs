@@ -1,12 +1,16 @@
 //! The turn loop of the model-driven agent: send the conversation and tool specs, stream the
 //! reply, run its tool calls, feed the results back, until the model answers without tools
 //! (COMPLETED), asks the user (WAITING_INPUT), fails (ERROR) or runs out of turns. A turn's
-//! request is here; its tool calls are in `calls.rs`.
+//! request is here; how its reply is taken in `reply.rs` (tool calls a small model wrote as
+//! text in `text_calls.rs`, what the loop watches for over a drive in `watch.rs`); its tool
+//! calls are in `calls.rs`.
 
-use chrono::Utc;
 use futures_util::future::BoxFuture;
 
 mod calls;
+mod reply;
+mod text_calls;
+mod watch;
 
 pub use calls::aborted;
 
@@ -15,7 +19,7 @@ use super::{AgentResponse, AgentStatus, Interrupted};
 
 use crate::advisors::RetryDecision;
 use crate::protocol::events::Event;
-use crate::protocol::{Message, Role, Spent, TokenUsage, ToolCall};
+use crate::protocol::{Message, Spent, TokenUsage, ToolCall};
 use crate::providers::{ChatRequest, Provider, ProviderError, StreamEvent, ToolSpec};
 use crate::tools::{Registry, ToolContext, ToolError, ToolErrorKind};
 
@@ -37,6 +41,9 @@ pub struct ModelAgent {
     /// How many calls of one turn may run at once (`agent.max_parallel`).
     pub max_parallel: usize,
     pub output_max_bytes: usize,
+    /// Whether a reply that is a tool call written as text is run as that call, and an answer
+    /// that only describes a change after a failure is nudged (`provider.text_tool_calls`).
+    pub text_tool_calls: bool,
     /// The run around the loop: checkpoints, compaction, retry advice.
     pub run: std::sync::Arc<dyn RunServices>,
 }
@@ -105,6 +112,13 @@ impl ModelAgent {
         stats: &mut TurnStats,
     ) -> Result<Result<AgentResponse, Interrupted>, ToolError> {
         let specs = self.offered(ctx);
+        let at = reply::At {
+            conversation,
+            ctx,
+            events,
+            specs: &specs,
+        };
+        let mut watch = watch::Watch::default();
         let mut previous: Option<super::meter::Previous> = None;
         // Whether the last request overflowed the server's context and a compaction followed:
         // a second overflow in a row is the end.
@@ -144,26 +158,16 @@ impl ModelAgent {
                 }
             };
             compacted_for_overflow = false;
+            self.read_text_calls(&mut reply, &at, &mut watch);
             let cost = self.account(&mut reply, &messages, &specs, stats, events);
             previous = Some(super::meter::Previous {
                 tokens: reply.usage,
                 messages: messages.len(),
             });
-            let mut assistant = Message::new(Role::Assistant, reply.text.clone(), Utc::now());
-            assistant.tool_calls = reply.tool_calls.clone();
-            if reply.tool_calls.is_empty() {
-                conversation
-                    .push_answer(assistant, (reply.usage, cost))
-                    .await?;
-                return Ok(Ok(answer(AgentStatus::Completed, reply.text)));
-            }
-            conversation
-                .push(vec![assistant], Some((reply.usage, cost)))
-                .await?;
-            let outcome = self
-                .run_calls(&reply.tool_calls, conversation, ctx, events, stats)
-                .await?;
-            if let Some(ended) = outcome.ends_the_turns() {
+            if let Some(ended) = self
+                .take_reply(reply, cost, &messages, &at, stats, &mut watch)
+                .await?
+            {
                 return Ok(ended);
             }
         }

@@ -43,7 +43,7 @@ impl ClaudeStream {
                 None
             }
             // What streamed before a retry is void.
-            Event::TurnStarted { .. } | Event::Retrying { .. } => {
+            Event::TurnStarted { .. } | Event::Retrying { .. } | Event::TextWasCalls { .. } => {
                 self.text.clear();
                 None
             }

@@ -51,7 +51,7 @@ impl CodexJson {
                 self.text.push_str(delta);
                 Vec::new()
             }
-            Event::TurnStarted { .. } | Event::Retrying { .. } => {
+            Event::TurnStarted { .. } | Event::Retrying { .. } | Event::TextWasCalls { .. } => {
                 self.text.clear();
                 Vec::new()
             }

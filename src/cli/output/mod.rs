@@ -18,7 +18,7 @@ use nop::protocol::events::{Event, RunLimit, RunOutcome, RunStatus};
 pub fn continue_with(outcome: &RunOutcome) -> Option<String> {
     let id = &outcome.session_id;
     match (outcome.status, outcome.limit) {
-        (RunStatus::WaitingInput | RunStatus::Cancelled, _) => {
+        (RunStatus::WaitingInput | RunStatus::Cancelled, _) | (_, Some(RunLimit::RepeatedCall)) => {
             Some(format!("nop run --session {id} \"…\""))
         }
         (_, Some(RunLimit::MaxBudgetUsd)) | (RunStatus::BudgetExceeded, _) => {
@@ -153,6 +153,12 @@ mod tests {
                 Some(RunLimit::MaxTurns),
                 Some("nop run --session s1"),
                 "error_max_turns",
+            ),
+            (
+                RunStatus::Error,
+                Some(RunLimit::RepeatedCall),
+                Some("nop run --session s1 \"…\""),
+                "error_during_execution",
             ),
             (
                 RunStatus::BudgetExceeded,

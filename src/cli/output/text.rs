@@ -51,6 +51,8 @@ impl Text {
             }
             Event::TurnStarted { .. } | Event::ToolOutput { .. } => {}
             Event::Text { delta } => self.pending.push_str(delta),
+            // Calls written as text are not the answer: the call lines follow.
+            Event::TextWasCalls { .. } => self.pending.clear(),
             Event::Retrying {
                 attempt,
                 delay_ms,

@@ -185,6 +185,13 @@ impl Live {
                 self.set_status("thinking");
             }
             Event::Retrying { .. } => {}
+            // What the model wrote stays shown; the call lines follow.
+            Event::TextWasCalls { .. } => {
+                eprintln!(
+                    "{}",
+                    err.dim("  (tool calls written as text, run as calls)")
+                );
+            }
             // The question is shown once, when the run waits for its answer.
             Event::ToolCall { name, .. } | Event::ToolResult { name, .. } if name == "ask-user" => {
             }

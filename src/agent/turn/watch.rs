@@ -1,0 +1,278 @@
+//! What the turn loop watches for over one drive, so that a small model's habits do not end
+//! or stall a run: the same call made again and again with the same result (named to the model
+//! in the result, then the end of the run), a reply that is a call gone wrong (one correction
+//! in a row), and an answer that describes a change right after a failure (one nudge).
+
+use std::collections::VecDeque;
+use std::hash::{Hash, Hasher};
+
+use serde_json::Value;
+
+use crate::protocol::{Message, Role, ToolCall};
+
+/// How many of the drive's latest calls a repeat is looked for in.
+const RECENT: usize = 10;
+/// The repeat at which the model is told, and the one that ends the run.
+pub(super) const TOLD_AT: usize = 3;
+pub(super) const ENDS_AT: usize = 5;
+
+/// What the turn loop remembers over one drive.
+#[derive(Debug, Default)]
+pub(super) struct Watch {
+    /// The drive's latest calls: the call (tool and arguments, keys sorted) and its result.
+    recent: VecDeque<(String, u64)>,
+    /// The run ends after this batch: a call was repeated [`ENDS_AT`] times (what to say).
+    pub repeated: Option<String>,
+    /// The reply at hand was tool calls written as text, taken as calls.
+    pub recovered: bool,
+    /// The reply at hand is a call written as text that cannot run: what is wrong.
+    pub failed: Option<String>,
+    /// The last reply was a failed call written as text and the model was told.
+    pub corrected: bool,
+    /// The model was nudged to apply a change it only described.
+    pub nudged: bool,
+}
+
+impl Watch {
+    /// Counts `call` with its result `content` among the drive's latest calls: the note for
+    /// the model when the same call gave the same result [`TOLD_AT`] times or more (the run's
+    /// end is set at [`ENDS_AT`]), `None` otherwise.
+    pub fn repeat(&mut self, call: &ToolCall, content: &str) -> Option<String> {
+        let key = format!("{}\u{0}{}", call.name, canonical(&call.arguments));
+        let result = result_hash(content);
+        self.recent.push_back((key, result));
+        if self.recent.len() > RECENT {
+            self.recent.pop_front();
+        }
+        let this = self.recent.back();
+        let times = self.recent.iter().filter(|c| Some(*c) == this).count();
+        if times < TOLD_AT {
+            return None;
+        }
+        if times >= ENDS_AT {
+            self.repeated = Some(format!(
+                "stopped: the model made the same call ({}, same arguments) {times} times among its last {RECENT} calls, each time with the same result, and went on after it was told",
+                call.name
+            ));
+        }
+        Some(format!(
+            "\n\n[nop: you made this exact call ({} with these arguments) {times} times and its result has not changed; making it again will not change it. Do something else{}.]",
+            call.name,
+            if times + 1 >= ENDS_AT {
+                ": one more time ends the run"
+            } else {
+                ""
+            }
+        ))
+    }
+}
+
+/// `value` as text with every object's keys sorted: the same arguments in another order are
+/// the same call.
+fn canonical(value: &Value) -> String {
+    fn sorted(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => {
+                let mut keys: Vec<&String> = map.keys().collect();
+                keys.sort();
+                Value::Object(
+                    keys.into_iter()
+                        .map(|k| (k.clone(), sorted(&map[k])))
+                        .collect(),
+                )
+            }
+            Value::Array(items) => Value::Array(items.iter().map(sorted).collect()),
+            other => other.clone(),
+        }
+    }
+    sorted(value).to_string()
+}
+
+/// A result's hash, without what changes between two runs of the same command (`shell`'s
+/// time on its first line).
+fn result_hash(content: &str) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    match content.strip_prefix("exit code: ") {
+        Some(rest) => {
+            let (first, after) = rest.split_once('\n').unwrap_or((rest, ""));
+            first.split(" (").next().hash(&mut hasher);
+            after.hash(&mut hasher);
+        }
+        None => content.hash(&mut hasher),
+    }
+    hasher.finish()
+}
+
+/// The nudge after an answer that describes a change right after a failure.
+pub(super) const NUDGE: &str = "You described a change but did not make it, and the last tool result was a failure. Apply the change with the tools (edit-file, write-file or shell), then check that it works.";
+
+/// Whether the last tool result of `messages`, with no user message after it, was a failure:
+/// a failed call (not one the user declined or stopped) or a command with a non-zero exit code.
+pub(super) fn after_a_failure(messages: &[Message]) -> bool {
+    let Some(last) = messages.iter().rev().find(|m| m.role != Role::Assistant) else {
+        return false;
+    };
+    if last.role != Role::Tool {
+        return false;
+    }
+    if last.is_error == Some(true) {
+        return !matches!(
+            last.error_type.as_deref(),
+            Some("Declined" | "Aborted" | "Skipped" | "PermissionDenied" | "BlockedByHook")
+        );
+    }
+    last.content
+        .strip_prefix("exit code: ")
+        .and_then(|rest| rest.split([' ', '\n']).next())
+        .is_some_and(|code| code != "0")
+}
+
+/// Whether `answer` describes a change to make: a diff (a ```diff block, or `@@` with lines
+/// that start with + or -), or words such as "replace X with Y", "change line N", "should be
+/// changed to".
+pub(super) fn describes_a_change(answer: &str) -> bool {
+    let lower = answer.to_lowercase();
+    if lower.contains("```diff") || lower.contains("```patch") {
+        return true;
+    }
+    let lines: Vec<&str> = lower.lines().map(str::trim_start).collect();
+    if lines.iter().any(|l| l.starts_with("@@"))
+        && lines
+            .iter()
+            .any(|l| l.starts_with('+') || l.starts_with('-'))
+    {
+        return true;
+    }
+    const PHRASES: &[&str] = &[
+        "should be changed to",
+        "should be replaced with",
+        "should be replaced by",
+        "needs to be changed to",
+        "needs to be replaced with",
+        "change it to",
+        "replace it with",
+    ];
+    if PHRASES.iter().any(|p| lower.contains(p)) {
+        return true;
+    }
+    lines.iter().any(|line| {
+        let replace = line
+            .find("replace ")
+            .is_some_and(|at| line[at..].contains(" with "));
+        let change_line = ["change line ", "modify line ", "update line "]
+            .iter()
+            .any(|p| {
+                line.split(p)
+                    .nth(1)
+                    .is_some_and(|n| n.starts_with(|c: char| c.is_ascii_digit()))
+            });
+        replace || change_line
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::Utc;
+    use serde_json::json;
+
+    fn call(arguments: Value) -> ToolCall {
+        ToolCall {
+            id: "c".into(),
+            name: "update-plan".into(),
+            arguments,
+            extra: Default::default(),
+        }
+    }
+
+    #[test]
+    fn the_third_same_call_with_the_same_result_is_named_and_the_fifth_ends() {
+        let mut watch = Watch::default();
+        let a = call(json!({"a": 1, "b": [2]}));
+        let reordered = call(json!({"b": [2], "a": 1}));
+        assert_eq!(watch.repeat(&a, "exit code: 0 (0.1 s)\nok"), None);
+        assert_eq!(watch.repeat(&reordered, "exit code: 0 (0.3 s)\nok"), None);
+        let third = watch.repeat(&a, "exit code: 0 (0.2 s)\nok").expect("named");
+        assert!(third.contains("3 times"), "{third}");
+        assert!(watch.repeated.is_none());
+        let fourth = watch.repeat(&a, "exit code: 0 (0.2 s)\nok").expect("named");
+        assert!(fourth.contains("one more time ends the run"), "{fourth}");
+        watch.repeat(&a, "exit code: 0 (0.2 s)\nok").expect("named");
+        assert!(
+            watch
+                .repeated
+                .as_deref()
+                .is_some_and(|m| m.contains("5 times"))
+        );
+    }
+
+    #[test]
+    fn a_call_whose_result_changes_or_that_left_the_recent_calls_is_not_a_repeat() {
+        let mut watch = Watch::default();
+        let test = call(json!({"command": "cargo test"}));
+        for i in 0..6 {
+            assert_eq!(
+                watch.repeat(&test, &format!("exit code: 1\n{i} failed")),
+                None
+            );
+        }
+        let mut watch = Watch::default();
+        for round in 0..4 {
+            assert_eq!(watch.repeat(&test, "same"), None, "{round}");
+            for other in 0..RECENT {
+                watch.repeat(&call(json!({"n": other})), "x");
+            }
+        }
+    }
+
+    fn tool(content: &str, error: Option<&str>) -> Message {
+        let mut m = Message::new(Role::Tool, content, Utc::now());
+        if let Some(kind) = error {
+            m.is_error = Some(true);
+            m.error_type = Some(kind.into());
+        }
+        m
+    }
+
+    #[test]
+    fn a_failure_is_a_failed_call_or_a_non_zero_exit_as_the_last_result() {
+        let assistant = Message::new(Role::Assistant, "", Utc::now());
+        let user = Message::new(Role::User, "fix it", Utc::now());
+        assert!(after_a_failure(&[
+            tool("exit code: 101 (2.0 s)\n", None),
+            assistant.clone()
+        ]));
+        assert!(after_a_failure(&[tool(
+            "error (NotFound): no",
+            Some("NotFound")
+        )]));
+        assert!(!after_a_failure(&[tool("exit code: 0 (2.0 s)\n", None)]));
+        assert!(!after_a_failure(&[tool("no", Some("Declined"))]));
+        assert!(!after_a_failure(&[
+            tool("exit code: 1\n", None),
+            user.clone()
+        ]));
+        assert!(!after_a_failure(&[user]));
+        assert!(!after_a_failure(&[]));
+    }
+
+    #[test]
+    fn a_diff_or_words_of_a_change_describe_one() {
+        for text in [
+            "```diff\n-a\n+b\n```",
+            "@@ -1,3 +1,3 @@\n-    x < n\n+    x <= n",
+            "Replace `i < n` with `i <= n` in src/lib.rs.",
+            "To fix it, change line 12 to use `<=`.",
+            "The comparison should be changed to `<=`.",
+        ] {
+            assert!(describes_a_change(text), "{text}");
+        }
+        for text in [
+            "The tests pass now.",
+            "I could not find the file; it may have been removed.",
+            "Line 12 is where the loop starts.",
+        ] {
+            assert!(!describes_a_change(text), "{text}");
+        }
+    }
+}
