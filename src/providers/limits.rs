@@ -81,9 +81,90 @@ pub(super) fn repetition_cut(text: &str) -> Option<usize> {
     None
 }
 
+/// Below this context (tokens) the tools go out compact ([`compact_tools`]).
+pub const SMALL_WINDOW: u64 = 16_384;
+
+/// How long a compact tool description may be (characters).
+const COMPACT_DESCRIPTION: usize = 160;
+
+/// The tools as a small context can afford them: each description cut to its first sentence
+/// (at most [`COMPACT_DESCRIPTION`] characters), the parameters' own descriptions left out
+/// (their names, types, enums and what is required stay: the schema is whole).
+pub fn compact_tools(tools: &[super::ToolSpec]) -> Vec<super::ToolSpec> {
+    tools
+        .iter()
+        .map(|t| super::ToolSpec {
+            name: t.name.clone(),
+            description: first_sentence(&t.description),
+            parameters: without_descriptions(&t.parameters),
+        })
+        .collect()
+}
+
+fn first_sentence(text: &str) -> String {
+    let text = text.trim();
+    let end = text
+        .char_indices()
+        .find(|(i, c)| {
+            (*c == '.' || *c == '\n')
+                && text[i + c.len_utf8()..]
+                    .chars()
+                    .next()
+                    .is_none_or(char::is_whitespace)
+        })
+        .map_or(text.len(), |(i, c)| if c == '.' { i + 1 } else { i });
+    let sentence = text[..end].trim();
+    if sentence.chars().count() > COMPACT_DESCRIPTION {
+        let cut: String = sentence.chars().take(COMPACT_DESCRIPTION - 1).collect();
+        format!("{}…", cut.trim_end())
+    } else {
+        sentence.to_string()
+    }
+}
+
+/// `schema` without the `description` of its properties (at any depth).
+fn without_descriptions(schema: &serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match schema {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(k, v)| !(k.as_str() == "description" && v.is_string()))
+                .map(|(k, v)| (k.clone(), without_descriptions(v)))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(without_descriptions).collect()),
+        other => other.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compact_tools_keep_the_first_sentence_and_the_whole_schema_but_its_descriptions() {
+        let tool = super::super::ToolSpec {
+            name: "shell".into(),
+            description: "Runs a command in bash. Its output comes back cut to head and tail; \
+                          version 1.2 of the rules applies."
+                .into(),
+            parameters: serde_json::json!({"type": "object", "properties": {
+                "command": {"type": "string", "description": "the command"},
+                "description": {"type": "string", "description": "a property named description stays"}
+            }, "required": ["command"]}),
+        };
+        let compact = compact_tools(&[tool]);
+        assert_eq!(compact[0].description, "Runs a command in bash.");
+        let props = &compact[0].parameters["properties"];
+        assert_eq!(props["command"], serde_json::json!({"type": "string"}));
+        assert_eq!(props["description"], serde_json::json!({"type": "string"}));
+        assert_eq!(
+            compact[0].parameters["required"],
+            serde_json::json!(["command"])
+        );
+        assert_eq!(first_sentence("v1.2 is out"), "v1.2 is out");
+        assert!(first_sentence(&"x".repeat(500)).chars().count() <= COMPACT_DESCRIPTION);
+    }
 
     #[test]
     fn the_cap_fits_the_window_and_the_room_the_prompt_leaves() {

@@ -364,8 +364,20 @@ impl Provider {
         cancel: &CancellationToken,
         on_event: &mut (dyn FnMut(StreamEvent) + Send),
     ) -> Result<ModelResponse, ProviderError> {
-        let prompt = estimate_prompt(request);
         let window = self.context_window().await;
+        // A small context cannot afford the tools' long descriptions: they go out compact.
+        let compact;
+        let request = match window {
+            Some(w) if w < limits::SMALL_WINDOW && !request.tools.is_empty() => {
+                compact = limits::compact_tools(request.tools);
+                ChatRequest {
+                    tools: &compact,
+                    ..request
+                }
+            }
+            _ => request,
+        };
+        let prompt = estimate_prompt(request);
         if let Ok(mut w) = self.window.lock() {
             w.tools = w
                 .tools

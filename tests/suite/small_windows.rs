@@ -325,3 +325,46 @@ fn an_anthropic_turn_of_one_text_block_is_a_plain_string() {
         "{last}"
     );
 }
+
+/// A small context gets the tools compact: each description its first sentence, the schema
+/// whole but for its descriptions; a large or unknown one gets them as they are.
+#[test]
+fn a_small_context_gets_compact_tool_descriptions() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![openai::reply_text("hi")]);
+    repo.model_ok(&server, &["run", "hi"]);
+    let full = server.requests()[0].clone();
+    let server = MockServer::start(vec![openai::reply_text("hi")]);
+    server.serve_props(8192);
+    repo.model_ok(&server, &["run", "hi"]);
+    let small = server.requests()[0].clone();
+    let tools = |r: &crate::support::mock::RecordedRequest| {
+        r.body["tools"].as_array().cloned().unwrap_or_default()
+    };
+    assert_eq!(tools(&full).len(), tools(&small).len());
+    for (f, s) in tools(&full).iter().zip(tools(&small).iter()) {
+        let (f, s) = (&f["function"], &s["function"]);
+        assert_eq!(f["name"], s["name"]);
+        let short = s["description"].as_str().unwrap_or_default();
+        assert!(short.chars().count() <= 160, "{short}");
+        assert!(
+            f["description"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with(short.trim_end_matches('…')),
+            "{short}"
+        );
+        assert_eq!(f["parameters"]["required"], s["parameters"]["required"]);
+        assert!(
+            !s["parameters"].to_string().contains("\"description\":\""),
+            "{}",
+            s["parameters"]
+        );
+    }
+    eprintln!(
+        "first request: {} bytes with the full tools, {} compact",
+        full.raw_body.len(),
+        small.raw_body.len()
+    );
+    assert!(small.raw_body.len() < full.raw_body.len());
+}
