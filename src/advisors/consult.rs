@@ -10,7 +10,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::{AdvisorError, ConsistencyDecision, Refusal, RetryAction, RetryDecision};
-use crate::config::Config;
+use crate::config::{Config, Judgement};
 use crate::protocol::events::Event;
 use crate::protocol::{SessionStatus, ToolCall};
 use crate::providers::Provider;
@@ -215,7 +215,7 @@ pub async fn advise_retry(
         "arguments": call.arguments,
         "retryCount": retries,
     });
-    ask(
+    let decision = ask(
         host,
         ctx,
         RETRY_ADVISOR,
@@ -229,7 +229,73 @@ pub async fn advise_retry(
         },
     )
     .await
-    .unwrap_or_else(|why| RetryDecision::default_no_retry(&why.to_string()))
+    .unwrap_or_else(|why| RetryDecision::default_no_retry(&why.to_string()));
+    if judgement_trusted(host.config()) {
+        decision
+    } else {
+        within_limits(decision, &call.arguments)
+    }
+}
+
+/// Whether retry-advisor's own judgement may end a run or widen a call (`advisors.judgement`):
+/// under `auto`, when the run's model is OpenAI's or Anthropic's own API. Any other server —
+/// a local one, a gateway, an unknown compatible one — may be serving a small model, which was
+/// seen to answer `abort` after one recoverable error.
+pub fn judgement_trusted(config: &Config) -> bool {
+    match config.advisors.judgement {
+        Judgement::Full => true,
+        Judgement::Limited => false,
+        Judgement::Auto => config.provider.base_url.as_deref().is_none_or(|url| {
+            let rest = url.split_once("://").map_or(url, |(_, r)| r);
+            let host = rest.split(['/', ':', '?']).next().unwrap_or_default();
+            ["api.openai.com", "api.anthropic.com"].contains(&host.to_ascii_lowercase().as_str())
+        }),
+    }
+}
+
+/// A decision of an advisor whose judgement is limited: `abort` becomes `skip` (the failure
+/// goes back to the model, which may try otherwise); `modify_params` keeps only corrected
+/// values of arguments the call already had, of the same type, never a flag (a boolean: set
+/// or cleared, `replace_all` or `outside_sandbox` is the model's choice, not the advisor's);
+/// with nothing left it becomes `skip`. The reason says what was not followed.
+fn within_limits(mut decision: RetryDecision, original: &Value) -> RetryDecision {
+    let skip = |decision: RetryDecision, what: &str| RetryDecision {
+        should_retry: false,
+        reason: format!(
+            "{} ({what} not followed: advisors.judgement is limited for this model)",
+            decision.reason
+        ),
+        suggested_action: RetryAction::Skip,
+        modified_params: None,
+    };
+    match decision.suggested_action {
+        RetryAction::Abort => skip(decision, "abort"),
+        RetryAction::ModifyParams => {
+            let corrected: serde_json::Map<String, Value> = match &decision.modified_params {
+                Some(Value::Object(changes)) => changes
+                    .iter()
+                    .filter(|(key, value)| {
+                        original.get(key.as_str()).is_some_and(|before| {
+                            !before.is_boolean() && same_type(before, value) && before != *value
+                        })
+                    })
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+                _ => serde_json::Map::new(),
+            };
+            if corrected.is_empty() {
+                return skip(decision, "modified parameters that widen the call");
+            }
+            decision.modified_params = Some(Value::Object(corrected));
+            decision
+        }
+        RetryAction::Retry | RetryAction::Skip => decision,
+    }
+}
+
+/// Whether two JSON values are of the same type (a string for a string, a number for a number).
+fn same_type(a: &Value, b: &Value) -> bool {
+    std::mem::discriminant(a) == std::mem::discriminant(b)
 }
 
 /// What makes two failures the same question for retry-advisor: the tool (for `call-agent`,
@@ -643,6 +709,80 @@ mod tests {
             }
             assert_eq!(host.asked.load(Ordering::SeqCst), 2, "{answer}");
         }
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_local_models_advisor_never_aborts_nor_widens_a_call() -> anyhow::Result<()> {
+        let edit = || {
+            tool_call(
+                "edit-file",
+                json!({"path": "a.rs", "old_string": "x", "new_string": "y", "replace_all": false}),
+            )
+        };
+        let not_unique = ToolError::model(crate::tools::ToolErrorKind::NotUnique, "2 matches");
+        // What the advisor answers, and what is followed with the model on a local server.
+        let cases = [
+            (
+                r#"{"shouldRetry": false, "reason": "hopeless", "suggestedAction": "abort"}"#,
+                RetryAction::Skip,
+                None,
+            ),
+            (
+                r#"{"shouldRetry": true, "reason": "x", "suggestedAction": "modify_params", "modifiedParams": {"replace_all": true}}"#,
+                RetryAction::Skip,
+                None,
+            ),
+            (
+                r#"{"shouldRetry": true, "reason": "x", "suggestedAction": "modify_params", "modifiedParams": {"old_string": "x;", "count": 3, "replace_all": true, "path": 7}}"#,
+                RetryAction::ModifyParams,
+                Some(json!({"old_string": "x;"})),
+            ),
+            (
+                r#"{"shouldRetry": true, "reason": "x", "suggestedAction": "modify_params", "modifiedParams": "raw"}"#,
+                RetryAction::Skip,
+                None,
+            ),
+            (
+                r#"{"shouldRetry": true, "reason": "flaky", "suggestedAction": "retry"}"#,
+                RetryAction::Retry,
+                None,
+            ),
+        ];
+        for (answer, action, params) in cases.clone() {
+            let dir = tempfile::tempdir()?;
+            let (ctx, mut host) = setup(dir.path(), true, answer)?;
+            host.config.provider.base_url = Some("http://127.0.0.1:8091/v1".into());
+            let decision = advise_retry(&host, &ctx, &edit(), &not_unique, 0).await;
+            assert_eq!(decision.suggested_action, action, "{answer}");
+            assert_eq!(decision.modified_params, params, "{answer}");
+            if action == RetryAction::Skip {
+                assert!(
+                    decision.reason.contains("advisors.judgement"),
+                    "{decision:?}"
+                );
+            }
+            // Trusted (`full`, or OpenAI's own API): followed as answered.
+            for (judgement, url) in [
+                (Judgement::Full, Some("http://127.0.0.1:8091/v1")),
+                (Judgement::Auto, None),
+                (Judgement::Auto, Some("https://api.anthropic.com")),
+            ] {
+                let dir = tempfile::tempdir()?;
+                let (ctx, mut host) = setup(dir.path(), true, answer)?;
+                host.config.advisors.judgement = judgement;
+                host.config.provider.base_url = url.map(str::to_string);
+                let decision = advise_retry(&host, &ctx, &edit(), &not_unique, 0).await;
+                let answered: RetryDecision = crate::advisors::parse_decision(answer)?;
+                assert_eq!(decision, answered, "{answer} {judgement:?} {url:?}");
+            }
+        }
+        // `limited` holds on OpenAI's API too.
+        let dir = tempfile::tempdir()?;
+        let (ctx, mut host) = setup(dir.path(), true, cases[0].0)?;
+        host.config.advisors.judgement = Judgement::Limited;
+        let decision = advise_retry(&host, &ctx, &edit(), &not_unique, 0).await;
+        assert_eq!(decision.suggested_action, RetryAction::Skip);
         Ok(())
     }
 

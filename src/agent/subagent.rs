@@ -19,6 +19,17 @@ use crate::protocol::session::{PermissionSet, PermissionSource};
 use crate::protocol::{CallMetrics, Caller, Message, Role, SessionStatus, Spent};
 use crate::tools::{AgentCaller, ToolContext, ToolError, ToolErrorKind};
 
+/// The agents nop runs itself (the advisors, `nop memory summarize`'s summarizer, the chat's
+/// splitter): not work a model delegates, so they do not make `call-agent` worth offering.
+const NOPS_OWN: [&str; 6] = [
+    crate::advisors::CONSISTENCY_CHECKER,
+    crate::advisors::RETRY_ADVISOR,
+    crate::advisors::COMPRESSION_ADVISOR,
+    crate::advisors::GOAL_CHECKER,
+    "summarizer",
+    "splitter",
+];
+
 /// How one subagent call went.
 #[derive(Debug)]
 pub struct SubagentOutcome {
@@ -645,6 +656,36 @@ impl AgentCaller for Engine {
                 )),
             }
         })
+    }
+
+    fn callable(&self, ctx: &ToolContext) -> Vec<String> {
+        if ctx.depth + 1 > self.0.config.subagents.max_depth {
+            return Vec::new();
+        }
+        let Ok(file) = self.0.ws.agents() else {
+            // A broken agents.yml is said when an agent is called; the tool stays offered.
+            return vec!["?".to_string()];
+        };
+        let mut names: Vec<&str> = file
+            .agents
+            .iter()
+            .filter(|a| a.enabled)
+            .map(|a| a.name.as_str())
+            .collect();
+        if file.get("coder").is_none() {
+            names.push("coder");
+        }
+        names
+            .into_iter()
+            .filter(|name| *name != ctx.agent && !NOPS_OWN.contains(name))
+            .filter(|name| {
+                !matches!(
+                    ctx.policy.check_tool(&format!("call-agent:{name}")),
+                    crate::permissions::Decision::Deny { .. }
+                )
+            })
+            .map(str::to_string)
+            .collect()
     }
 
     fn compact<'a>(&'a self, ctx: &'a ToolContext) -> BoxFuture<'a, Result<String, ToolError>> {

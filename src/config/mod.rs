@@ -354,6 +354,21 @@ pub struct AdvisorsConfig {
     /// The failures retry-advisor is asked about: `all` (every failed call, seed 002 §1.5), or
     /// a list of error kinds (as in error-<ts>.log's `errorType`) to ask about only those.
     pub retry_on: RetryOn,
+    /// Whether an advisor's own judgement may end a run or widen a call: `full`, `limited`
+    /// (retry-advisor's `abort` is taken as `skip`; its `modify_params` only corrects values
+    /// the call already had, never a flag), or `auto`: `full` when the run's model is
+    /// OpenAI's or Anthropic's own API, `limited` for any other server (a local model).
+    pub judgement: Judgement,
+}
+
+/// How far an advisor's judgement is followed (`advisors.judgement`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Judgement {
+    #[default]
+    Auto,
+    Full,
+    Limited,
 }
 
 /// Which failed calls go to retry-advisor (`advisors.retry_on`).
@@ -432,6 +447,7 @@ impl Default for AdvisorsConfig {
             max_retries: 3,
             retry_delay_s: 1.0,
             retry_on: RetryOn::All,
+            judgement: Judgement::Auto,
         }
     }
 }

@@ -32,6 +32,13 @@ impl TypedTool for CallAgent {
     const PARALLEL: bool = true;
     const DESCRIPTION: &'static str = "Delegate a task to another agent of this repository (see .nop/agents.yml). It works in its own session with at most your permissions and returns its answer, or an error for you to judge.";
 
+    /// Offered only when there is another agent to call.
+    fn has_work(ctx: &ToolContext) -> bool {
+        ctx.agents
+            .as_ref()
+            .is_some_and(|agents| !agents.callable(ctx).is_empty())
+    }
+
     /// The subagent's run keeps its own limits (`timeout`, `subagents.timeout_s`).
     fn time_limit(_args: &Value, configured: Duration) -> super::TimeLimit {
         super::TimeLimit::Own(configured)

@@ -17,6 +17,16 @@ pub struct LoadSkillArgs {
     name: String,
 }
 
+/// The skills the agent of `ctx` may read (links resolved).
+fn skills(ctx: &ToolContext) -> crate::skills::Discovery {
+    let readable = |real: &std::path::Path| {
+        ctx.policy
+            .check_resolved(real, crate::permissions::Access::Read)
+            .is_allowed()
+    };
+    crate::skills::discover(&ctx.root, &readable)
+}
+
 /// How many of a skill's files `load-skill` lists.
 const MAX_FILES: usize = 200;
 
@@ -28,13 +38,13 @@ impl TypedTool for LoadSkill {
     const DESCRIPTION: &'static str =
         "Load a skill's full instructions by name (skills are listed in the system prompt).";
 
+    /// Offered only when the agent can read a skill.
+    fn has_work(ctx: &ToolContext) -> bool {
+        !skills(ctx).skills.is_empty()
+    }
+
     async fn run(&self, args: LoadSkillArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
-        let readable = |real: &std::path::Path| {
-            ctx.policy
-                .check_resolved(real, crate::permissions::Access::Read)
-                .is_allowed()
-        };
-        let found = crate::skills::discover(&ctx.root, &readable);
+        let found = skills(ctx);
         let Some(skill) = found.get(args.name.trim()) else {
             let known: Vec<&str> = found.skills.iter().map(|s| s.name.as_str()).collect();
             return Err(ToolError::model(

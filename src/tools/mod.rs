@@ -151,6 +151,11 @@ pub trait AgentCaller: Send + Sync {
 
     /// Compacts the session in `ctx` now; returns what was done.
     fn compact<'a>(&'a self, ctx: &'a ToolContext) -> BoxFuture<'a, Result<String, ToolError>>;
+
+    /// The agents the agent of `ctx` may call now: enabled, not itself, not one of nop's own
+    /// (the advisors, summarizer, splitter), not denied by its rules, within
+    /// `subagents.max_depth`. Empty: `call-agent` is not offered.
+    fn callable(&self, ctx: &ToolContext) -> Vec<String>;
 }
 
 impl std::fmt::Debug for dyn AgentCaller {
@@ -358,6 +363,12 @@ pub trait Tool: Send + Sync {
     fn runs_in_parallel(&self) -> bool {
         false
     }
+    /// Whether the tool has anything to act on here (agents to call, skills to load, memory to
+    /// search): one that has not is not offered to the model, whose calls of it would only
+    /// fail. Asked before every request; it reads little.
+    fn has_work(&self, _ctx: &ToolContext) -> bool {
+        true
+    }
     fn call<'a>(
         &'a self,
         args: Value,
@@ -413,6 +424,11 @@ pub trait TypedTool: Send + Sync + 'static {
         TimeLimit::Cut(configured)
     }
 
+    /// See [`Tool::has_work`].
+    fn has_work(_ctx: &ToolContext) -> bool {
+        true
+    }
+
     /// See [`Tool::preview`].
     fn preview(
         &self,
@@ -434,6 +450,10 @@ impl<T: TypedTool> Tool for T {
 
     fn runs_in_parallel(&self) -> bool {
         T::PARALLEL
+    }
+
+    fn has_work(&self, ctx: &ToolContext) -> bool {
+        T::has_work(ctx)
     }
 
     fn spec(&self) -> ToolSpec {
@@ -571,6 +591,15 @@ impl Registry {
 
     pub fn specs(&self) -> Vec<ToolSpec> {
         self.tools.iter().map(|t| t.spec()).collect()
+    }
+
+    /// The specs of the tools that have something to act on in `ctx` ([`Tool::has_work`]).
+    pub fn specs_with_work(&self, ctx: &ToolContext) -> Vec<ToolSpec> {
+        self.tools
+            .iter()
+            .filter(|t| t.has_work(ctx))
+            .map(|t| t.spec())
+            .collect()
     }
 
     pub fn get(&self, name: &str) -> Option<&dyn Tool> {

@@ -25,6 +25,13 @@ impl TypedTool for SearchMemory {
     const PARALLEL: bool = true;
     const DESCRIPTION: &'static str = "Search the summaries of earlier days' sessions of this repository (long-term memory) by keywords and dates (Chinese or English). Returns matching days with their summaries, best first.";
 
+    /// Offered only when some agent has a memory (`nop memory summarize` made one).
+    fn has_work(ctx: &ToolContext) -> bool {
+        !crate::memory::MemoryStore::new(&ctx.nop_dir())
+            .agents()
+            .is_empty()
+    }
+
     async fn run(
         &self,
         args: SearchMemoryArgs,

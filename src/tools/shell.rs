@@ -393,6 +393,33 @@ impl Drop for GroupGuard {
     }
 }
 
+/// A `workdir` that is missing or not a directory, named as such: starting bash there would
+/// fail with "No such file or directory", which reads as if bash were missing.
+async fn workdir_is_a_directory(
+    ctx: &ToolContext,
+    given: &str,
+    resolved: &std::path::Path,
+) -> Result<(), ToolError> {
+    let relative = if std::path::Path::new(given).is_absolute() || given.starts_with('~') {
+        String::new()
+    } else {
+        format!(" (relative to the repository root, {})", ctx.root.display())
+    };
+    match tokio::fs::metadata(resolved).await {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(ToolError::model(
+            ToolErrorKind::InvalidArguments,
+            format!("workdir `{given}` is not a directory{relative}"),
+        )),
+        Err(_) => Err(ToolError::model(
+            ToolErrorKind::NotFound,
+            format!(
+                "workdir `{given}` does not exist{relative}; leave workdir out to run in the repository root"
+            ),
+        )),
+    }
+}
+
 impl TypedTool for Shell {
     type Args = ShellArgs;
     const NAME: &'static str = "shell";
@@ -412,7 +439,10 @@ impl TypedTool for Shell {
     async fn run(&self, args: ShellArgs, ctx: &ToolContext) -> Result<ToolOutput, ToolError> {
         let dir = match &args.workdir {
             Some(dir) => {
-                paths::resolve(ctx, Self::NAME, dir, crate::permissions::Access::Read).await?
+                let resolved =
+                    paths::resolve(ctx, Self::NAME, dir, crate::permissions::Access::Read).await?;
+                workdir_is_a_directory(ctx, dir, &resolved).await?;
+                resolved
             }
             None => ctx.root.clone(),
         };

@@ -236,7 +236,13 @@ fn abort_stops_the_run() {
             json!({"shouldRetry": false, "reason": "production config is missing; cannot continue", "suggestedAction": "abort"}),
         ),
     ]);
-    let (code, result, stderr) = run(&repo, &server, &[], &["deploy"]);
+    // The mock is a local server: its advisor's abort is followed only with full judgement.
+    let (code, result, stderr) = run(
+        &repo,
+        &server,
+        &[("NOP_ADVISORS_JUDGEMENT", "full")],
+        &["deploy"],
+    );
     assert_eq!(code, 1, "{stderr}");
     assert_eq!(result["status"], "error");
     assert!(
@@ -256,6 +262,50 @@ fn abort_stops_the_run() {
         "{last}"
     );
     assert_eq!(server.requests().len(), 2);
+}
+
+/// A local server's advisor (the same small model) neither ends the run nor forces an edit
+/// through with `replace_all`: the failures go back to the model, which goes on.
+#[test]
+fn a_local_advisor_neither_aborts_the_run_nor_widens_an_edit() {
+    let repo = Repo::new();
+    fs::write(repo.path().join("a.txt"), "x = 1\nx = 1\n").expect("write");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "edit-file",
+            json!({"path": "a.txt", "old_string": "x = 1", "new_string": "x = 2"}),
+        )]),
+        reply(
+            json!({"shouldRetry": true, "reason": "replace them all", "suggestedAction": "modify_params", "modifiedParams": {"replace_all": true}}),
+        ),
+        openai::reply_tool_calls(&[("c2", "read-file", json!({"path": "config/prod.yml"}))]),
+        reply(
+            json!({"shouldRetry": false, "reason": "cannot continue", "suggestedAction": "abort"}),
+        ),
+        openai::reply_tool_calls(&[("c3", "shell", json!({"command": "echo still here"}))]),
+        openai::reply_text("done"),
+    ]);
+    let (code, result, stderr) = run(&repo, &server, &[], &["edit it"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(result["status"], "completed");
+    assert_eq!(
+        fs::read_to_string(repo.path().join("a.txt")).expect("read"),
+        "x = 1\nx = 1\n",
+        "the edit was not widened"
+    );
+    assert!(
+        server.result_of("c1").starts_with("error (NotUnique)"),
+        "{}",
+        server.result_of("c1")
+    );
+    assert!(server.result_of("c2").starts_with("error (NotFound)"));
+    assert!(server.result_of("c3").contains("still here"));
+    let log = fs::read_to_string(repo.path().join(".nop/logs/system.log")).unwrap_or_default();
+    assert!(
+        log.contains("abort not followed: advisors.judgement is limited"),
+        "{log}"
+    );
 }
 
 #[test]

@@ -133,11 +133,14 @@ fn three_step_task(kind: &str) {
         "update-plan",
         "ask-user",
         "snapshot",
-        "load-skill",
+        "compact",
     ] {
         assert!(tools.contains(&name), "{name} not offered: {tools:?}");
     }
-    assert!(tools.contains(&"compact") && tools.contains(&"call-agent"));
+    // Nothing to act on in a new repository: no other agent, no skill, no memory.
+    for name in ["call-agent", "load-skill", "search-memory"] {
+        assert!(!tools.contains(&name), "{name} offered: {tools:?}");
+    }
     let results = server.results_of(&["c1", "c2", "c3"]);
     assert!(
         results[0].starts_with("created notes/hello.txt"),
@@ -423,6 +426,120 @@ fn a_tool_that_runs_too_long_is_killed_and_reported() {
     assert!(started.elapsed() < Duration::from_secs(20));
     let result = server.result_of("c1");
     assert!(result.starts_with("error (Timeout)"), "{result}");
+}
+
+/// The tool names the first request offered.
+fn offered_tools(server: &MockServer) -> Vec<String> {
+    server.requests()[0].body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["function"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn tools_with_nothing_to_act_on_are_offered_once_there_is_something() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![openai::reply_text("done")]);
+    let (code, _, stderr) = run_json(&repo, &server, "openai", &["go"]);
+    assert_eq!(code, 0, "{stderr}");
+    let tools = offered_tools(&server);
+    for gone in ["call-agent", "load-skill", "search-memory"] {
+        assert!(!tools.contains(&gone.to_string()), "{gone} in {tools:?}");
+    }
+    assert!(tools.contains(&"update-plan".to_string()), "{tools:?}");
+
+    // Another agent, a skill, a day's memory: each tool has something to act on.
+    let agents = std::fs::read_to_string(repo.path().join(".nop/agents.yml")).expect("agents");
+    std::fs::write(
+        repo.path().join(".nop/agents.yml"),
+        format!("{agents}\n  - name: tester\n    description: runs the tests\n"),
+    )
+    .expect("agents.yml");
+    let skill = repo.path().join(".nop/.system/skills/deploy");
+    std::fs::create_dir_all(&skill).expect("mkdir");
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: deploy\ndescription: How to deploy\n---\nRun make deploy.\n",
+    )
+    .expect("skill");
+    repo.trust();
+    repo.session()
+        .user("the parser chokes on nested arrays")
+        .assistant("Fixed src/parser.rs.")
+        .created_at("2026-01-15T10:00:00Z")
+        .write();
+    let summary = json!({"summary": "Fixed the parser.", "topics": [], "keyPoints": [], "keywords": ["parser"]});
+    let summarizer = MockServer::start(vec![openai::reply_text(&summary.to_string())]);
+    repo.model_json(
+        &summarizer,
+        &["memory", "summarize", "--date", "2026-01-15", "--json"],
+    );
+    let server = MockServer::start(vec![openai::reply_text("done")]);
+    let (code, _, stderr) = run_json(&repo, &server, "openai", &["go"]);
+    assert_eq!(code, 0, "{stderr}");
+    let tools = offered_tools(&server);
+    for back in ["call-agent", "load-skill", "search-memory"] {
+        assert!(tools.contains(&back.to_string()), "{back} not in {tools:?}");
+    }
+
+    // The one other agent denied to the caller: nothing left to call.
+    std::fs::write(
+        repo.path().join(".nop/.permissions/agent-coder.yml"),
+        "agent: coder\ntools:\n  allowed: [\"*\"]\n  denied: [\"call-agent:tester\"]\nfile-access:\n  - pattern: \"**\"\n    access: read\n",
+    )
+    .expect("rules");
+    repo.trust();
+    let server = MockServer::start(vec![openai::reply_text("done")]);
+    let (code, _, stderr) = run_json(&repo, &server, "openai", &["go"]);
+    assert_eq!(code, 0, "{stderr}");
+    let tools = offered_tools(&server);
+    assert!(!tools.contains(&"call-agent".to_string()), "{tools:?}");
+    assert!(tools.contains(&"load-skill".to_string()), "{tools:?}");
+}
+
+#[test]
+fn a_missing_workdir_is_named_not_taken_for_a_missing_bash() {
+    let repo = Repo::new();
+    std::fs::write(repo.path().join("file.txt"), "x").expect("file");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[
+            (
+                "c1",
+                "shell",
+                json!({"command": "ls", "workdir": "no/such/dir"}),
+            ),
+            (
+                "c2",
+                "shell",
+                json!({"command": "ls", "workdir": "file.txt"}),
+            ),
+            ("c3", "shell", json!({"command": "pwd", "workdir": "src"})),
+        ]),
+        openai::reply_text("noted"),
+    ]);
+    std::fs::create_dir(repo.path().join("src")).expect("src");
+    let (code, _, stderr) = run_json(&repo, &server, "openai", &["go"]);
+    assert_eq!(code, 0, "{stderr}");
+    let missing = server.result_of("c1");
+    assert!(
+        missing.starts_with("error (NotFound)")
+            && missing
+                .contains("workdir `no/such/dir` does not exist (relative to the repository root")
+            && !missing.contains("could not start bash"),
+        "{missing}"
+    );
+    let file = server.result_of("c2");
+    assert!(
+        file.contains("workdir `file.txt` is not a directory"),
+        "{file}"
+    );
+    assert!(
+        server.result_of("c3").contains("/src"),
+        "{}",
+        server.result_of("c3")
+    );
 }
 
 #[test]

@@ -180,11 +180,12 @@ impl ModelAgent {
         )))
     }
 
-    /// The tools this agent may call: only those are offered (an advisor's permission file
-    /// names few or none): a denied tool costs tokens and invites a refused call.
+    /// The tools this agent may call and that have something to act on: only those are
+    /// offered (an advisor's permission file names few or none): a denied tool, or one with no
+    /// agent, skill or memory to work on, costs tokens and invites a failed call.
     fn offered(&self, ctx: &ToolContext) -> Vec<ToolSpec> {
         self.registry
-            .specs()
+            .specs_with_work(ctx)
             .into_iter()
             .filter(|spec| {
                 !matches!(
