@@ -128,6 +128,7 @@ impl ModelAgent {
                 return Ok(Err(Interrupted));
             }
             let messages = self.compacted(conversation, ctx).await?;
+            watch.input(&messages);
             let _ = events.send(Event::TurnStarted { turn });
             stats.turns += 1;
             let estimate = super::meter::estimate_next(previous, &messages, &specs);

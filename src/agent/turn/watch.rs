@@ -31,9 +31,27 @@ pub(super) struct Watch {
     pub corrected: bool,
     /// The model was nudged to apply a change it only described.
     pub nudged: bool,
+    /// The conversation's latest user message when the calls in `recent` were made: a new one
+    /// (a queued message, the next input) starts the count again.
+    last_input: Option<(Option<chrono::DateTime<chrono::Utc>>, u64)>,
 }
 
 impl Watch {
+    /// Before a request: a user message newer than the last one seen (a message queued for the
+    /// run, a new input) makes the calls before it count no more as repeats — the same call
+    /// for a new request is not a loop.
+    pub fn input(&mut self, messages: &[Message]) {
+        let latest = messages
+            .iter()
+            .rev()
+            .find(|m| m.role == Role::User)
+            .map(|m| (m.timestamp, result_hash(&m.content)));
+        if latest != self.last_input {
+            self.recent.clear();
+            self.last_input = latest;
+        }
+    }
+
     /// Counts `call` with its result `content` among the drive's latest calls: the note for
     /// the model when the same call gave the same result [`TOLD_AT`] times or more (the run's
     /// end is set at [`ENDS_AT`]), `None` otherwise.
@@ -204,6 +222,26 @@ mod tests {
                 .as_deref()
                 .is_some_and(|m| m.contains("5 times"))
         );
+    }
+
+    #[test]
+    fn a_new_user_message_starts_the_count_again() {
+        let mut watch = Watch::default();
+        let now = chrono::Utc::now();
+        let first = vec![Message::new(Role::User, "run it", now)];
+        watch.input(&first);
+        let c = call(serde_json::json!({"command": "true"}));
+        assert!(watch.repeat(&c, "exit code: 0").is_none());
+        assert!(watch.repeat(&c, "exit code: 0").is_none());
+        // Same conversation: the third is named.
+        watch.input(&first);
+        assert!(watch.repeat(&c, "exit code: 0").is_some());
+        // A message queued meanwhile: the count starts again.
+        let mut more = first.clone();
+        more.push(Message::new(Role::User, "and again", now));
+        watch.input(&more);
+        assert!(watch.repeat(&c, "exit code: 0").is_none());
+        assert!(watch.repeated.is_none());
     }
 
     #[test]
