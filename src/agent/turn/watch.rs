@@ -173,6 +173,29 @@ pub(super) fn describes_a_change(answer: &str) -> bool {
     if PHRASES.iter().any(|p| lower.contains(p)) {
         return true;
     }
+    // The corrected code written out (a small model's favourite): a block of source code in an
+    // answer that speaks of fixing or changing it.
+    const SOURCE: &[&str] = &[
+        "```python",
+        "```py\n",
+        "```rust",
+        "```rs\n",
+        "```javascript",
+        "```js\n",
+        "```typescript",
+        "```ts\n",
+        "```go\n",
+        "```java\n",
+        "```c\n",
+        "```cpp",
+        "```ruby",
+        "```bash",
+        "```sh\n",
+    ];
+    const WORDS: &[&str] = &["fix", "correct", "change", "update", "modif", "should"];
+    if SOURCE.iter().any(|tag| lower.contains(tag)) && WORDS.iter().any(|w| lower.contains(w)) {
+        return true;
+    }
     lines.iter().any(|line| {
         let replace = line
             .find("replace ")
@@ -302,9 +325,14 @@ mod tests {
             "Replace `i < n` with `i <= n` in src/lib.rs.",
             "To fix it, change line 12 to use `<=`.",
             "The comparison should be changed to `<=`.",
+            "To fix the bug you need to return the right slice:\n```python\ndef last_n(items, n):\n    return items[len(items) - n:]\n```",
         ] {
             assert!(describes_a_change(text), "{text}");
         }
+        // Code shown without a word of changing it (an explanation, an example) is not one.
+        assert!(!describes_a_change(
+            "The function is:\n```python\ndef last_n(items, n):\n    ...\n```"
+        ));
         for text in [
             "The tests pass now.",
             "I could not find the file; it may have been removed.",
