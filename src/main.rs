@@ -37,12 +37,9 @@ fn main() -> ExitCode {
         Err(e) => {
             let message = said_once(&e);
             tracing::error!(result = "error", "{message}");
-            // On a terminal, broken between words at its width (a variable's name whole).
-            if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-                cli::say(&format!("error: {message}"));
-            } else {
-                eprintln!("error: {message}");
-            }
+            // On a terminal, broken between words at its width (`say` prints it whole
+            // elsewhere).
+            cli::say(&format!("error: {message}"));
             if let Some(format) = json_result {
                 // A script reading the result still gets one: never a silent failure.
                 cli::failed_result(format, &message);

@@ -153,9 +153,7 @@ impl Live {
                     visible(error),
                     *delay_ms as f64 / 1000.0
                 );
-                for line in crate::cli::term::style::wrap_words(&line, Live::width()) {
-                    eprintln!("{}", err.yellow(&line));
-                }
+                wrapped(&line, |l| err.yellow(l));
                 self.shown_block = false;
                 self.set_status("thinking");
                 return;
@@ -336,19 +334,13 @@ impl Live {
                 self.set_status("thinking");
             }
             Event::Warning { message } | Event::Untrusted { message, .. } => {
-                for line in wrap_words(&format!("warning: {}", visible(message)), Live::width()) {
-                    eprintln!("{}", err.yellow(&line));
-                }
+                wrapped(&format!("warning: {}", visible(message)), |l| err.yellow(l))
             }
             Event::Error { message } => {
-                for line in wrap_words(&format!("error: {}", visible(message)), Live::width()) {
-                    eprintln!("{}", err.red(&line));
-                }
+                wrapped(&format!("error: {}", visible(message)), |l| err.red(l))
             }
             Event::Refused { reason, .. } => {
-                for line in wrap_words(&format!("refused: {}", visible(reason)), Live::width()) {
-                    eprintln!("{}", err.red(&line));
-                }
+                wrapped(&format!("refused: {}", visible(reason)), |l| err.red(l))
             }
             Event::SubagentFinished {
                 agent,
@@ -679,6 +671,13 @@ fn short(text: &str, max: usize) -> String {
         format!("{}…", text.chars().take(max).collect::<String>())
     } else {
         text.to_string()
+    }
+}
+
+/// `text` on standard error, broken between words at the screen's width, each row painted.
+fn wrapped(text: &str, paint: impl Fn(&str) -> String) {
+    for line in wrap_words(text, Live::width()) {
+        eprintln!("{}", paint(&line));
     }
 }
 
