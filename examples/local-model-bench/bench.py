@@ -128,7 +128,7 @@ def main():
     args.work = os.path.join(args.work, args.agent)
     os.makedirs(args.work, exist_ok=True)
     if args.agent == "nop":
-        args.nop = shutil.which(args.nop) or os.path.abspath(args.nop)
+        args.nop = os.path.abspath(shutil.which(args.nop) or args.nop)
     only = [n for n in args.only.split(",") if n]
     results = []
     print(f"{'task':<22} {'passed':<7} {'requests':>8} {'time':>8}  status", flush=True)

@@ -7,13 +7,14 @@ const MIN_OUTPUT: u64 = 256;
 /// What the user asks the model when its reply was cut by the output cap.
 pub(super) const CONTINUE: &str = "Your reply was cut off by the output limit. Continue exactly where it stopped, without repeating anything already written.";
 
-/// The output cap of a request: `configured` (`provider.max_tokens`), at most a quarter of the
-/// server's context `window` when one is known, and at most what the prompt leaves of it (with a
-/// floor of 256 tokens). `None`: send no cap (`provider.max_tokens: 0`, a server's own limit).
+/// The output cap of a request: `configured` (`provider.max_tokens`), at most an eighth of the
+/// server's context `window` when one is known (a small model on a CPU writes 5–10 tokens a
+/// second: a quarter of a 16k window was eight minutes of a loop), and at most what the prompt
+/// leaves of it (with a floor of 256 tokens). `None`: send no cap (`provider.max_tokens: 0`, a server's own limit).
 pub(super) fn output_cap(configured: u32, window: Option<u64>, prompt: u64) -> Option<u32> {
     let mut cap = u64::from(configured);
     if let Some(w) = window {
-        let share = (w / 4).max(MIN_OUTPUT);
+        let share = (w / 8).max(MIN_OUTPUT);
         let room = w.saturating_sub(prompt).max(MIN_OUTPUT);
         cap = if cap == 0 { share } else { cap.min(share) }.min(room);
     }
@@ -170,11 +171,12 @@ mod tests {
     fn the_cap_fits_the_window_and_the_room_the_prompt_leaves() {
         assert_eq!(output_cap(8192, None, 1000), Some(8192));
         assert_eq!(output_cap(8192, Some(128_000), 1000), Some(8192));
-        assert_eq!(output_cap(8192, Some(8192), 1000), Some(2048));
-        assert_eq!(output_cap(8192, Some(4096), 3500), Some(596));
+        assert_eq!(output_cap(8192, Some(8192), 1000), Some(1024));
+        assert_eq!(output_cap(8192, Some(16_384), 1000), Some(2048));
+        assert_eq!(output_cap(8192, Some(4096), 3700), Some(396));
         assert_eq!(output_cap(8192, Some(4096), 5000), Some(256));
         assert_eq!(output_cap(0, None, 1000), None);
-        assert_eq!(output_cap(0, Some(4096), 100), Some(1024));
+        assert_eq!(output_cap(0, Some(4096), 100), Some(512));
     }
 
     #[test]

@@ -89,11 +89,11 @@ fn every_request_carries_an_output_cap_openai_and_anthropic() {
         assert_eq!(r.body["max_tokens"], 8192, "{}", r.raw_body);
         assert!(r.body.get("max_completion_tokens").is_none());
     }
-    // A server that says its context (llama.cpp's /props): at most a quarter of it.
+    // A server that says its context (llama.cpp's /props): at most an eighth of it.
     let server = MockServer::start(vec![openai::reply_text("small")]);
     server.serve_props(4096);
     repo.model_ok(&server, &["run", "hi"]);
-    assert_eq!(server.requests()[0].body["max_tokens"], 1024);
+    assert_eq!(server.requests()[0].body["max_tokens"], 512);
     assert!(server.probes().iter().any(|p| p.path == "/props"));
     // Configured.
     let server = MockServer::start(vec![openai::reply_text("capped")]);

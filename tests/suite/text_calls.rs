@@ -1,6 +1,7 @@
 //! Small local models' habits: tool calls written as text are run as calls (and shown to the
 //! model as calls next time), a call gone wrong is corrected once, the same call made again and
-//! again ends the run, and an answer that only describes a fix after a failure is nudged once.
+//! again ends the run, and an answer that is no answer (empty, a fix only described after a
+//! failure, a change claimed that no tool made) is nudged once.
 
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
@@ -300,5 +301,94 @@ fn a_fix_described_after_a_failing_command_is_nudged_once() {
     let (code, result, stderr) = run_json(&repo, &server, &[]);
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(result["final_message"], prose);
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[test]
+fn a_change_claimed_when_no_tool_changed_anything_is_nudged_once() {
+    let repo = Repo::new();
+    let claim = "The function `is_palindrome(s)` has been added to `textutil.py`.";
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("c1", "read-file", json!({"path": "README.md"}))]),
+        openai::reply_text(claim),
+        openai::reply_tool_calls(&[(
+            "c2",
+            "write-file",
+            json!({"path": "textutil.py", "content": "def is_palindrome(s):\n    return s == s[::-1]\n"}),
+        )]),
+        openai::reply_text(claim),
+        openai::reply_text("never asked"),
+    ]);
+    let (code, result, stderr) = run_json(&repo, &server, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(result["final_message"], claim);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    let told = requests[2].user_messages();
+    assert!(
+        told.last()
+            .is_some_and(|t| t.contains("no tool changed anything")),
+        "{told:?}"
+    );
+    assert!(repo.path().join("textutil.py").exists());
+    // Steps for the user to make the change by hand, with nothing changed: nudged too.
+    let repo = Repo::new();
+    let steps = "To change the port, open the file config.json and set `\"port\": 9090`, then save the file.";
+    let server = MockServer::start(vec![
+        openai::reply_text(steps),
+        openai::reply_text(steps),
+        openai::reply_text("never asked"),
+    ]);
+    let (code, result, stderr) = run_json(&repo, &server, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(result["final_message"], steps);
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(
+        requests[1]
+            .user_messages()
+            .last()
+            .is_some_and(|t| t.contains("You described a change but did not make it")),
+    );
+    // An answer to a question that claims nothing is the answer at once.
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_text("The README explains how to install the tool."),
+        openai::reply_text("never asked"),
+    ]);
+    let (code, _, stderr) = run_json(&repo, &server, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[test]
+fn an_empty_reply_is_told_once_and_a_second_one_ends_the_run() {
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[("c1", "shell", json!({"command": "exit 3"}))]),
+        openai::reply_text(""),
+        openai::reply_text("It exits with 3."),
+        openai::reply_text("never asked"),
+    ]);
+    let (code, result, stderr) = run_json(&repo, &server, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(result["final_message"], "It exits with 3.");
+    let requests = server.requests();
+    assert_eq!(requests.len(), 3);
+    assert!(
+        requests[2]
+            .user_messages()
+            .last()
+            .is_some_and(|t| t.contains("Your reply was empty")),
+    );
+    let repo = Repo::new();
+    let server = MockServer::start(vec![
+        openai::reply_text(""),
+        openai::reply_text(""),
+        openai::reply_text("never asked"),
+    ]);
+    let (code, result, stderr) = run_json(&repo, &server, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(result["final_message"], "");
     assert_eq!(server.requests().len(), 2);
 }

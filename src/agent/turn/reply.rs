@@ -52,15 +52,9 @@ impl ModelAgent {
         assistant.tool_calls = reply.tool_calls.clone();
         assistant.recovered_from_text = recovered.then_some(true);
         if reply.tool_calls.is_empty() {
-            if self.text_tool_calls
-                && !watch.nudged
-                && watch::after_a_failure(sent)
-                && watch::describes_a_change(&reply.text)
-            {
-                watch.nudged = true;
-                let told = format!("[nop] {}", watch::NUDGE);
-                let why = "the answer described a change after a failure without making it";
-                self.again(reply, usage, told, at, why).await?;
+            if let Some((told, why)) = self.nudge_for(&reply.text, sent, at.specs, watch) {
+                self.again(reply, usage, format!("[nop] {told}"), at, why)
+                    .await?;
                 return Ok(None);
             }
             at.conversation.push_answer(assistant, usage).await?;
@@ -78,6 +72,49 @@ impl ModelAgent {
             )
             .await?;
         Ok(outcome.ends_the_turns())
+    }
+
+    /// The one nudge (what the model is told, why for the user) an answer with no tool calls
+    /// gets when a small model's habit makes it no answer (`provider.text_tool_calls`): empty,
+    /// a change described right after a failure, or a change claimed or described when the
+    /// tools changed nothing since the user asked (for an agent offered a tool that can change
+    /// something: not an advisor that reads). Each is given once in a drive.
+    fn nudge_for(
+        &self,
+        text: &str,
+        sent: &[Message],
+        specs: &[ToolSpec],
+        watch: &mut Watch,
+    ) -> Option<(&'static str, &'static str)> {
+        if !self.text_tool_calls {
+            return None;
+        }
+        if text.trim().is_empty() {
+            if watch.told_empty {
+                return None;
+            }
+            watch.told_empty = true;
+            return Some((watch::EMPTY, "the model's reply was empty"));
+        }
+        if !watch.nudged && watch::after_a_failure(sent) && watch::describes_a_change(text) {
+            watch.nudged = true;
+            let why = "the answer described a change after a failure without making it";
+            return Some((watch::NUDGE, why));
+        }
+        if watch.told_unchanged || !watch::can_change(specs) || !watch::changed_nothing(sent) {
+            return None;
+        }
+        watch.told_unchanged = true;
+        if watch::claims_a_change(text) {
+            let why = "the answer claimed a change the tools did not make";
+            return Some((watch::UNCHANGED, why));
+        }
+        if watch::describes_a_change(text) {
+            let why = "the answer described a change without making it";
+            return Some((watch::DESCRIBED, why));
+        }
+        watch.told_unchanged = false;
+        None
     }
 
     /// Before `reply` is counted (a front end shows a reply's text when it is): a reply that is

@@ -12,6 +12,8 @@
 //! `input`, an object or a JSON string), perhaps `id` and `type`, and no other key; or
 //! `{"function": {…}}` and `{"tool_calls": […]}` around such objects. Any prose, even one
 //! line before a block, makes the reply an answer: JSON quoted in an explanation is not a call.
+//! A single object that is one tool's arguments alone (its keys that tool's parameters, every
+//! one it requires there, and no other tool taking them) is that tool's call.
 //! A call whose tool is not offered or whose arguments do not fit its schema (required
 //! properties present, types right) makes the reply a failed call, which the model is told of.
 
@@ -36,6 +38,11 @@ pub(super) fn recover(text: &str, specs: &[ToolSpec]) -> TextCalls {
     let Some(blocks) = blocks(text) else {
         return TextCalls::Answer;
     };
+    if let [block] = blocks.as_slice()
+        && let Some(call) = arguments_alone(block.body, specs)
+    {
+        return TextCalls::Calls(vec![call]);
+    }
     let mut written = Vec::new();
     for block in blocks {
         match block_calls(block.body) {
@@ -89,6 +96,37 @@ pub(super) fn recover(text: &str, specs: &[ToolSpec]) -> TextCalls {
     TextCalls::Calls(calls)
 }
 
+/// The call `body` stands for when it is a tool's arguments alone, without its name (seen:
+/// `{"tasks": […]}` for update-plan): one JSON object, not in a call's shape, whose keys are
+/// all parameters of exactly one offered tool, with every parameter that tool requires (it
+/// requires one at least), fitting its schema.
+fn arguments_alone(body: &str, specs: &[ToolSpec]) -> Option<ToolCall> {
+    let value: Value = serde_json::from_str(body.trim()).ok()?;
+    let Value::Object(object) = &value else {
+        return None;
+    };
+    if object.is_empty() || calls_in(&value, &mut Vec::new()) {
+        return None;
+    }
+    let takes = |spec: &ToolSpec| {
+        let schema = &spec.parameters;
+        let properties = schema.get("properties").and_then(Value::as_object)?;
+        let required = schema.get("required").and_then(Value::as_array)?;
+        let all_known = object.keys().all(|k| properties.contains_key(k));
+        (all_known && !required.is_empty() && fits(&value, schema).is_ok()).then_some(())
+    };
+    let mut taking = specs.iter().filter(|spec| takes(spec).is_some());
+    let (Some(spec), None) = (taking.next(), taking.next()) else {
+        return None;
+    };
+    Some(ToolCall {
+        id: text_call_id(),
+        name: spec.name.clone(),
+        arguments: value,
+        extra: Map::new(),
+    })
+}
+
 /// The offered tool `name` names: by its name, by the name the request gave it (an MCP tool's
 /// `server__tool`), or with `_` for `-` (`read_file`), when that is one tool.
 fn offered<'s>(name: &str, specs: &'s [ToolSpec], wire: &WireNames) -> Option<&'s ToolSpec> {
@@ -131,10 +169,19 @@ fn blocks(text: &str) -> Option<Vec<Block<'_>>> {
             rest = after.trim_start();
             continue;
         }
+        // A fence left over around or after tags (```` <tools>…</tools> ``` ````) stands for
+        // nothing either.
+        if rest.bytes().all(|b| b == b'`') {
+            break;
+        }
         if let Some(after) = rest.strip_prefix("```") {
             let (language, body) = after.split_once('\n')?;
             if !FENCE_LANGUAGES.contains(&language.trim().to_ascii_lowercase().as_str()) {
                 return None;
+            }
+            if starts_with_tag(body.trim_start()).is_some() {
+                rest = body.trim_start();
+                continue;
             }
             let (inside, after) = body.split_once("```")?;
             found.push(Block {
@@ -143,11 +190,7 @@ fn blocks(text: &str) -> Option<Vec<Block<'_>>> {
                 tag: "",
             });
             rest = after.trim_start();
-        } else if let Some(tag) = TAGS.iter().find(|t| {
-            rest.strip_prefix('<')
-                .and_then(|r| r.strip_prefix(**t))
-                .is_some_and(|r| r.starts_with('>'))
-        }) {
+        } else if let Some(tag) = starts_with_tag(rest) {
             let body = &rest[tag.len() + 2..];
             let close = format!("</{tag}>");
             let (inside, after) = body.split_once(&close).unwrap_or((body, ""));
@@ -172,14 +215,23 @@ fn blocks(text: &str) -> Option<Vec<Block<'_>>> {
     (!found.is_empty()).then_some(found)
 }
 
-/// A tag's text without a fence around it (some models fence the JSON inside the tags).
+/// The call tag `text` opens with, if any.
+fn starts_with_tag(text: &str) -> Option<&'static str> {
+    TAGS.iter().copied().find(|t| {
+        text.strip_prefix('<')
+            .and_then(|r| r.strip_prefix(*t))
+            .is_some_and(|r| r.starts_with('>'))
+    })
+}
+
+/// A tag's text without a fence around it or after it (some models fence the JSON inside the
+/// tags, or leave a closing fence where the closing tag should be).
 fn unfenced(inside: &str) -> &str {
     let inside = inside.trim();
-    inside
-        .strip_prefix("```")
-        .and_then(|r| r.split_once('\n'))
-        .and_then(|(_, body)| body.trim_end().strip_suffix("```"))
-        .unwrap_or(inside)
+    if let Some((_, body)) = inside.strip_prefix("```").and_then(|r| r.split_once('\n')) {
+        return body.trim_end().strip_suffix("```").unwrap_or(body);
+    }
+    inside.strip_suffix("```").unwrap_or(inside).trim_end()
 }
 
 /// A call as written: its name and its arguments (or what is wrong with them).
@@ -411,8 +463,32 @@ mod tests {
             "{\"tool_calls\": [{\"name\": \"shell\", \"arguments\": {\"command\": \"echo hi\"}}]}",
             "[TOOL_CALLS] [{\"name\": \"shell\", \"arguments\": {\"command\": \"echo hi\"}}]",
             "<|python_tag|>{\"name\": \"shell\", \"parameters\": {\"command\": \"echo hi\"}}",
+            // Seen from Qwen2.5-Coder-1.5B: a fence closed after the tags, or opened around them.
+            "<tools>\n{\"name\": \"shell\", \"arguments\": {\"command\": \"echo hi\"}}\n</tools>\n```",
+            "```json\n<tool_call>\n{\"name\": \"shell\", \"arguments\": {\"command\": \"echo hi\"}}\n</tool_call>\n```",
+            "<tool_call>\n{\"name\": \"shell\", \"arguments\": {\"command\": \"echo hi\"}}\n```",
         ] {
             assert_eq!(calls(text), shell("echo hi"), "{text}");
+        }
+    }
+
+    #[test]
+    fn a_tools_arguments_alone_are_its_call_when_only_it_takes_them() {
+        for text in [
+            "```\n{\"command\": \"echo hi\"}\n```",
+            "{\"command\": \"echo hi\", \"timeout_s\": 5}",
+        ] {
+            let got = calls(text);
+            assert_eq!(got.len(), 1, "{text}");
+            assert_eq!(got[0].0, "shell", "{text}");
+        }
+        for text in [
+            "{\"command\": \"echo hi\", \"colour\": \"red\"}",
+            "{\"command\": 3}",
+            "{\"timeout_s\": 5}",
+            "{}",
+        ] {
+            assert_eq!(recover(text, &specs()), TextCalls::Answer, "{text}");
         }
     }
 

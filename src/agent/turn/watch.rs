@@ -1,7 +1,8 @@
 //! What the turn loop watches for over one drive, so that a small model's habits do not end
 //! or stall a run: the same call made again and again with the same result (named to the model
 //! in the result, then the end of the run), a reply that is a call gone wrong (one correction
-//! in a row), and an answer that describes a change right after a failure (one nudge).
+//! in a row), and an answer that is no answer (one nudge each): empty, describing a change
+//! right after a failure, or claiming or describing a change when no tool changed anything.
 
 use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
@@ -31,6 +32,10 @@ pub(super) struct Watch {
     pub corrected: bool,
     /// The model was nudged to apply a change it only described.
     pub nudged: bool,
+    /// The model was told its reply was empty.
+    pub told_empty: bool,
+    /// The model was told that the change it claimed was not made.
+    pub told_unchanged: bool,
     /// The conversation's latest user message when the calls in `recent` were made: a new one
     /// (a queued message, the next input) starts the count again.
     last_input: Option<(Option<chrono::DateTime<chrono::Utc>>, u64)>,
@@ -124,6 +129,88 @@ fn result_hash(content: &str) -> u64 {
 /// The nudge after an answer that describes a change right after a failure.
 pub(super) const NUDGE: &str = "You described a change but did not make it, and the last tool result was a failure. Apply the change with the tools (edit-file, write-file or shell), then check that it works.";
 
+/// What the model is told after an empty reply.
+pub(super) const EMPTY: &str =
+    "Your reply was empty. Go on with the task: call a tool, or give your final answer as text.";
+
+/// What the model is told after claiming a change that no tool made.
+pub(super) const UNCHANGED: &str = "You said the change is made, but no tool changed anything since the task was given: no file was written or edited and no command was run. Make the change with the tools (edit-file, write-file or shell), then check that it works.";
+
+/// What the model is told after describing a change when nothing was changed.
+pub(super) const DESCRIBED: &str = "You described a change but did not make it: no tool has changed anything since the task was given. Make the change yourself with the tools (edit-file, write-file or shell), then check that it works.";
+
+/// The tools that change nothing (every other call may have changed something).
+const CHANGE_NOTHING: &[&str] = &[
+    "read-file",
+    "list-files",
+    "search-files",
+    "update-plan",
+    "ask-user",
+    "snapshot",
+    "compact",
+];
+
+/// Whether one of the tools `specs` offers may change something.
+pub(super) fn can_change(specs: &[crate::providers::ToolSpec]) -> bool {
+    specs
+        .iter()
+        .any(|spec| !CHANGE_NOTHING.contains(&spec.name.as_str()))
+}
+
+/// Whether no call since the latest message from the user (not one of nop's own "[nop]"
+/// notes) could have changed anything: none but reading tools, or only failed calls.
+pub(super) fn changed_nothing(messages: &[Message]) -> bool {
+    let asked = messages
+        .iter()
+        .rposition(|m| m.role == Role::User && !m.content.starts_with("[nop]"))
+        .map_or(0, |at| at + 1);
+    !messages[asked..].iter().any(|m| {
+        m.role == Role::Tool
+            && m.is_error != Some(true)
+            && m.tool_call
+                .as_ref()
+                .is_some_and(|call| !CHANGE_NOTHING.contains(&call.name.as_str()))
+    })
+}
+
+/// Whether `answer` says a change was made: "has been added", "I've updated", "I fixed"….
+pub(super) fn claims_a_change(answer: &str) -> bool {
+    const DONE: &[&str] = &[
+        "added",
+        "updated",
+        "fixed",
+        "modified",
+        "changed",
+        "created",
+        "implemented",
+        "renamed",
+        "corrected",
+        "replaced",
+        "written",
+        "wrote",
+        "edited",
+        "removed",
+    ];
+    const SAID: &[&str] = &[
+        "has been ",
+        "have been ",
+        "was ",
+        "were ",
+        "i have ",
+        "i've ",
+        "i ",
+        "we have ",
+        "we've ",
+        "successfully ",
+        "is now ",
+    ];
+    let lower = answer.to_lowercase();
+    SAID.iter().any(|said| {
+        DONE.iter()
+            .any(|done| lower.contains(&format!("{said}{done}")))
+    })
+}
+
 /// Whether the last tool result of `messages`, with no user message after it, was a failure:
 /// a failed call (not one the user declined or stopped) or a command with a non-zero exit code.
 pub(super) fn after_a_failure(messages: &[Message]) -> bool {
@@ -169,6 +256,14 @@ pub(super) fn describes_a_change(answer: &str) -> bool {
         "needs to be replaced with",
         "change it to",
         "replace it with",
+        // Instructions for the user to make the change by hand.
+        "you need to edit",
+        "you need to change",
+        "you need to modify",
+        "you need to update",
+        "open the file",
+        "save the file",
+        "save the changes",
     ];
     if PHRASES.iter().any(|p| lower.contains(p)) {
         return true;
@@ -224,6 +319,44 @@ mod tests {
             arguments,
             extra: Default::default(),
         }
+    }
+
+    #[test]
+    fn a_change_is_claimed_in_words_and_made_only_by_a_tool_that_can() {
+        for claim in [
+            "The function has been added to textutil.py.",
+            "I've updated the test.",
+            "I fixed the off-by-one in window.py",
+            "The bug is now fixed.",
+        ] {
+            assert!(claims_a_change(claim), "{claim}");
+        }
+        for answer in [
+            "The README explains how to install it.",
+            "Replace `i < n` with `i <= n`.",
+        ] {
+            assert!(!claims_a_change(answer), "{answer}");
+        }
+        let now = Utc::now();
+        let result = |name: &str, error: bool| {
+            let mut m = Message::new(Role::Tool, "ok", now);
+            m.tool_call = Some(ToolCall {
+                name: name.into(),
+                ..call(json!({}))
+            });
+            m.is_error = error.then_some(true);
+            m
+        };
+        let asked = Message::new(Role::User, "add it", now);
+        let told = Message::new(Role::User, "[nop] Your reply was empty.", now);
+        let read = vec![asked.clone(), result("read-file", false), told.clone()];
+        assert!(changed_nothing(&read));
+        let failed_write = vec![asked.clone(), result("write-file", true)];
+        assert!(changed_nothing(&failed_write));
+        let wrote = vec![asked.clone(), result("edit-file", false), told];
+        assert!(!changed_nothing(&wrote));
+        let before_the_question = vec![result("shell", false), asked];
+        assert!(changed_nothing(&before_the_question));
     }
 
     #[test]
