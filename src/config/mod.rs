@@ -644,7 +644,7 @@ pub struct ProviderConfig {
     pub connect_timeout_s: f64,
     /// A stream silent this long is cut and retried.
     pub stream_idle_timeout_s: f64,
-    /// The output cap of every request (`max_tokens`), at most a quarter of a known context;
+    /// The output cap of every request (`max_tokens`), at most an eighth of a known context;
     /// 0: none to OpenAI-compatible servers (Anthropic requires one: a quarter of the context).
     pub max_tokens: u32,
     /// Ask for prompt caching: Anthropic `cache_control` marks, OpenAI `prompt_cache_key`.

@@ -329,7 +329,7 @@ impl ModelAgent {
 /// What the user is told of a reply that is not whole.
 fn cut_warning(cut: crate::providers::Cut) -> String {
     match cut {
-        crate::providers::Cut::Cap => "the model's reply was cut by the output limit (provider.max_tokens, at most a quarter of the server's context) even after it was asked to continue: it is not whole".into(),
+        crate::providers::Cut::Cap => "the model's reply was cut by the output limit (provider.max_tokens, at most an eighth of the server's context) even after it was asked to continue: it is not whole".into(),
         crate::providers::Cut::Repetition => "the model's reply repeated the same text over and over: it was cut after the first copy and is not whole".into(),
     }
 }

@@ -74,11 +74,11 @@ impl ModelAgent {
         Ok(outcome.ends_the_turns())
     }
 
-    /// The one nudge (what the model is told, why for the user) an answer with no tool calls
-    /// gets when a small model's habit makes it no answer (`provider.text_tool_calls`): empty,
-    /// a change described right after a failure, or a change claimed or described when the
-    /// tools changed nothing since the user asked (for an agent offered a tool that can change
-    /// something: not an advisor that reads). Each is given once in a drive.
+    /// The nudge (what the model is told, why for the user) an answer with no tool calls gets
+    /// when a small model's habit makes it no answer (`provider.text_tool_calls`): empty (once
+    /// in a drive), or, once in a drive for either, a change described right after a failure,
+    /// or a change claimed or described when the tools changed nothing since the user asked
+    /// (for an agent offered a tool that can change something: not an advisor that reads).
     fn nudge_for(
         &self,
         text: &str,
@@ -96,25 +96,25 @@ impl ModelAgent {
             watch.told_empty = true;
             return Some((watch::EMPTY, "the model's reply was empty"));
         }
-        if !watch.nudged && watch::after_a_failure(sent) && watch::describes_a_change(text) {
-            watch.nudged = true;
-            let why = "the answer described a change after a failure without making it";
-            return Some((watch::NUDGE, why));
-        }
-        if watch.told_unchanged || !watch::can_change(specs) || !watch::changed_nothing(sent) {
+        if watch.nudged {
             return None;
         }
-        watch.told_unchanged = true;
-        if watch::claims_a_change(text) {
+        let told = if watch::after_a_failure(sent) && watch::describes_a_change(text) {
+            let why = "the answer described a change after a failure without making it";
+            (watch::NUDGE, why)
+        } else if !watch::can_change(specs) || !watch::changed_nothing(sent) {
+            return None;
+        } else if watch::claims_a_change(text) {
             let why = "the answer claimed a change the tools did not make";
-            return Some((watch::UNCHANGED, why));
-        }
-        if watch::describes_a_change(text) {
+            (watch::UNCHANGED, why)
+        } else if watch::describes_a_change(text) {
             let why = "the answer described a change without making it";
-            return Some((watch::DESCRIBED, why));
-        }
-        watch.told_unchanged = false;
-        None
+            (watch::DESCRIBED, why)
+        } else {
+            return None;
+        };
+        watch.nudged = true;
+        Some(told)
     }
 
     /// Before `reply` is counted (a front end shows a reply's text when it is): a reply that is

@@ -257,6 +257,7 @@ fn block_calls(body: &str) -> Result<Vec<Written>, NotCalls> {
         .or_else(|first| {
             undoubled(body)
                 .and_then(|b| json_values(&b).ok())
+                .or_else(|| rebalanced(body).and_then(|b| json_values(&b).ok()))
                 .ok_or(first)
         })
         .map_err(|e| NotCalls {
@@ -280,6 +281,46 @@ fn json_values(text: &str) -> Result<Vec<Value>, serde_json::Error> {
     serde_json::Deserializer::from_str(text)
         .into_iter::<Value>()
         .collect()
+}
+
+/// `text` with its brackets balanced, when they are not (outside strings): a closing brace or
+/// bracket that closes nothing dropped, those left open closed at the end. Seen from small
+/// models: one `}` too many after a call, or one too few at its end.
+fn rebalanced(text: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len() + 4);
+    let mut open = Vec::new();
+    let (mut in_string, mut escaped, mut changed) = (false, false, false);
+    for c in text.chars() {
+        if in_string {
+            (escaped, in_string) = match c {
+                _ if escaped => (false, true),
+                '\\' => (true, true),
+                '"' => (false, false),
+                _ => (false, true),
+            };
+        } else {
+            match c {
+                '"' => in_string = true,
+                '{' => open.push('}'),
+                '[' => open.push(']'),
+                '}' | ']' if open.last() == Some(&c) => {
+                    open.pop();
+                }
+                '}' | ']' => {
+                    changed = true;
+                    continue;
+                }
+                _ => {}
+            }
+        }
+        out.push(c);
+    }
+    if in_string {
+        return None;
+    }
+    changed |= !open.is_empty();
+    out.extend(open.iter().rev());
+    changed.then_some(out)
 }
 
 /// `{{ … }}` as one brace each: the outer pair alone when the inside then parses, else every
@@ -463,7 +504,10 @@ mod tests {
             "{\"tool_calls\": [{\"name\": \"shell\", \"arguments\": {\"command\": \"echo hi\"}}]}",
             "[TOOL_CALLS] [{\"name\": \"shell\", \"arguments\": {\"command\": \"echo hi\"}}]",
             "<|python_tag|>{\"name\": \"shell\", \"parameters\": {\"command\": \"echo hi\"}}",
-            // Seen from Qwen2.5-Coder-1.5B: a fence closed after the tags, or opened around them.
+            // Seen from Qwen2.5-Coder-1.5B: a brace too many or too few.
+            "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"shell\", \"arguments\": {\"command\": \"echo hi\"}}}}\n</tools>",
+            "<tools>\n{\"type\": \"function\", \"function\": {\"name\": \"shell\", \"arguments\": {\"command\": \"echo hi\"}}\n</tools>",
+            // A fence closed after the tags, or opened around them.
             "<tools>\n{\"name\": \"shell\", \"arguments\": {\"command\": \"echo hi\"}}\n</tools>\n```",
             "```json\n<tool_call>\n{\"name\": \"shell\", \"arguments\": {\"command\": \"echo hi\"}}\n</tool_call>\n```",
             "<tool_call>\n{\"name\": \"shell\", \"arguments\": {\"command\": \"echo hi\"}}\n```",
@@ -535,7 +579,7 @@ mod tests {
         let typed = failed("{\"name\": \"shell\", \"arguments\": {\"command\": [\"ls\"]}}");
         assert!(typed.contains("`command` must be string"), "{typed}");
         let not_json =
-            failed("```json\n{\"name\": \"shell\", \"arguments\": {\"command\": \"ls\"}\n```");
+            failed("```json\n{\"name\": \"shell\", \"arguments\": {\"command\": ls}}\n```");
         assert!(not_json.contains("not valid JSON"), "{not_json}");
         let tagged = failed("<tool_call>shell ls</tool_call>");
         assert!(tagged.contains("inside <tool_call>"), "{tagged}");

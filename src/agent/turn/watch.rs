@@ -30,12 +30,10 @@ pub(super) struct Watch {
     pub failed: Option<String>,
     /// The last reply was a failed call written as text and the model was told.
     pub corrected: bool,
-    /// The model was nudged to apply a change it only described.
+    /// The model was nudged to make a change it only described or claimed.
     pub nudged: bool,
     /// The model was told its reply was empty.
     pub told_empty: bool,
-    /// The model was told that the change it claimed was not made.
-    pub told_unchanged: bool,
     /// The conversation's latest user message when the calls in `recent` were made: a new one
     /// (a queued message, the next input) starts the count again.
     last_input: Option<(Option<chrono::DateTime<chrono::Utc>>, u64)>,
@@ -162,15 +160,65 @@ pub(super) fn can_change(specs: &[crate::providers::ToolSpec]) -> bool {
 pub(super) fn changed_nothing(messages: &[Message]) -> bool {
     let asked = messages
         .iter()
-        .rposition(|m| m.role == Role::User && !m.content.starts_with("[nop]"))
+        .rposition(|m| m.role == Role::User && !is_nops_note(m))
         .map_or(0, |at| at + 1);
     !messages[asked..].iter().any(|m| {
         m.role == Role::Tool
             && m.is_error != Some(true)
             && m.tool_call
                 .as_ref()
-                .is_some_and(|call| !CHANGE_NOTHING.contains(&call.name.as_str()))
+                .is_some_and(|call| match call.name.as_str() {
+                    "shell" => call.arguments["command"]
+                        .as_str()
+                        .is_none_or(command_may_write),
+                    name => !CHANGE_NOTHING.contains(&name),
+                })
     })
+}
+
+/// Whether a shell `command` may write a file: a redirection, an in-place edit, a file
+/// command, a package manager, git, or code given inline (`python3 -c`, a heredoc). Running a
+/// program or a test (`python3 test_x.py`, `cargo test`, `bash count.sh /etc`) or reading
+/// (`cat`, `grep`, `ls`) is not counted, whatever the program might write: the guess only
+/// decides whether a claimed change is questioned once.
+fn command_may_write(command: &str) -> bool {
+    const WRITES: &[&str] = &[
+        ">",
+        "<<",
+        "sed -i",
+        "perl -i",
+        "perl -pi",
+        "tee ",
+        "mv ",
+        "cp ",
+        "rm ",
+        "touch ",
+        "mkdir",
+        "patch",
+        "git ",
+        "install",
+        "python -c",
+        "python3 -c",
+        "node -e",
+        "ruby -e",
+        "cargo add",
+        "cargo fix",
+        "cargo fmt",
+        "npm ",
+        "pip ",
+        "dd ",
+        "truncate ",
+        "ln ",
+        "chmod",
+        "ed ",
+        "ex ",
+        "awk -i",
+        "printf ",
+        "echo ",
+    ];
+    let command = command.replace("2>&1", "").replace(">/dev/null", "");
+    let command = command.replace("> /dev/null", "");
+    WRITES.iter().any(|w| command.contains(w))
 }
 
 /// Whether `answer` says a change was made: "has been added", "I've updated", "I fixed"….
@@ -211,10 +259,20 @@ pub(super) fn claims_a_change(answer: &str) -> bool {
     })
 }
 
+/// Whether `message` is one of nop's own notes to the model (a nudge, a correction), which
+/// stands between a result and the reply to it without being the user's.
+fn is_nops_note(message: &Message) -> bool {
+    message.role == Role::User && message.content.starts_with("[nop]")
+}
+
 /// Whether the last tool result of `messages`, with no user message after it, was a failure:
 /// a failed call (not one the user declined or stopped) or a command with a non-zero exit code.
 pub(super) fn after_a_failure(messages: &[Message]) -> bool {
-    let Some(last) = messages.iter().rev().find(|m| m.role != Role::Assistant) else {
+    let Some(last) = messages
+        .iter()
+        .rev()
+        .find(|m| m.role != Role::Assistant && !is_nops_note(m))
+    else {
         return false;
     };
     if last.role != Role::Tool {
@@ -291,6 +349,14 @@ pub(super) fn describes_a_change(answer: &str) -> bool {
     if SOURCE.iter().any(|tag| lower.contains(tag)) && WORDS.iter().any(|w| lower.contains(w)) {
         return true;
     }
+    // Or the code alone, a source block and nothing else.
+    let trimmed = lower.trim();
+    if SOURCE.iter().any(|tag| trimmed.starts_with(tag))
+        && trimmed.ends_with("```")
+        && trimmed.matches("```").count() == 2
+    {
+        return true;
+    }
     lines.iter().any(|line| {
         let replace = line
             .find("replace ")
@@ -355,8 +421,27 @@ mod tests {
         assert!(changed_nothing(&failed_write));
         let wrote = vec![asked.clone(), result("edit-file", false), told];
         assert!(!changed_nothing(&wrote));
-        let before_the_question = vec![result("shell", false), asked];
+        let before_the_question = vec![result("shell", false), asked.clone()];
         assert!(changed_nothing(&before_the_question));
+        let ran = |command: &str| {
+            let mut m = result("shell", false);
+            m.tool_call.as_mut().expect("call").arguments = json!({ "command": command });
+            vec![asked.clone(), m]
+        };
+        for command in [
+            "bash count.sh /etc",
+            "python3 test_window.py 2>&1",
+            "cargo test -q",
+        ] {
+            assert!(changed_nothing(&ran(command)), "{command}");
+        }
+        for command in [
+            "sed -i 's/a/b/' x.py",
+            "echo 7 > answer.txt",
+            "python3 -c 'open(1)'",
+        ] {
+            assert!(!changed_nothing(&ran(command)), "{command}");
+        }
     }
 
     #[test]
@@ -446,6 +531,13 @@ mod tests {
             tool("exit code: 1\n", None),
             user.clone()
         ]));
+        // nop's own note (after an empty reply) does not hide the failure before it.
+        let note = Message::new(Role::User, "[nop] Your reply was empty.", Utc::now());
+        assert!(after_a_failure(&[
+            tool("exit code: 1\n", None),
+            assistant.clone(),
+            note
+        ]));
         assert!(!after_a_failure(&[user]));
         assert!(!after_a_failure(&[]));
     }
@@ -459,6 +551,7 @@ mod tests {
             "To fix it, change line 12 to use `<=`.",
             "The comparison should be changed to `<=`.",
             "To fix the bug you need to return the right slice:\n```python\ndef last_n(items, n):\n    return items[len(items) - n:]\n```",
+            "```python\ndef last_n(items, n):\n    return items[len(items) - n:]\n```",
         ] {
             assert!(describes_a_change(text), "{text}");
         }
