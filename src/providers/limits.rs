@@ -82,7 +82,8 @@ pub(super) fn repetition_cut(text: &str) -> Option<usize> {
     None
 }
 
-/// Below this context (tokens) the tools go out compact ([`compact_tools`]).
+/// Up to this context (tokens) the tools go out compact ([`compact_tools`]): 16k is what a
+/// small model is served with on a laptop (llama-server `-c 16384`).
 pub const SMALL_WINDOW: u64 = 16_384;
 
 /// How long a compact tool description may be (characters).

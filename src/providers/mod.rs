@@ -368,7 +368,7 @@ impl Provider {
         // A small context cannot afford the tools' long descriptions: they go out compact.
         let compact;
         let request = match window {
-            Some(w) if w < limits::SMALL_WINDOW && !request.tools.is_empty() => {
+            Some(w) if w <= limits::SMALL_WINDOW && !request.tools.is_empty() => {
                 compact = limits::compact_tools(request.tools);
                 ChatRequest {
                     tools: &compact,

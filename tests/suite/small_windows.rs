@@ -335,9 +335,13 @@ fn a_small_context_gets_compact_tool_descriptions() {
     repo.model_ok(&server, &["run", "hi"]);
     let full = server.requests()[0].clone();
     let server = MockServer::start(vec![openai::reply_text("hi")]);
-    server.serve_props(8192);
+    server.serve_props(16_384);
     repo.model_ok(&server, &["run", "hi"]);
     let small = server.requests()[0].clone();
+    let server = MockServer::start(vec![openai::reply_text("hi")]);
+    server.serve_props(32_768);
+    repo.model_ok(&server, &["run", "hi"]);
+    assert_eq!(server.requests()[0].body["tools"], full.body["tools"]);
     let tools = |r: &crate::support::mock::RecordedRequest| {
         r.body["tools"].as_array().cloned().unwrap_or_default()
     };
