@@ -7,7 +7,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use crate::support::Repo;
-use crate::support::mock::{MockServer, anthropic, openai};
+use crate::support::mock::{MockServer, RecordedRequest, anthropic, openai};
 
 fn run_json(repo: &Repo, server: &MockServer, args: &[&str]) -> (i32, Value, String) {
     let output = repo
@@ -22,6 +22,15 @@ fn run_json(repo: &Repo, server: &MockServer, args: &[&str]) -> (i32, Value, Str
     let result = serde_json::from_str(stdout.trim())
         .unwrap_or_else(|e| panic!("{e}: stdout {stdout:?}, stderr {stderr}"));
     (output.status.code().unwrap_or(-1), result, stderr)
+}
+
+/// Asserts that the last user message of `request` (what nop told the model) contains `said`.
+fn assert_told(request: &RecordedRequest, said: &str) {
+    let told = request.user_messages();
+    assert!(
+        told.last().is_some_and(|t| t.contains(said)),
+        "{said:?} not in {told:?}"
+    );
 }
 
 /// The assistant messages of a request, as sent.
@@ -214,12 +223,7 @@ fn a_call_gone_wrong_is_corrected_once_and_a_second_one_is_the_answer() {
     assert_eq!(result["final_message"], wrong);
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
-    let told = requests[1].user_messages();
-    assert!(
-        told.last()
-            .is_some_and(|t| t.contains("`command` is required")),
-        "{told:?}"
-    );
+    assert_told(&requests[1], "`command` is required");
 }
 
 #[test]
@@ -285,12 +289,7 @@ fn a_fix_described_after_a_failing_command_is_nudged_once() {
     assert_eq!(result["final_message"], prose);
     let requests = server.requests();
     assert_eq!(requests.len(), 3);
-    let told = requests[2].user_messages();
-    assert!(
-        told.last()
-            .is_some_and(|t| t.contains("You described a change but did not make it")),
-        "{told:?}"
-    );
+    assert_told(&requests[2], "You described a change but did not make it");
     // After a command that passed, the same answer is the answer.
     let repo = Repo::new();
     let server = MockServer::start(vec![
@@ -324,12 +323,7 @@ fn a_change_claimed_when_no_tool_changed_anything_is_nudged_once() {
     assert_eq!(result["final_message"], claim);
     let requests = server.requests();
     assert_eq!(requests.len(), 4);
-    let told = requests[2].user_messages();
-    assert!(
-        told.last()
-            .is_some_and(|t| t.contains("no tool changed anything")),
-        "{told:?}"
-    );
+    assert_told(&requests[2], "no tool changed anything");
     assert!(repo.path().join("textutil.py").exists());
     // Steps for the user to make the change by hand, with nothing changed: nudged too.
     let repo = Repo::new();
@@ -344,12 +338,7 @@ fn a_change_claimed_when_no_tool_changed_anything_is_nudged_once() {
     assert_eq!(result["final_message"], steps);
     let requests = server.requests();
     assert_eq!(requests.len(), 2);
-    assert!(
-        requests[1]
-            .user_messages()
-            .last()
-            .is_some_and(|t| t.contains("You described a change but did not make it")),
-    );
+    assert_told(&requests[1], "You described a change but did not make it");
     // An answer to a question that claims nothing is the answer at once.
     let repo = Repo::new();
     let server = MockServer::start(vec![
@@ -375,12 +364,7 @@ fn an_empty_reply_is_told_once_and_a_second_one_ends_the_run() {
     assert_eq!(result["final_message"], "It exits with 3.");
     let requests = server.requests();
     assert_eq!(requests.len(), 3);
-    assert!(
-        requests[2]
-            .user_messages()
-            .last()
-            .is_some_and(|t| t.contains("Your reply was empty")),
-    );
+    assert_told(&requests[2], "Your reply was empty");
     let repo = Repo::new();
     let server = MockServer::start(vec![
         openai::reply_text(""),
