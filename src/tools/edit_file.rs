@@ -42,7 +42,9 @@ impl TypedTool for EditFile {
                 format!("{} is not UTF-8 text", args.path),
             )
         })?;
-        let (updated, count) = args.apply(&text)?;
+        let (updated, count) = args
+            .apply(&text)
+            .map_err(|e| args.showing_the_file(e, &text, ctx, &path))?;
         // Through the directory's descriptor, re-checked, as write-file does.
         paths::write_verified_async(ctx, &path, updated.clone().into_bytes()).await?;
         let shown = paths::display(&ctx.root, &path);
@@ -78,7 +80,47 @@ impl TypedTool for EditFile {
     }
 }
 
+/// Up to this size a file whose text an edit did not find is shown in the error: a small
+/// model that guessed old_string without reading the file copies it from there.
+const SHOWN_MAX_BYTES: usize = 4096;
+
 impl EditFileArgs {
+    /// `error` with the file's `text` after it when old_string was not found, the file is
+    /// small and the rules let the agent read it (a write-only path shows nothing).
+    fn showing_the_file(
+        &self,
+        error: ToolError,
+        text: &str,
+        ctx: &ToolContext,
+        path: &std::path::Path,
+    ) -> ToolError {
+        let readable = matches!(
+            ctx.policy.check_resolved(path, Access::Read),
+            crate::permissions::Decision::Allow { .. }
+        );
+        let ToolError::Model {
+            kind: ToolErrorKind::NotFound,
+            message,
+        } = &error
+        else {
+            return error;
+        };
+        if !readable || text.len() > SHOWN_MAX_BYTES {
+            return error;
+        }
+        let fence = if text.contains("```") { "~~~~" } else { "```" };
+        ToolError::model(
+            ToolErrorKind::NotFound,
+            format!(
+                "{}. Its text now ({} lines):\n{fence}\n{}{}{fence}",
+                message,
+                text.lines().count(),
+                text,
+                if text.ends_with('\n') { "" } else { "\n" },
+            ),
+        )
+    }
+
     /// Refuses arguments that cannot describe an edit.
     fn check(&self) -> Result<(), ToolError> {
         if self.old_string.is_empty() {
@@ -103,7 +145,7 @@ impl EditFileArgs {
             (0, _) => Err(ToolError::model(
                 ToolErrorKind::NotFound,
                 format!(
-                    "old_string does not occur in {}; read the file and copy the text exactly",
+                    "old_string does not occur in {}; copy the text exactly from the file",
                     self.path
                 ),
             )),

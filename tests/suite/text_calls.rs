@@ -376,3 +376,43 @@ fn an_empty_reply_is_told_once_and_a_second_one_ends_the_run() {
     assert_eq!(result["final_message"], "");
     assert_eq!(server.requests().len(), 2);
 }
+
+#[test]
+fn an_edit_whose_text_is_not_in_a_small_file_shows_the_file() {
+    let repo = Repo::new();
+    std::fs::write(
+        repo.path().join("textutil.py"),
+        "def shout(s):\n    return s.upper()\n",
+    )
+    .expect("write");
+    std::fs::write(repo.path().join("big.py"), "x = 1\n".repeat(1000)).expect("write");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[
+            (
+                "c1",
+                "edit-file",
+                json!({"path": "textutil.py", "old_string": "def is_palindrome(s):", "new_string": "x"}),
+            ),
+            (
+                "c2",
+                "edit-file",
+                json!({"path": "big.py", "old_string": "y = 2", "new_string": "y = 3"}),
+            ),
+        ]),
+        openai::reply_text("done"),
+    ]);
+    let (code, _, stderr) = run_json(&repo, &server, &[]);
+    assert_eq!(code, 0, "{stderr}");
+    let small = server.result_of("c1");
+    assert!(
+        small.contains("does not occur in textutil.py")
+            && small
+                .contains("Its text now (2 lines):\n```\ndef shout(s):\n    return s.upper()\n```"),
+        "{small}"
+    );
+    let big = server.result_of("c2");
+    assert!(
+        big.contains("does not occur in big.py") && !big.contains("x = 1"),
+        "{big}"
+    );
+}
