@@ -17,7 +17,8 @@ TASKS = [
             ),
         },
         "prompt": "`python3 test_window.py` fails. Fix the bug in window.py so that it passes.",
-        "check": "python3 test_window.py",
+        # The test as given (a model that edits the test instead of the code fails).
+        "check": "git diff --quiet HEAD -- test_window.py && python3 test_window.py",
     },
     {
         "name": "py-add-function",
@@ -32,8 +33,8 @@ TASKS = [
             "reads the same backwards, else False."
         ),
         "check": (
-            "python3 -c \"from textutil import is_palindrome as p; "
-            "assert p('abba') and p('racecar') and not p('abc')\""
+            "python3 -c \"from textutil import is_palindrome as p, shout; "
+            "assert p('abba') and p('racecar') and not p('abc') and shout('a') == 'A!'\""
         ),
     },
     {
@@ -55,7 +56,9 @@ TASKS = [
             ".gitignore": "target/\n",
         },
         "prompt": "`cargo test --offline` fails. Fix src/lib.rs so that the test passes.",
-        "check": "cargo test --offline -q",
+        "check": (
+            "grep -q 'assert_eq!(super::area(3, 4), 12);' src/lib.rs && cargo test --offline -q"
+        ),
     },
     {
         "name": "answer-file",
