@@ -2,8 +2,9 @@
 //! bare `{"name": …, "arguments": …}`, `<tool_call>`/`<tools>` tags or doubled braces where the
 //! server expected its tool-call format, and the server passes that on as plain content.
 //!
-//! The rule, conservative on purpose: the reply is taken as calls only when it consists of call
-//! blocks and nothing else (whitespace between them): fenced blocks (no language, `json` or
+//! The rule, conservative on purpose: the reply is taken as calls only when it begins with call
+//! blocks (whitespace between them), perhaps with prose after them (then only calls that can
+//! run count: anything wrong makes it an answer): fenced blocks (no language, `json` or
 //! `tool_call`), `<tool_call>`, `<tool_calls>`, `<tools>` or `<function_call>` tags (the closing
 //! tag may be missing at the very end), Mistral's `[TOOL_CALLS]` or Llama's `<|python_tag|>`
 //! before them, or bare JSON (an object, several, or an array, braces
@@ -35,9 +36,19 @@ pub(super) enum TextCalls {
 
 /// The calls written as text in `text`, checked against the tools on offer.
 pub(super) fn recover(text: &str, specs: &[ToolSpec]) -> TextCalls {
-    let Some(blocks) = blocks(text) else {
+    let Some((blocks, trailing_prose)) = blocks(text) else {
         return TextCalls::Answer;
     };
+    match of_blocks(blocks, specs) {
+        // Prose after the calls (a line on what they will do): calls when they can run, else
+        // an answer, never a correction.
+        TextCalls::Failed(_) if trailing_prose => TextCalls::Answer,
+        taken => taken,
+    }
+}
+
+/// The calls `blocks` hold, checked against the tools on offer.
+fn of_blocks(blocks: Vec<Block<'_>>, specs: &[ToolSpec]) -> TextCalls {
     if let [block] = blocks.as_slice()
         && let Some(call) = arguments_alone(block.body, specs)
     {
@@ -159,8 +170,9 @@ const TAGS: &[&str] = &["tool_call", "tool_calls", "tools", "function_call"];
 const MARKERS: &[&str] = &["[TOOL_CALLS]", "<|python_tag|>"];
 const FENCE_LANGUAGES: &[&str] = &["", "json", "tool_call"];
 
-/// The blocks `text` consists of, or `None` when anything else (prose) is in it.
-fn blocks(text: &str) -> Option<Vec<Block<'_>>> {
+/// The blocks `text` begins with, and whether prose follows them; `None` when it begins with
+/// anything else (prose).
+fn blocks(text: &str) -> Option<(Vec<Block<'_>>, bool)> {
     let mut rest = text.trim();
     let mut found = Vec::new();
     while !rest.is_empty() {
@@ -177,7 +189,8 @@ fn blocks(text: &str) -> Option<Vec<Block<'_>>> {
         if let Some(after) = rest.strip_prefix("```") {
             let (language, body) = after.split_once('\n')?;
             if !FENCE_LANGUAGES.contains(&language.trim().to_ascii_lowercase().as_str()) {
-                return None;
+                // Code after the calls is prose after them; before any, an answer.
+                return (!found.is_empty()).then_some((found, true));
             }
             if starts_with_tag(body.trim_start()).is_some() {
                 rest = body.trim_start();
@@ -208,11 +221,13 @@ fn blocks(text: &str) -> Option<Vec<Block<'_>>> {
                 tag: "",
             });
             break;
-        } else {
+        } else if found.is_empty() {
             return None;
+        } else {
+            return Some((found, true));
         }
     }
-    (!found.is_empty()).then_some(found)
+    (!found.is_empty()).then_some((found, false))
 }
 
 /// The call tag `text` opens with, if any.
@@ -537,6 +552,22 @@ mod tests {
     }
 
     #[test]
+    fn prose_after_calls_leaves_them_calls_when_they_can_run() {
+        // Seen from Qwen2.5-Coder-1.5B: the call, then a line on what it will show.
+        let text = "```json\n{\"name\": \"shell\", \"arguments\": {\"command\": \"echo hi\"}}\n```\nThe output will tell you whether the test passed.";
+        assert_eq!(calls(text), shell("echo hi"));
+        let then_code = "<tool_call>{\"name\": \"shell\", \"arguments\": {\"command\": \"echo hi\"}}</tool_call>\n```python\nprint(1)\n```";
+        assert_eq!(calls(then_code), shell("echo hi"));
+        // A call that cannot run, followed by prose, is an answer: not corrected.
+        for text in [
+            "```json\n{\"name\": \"bash\", \"arguments\": {\"command\": \"ls\"}}\n```\nThat lists the files.",
+            "```json\n{\"name\": \"my-package\", \"version\": \"1.0.0\"}\n```\nThis is package.json.",
+        ] {
+            assert_eq!(recover(text, &specs()), TextCalls::Answer, "{text}");
+        }
+    }
+
+    #[test]
     fn several_blocks_are_several_calls() {
         let text = "<tool_call>{\"name\": \"shell\", \"arguments\": {\"command\": \"a\"}}</tool_call>\n<tool_call>{\"name\": \"read-file\", \"arguments\": {\"path\": \"b\"}}</tool_call>";
         let got = calls(text);
@@ -556,7 +587,6 @@ mod tests {
         for text in [
             "You could call {\"name\": \"shell\", \"arguments\": {\"command\": \"ls\"}} to list them.",
             "Run this:\n```json\n{\"name\": \"shell\", \"arguments\": {\"command\": \"ls\"}}\n```",
-            "```json\n{\"name\": \"shell\", \"arguments\": {\"command\": \"ls\"}}\n```\nThat lists the files.",
             "```json\n{\"name\": \"my-package\", \"version\": \"1.0.0\"}\n```",
             "```rust\nfn main() {}\n```",
             "{\"name\": \"Alice\"}",
