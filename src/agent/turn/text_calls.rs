@@ -12,7 +12,9 @@
 //! `tool_name`, or `function` as a string), arguments (`arguments`, `parameters`, `args` or
 //! `input`, an object or a JSON string), perhaps `id` and `type`, and no other key; or
 //! `{"function": {…}}` and `{"tool_calls": […]}` around such objects. Any prose, even one
-//! line before a block, makes the reply an answer: JSON quoted in an explanation is not a call.
+//! line before a fence or bare JSON, makes the reply an answer: JSON quoted in an explanation is
+//! not a call. Call tags after prose are calls when they can run (as vLLM's Hermes parser
+//! takes them).
 //! A single object that is one tool's arguments alone (its keys that tool's parameters, every
 //! one it requires there, and no other tool taking them) is that tool's call.
 //! A call whose tool is not offered or whose arguments do not fit its schema (required
@@ -37,13 +39,30 @@ pub(super) enum TextCalls {
 /// The calls written as text in `text`, checked against the tools on offer.
 pub(super) fn recover(text: &str, specs: &[ToolSpec]) -> TextCalls {
     let Some((blocks, trailing_prose)) = blocks(text) else {
-        return TextCalls::Answer;
+        return tagged_after_prose(text, specs);
     };
     match of_blocks(blocks, specs) {
         // Prose after the calls (a line on what they will do): calls when they can run, else
         // an answer, never a correction.
         TextCalls::Failed(_) if trailing_prose => TextCalls::Answer,
         taken => taken,
+    }
+}
+
+/// The calls in call tags after a lead-in (`I will count them:\n<tool_call>…</tool_call>`),
+/// as vLLM's Hermes parser takes them: the first run of blocks from the first tag, when every
+/// call there can run; else an answer. A fence or bare JSON after prose stays an answer.
+fn tagged_after_prose(text: &str, specs: &[ToolSpec]) -> TextCalls {
+    let first_tag = TAGS
+        .iter()
+        .filter_map(|tag| text.find(&format!("<{tag}>")))
+        .min();
+    let Some((blocks, _)) = first_tag.and_then(|at| blocks(&text[at..])) else {
+        return TextCalls::Answer;
+    };
+    match of_blocks(blocks, specs) {
+        TextCalls::Calls(calls) => TextCalls::Calls(calls),
+        _ => TextCalls::Answer,
     }
 }
 
@@ -562,6 +581,18 @@ mod tests {
         for text in [
             "```json\n{\"name\": \"bash\", \"arguments\": {\"command\": \"ls\"}}\n```\nThat lists the files.",
             "```json\n{\"name\": \"my-package\", \"version\": \"1.0.0\"}\n```\nThis is package.json.",
+        ] {
+            assert_eq!(recover(text, &specs()), TextCalls::Answer, "{text}");
+        }
+    }
+
+    #[test]
+    fn calls_in_tags_after_a_lead_in_run_when_they_can() {
+        let text = "I will run it:\n<tool_call>\n{\"name\": \"shell\", \"arguments\": {\"command\": \"echo hi\"}}\n</tool_call>\nThen I check.";
+        assert_eq!(calls(text), shell("echo hi"));
+        for text in [
+            "I will run it:\n<tool_call>\n{\"name\": \"bash\", \"arguments\": {\"command\": \"ls\"}}\n</tool_call>",
+            "The tag <tool_call> is how Qwen marks a call.",
         ] {
             assert_eq!(recover(text, &specs()), TextCalls::Answer, "{text}");
         }
