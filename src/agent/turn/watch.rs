@@ -132,7 +132,7 @@ pub(super) const EMPTY: &str =
     "Your reply was empty. Go on with the task: call a tool, or give your final answer as text.";
 
 /// What the model is told after claiming a change that no tool made.
-pub(super) const UNCHANGED: &str = "You said the change is made, but no tool changed anything since the task was given: no file was written or edited and no command was run. Make the change with the tools (edit-file, write-file or shell), then check that it works.";
+pub(super) const UNCHANGED: &str = "You said the change is made, but no tool changed anything since the task was given: no file was written or edited and no command that writes files was run. Make the change with the tools (edit-file, write-file or shell), then check that it works.";
 
 /// What the model is told after describing a change when nothing was changed.
 pub(super) const DESCRIBED: &str = "You described a change but did not make it: no tool has changed anything since the task was given. Make the change yourself with the tools (edit-file, write-file or shell), then check that it works.";
