@@ -377,11 +377,10 @@ impl Provider {
             }
             _ => request,
         };
-        let prompt = estimate_prompt(request);
+        let tools = estimate_tools(request.tools);
+        let prompt = meter::estimate_tokens(request.messages) + tools;
         if let Ok(mut w) = self.window.lock() {
-            w.tools = w
-                .tools
-                .max(prompt.saturating_sub(meter::estimate_tokens(request.messages)));
+            w.tools = w.tools.max(tools);
         }
         let cap = limits::output_cap(self.max_tokens, window, prompt);
         let first = match self
@@ -989,12 +988,16 @@ impl Provider {
 /// The tokens of a request's prompt, estimated as the budget's estimate does (four characters
 /// a token): the messages and the tools' schemas.
 fn estimate_prompt(request: ChatRequest<'_>) -> u64 {
-    let tools: usize = request
-        .tools
+    meter::estimate_tokens(request.messages) + estimate_tools(request.tools)
+}
+
+/// The tokens the tool list takes in a request (four characters a token).
+fn estimate_tools(tools: &[ToolSpec]) -> u64 {
+    let chars: usize = tools
         .iter()
         .map(|t| t.name.len() + t.description.len() + t.parameters.to_string().len())
         .sum();
-    meter::estimate_tokens(request.messages) + tools as u64 / 4
+    chars as u64 / 4
 }
 
 /// Whether a server's error message says the prompt is over the context: OpenAI and vLLM

@@ -102,7 +102,9 @@ impl ModelAgent {
         let told = if watch::after_a_failure(sent) && watch::describes_a_change(text) {
             let why = "the answer described a change after a failure without making it";
             (watch::NUDGE, why)
-        } else if !watch::can_change(specs) || !watch::changed_nothing(sent) {
+        } else if !specs.iter().any(|spec| self.may_change(&spec.name))
+            || !watch::changed_nothing(sent, |name| self.may_change(name))
+        {
             return None;
         } else if watch::claims_a_change(text) {
             let why = "the answer claimed a change the tools did not make";
@@ -115,6 +117,13 @@ impl ModelAgent {
         };
         watch.nudged = true;
         Some(told)
+    }
+
+    /// Whether a call of the tool `name` may change files: a mutating tool (an unknown one
+    /// too), or `call-agent`, whose subagent's own calls make the changes.
+    fn may_change(&self, name: &str) -> bool {
+        name == "call-agent"
+            || self.registry.get(name).is_none_or(|tool| tool.is_mutating())
     }
 
     /// Before `reply` is counted (a front end shows a reply's text when it is): a reply that is

@@ -137,27 +137,10 @@ pub(super) const UNCHANGED: &str = "You said the change is made, but no tool cha
 /// What the model is told after describing a change when nothing was changed.
 pub(super) const DESCRIBED: &str = "You described a change but did not make it: no tool has changed anything since the task was given. Make the change yourself with the tools (edit-file, write-file or shell), then check that it works.";
 
-/// The tools that change nothing (every other call may have changed something).
-const CHANGE_NOTHING: &[&str] = &[
-    "read-file",
-    "list-files",
-    "search-files",
-    "update-plan",
-    "ask-user",
-    "snapshot",
-    "compact",
-];
-
-/// Whether one of the tools `specs` offers may change something.
-pub(super) fn can_change(specs: &[crate::providers::ToolSpec]) -> bool {
-    specs
-        .iter()
-        .any(|spec| !CHANGE_NOTHING.contains(&spec.name.as_str()))
-}
-
 /// Whether no call since the latest message from the user (not one of nop's own "[nop]"
-/// notes) could have changed anything: none but reading tools, or only failed calls.
-pub(super) fn changed_nothing(messages: &[Message]) -> bool {
+/// notes) could have changed anything: only calls of tools `may_change` says change nothing,
+/// commands that only run or read, or failed calls.
+pub(super) fn changed_nothing(messages: &[Message], may_change: impl Fn(&str) -> bool) -> bool {
     let asked = messages
         .iter()
         .rposition(|m| m.role == Role::User && !is_nops_note(m))
@@ -171,7 +154,7 @@ pub(super) fn changed_nothing(messages: &[Message]) -> bool {
                     "shell" => call.arguments["command"]
                         .as_str()
                         .is_none_or(command_may_write),
-                    name => !CHANGE_NOTHING.contains(&name),
+                    name => may_change(name),
                 })
     })
 }
@@ -403,6 +386,8 @@ mod tests {
         ] {
             assert!(!claims_a_change(answer), "{answer}");
         }
+        let registry = crate::tools::Registry::builtin();
+        let may_change = |name: &str| registry.get(name).is_none_or(|t| t.is_mutating());
         let now = Utc::now();
         let result = |name: &str, error: bool| {
             let mut m = Message::new(Role::Tool, "ok", now);
@@ -416,13 +401,13 @@ mod tests {
         let asked = Message::new(Role::User, "add it", now);
         let told = Message::new(Role::User, "[nop] Your reply was empty.", now);
         let read = vec![asked.clone(), result("read-file", false), told.clone()];
-        assert!(changed_nothing(&read));
+        assert!(changed_nothing(&read, may_change));
         let failed_write = vec![asked.clone(), result("write-file", true)];
-        assert!(changed_nothing(&failed_write));
+        assert!(changed_nothing(&failed_write, may_change));
         let wrote = vec![asked.clone(), result("edit-file", false), told];
-        assert!(!changed_nothing(&wrote));
+        assert!(!changed_nothing(&wrote, may_change));
         let before_the_question = vec![result("shell", false), asked.clone()];
-        assert!(changed_nothing(&before_the_question));
+        assert!(changed_nothing(&before_the_question, may_change));
         let ran = |command: &str| {
             let mut m = result("shell", false);
             m.tool_call.as_mut().expect("call").arguments = json!({ "command": command });
@@ -433,14 +418,14 @@ mod tests {
             "python3 test_window.py 2>&1",
             "cargo test -q",
         ] {
-            assert!(changed_nothing(&ran(command)), "{command}");
+            assert!(changed_nothing(&ran(command), may_change), "{command}");
         }
         for command in [
             "sed -i 's/a/b/' x.py",
             "echo 7 > answer.txt",
             "python3 -c 'open(1)'",
         ] {
-            assert!(!changed_nothing(&ran(command)), "{command}");
+            assert!(!changed_nothing(&ran(command), may_change), "{command}");
         }
     }
 
