@@ -416,3 +416,35 @@ fn an_edit_whose_text_is_not_in_a_small_file_shows_the_file() {
         "{big}"
     );
 }
+
+/// Hostile: a file the rules let the agent write only when asked (`ask`) is never shown by a
+/// failed edit, even once the write was approved: showing it is a read no one approved.
+#[test]
+fn a_failed_edit_never_shows_a_file_the_agent_may_not_read_outright() {
+    let repo = Repo::new();
+    std::fs::create_dir_all(repo.path().join(".nop/.permissions")).expect("dir");
+    std::fs::write(
+        repo.path().join(".nop/.permissions/agent-default.yml"),
+        "tools:\n  allowed: [\"*\"]\nfile-access:\n  - pattern: \"ask/**\"\n    access: ask\n  \
+         - pattern: \"**\"\n    access: read\n",
+    )
+    .expect("rules");
+    repo.trust();
+    std::fs::create_dir_all(repo.path().join("ask")).expect("dir");
+    std::fs::write(repo.path().join("ask/x.md"), "ASK-SECRET\n").expect("write");
+    let server = MockServer::start(vec![
+        openai::reply_tool_calls(&[(
+            "c1",
+            "edit-file",
+            json!({"path": "ask/x.md", "old_string": "nothing here", "new_string": "x"}),
+        )]),
+        openai::reply_text("done"),
+    ]);
+    let (code, _, stderr) = run_json(&repo, &server, &["--yes"]);
+    assert_eq!(code, 0, "{stderr}");
+    let result = server.result_of("c1");
+    assert!(
+        result.contains("does not occur in ask/x.md") && !result.contains("ASK-SECRET"),
+        "{result}"
+    );
+}
