@@ -238,18 +238,19 @@ pub async fn advise_retry(
 }
 
 /// Whether retry-advisor's own judgement may end a run or widen a call (`advisors.judgement`):
-/// under `auto`, when the run's model is OpenAI's or Anthropic's own API. Any other server —
+/// under `auto`, when the run's model is OpenAI's or Anthropic's own API (Azure's OpenAI too:
+/// [`crate::config::is_vendor_api`], as `provider.text_tool_calls` decides). Any other server —
 /// a local one, a gateway, an unknown compatible one — may be serving a small model, which was
 /// seen to answer `abort` after one recoverable error.
 pub fn judgement_trusted(config: &Config) -> bool {
     match config.advisors.judgement {
         Judgement::Full => true,
         Judgement::Limited => false,
-        Judgement::Auto => config.provider.base_url.as_deref().is_none_or(|url| {
-            let rest = url.split_once("://").map_or(url, |(_, r)| r);
-            let host = rest.split(['/', ':', '?']).next().unwrap_or_default();
-            ["api.openai.com", "api.anthropic.com"].contains(&host.to_ascii_lowercase().as_str())
-        }),
+        Judgement::Auto => config
+            .provider
+            .base_url
+            .as_deref()
+            .is_none_or(crate::config::is_vendor_api),
     }
 }
 

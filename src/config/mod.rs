@@ -699,8 +699,8 @@ impl ProviderConfig {
 }
 
 /// Whether `url` is OpenAI's or Anthropic's own API (Azure's OpenAI too): a server whose models
-/// call tools in its format.
-fn is_vendor_api(url: &str) -> bool {
+/// call tools in its format, serve no small model, and say nothing of their context.
+pub fn is_vendor_api(url: &str) -> bool {
     let rest = url.split_once("://").map_or(url, |(_, r)| r);
     let host = rest.split(['/', '?', '#']).next().unwrap_or_default();
     let host = host.rsplit_once('@').map_or(host, |(_, h)| h);

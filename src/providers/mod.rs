@@ -593,9 +593,9 @@ impl Provider {
         let probed = match probed {
             Some(p) => p,
             None => {
-                // OpenAI's own API says nothing of the kind: it is not asked.
+                // OpenAI's own API (and Azure's) says nothing of the kind: it is not asked.
                 let found = if self.kind == ProviderKind::Openai
-                    && !self.url.starts_with("https://api.openai.com/")
+                    && !crate::config::is_vendor_api(&self.url)
                 {
                     probe::probe(&self.client, &self.url, &self.model, self.key.as_ref()).await
                 } else {

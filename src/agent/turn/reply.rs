@@ -123,7 +123,10 @@ impl ModelAgent {
     /// too), or `call-agent`, whose subagent's own calls make the changes.
     fn may_change(&self, name: &str) -> bool {
         name == "call-agent"
-            || self.registry.get(name).is_none_or(|tool| tool.is_mutating())
+            || self
+                .registry
+                .get(name)
+                .is_none_or(|tool| tool.is_mutating())
     }
 
     /// Before `reply` is counted (a front end shows a reply's text when it is): a reply that is
