@@ -60,6 +60,15 @@ fn read_all(repo: &Repo, server: &MockServer) -> std::process::Output {
         .expect("run nop")
 }
 
+/// [`read_all`], which must end well with the model's "done reading": its stderr.
+fn read_all_done(repo: &Repo, server: &MockServer) -> String {
+    let out = read_all(repo, server);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "done reading\n");
+    stderr
+}
+
 /// The bytes of the first request nop sends for a one-line prompt.
 fn base_request_bytes() -> u64 {
     let repo = Repo::new();
@@ -199,10 +208,7 @@ fn a_context_learned_from_props_is_compacted_before_it_is_full() {
     let server = MockServer::start_with(Box::new(reading_model));
     server.serve_props(n_ctx);
     server.empty_stream_over(n_ctx);
-    let out = read_all(&repo, &server);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "done reading\n");
+    let stderr = read_all_done(&repo, &server);
     // No request was over the context: the conversation was compacted before.
     let over: Vec<u64> = server
         .requests()
@@ -223,10 +229,7 @@ fn a_vllm_refusal_of_the_cap_is_asked_again_with_the_cap_its_context_leaves() {
     // A server in front of vLLM: the size is not in /v1/models, only in the error.
     let server = MockServer::start_with(Box::new(reading_model));
     server.vllm_error_over(n);
-    let out = read_all(&repo, &server);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "done reading\n");
+    let stderr = read_all_done(&repo, &server);
     assert!(compressions(&repo) >= 1, "{stderr}");
     // The first refusal was of the cap (8192 beside a prompt that fits): asked again with the
     // cap the context leaves, not compacted.
@@ -276,10 +279,7 @@ fn a_context_learned_from_vllm_models_is_compacted_before_vllm_refuses() {
     let n = base_request_bytes() / 4 + 2200;
     let server = MockServer::start_with(Box::new(reading_model));
     server.serve_vllm(n);
-    let out = read_all(&repo, &server);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "done reading\n");
+    let stderr = read_all_done(&repo, &server);
     assert!(!stderr.contains("maximum context length"), "{stderr}");
     assert!(compressions(&repo) >= 1, "{stderr}");
     assert!(server.probes().iter().any(|p| p.path == "/v1/models"));
@@ -292,10 +292,7 @@ fn ollama_dropping_the_start_of_the_prompt_is_noticed_and_compacted() {
     let num_ctx = base_request_bytes() / 4 + 600;
     let server = MockServer::start_with(Box::new(reading_model));
     server.serve_ollama(num_ctx);
-    let out = read_all(&repo, &server);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "done reading\n");
+    let stderr = read_all_done(&repo, &server);
     assert!(stderr.contains("dropped the start"), "{stderr}");
     assert!(compressions(&repo) >= 1, "{stderr}");
     assert!(server.probes().iter().any(|p| p.path == "/api/show"));
